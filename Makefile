@@ -1,0 +1,51 @@
+# Two commands do all set-up on a fresh machine (Python 3.11, Java 17, git):
+#   make demo   - installs mmsctl into .venv and ends with a prediction
+#   make test   - installs mmsctl, the test tools and the reference servers, then runs the tests
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
+# Real MMS 1.1.11 and TorchServe 0.12 for the interop tests, each in its own venv.
+MMS_VENV ?= .venv-mms
+TS_VENV  ?= .venv-ts
+PYTEST_ARGS ?=
+
+.PHONY: demo test install install-test reference-servers clean bench
+
+$(BIN)/mmsctl: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --upgrade pip setuptools wheel
+	$(PIP) install -e .
+	@touch $@
+
+install: $(BIN)/mmsctl
+
+$(VENV)/.test-deps: $(BIN)/mmsctl pyproject.toml
+	$(PIP) install -e '.[test]'
+	@touch $@
+
+install-test: $(VENV)/.test-deps
+
+$(MMS_VENV)/.ok:
+	$(PYTHON) -m venv $(MMS_VENV)
+	$(MMS_VENV)/bin/python -m pip -q install --disable-pip-version-check mxnet==1.9.1 'numpy<1.24' multi-model-server==1.1.11
+	@touch $@
+
+$(TS_VENV)/.ok:
+	$(PYTHON) -m venv $(TS_VENV)
+	$(TS_VENV)/bin/python -m pip -q install --disable-pip-version-check torch==2.13.0 torchserve==0.12.0 torch-model-archiver pyyaml
+	@touch $@
+
+reference-servers: $(MMS_VENV)/.ok $(TS_VENV)/.ok
+
+demo: install
+	$(BIN)/python scripts/demo.py
+
+test: install-test reference-servers
+	$(BIN)/python -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
+
+bench: install-test reference-servers
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV) $(MMS_VENV) $(TS_VENV) build *.egg-info

@@ -1,0 +1,5 @@
+"""``python -m mmsctl`` runs the CLI."""
+
+from mmsctl.cli.main import run
+
+run()

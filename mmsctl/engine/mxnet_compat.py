@@ -1,0 +1,123 @@
+"""The one place that imports mxnet, made to work with numpy 1.24+ and Python 3.12.
+
+MXNet 1.9.1 is the last release. It still uses numpy aliases removed in numpy
+1.24 (``np.bool``, ``np.int``, ``np.float``, ``np.object``, ``np.str``,
+``np.complex``) and, on Python 3.12, ``distutils`` (gone from the standard
+library). Everything in mmsctl that needs mxnet calls :func:`import_mxnet`,
+which restores those names first and then imports mxnet once.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+import warnings
+from typing import Any
+
+__all__ = ["import_mxnet", "patch_numpy"]
+
+_ALIASES = {
+    "bool": bool,
+    "int": int,
+    "float": float,
+    "complex": complex,
+    "object": object,
+    "str": str,
+}
+
+
+def patch_numpy() -> None:
+    """Restore the numpy aliases that mxnet 1.9.1 still uses."""
+    import numpy as np
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, value in _ALIASES.items():
+            if name not in np.__dict__:
+                setattr(np, name, value)
+
+
+def _patch_distutils() -> None:
+    """Give mxnet a ``distutils.version.LooseVersion`` where Python has none (3.12+)."""
+    try:
+        import distutils.version  # noqa: F401
+        return
+    except ImportError:
+        pass
+
+    class LooseVersion:
+        def __init__(self, version: str) -> None:
+            self.vstring = str(version)
+            parts: list[Any] = []
+            for piece in self.vstring.replace("-", ".").split("."):
+                parts.append(int(piece) if piece.isdigit() else piece)
+            self.version = parts
+
+        def _key(self, other: Any) -> tuple[list[Any], list[Any]]:
+            if not isinstance(other, LooseVersion):
+                other = LooseVersion(other)
+            return [str(p) if not isinstance(p, int) else p for p in self.version], [
+                str(p) if not isinstance(p, int) else p for p in other.version
+            ]
+
+        def __lt__(self, other: Any) -> bool:
+            a, b = self._key(other)
+            try:
+                return a < b
+            except TypeError:
+                return [str(x) for x in a] < [str(x) for x in b]
+
+        def __ge__(self, other: Any) -> bool:
+            return not self.__lt__(other)
+
+        def __eq__(self, other: Any) -> bool:
+            a, b = self._key(other)
+            return a == b
+
+        def __le__(self, other: Any) -> bool:
+            return self.__lt__(other) or self.__eq__(other)
+
+        def __gt__(self, other: Any) -> bool:
+            return not self.__le__(other)
+
+    pkg = types.ModuleType("distutils")
+    mod = types.ModuleType("distutils.version")
+    mod.LooseVersion = LooseVersion  # type: ignore[attr-defined]
+    pkg.version = mod  # type: ignore[attr-defined]
+    sys.modules.setdefault("distutils", pkg)
+    sys.modules.setdefault("distutils.version", mod)
+
+
+_mx: Any = None
+
+
+def import_mxnet() -> Any:
+    """Import mxnet once, with the compatibility patches applied first.
+
+    Returns:
+        The ``mxnet`` module.
+
+    Raises:
+        EngineError: mxnet is not installed or fails to load.
+    """
+    global _mx
+    if _mx is not None:
+        return _mx
+    from mmsctl.errors import EngineError
+
+    patch_numpy()
+    _patch_distutils()
+    # MXNet prints a warning per process about its OpenMP settings; quieten it.
+    os.environ.setdefault("MXNET_SUBGRAPH_VERBOSE", "0")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import mxnet as mx
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise EngineError(
+            f"mxnet cannot be imported: {exc}",
+            hint="install it with: pip install 'mxnet==1.9.1' 'numpy<2'",
+        ) from exc
+    _mx = mx
+    return mx

@@ -1,0 +1,220 @@
+"""Every error mmsctl raises, in one tree.
+
+The core never prints: it raises one of these, and ``mmsctl/cli/main.py`` turns
+it into a one-line message (plus an optional hint) and a named exit code.
+Errors from httpx, botocore and mxnet are translated where they come in.
+
+    MmsError                        exit 1
+    ├── UsageError                  exit 2   bad flag values, bad input paths
+    ├── NotFoundError               exit 3
+    │   ├── ModelNotFoundError          unknown model name / zoo entry
+    │   └── InputNotFoundError          a file or folder that is not there
+    ├── PartialFailure              exit 4   some items of a batch failed
+    ├── ArchiveError                exit 1   a .mar/.model that cannot be read or written
+    │   └── UnsafeArchiveError          zip-slip, links, devices, zip bombs
+    ├── ZooError                    exit 1
+    │   ├── DownloadError               network or HTTP failure while downloading
+    │   └── OfflineError                offline and not cached
+    ├── EngineError                 exit 1   mxnet missing, model fails to load
+    │   ├── HandlerError                a handler that cannot be imported or called
+    │   └── InputDecodeError            an image/body the handler cannot decode
+    ├── ServerError                 exit 1   the embedded server fails to start/stop
+    ├── ClientError                 exit 1   talking to a remote server
+    │   ├── ConnectionFailed        exit 5   refused, DNS, TLS
+    │   ├── AuthenticationFailed    exit 6
+    │   ├── RequestTimeout          exit 7
+    │   └── ApiError                exit 8   the server answered with an error body
+    ├── ConfigError                 exit 2   config file / context problems
+    └── CloudError                  exit 9   AWS: credentials, access, quota, region
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+__all__ = [
+    "ApiError",
+    "ArchiveError",
+    "AuthenticationFailed",
+    "ClientError",
+    "CloudError",
+    "ConfigError",
+    "ConnectionFailed",
+    "DownloadError",
+    "EngineError",
+    "HandlerError",
+    "InputDecodeError",
+    "InputNotFoundError",
+    "MmsError",
+    "ModelNotFoundError",
+    "NotFoundError",
+    "OfflineError",
+    "PartialFailure",
+    "RequestTimeout",
+    "ServerError",
+    "UnsafeArchiveError",
+    "UsageError",
+    "ZooError",
+]
+
+
+class MmsError(Exception):
+    """Base of everything mmsctl raises on purpose."""
+
+    exit_code: int = 1
+    reference: str = "mmsctl-error"
+
+    def __init__(self, message: str, *, hint: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(MmsError):
+    """A flag value or argument that cannot be used."""
+
+    exit_code = 2
+    reference = "usage"
+
+
+class NotFoundError(MmsError):
+    """Something named by the user does not exist."""
+
+    exit_code = 3
+    reference = "not-found"
+
+
+class ModelNotFoundError(NotFoundError):
+    """An unknown model name, zoo entry or registered model."""
+
+    reference = "model-not-found"
+
+
+class InputNotFoundError(NotFoundError):
+    """An input file or folder that is not there."""
+
+    reference = "input-not-found"
+
+
+class PartialFailure(MmsError):
+    """Some items of a batch failed; the others succeeded and were printed."""
+
+    exit_code = 4
+    reference = "partial-failure"
+
+
+class ArchiveError(MmsError):
+    """A model archive that cannot be read, written or understood."""
+
+    reference = "archive"
+
+
+class UnsafeArchiveError(ArchiveError):
+    """An archive member that would escape the target or is not a plain file."""
+
+    reference = "unsafe-archive"
+
+
+class ZooError(MmsError):
+    """The model zoo or cache cannot provide a model."""
+
+    reference = "zoo"
+
+
+class DownloadError(ZooError):
+    """A download failed (network, HTTP status, cut connection)."""
+
+    reference = "download"
+
+
+class OfflineError(ZooError):
+    """Offline and the model is not in the cache."""
+
+    reference = "offline"
+
+
+class EngineError(MmsError):
+    """The inference engine cannot load or run a model."""
+
+    reference = "engine"
+
+
+class HandlerError(EngineError):
+    """A handler that cannot be imported, initialised or called."""
+
+    reference = "handler"
+
+
+class InputDecodeError(EngineError):
+    """An input the handler cannot decode (corrupt image, empty body)."""
+
+    reference = "input-decode"
+
+
+class ServerError(MmsError):
+    """The embedded server failed to start, stop or answer."""
+
+    reference = "server"
+
+
+class ClientError(MmsError):
+    """Talking to a remote model server failed."""
+
+    reference = "client"
+
+
+class ConnectionFailed(ClientError):
+    """Connection refused, DNS failure or TLS error."""
+
+    exit_code = 5
+    reference = "connection-failed"
+
+
+class AuthenticationFailed(ClientError):
+    """The server refused our token."""
+
+    exit_code = 6
+    reference = "authentication-failed"
+
+
+class RequestTimeout(ClientError):
+    """The server did not answer in time."""
+
+    exit_code = 7
+    reference = "timeout"
+
+
+class ApiError(ClientError):
+    """The server answered with an MMS error body ``{"code", "type", "message"}``."""
+
+    exit_code = 8
+    reference = "api-error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int = 0,
+        type: str = "",
+        hint: Optional[str] = None,
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+        self.type = type
+
+
+class ConfigError(MmsError):
+    """A config file, context or environment value that cannot be used."""
+
+    exit_code = 2
+    reference = "config"
+
+
+class CloudError(MmsError):
+    """AWS refused or could not do what was asked."""
+
+    exit_code = 9
+    reference = "cloud"

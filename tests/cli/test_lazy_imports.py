@@ -1,0 +1,54 @@
+"""`mmsctl --help`, `--version` and help pages must not import heavy libraries."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("mxnet", "numpy", "PIL", "textual", "boto3", "botocore", "httpx", "aiohttp")
+
+PROBE = """
+import sys, json
+from mmsctl.cli.main import run
+try:
+    run(sys.argv[1:])
+except SystemExit:
+    pass
+print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in %r)), file=sys.stderr)
+""" % (HEAVY,)
+
+
+def _heavy_modules(*args: str) -> list[str]:
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=60
+    )
+    return json.loads(proc.stderr.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"]])
+def test_root_is_light(args: list[str]) -> None:
+    assert _heavy_modules(*args) == []
+
+
+def test_every_help_page_is_light() -> None:
+    from mmsctl.cli.main import app
+    import typer.main
+
+    group = typer.main.get_command(app)
+    names = list(group.commands)  # type: ignore[attr-defined]
+    assert names, "no commands registered"
+    for name in names:
+        assert _heavy_modules(name, "--help") == [], name
+
+
+def test_version_prints_version() -> None:
+    from mmsctl import __version__
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "mmsctl", "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == f"mmsctl {__version__}"

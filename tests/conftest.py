@@ -1,0 +1,41 @@
+"""Fixtures every test gets: a clean environment and private XDG folders."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.support.paths import KITTEN_JPG, KITTEN_PNG, SQUEEZENET_DIR, require_shared
+
+
+@pytest.fixture(autouse=True)
+def clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """No MMSCTL_* or AWS_* from the developer's shell; cache/config/state in a temp folder."""
+    for key in list(os.environ):
+        if key.startswith("MMSCTL_") and key not in ("MMSCTL_SHARED_DIR", "MMSCTL_MMS_VENV", "MMSCTL_TS_VENV"):
+            monkeypatch.delenv(key, raising=False)
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("MMSCTL_CACHE_DIR", str(home / "cache"))
+    monkeypatch.setenv("MMSCTL_CONFIG_DIR", str(home / "config"))
+    monkeypatch.setenv("MMSCTL_STATE_DIR", str(home / "state"))
+    monkeypatch.setenv("NO_COLOR", "1")
+    # Nothing in the tests may reach the internet.
+    monkeypatch.setenv("MMSCTL_OFFLINE", "1")
+
+
+@pytest.fixture
+def squeezenet_dir() -> Path:
+    """The real pretrained SqueezeNet v1.1 checkpoint folder in ../shared."""
+    return require_shared(SQUEEZENET_DIR)
+
+
+@pytest.fixture
+def kitten_jpg() -> Path:
+    return require_shared(KITTEN_JPG)
+
+
+@pytest.fixture
+def kitten_png() -> Path:
+    return require_shared(KITTEN_PNG)
