@@ -1,0 +1,1 @@
+complete --command mmsctl --no-files --arguments "(env _MMSCTL_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args _TYPER_COMPLETE_ARGS=(commandline -cp) mmsctl)" --condition "env _MMSCTL_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=is-args _TYPER_COMPLETE_ARGS=(commandline -cp) mmsctl"

@@ -1,0 +1,307 @@
+"""Safe extraction of zip (``.mar``, ``.model``) and tar.gz archives.
+
+Archives come from the internet (the zoo, ``models register --url``), so every
+member is checked before a byte is written: no absolute paths or ``..`` that
+would escape the target (zip-slip), no symlinks, hardlinks or devices, no
+duplicate names, and no zip bombs (a cap on the total size, the member count
+and the compression ratio of big members). Extraction always goes into a fresh
+temporary sibling of the target, renamed into place at the end, so a failure
+never leaves a half-extracted folder behind.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tarfile
+import uuid
+import zipfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import IO, Callable, Iterator, Literal, Optional
+
+from mmsctl.errors import ArchiveError, InputNotFoundError, UnsafeArchiveError
+
+__all__ = [
+    "ArchiveFormat",
+    "Limits",
+    "detect_format",
+    "extract_into",
+    "iter_members",
+    "read_member",
+    "safe_member_path",
+    "temp_sibling",
+]
+
+#: ``zip`` covers ``.mar`` and legacy ``.model``; ``tgz`` is model-archiver's ``--archive-format tgz``.
+ArchiveFormat = Literal["zip", "tgz", "folder"]
+
+_GIB = 1024**3
+_MIB = 1024**2
+_CHUNK = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Caps against archive bombs. The defaults fit any real model (VGG-19 is 550 MiB)."""
+
+    max_total_bytes: int = 32 * _GIB
+    max_members: int = 100_000
+    #: uncompressed/compressed size above which a member is refused ...
+    max_ratio: float = 200.0
+    #: ... once it is bigger than this (small files such as JSON compress well)
+    ratio_floor: int = 16 * _MIB
+
+
+DEFAULT_LIMITS = Limits()
+
+
+@dataclass(frozen=True)
+class Member:
+    """One archive entry, already checked: a safe relative path, its size, and whether it is a folder."""
+
+    path: str
+    size: int
+    is_dir: bool
+    executable: bool = False
+
+
+def detect_format(path: Path) -> ArchiveFormat:
+    """Tell a zip, a gzip'd tar and a folder apart by content, not by file name.
+
+    Raises:
+        InputNotFoundError: *path* does not exist.
+        ArchiveError: neither of the three.
+    """
+    if path.is_dir():
+        return "folder"
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+    except FileNotFoundError:
+        raise InputNotFoundError(f"{path}: no such file or folder") from None
+    except OSError as exc:
+        raise ArchiveError(f"{path}: cannot read: {exc.strerror}") from exc
+    if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
+        return "zip"
+    if head[:2] == b"\x1f\x8b":
+        return "tgz"
+    raise ArchiveError(
+        f"{path}: not a model archive (expected a .mar/.model zip, a .tar.gz or a folder)"
+    )
+
+
+def safe_member_path(name: str) -> str:
+    """The member's path relative to the target, or UnsafeArchiveError if it would escape.
+
+    Backslashes count as separators (archives made on Windows); ``.`` parts are
+    dropped. Returns "" for the archive root itself.
+    """
+    if "\x00" in name:
+        raise UnsafeArchiveError(f"unsafe archive member {name!r}: NUL in the name")
+    text = name.replace("\\", "/")
+    if text.startswith("/") or (len(text) > 1 and text[1] == ":" and text[0].isalpha()):
+        raise UnsafeArchiveError(f"unsafe archive member {name!r}: absolute path")
+    parts = [p for p in text.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise UnsafeArchiveError(f"unsafe archive member {name!r}: '..' escapes the target folder")
+    return str(PurePosixPath(*parts)) if parts else ""
+
+
+def _check_budget(total: int, count: int, limits: Limits, source: Path) -> None:
+    if count > limits.max_members:
+        raise UnsafeArchiveError(f"{source}: more than {limits.max_members} members (archive bomb?)")
+    if total > limits.max_total_bytes:
+        raise UnsafeArchiveError(
+            f"{source}: uncompressed size over {limits.max_total_bytes // _GIB} GiB (archive bomb?)"
+        )
+
+
+def _zip_members(zf: zipfile.ZipFile, source: Path, limits: Limits) -> Iterator[tuple[Member, zipfile.ZipInfo]]:
+    seen: set[str] = set()
+    total = 0
+    infos = zf.infolist()
+    _check_budget(0, len(infos), limits, source)
+    for info in infos:
+        path = safe_member_path(info.filename)
+        mode = (info.external_attr >> 16) & 0xFFFF
+        kind = stat.S_IFMT(mode)
+        if kind and kind not in (stat.S_IFREG, stat.S_IFDIR):
+            what = "symlink" if kind == stat.S_IFLNK else "special file"
+            raise UnsafeArchiveError(f"unsafe archive member {info.filename!r}: {what}")
+        is_dir = info.is_dir()
+        if not path:
+            continue
+        if path in seen:
+            raise UnsafeArchiveError(f"unsafe archive member {info.filename!r}: duplicate name")
+        seen.add(path)
+        if not is_dir:
+            total += info.file_size
+            _check_budget(total, len(infos), limits, source)
+            if info.file_size > limits.ratio_floor and info.file_size > limits.max_ratio * max(
+                info.compress_size, 1
+            ):
+                raise UnsafeArchiveError(
+                    f"unsafe archive member {info.filename!r}: compression ratio over "
+                    f"{limits.max_ratio:.0f}:1 (zip bomb?)"
+                )
+        yield Member(path, info.file_size, is_dir, bool(mode & 0o111) and not is_dir), info
+
+
+def _tar_members(tf: tarfile.TarFile, source: Path, limits: Limits) -> Iterator[tuple[Member, tarfile.TarInfo]]:
+    seen: set[str] = set()
+    total = 0
+    count = 0
+    compressed = max(source.stat().st_size, 1)
+    for info in tf:
+        count += 1
+        path = safe_member_path(info.name)
+        if info.issym() or info.islnk():
+            kind = "symlink" if info.issym() else "hardlink"
+            raise UnsafeArchiveError(f"unsafe archive member {info.name!r}: {kind} to {info.linkname!r}")
+        if not (info.isreg() or info.isdir()):
+            raise UnsafeArchiveError(f"unsafe archive member {info.name!r}: device, fifo or special file")
+        if not path:
+            continue
+        if path in seen:
+            raise UnsafeArchiveError(f"unsafe archive member {info.name!r}: duplicate name")
+        seen.add(path)
+        if info.isreg():
+            total += info.size
+        _check_budget(total, count, limits, source)
+        if total > limits.ratio_floor and total > limits.max_ratio * compressed:
+            raise UnsafeArchiveError(
+                f"{source}: compression ratio over {limits.max_ratio:.0f}:1 (archive bomb?)"
+            )
+        yield Member(path, info.size, info.isdir(), bool(info.mode & 0o111) and info.isreg()), info
+
+
+def iter_members(source: Path, fmt: ArchiveFormat, limits: Limits = DEFAULT_LIMITS) -> list[Member]:
+    """List and check an archive's members without extracting anything."""
+    with _open(source, fmt) as handle:
+        if isinstance(handle, zipfile.ZipFile):
+            return [m for m, _ in _zip_members(handle, source, limits)]
+        return [m for m, _ in _tar_members(handle, source, limits)]
+
+
+def read_member(source: Path, fmt: ArchiveFormat, wanted: set[str], max_bytes: int = 16 * _MIB) -> dict[str, bytes]:
+    """Read a few small members (manifest, signature) by path, without extracting."""
+    found: dict[str, bytes] = {}
+    with _open(source, fmt) as handle:
+        if isinstance(handle, zipfile.ZipFile):
+            for member, info in _zip_members(handle, source, DEFAULT_LIMITS):
+                if member.path in wanted and not member.is_dir and member.size <= max_bytes:
+                    found[member.path] = _guard(lambda: handle.read(info), source)
+        else:
+            for member, tinfo in _tar_members(handle, source, DEFAULT_LIMITS):
+                if member.path in wanted and not member.is_dir and member.size <= max_bytes:
+                    fh = handle.extractfile(tinfo)
+                    assert fh is not None
+                    found[member.path] = _guard(fh.read, source)
+    return found
+
+
+class _Opened:
+    """Open a zip or tar.gz, turning the libraries' errors into ArchiveError."""
+
+    def __init__(self, source: Path, fmt: ArchiveFormat) -> None:
+        self.source = source
+        self.fmt = fmt
+        self.handle: Optional[zipfile.ZipFile | tarfile.TarFile] = None
+
+    def __enter__(self) -> zipfile.ZipFile | tarfile.TarFile:
+        try:
+            if self.fmt == "zip":
+                self.handle = zipfile.ZipFile(self.source)
+            else:
+                self.handle = tarfile.open(self.source, mode="r:gz")
+        except FileNotFoundError:
+            raise InputNotFoundError(f"{self.source}: no such file") from None
+        except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error, OSError) as exc:
+            raise ArchiveError(f"{self.source}: corrupt or truncated archive: {exc}") from exc
+        return self.handle
+
+    def __exit__(self, exc_type: object, exc: Optional[BaseException], tb: object) -> None:
+        if self.handle is not None:
+            self.handle.close()
+        if isinstance(exc, (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error)):
+            raise ArchiveError(f"{self.source}: corrupt or truncated archive: {exc}") from exc
+
+
+def _open(source: Path, fmt: ArchiveFormat) -> _Opened:
+    return _Opened(source, fmt)
+
+
+def _guard(read: Callable[[], bytes], source: Path) -> bytes:
+    try:
+        return read()
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error) as exc:
+        raise ArchiveError(f"{source}: corrupt or truncated archive: {exc}") from exc
+
+
+def _write(src: IO[bytes], dest: Path, size: int, executable: bool) -> None:
+    """Copy exactly *size* bytes; never follow anything already at *dest*."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(dest, flags, 0o755 if executable else 0o644)
+    written = 0
+    with os.fdopen(fd, "wb") as out:
+        while True:
+            chunk = src.read(_CHUNK)
+            if not chunk:
+                break
+            written += len(chunk)
+            if written > size:
+                raise UnsafeArchiveError(f"archive member {dest.name!r} is bigger than it says (archive bomb?)")
+            out.write(chunk)
+
+
+def _extract(source: Path, fmt: ArchiveFormat, target: Path, limits: Limits) -> None:
+    with _open(source, fmt) as handle:
+        if isinstance(handle, zipfile.ZipFile):
+            for member, info in _zip_members(handle, source, limits):
+                dest = target / member.path
+                if member.is_dir:
+                    dest.mkdir(parents=True, exist_ok=True)
+                    continue
+                with handle.open(info) as src:
+                    _write(src, dest, member.size, member.executable)
+        else:
+            for member, tinfo in _tar_members(handle, source, limits):
+                dest = target / member.path
+                if member.is_dir:
+                    dest.mkdir(parents=True, exist_ok=True)
+                    continue
+                fh = handle.extractfile(tinfo)
+                assert fh is not None
+                _write(fh, dest, member.size, member.executable)
+
+
+def temp_sibling(target: Path) -> Path:
+    """A fresh folder beside *target* (same file system, so the final rename is atomic)."""
+    tmp = target.parent / f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir(parents=True)
+    return tmp
+
+
+def extract_into(source: Path, fmt: ArchiveFormat, parent_of_target: Path, limits: Limits = DEFAULT_LIMITS) -> Path:
+    """Extract *source* into a new temporary folder inside *parent_of_target* and return it.
+
+    The caller renames it into place; on any error the temporary folder is removed.
+    """
+    parent_of_target.mkdir(parents=True, exist_ok=True)
+    tmp = temp_sibling(parent_of_target / "extract")
+    try:
+        _extract(source, fmt, tmp, limits)
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error) as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ArchiveError(f"{source}: corrupt or truncated archive: {exc}") from exc
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ArchiveError(f"{source}: cannot extract: {exc.strerror or exc}") from exc
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return tmp

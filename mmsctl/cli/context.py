@@ -1,0 +1,135 @@
+"""`mmsctl context …`: named servers, like `kubectl config` contexts.
+
+    mmsctl context add prod --inference http://10.0.0.5:8080 --management http://10.0.0.5:8081
+    mmsctl context use prod
+    mmsctl context list
+    mmsctl context current
+    mmsctl context remove prod
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import typer
+
+from mmsctl.cli.options import ContextOpt, OutputOpt, check_output
+from mmsctl.cli.render import Column, get_ui, render_data, render_table
+
+__all__ = ["register"]
+
+context_app = typer.Typer(
+    name="context",
+    help="Named servers (inference/management/metrics URLs and a token file), like kubectl contexts. "
+    "Kept in <config>/contexts.toml; MMSCTL_CONTEXT and MMSCTL_*_URL override it.",
+    no_args_is_help=True,
+)
+
+
+def _complete_context_names(incomplete: str) -> list[str]:
+    try:
+        from mmsctl.client.contexts import LOCAL, ContextStore
+
+        names = [LOCAL, *ContextStore().names()]
+        return [n for n in dict.fromkeys(names) if n.startswith(incomplete)]
+    except Exception:  # noqa: BLE001 - completion stays silent
+        return []
+
+
+NameArg: str = typer.Argument(..., help="Context name.", metavar="NAME", autocompletion=_complete_context_names)
+
+_COLUMNS = (
+    Column("Current", "current"),
+    Column("Name", "name"),
+    Column("Inference", "inference_url"),
+    Column("Management", "management_url"),
+    Column("Metrics", "metrics_url", wide=True),
+    Column("Token file", "token_file", wide=True),
+)
+
+
+@context_app.command("add")
+def add(
+    name: str = typer.Argument(..., help="Context name.", metavar="NAME"),
+    inference: str = typer.Option(..., "--inference", help="Inference API URL, e.g. http://host:8080.", metavar="URL"),
+    management: str = typer.Option(..., "--management", help="Management API URL, e.g. http://host:8081.", metavar="URL"),
+    metrics: Optional[str] = typer.Option(None, "--metrics", help="Prometheus metrics URL, e.g. http://host:8082.", metavar="URL"),
+    token_file: Optional[str] = typer.Option(
+        None, "--token-file", help="Bearer token file (plain token or TorchServe key_file.json).", metavar="FILE"
+    ),
+    use: bool = typer.Option(False, "--use", help="Also make it the current context."),
+) -> None:
+    """Add a context, or replace one with the same name."""
+    from pathlib import Path
+
+    from mmsctl.client.contexts import Context, ContextStore
+    from mmsctl.errors import InputNotFoundError
+
+    if token_file and not Path(token_file).expanduser().is_file():
+        raise InputNotFoundError(f"token file {token_file} not found")
+    store = ContextStore()
+    existed = name in store.names()
+    store.add(Context(name, inference, management, metrics, token_file))
+    if use:
+        store.use(name)
+    ui = get_ui()
+    ui.message(f"context {name!r} {'replaced' if existed else 'added'}" + (" and in use" if use else ""))
+
+
+@context_app.command("use")
+def use(name: str = NameArg) -> None:
+    """Make NAME the current context (`local` is the local server)."""
+    from mmsctl.client.contexts import ContextStore
+
+    ContextStore().use(name)
+    get_ui().message(f"switched to context {name!r}")
+
+
+@context_app.command("list")
+def list_contexts(output: str = OutputOpt) -> None:
+    """List the contexts; `*` marks the one commands use (after MMSCTL_CONTEXT)."""
+    check_output(output)
+    from mmsctl.client.contexts import LOCAL, ContextStore, resolve_context
+
+    store = ContextStore()
+    active = resolve_context(None, store=store).name
+    contexts = store.all()
+    if LOCAL not in store.names():
+        contexts.insert(0, store.get(LOCAL))
+    rows: list[dict[str, Any]] = []
+    for ctx in contexts:
+        row = ctx.to_dict()
+        row["current"] = "*" if ctx.name == active else ""
+        rows.append(row)
+    if render_data([{k: v for k, v in r.items() if k != "current"} | {"current": bool(r["current"])} for r in rows], output):
+        return
+    render_table(rows, _COLUMNS, wide=output == "wide")
+
+
+@context_app.command("current")
+def current(output: str = typer.Option("name", "--output", "-o", help="Output: name, json or yaml.", metavar="FORMAT"),
+            context: Optional[str] = ContextOpt) -> None:
+    """Print the context commands use now, and (with -o json) its URLs and where it came from."""
+    check_output(output, ("name", "json", "yaml"))
+    from mmsctl.cli.models import context_name
+    from mmsctl.client.contexts import resolve_context
+
+    ctx = resolve_context(context_name(context))
+    if render_data(ctx.to_dict(), output):
+        return
+    out = get_ui().out.file
+    out.write(ctx.name + "\n")
+    out.flush()
+
+
+@context_app.command("remove")
+def remove(name: str = NameArg) -> None:
+    """Remove a context (if it was current, the local server becomes current)."""
+    from mmsctl.client.contexts import ContextStore
+
+    ContextStore().remove(name)
+    get_ui().message(f"context {name!r} removed")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(context_app, name="context")

@@ -1,0 +1,323 @@
+"""`mmsctl ec2`: launch a model server on EC2 (Elastic Inference or today's accelerators), list, clean up, cost."""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
+import typer
+
+from mmsctl.cli.options import OutputOpt, check_output
+from mmsctl.cli.render import Column, get_ui, render_data, render_table
+
+__all__ = ["register"]
+
+ec2_app = typer.Typer(
+    help="Launch MXNet model servers on EC2 with an accelerator; list, describe, terminate, clean up, cost.",
+    no_args_is_help=True,
+)
+
+RegionOpt: Optional[str] = typer.Option(None, "--region", help="AWS region (default: AWS_DEFAULT_REGION / profile).",
+                                        metavar="REGION")
+ProfileOpt: Optional[str] = typer.Option(None, "--profile", help="AWS profile from ~/.aws/config.",
+                                         metavar="PROFILE")
+
+CALL_COLUMNS = (
+    Column("#", "n", justify="right"),
+    Column("Service", "service"),
+    Column("Operation", "operation"),
+    Column("Status", "status"),
+    Column("Parameters", "parameters"),
+)
+INSTANCE_COLUMNS = (
+    Column("Instance", "id"),
+    Column("Name", "name"),
+    Column("State", "state"),
+    Column("Type", "type"),
+    Column("Accelerator", "accelerator"),
+    Column("Public IP", "public_ip"),
+    Column("Models", "models"),
+    Column("Private IP", "private_ip", wide=True),
+    Column("Zone", "zone", wide=True),
+    Column("Image", "image", wide=True),
+    Column("Key", "key", wide=True),
+    Column("Launched", "launched", wide=True),
+)
+
+
+def _session(region: Optional[str], profile: Optional[str], dry_run: bool = False) -> Any:
+    from mmsctl.cloud._session import open_session
+
+    return open_session(region=region, profile=profile, dry_run=dry_run)
+
+
+def _render_calls(aws: Any, output: str, extra: Optional[dict[str, Any]] = None) -> None:
+    calls = [c.to_dict() for c in aws.calls]
+    if render_data({**(extra or {}), "dry_run": True, "region": aws.region, "calls": calls}, output):
+        return
+    rows = [{"n": i, "service": c.service, "operation": c.to_dict()["operation"],
+             "status": "would run" if not c.executed else "read", "parameters": c.summary()}
+            for i, c in enumerate(aws.calls, 1)]
+    render_table(rows, CALL_COLUMNS, wide=output == "wide")
+    made = sum(1 for c in aws.calls if not c.executed)
+    get_ui().message(f"dry run in {aws.region}: {made} call(s) would change something; nothing was changed")
+
+
+@ec2_app.command("launch")
+def launch_cmd(
+    eia: Optional[str] = typer.Option(None, "--eia", help="Elastic Inference accelerator: medium|large|xlarge "
+                                      "(eia1) or eia2.medium|eia2.large|eia2.xlarge.", metavar="SIZE"),
+    accelerator: Optional[str] = typer.Option(None, "--accelerator", help="eia|inf1|inf2|g4dn|g5|none "
+                                              "(default: eia with --eia, else none).", metavar="KIND"),
+    instance_type: Optional[str] = typer.Option(None, "--instance-type", help="EC2 instance type "
+                                                "(default fits the accelerator: m5.large for EI).", metavar="TYPE"),
+    models: List[str] = typer.Option([], "--models", "-m", help="name=location to serve (zoo name or https URL); "
+                                     "repeatable.", metavar="NAME=LOCATION"),
+    region: Optional[str] = RegionOpt,
+    profile: Optional[str] = ProfileOpt,
+    subnet: Optional[str] = typer.Option(None, "--subnet", help="Subnet (default: the default VPC's first).",
+                                         metavar="SUBNET"),
+    key_name: Optional[str] = typer.Option(None, "--key-name", help="EC2 key pair for SSH.", metavar="KEY"),
+    ami: Optional[str] = typer.Option(None, "--ami", help="ami-… or resolve:ssm:/parameter (default: the "
+                                      "accelerator's Deep Learning AMI from its public SSM parameter).", metavar="AMI"),
+    count: int = typer.Option(1, "--count", help="How many instances.", min=1),
+    server: str = typer.Option("mmsctl", "--server", help="What the instance runs: mmsctl or mms (MMS 1.1.11)."),
+    allow: List[str] = typer.Option([], "--allow-cidr", help="CIDR allowed to reach port 8080 and SSH "
+                                    "(default: the VPC only); repeatable.", metavar="CIDR"),
+    name: Optional[str] = typer.Option(None, "--name", help="Name tag (default: mmsctl-<models>)."),
+    pip_spec: Optional[str] = typer.Option(None, "--pip-spec", help="What the instance pip-installs for "
+                                           "--server mmsctl (default: mmsctl==<this version>).", metavar="REQ"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print every AWS call instead of making the changes."),
+    wait: bool = typer.Option(False, "--wait", help="Wait until the instances run and their servers answer /ping."),
+    wait_timeout: float = typer.Option(900.0, "--wait-timeout", help="Seconds --wait waits for the server."),
+    output: str = OutputOpt,
+) -> None:
+    """Launch a model server on EC2; finds or creates the EI endpoint, security groups and role first.
+
+    Example: mmsctl ec2 launch --eia medium --models squeezenet --region us-west-2 --key-name me
+    """
+    check_output(output)
+    from mmsctl.cloud import ec2
+    from mmsctl.cloud.accelerators import choose
+    from mmsctl.cloud.userdata import parse_models
+
+    choice = choose(accelerator, eia)
+    req = ec2.LaunchRequest(accelerator=choice, models=parse_models(models), instance_type=instance_type,
+                            subnet=subnet, key_name=key_name, ami=ami, count=count, server=server,  # type: ignore[arg-type]
+                            allow_cidrs=list(allow), name=name, pip_spec=pip_spec)
+    ui = get_ui()
+    aws = _session(region, profile, dry_run)
+    result = ec2.launch(aws, req)
+    for warning in result.warnings:
+        ui.warn(warning)
+    if dry_run:
+        _render_calls(aws, output, {"launch": result.to_dict()})
+        return
+    for line in result.created:
+        ui.message(f"created {line}")
+    for line in result.reused:
+        ui.message(f"reused {line}")
+    rows = result.instances
+    if wait:
+        ids = [str(r["id"]) for r in rows]
+        ui.message(f"waiting for {', '.join(ids)} to run…")
+        rows = ec2.wait_for_instances(aws, ids)
+        _wait_servers(rows, wait_timeout)
+    if not render_data({**result.to_dict(), "instances": rows}, output):
+        render_table(rows, INSTANCE_COLUMNS, wide=output == "wide")
+    if not wait:
+        ui.message("the server starts a few minutes after boot; `mmsctl ec2 launch --wait` waits for it")
+
+
+def _wait_servers(rows: list[dict[str, Any]], timeout: float) -> None:
+    from mmsctl.cloud.ec2 import wait_for_server
+    from mmsctl.errors import CloudError
+
+    ui = get_ui()
+    for row in rows:
+        url = row.get("inference_url") or (f"http://{row['private_ip']}:8080" if row.get("private_ip") else None)
+        if url is None:
+            raise CloudError(f"{row['id']} has no IP address to check its server at")
+        ui.message(f"waiting for the server at {url}/ping …")
+        if not wait_for_server(url, timeout=timeout):
+            raise CloudError(f"{row['id']} is running but its server did not answer {url}/ping "
+                             f"within {timeout:g}s",
+                             hint="is your address in --allow-cidr? progress: /var/log/mmsctl-init.log on the host")
+        row["server_ready"] = True
+
+
+@ec2_app.command("list")
+def list_cmd(
+    region: Optional[str] = RegionOpt,
+    profile: Optional[str] = ProfileOpt,
+    all_: bool = typer.Option(False, "--all", "-a", help="Include terminated instances."),
+    output: str = OutputOpt,
+) -> None:
+    """List the instances mmsctl launched (found by their mmsctl:managed tag)."""
+    check_output(output)
+    from mmsctl.cloud.ec2 import list_instances
+
+    rows = list_instances(_session(region, profile), include_terminated=all_)
+    if not render_data(rows, output):
+        render_table(rows, INSTANCE_COLUMNS, wide=output == "wide")
+
+
+@ec2_app.command("describe")
+def describe_cmd(
+    instance_id: str = typer.Argument(..., metavar="INSTANCE_ID"),
+    region: Optional[str] = RegionOpt,
+    profile: Optional[str] = ProfileOpt,
+    output: str = OutputOpt,
+) -> None:
+    """Show one mmsctl instance: state, addresses, accelerator, models, groups, role, tags."""
+    check_output(output)
+    from mmsctl.cloud.ec2 import describe_instance
+
+    info = describe_instance(_session(region, profile), instance_id)
+    if not render_data(info, output):
+        rows = [{"field": k, "value": v if not isinstance(v, dict) else ", ".join(f"{a}={b}" for a, b in v.items())}
+                for k, v in info.items()]
+        render_table(rows, (Column("Field", "field"), Column("Value", "value")))
+
+
+@ec2_app.command("terminate")
+def terminate_cmd(
+    instance_ids: List[str] = typer.Argument(None, metavar="[INSTANCE_ID]..."),
+    all_: bool = typer.Option(False, "--all", help="Terminate every mmsctl instance in the region."),
+    region: Optional[str] = RegionOpt,
+    profile: Optional[str] = ProfileOpt,
+    wait: bool = typer.Option(False, "--wait", help="Wait until they are terminated."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the AWS calls instead of making them."),
+    output: str = OutputOpt,
+) -> None:
+    """Terminate mmsctl instances (instances without the mmsctl:managed tag are refused)."""
+    check_output(output)
+    from mmsctl.cloud.ec2 import terminate
+
+    aws = _session(region, profile, dry_run)
+    rows = terminate(aws, list(instance_ids or []), all_instances=all_, wait=wait)
+    if dry_run:
+        _render_calls(aws, output)
+        return
+    if not render_data(rows, output):
+        if not rows:
+            get_ui().message(f"no mmsctl instances in {aws.region}")
+            return
+        render_table(rows, (Column("Instance", "id"), Column("Previous", "previous"), Column("State", "state")))
+
+
+@ec2_app.command("ssh-config")
+def ssh_config_cmd(
+    instance_ids: List[str] = typer.Argument(None, metavar="[INSTANCE_ID]..."),
+    region: Optional[str] = RegionOpt,
+    profile: Optional[str] = ProfileOpt,
+    identity_dir: str = typer.Option("~/.ssh", "--identity-dir", help="Where KEY.pem files live."),
+) -> None:
+    """Print ~/.ssh/config entries for mmsctl instances (management port 8081 forwarded to localhost)."""
+    from mmsctl.cloud.ec2 import ssh_config
+
+    text = ssh_config(_session(region, profile), list(instance_ids or []), identity_dir=identity_dir)
+    if not text:
+        get_ui().message("no running mmsctl instance with an address")
+        return
+    out = get_ui().out.file
+    out.write(text)
+    out.flush()
+
+
+@ec2_app.command("cleanup")
+def cleanup_cmd(
+    region: Optional[str] = RegionOpt,
+    profile: Optional[str] = ProfileOpt,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the AWS calls instead of making them."),
+    output: str = OutputOpt,
+) -> None:
+    """Delete the VPC endpoints, security groups, IAM role and instance profile mmsctl created, nothing else."""
+    check_output(output)
+    from mmsctl.cloud.ec2 import cleanup
+
+    aws = _session(region, profile, dry_run)
+    result = cleanup(aws)
+    if dry_run:
+        _render_calls(aws, output)
+        return
+    if render_data({"region": aws.region, "deleted": result.deleted, "kept": result.kept}, output):
+        return
+    if not result.deleted:
+        get_ui().message(f"nothing of mmsctl's left in {aws.region}")
+    else:
+        render_table(result.deleted, (Column("Deleted", "kind"), Column("Id", "id")))
+    for item in result.kept:
+        get_ui().message(f"kept {item['kind']} {item['id']} (not tagged mmsctl:managed)")
+
+
+@ec2_app.command("user-data")
+def user_data_cmd(
+    models: List[str] = typer.Option([], "--models", "-m", metavar="NAME=LOCATION", help="Models to serve."),
+    server: str = typer.Option("mmsctl", "--server", help="mmsctl or mms."),
+    eia: Optional[str] = typer.Option(None, "--eia", metavar="SIZE"),
+    accelerator: Optional[str] = typer.Option(None, "--accelerator", metavar="KIND"),
+    pip_spec: Optional[str] = typer.Option(None, "--pip-spec", metavar="REQ"),
+) -> None:
+    """Print the boot script `launch` would pass to the instance (readable bash; no AWS call)."""
+    from mmsctl.cloud.accelerators import choose
+    from mmsctl.cloud.userdata import UserDataSpec, parse_models, render_user_data
+
+    choice = choose(accelerator, eia)
+    text = render_user_data(UserDataSpec(models=parse_models(models), server=server,  # type: ignore[arg-type]
+                                         accelerator=choice.label, pip_spec=pip_spec))
+    out = get_ui().out.file
+    out.write(text)
+    out.flush()
+
+
+@ec2_app.command("cost")
+def cost_cmd(
+    instance_type: Optional[str] = typer.Option(None, "--instance-type", metavar="TYPE"),
+    eia: Optional[str] = typer.Option(None, "--eia", help="Add an Elastic Inference accelerator's price.",
+                                      metavar="SIZE"),
+    throughput: Optional[float] = typer.Option(None, "--throughput", help="Measured requests per second.",
+                                               metavar="RPS"),
+    price: Optional[float] = typer.Option(None, "--price", help="Total hourly price in USD (skips the table).",
+                                          metavar="USD"),
+    table_name: Optional[str] = typer.Option(None, "--table", help="Print a published table (resnet152).",
+                                             metavar="NAME"),
+    live: bool = typer.Option(False, "--live", help="Ask the AWS Pricing API for the instance price."),
+    region: Optional[str] = RegionOpt,
+    profile: Optional[str] = ProfileOpt,
+    output: str = OutputOpt,
+) -> None:
+    """Cost per 100,000 requests from an hourly price and a throughput.
+
+    Example: mmsctl ec2 cost --instance-type m5.large --eia medium --throughput 19.08
+    """
+    check_output(output)
+    from mmsctl.cloud import cost
+    from mmsctl.cloud.accelerators import parse_eia
+    from mmsctl.errors import UsageError
+
+    title: Optional[str] = None
+    if table_name:
+        title, rows = cost.table(table_name)
+    else:
+        if not instance_type or throughput is None:
+            raise UsageError("pass --instance-type and --throughput (or --table resnet152)")
+        accel = parse_eia(eia) if eia else None
+        instance_price = None
+        if live and price is None:
+            aws = _session(region or "us-east-1", profile)
+            instance_price = cost.live_price(aws, instance_type, aws.region)
+            region = aws.region
+        rows = [cost.estimate(instance_type, throughput, accelerator=accel, price=price,
+                              instance_price=instance_price, region=region)]
+    if render_data([r.to_dict() for r in rows], output):
+        return
+    data = [{"setup": r.label, "price": f"${r.hourly_price:.3f}/h", "throughput": f"{r.throughput:.2f} req/s",
+             "cost": f"${r.cost_per_100k:.2f}", "source": r.price_source} for r in rows]
+    render_table(data, (Column("Setup", "setup"), Column("Price", "price", justify="right"),
+                        Column("Throughput", "throughput", justify="right"),
+                        Column("Per 100k requests", "cost", justify="right"),
+                        Column("Price source", "source", wide=True)), wide=output == "wide", title=title)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(ec2_app, name="ec2")

@@ -1,0 +1,378 @@
+"""`mmsctl models …`, `mmsctl scale` and `mmsctl ping`: manage any MMS/TorchServe/mmsctl server.
+
+    mmsctl models list [-o wide|json|yaml]
+    mmsctl models describe squeezenet [--version 1.0]
+    mmsctl models register squeezenet.mar --name sq --initial-workers 2
+    mmsctl models unregister sq
+    mmsctl scale sq --min-workers 4 --wait
+    mmsctl ping [--all]
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
+import typer
+
+from mmsctl.cli.options import ContextOpt, OutputOpt, check_output, global_context
+from mmsctl.cli.render import Column, get_ui, render_data, render_table
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mmsctl.client.contexts import Context
+    from mmsctl.client.management import ManagementClient, ModelDetail
+
+__all__ = ["complete_model_names", "context_name", "register"]
+
+models_app = typer.Typer(
+    name="models",
+    help="Models on a server (MMS 1.1, TorchServe 0.12 or mmsctl): list, describe, register, unregister.",
+    no_args_is_help=True,
+)
+
+TimeoutOpt: float = typer.Option(30.0, "--timeout", help="Seconds to wait for the server.", metavar="S")
+VersionOpt: Optional[str] = typer.Option(
+    None, "--version", help="Model version (TorchServe; `all` describes every version).", metavar="V"
+)
+
+
+def complete_model_names(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion for MODEL: names from the current context's server (1 s, silent on failure)."""
+    try:
+        from mmsctl.client.contexts import resolve_context
+        from mmsctl.client.management import ManagementClient
+
+        name = ctx.params.get("context")
+        parent = ctx.parent
+        while not name and parent is not None:
+            name = (parent.params or {}).get("context")
+            parent = parent.parent
+        with ManagementClient(resolve_context(name), timeout=1.0, retries=0) as client:
+            names = [m.name for m in client.list_models()]
+        return [n for n in names if n.startswith(incomplete)]
+    except Exception:  # noqa: BLE001 - completion must never print a traceback into the shell
+        return []
+
+
+ModelArg: str = typer.Argument(..., help="Model name.", metavar="MODEL", autocompletion=complete_model_names)
+
+
+def context_name(explicit: Optional[str]) -> Optional[str]:
+    """``--context`` of this command, else of ``mmsctl --context`` (typer ≥ 0.17 vendors click,
+    so the root context is looked up on typer's own context stack too)."""
+    name = global_context(explicit)
+    if name:
+        return name
+    try:
+        from typer._click.globals import get_current_context
+    except ImportError:  # pragma: no cover - typer that uses plain click
+        return None
+    ctx = get_current_context(silent=True)
+    while ctx is not None:
+        obj = ctx.obj
+        if isinstance(obj, dict) and obj.get("context"):
+            return str(obj["context"])
+        ctx = ctx.parent
+    return None
+
+
+def _context(explicit: Optional[str]) -> "Context":
+    from mmsctl.client.contexts import resolve_context
+
+    return resolve_context(context_name(explicit))
+
+
+def _management(explicit: Optional[str], timeout: float) -> "ManagementClient":
+    from mmsctl.client.management import ManagementClient
+
+    if timeout <= 0:
+        from mmsctl.errors import UsageError
+
+        raise UsageError("--timeout must be more than 0")
+    return ManagementClient(_context(explicit), timeout=timeout)
+
+
+# --- models list / describe ---
+
+_LIST_COLUMNS = (
+    Column("Name", "modelName"),
+    Column("Version", "modelVersion", wide=True),
+    Column("Workers", "workersH", wide=True, justify="right"),
+    Column("Batch", "batchSize", wide=True, justify="right"),
+    Column("URL", "modelUrl"),
+)
+
+
+@models_app.command("list")
+def list_models(
+    output: str = OutputOpt,
+    context: Optional[str] = ContextOpt,
+    timeout: float = TimeoutOpt,
+) -> None:
+    """List the models registered on the server (every page). `-o wide` adds workers and batch size."""
+    check_output(output)
+    with _management(context, timeout) as client:
+        rows: list[dict[str, Any]] = [m.to_dict() for m in client.list_models()]
+        if output == "wide":
+            for row in rows:
+                detail = client.describe(row["modelName"])
+                row.update(
+                    modelVersion=detail.version,
+                    workersH=f"{detail.ready_workers}/{len(detail.workers)}",
+                    batchSize=detail.batch_size,
+                )
+    if render_data(rows, output):
+        return
+    if not rows:
+        get_ui().message(f"no models on {client.server}")
+        return
+    render_table(rows, _LIST_COLUMNS, wide=output == "wide")
+
+
+_WORKER_COLUMNS = (
+    Column("Worker", "id"),
+    Column("Status", "status"),
+    Column("Started", "start_time"),
+    Column("GPU", "gpu"),
+    Column("Memory", "memory", justify="right"),
+    Column("PID", "pid", wide=True, justify="right"),
+)
+
+
+def _describe_rows(detail: "ModelDetail") -> list[dict[str, Any]]:
+    return [
+        {"key": "Name", "value": detail.name},
+        {"key": "Version", "value": detail.version},
+        {"key": "URL", "value": detail.url},
+        {"key": "Runtime", "value": detail.runtime},
+        {"key": "Workers", "value": f"{detail.ready_workers} ready / {len(detail.workers)} "
+         f"(min {detail.min_workers}, max {detail.max_workers})"},
+        {"key": "Batch size", "value": detail.batch_size},
+        {"key": "Max batch delay", "value": None if detail.max_batch_delay is None else f"{detail.max_batch_delay} ms"},
+    ]
+
+
+def _memory(value: Optional[int]) -> Optional[str]:
+    if value is None:
+        return None
+    from rich.filesize import decimal
+
+    return decimal(int(value))
+
+
+@models_app.command("describe")
+def describe(
+    model: str = ModelArg,
+    version: Optional[str] = VersionOpt,
+    output: str = OutputOpt,
+    context: Optional[str] = ContextOpt,
+    timeout: float = TimeoutOpt,
+) -> None:
+    """Show a model's settings and its workers (status, start time, memory)."""
+    check_output(output)
+    with _management(context, timeout) as client:
+        details = client.describe_all(model, version)
+    if version == "all":
+        data: Any = [d.raw for d in details]
+    else:
+        data = details[0].raw
+    if render_data(data, output):
+        return
+    ui = get_ui()
+    for i, detail in enumerate(details if version == "all" else details[:1]):
+        if i:
+            ui.out.print()
+        render_table(_describe_rows(detail), (Column("Field", "key"), Column("Value", "value")))
+        if detail.workers:
+            ui.out.print()
+            rows = [
+                {
+                    "id": w.id, "status": w.status, "start_time": w.start_time,
+                    "gpu": "yes" if w.gpu else "no", "memory": _memory(w.memory_usage), "pid": w.pid,
+                }
+                for w in detail.workers
+            ]
+            render_table(rows, _WORKER_COLUMNS, wide=output == "wide")
+
+
+# --- models register / unregister ---
+
+
+@models_app.command("register")
+def register_model(
+    location: str = typer.Argument(
+        ..., help="Archive URL (http/https) or a file name in the server's model store.", metavar="LOCATION"
+    ),
+    name: Optional[str] = typer.Option(None, "--name", "-n", help="Model name (default: the archive's).", metavar="NAME"),
+    handler: Optional[str] = typer.Option(None, "--handler", help="Handler (module:function) overriding the archive's."),
+    runtime: Optional[str] = typer.Option(None, "--runtime", help="Runtime, e.g. python or python3."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Inference batch size."),
+    max_batch_delay: Optional[int] = typer.Option(
+        None, "--max-batch-delay", min=0, help="Milliseconds to wait to fill a batch.", metavar="MS"
+    ),
+    initial_workers: Optional[int] = typer.Option(
+        None, "--initial-workers", min=0, help="Workers to start (server default: 0 on MMS and TorchServe).", metavar="N"
+    ),
+    response_timeout: Optional[int] = typer.Option(
+        None, "--response-timeout", min=1,
+        help="Worker response timeout, passed through (seconds on TorchServe and mmsctl; MMS 1.1 multiplies it by 60).",
+        metavar="N",
+    ),
+    synchronous: bool = typer.Option(
+        True, "--synchronous/--no-synchronous", help="Wait for the workers to start before answering."
+    ),
+    output: str = typer.Option("text", "--output", "-o", help="Output: text, json or yaml.", metavar="FORMAT"),
+    context: Optional[str] = ContextOpt,
+    timeout: float = typer.Option(120.0, "--timeout", help="Seconds to wait for the server.", metavar="S"),
+) -> None:
+    """Register a model archive on the server (POST /models)."""
+    check_output(output, ("text", "json", "yaml"))
+    with _management(context, timeout) as client:
+        result = client.register(
+            location, model_name=name, handler=handler, runtime=runtime, batch_size=batch_size,
+            max_batch_delay=max_batch_delay, initial_workers=initial_workers,
+            response_timeout=response_timeout, synchronous=synchronous, timeout=timeout,
+        )
+        server = client.server
+    data = {"status": result.status, "message": result.message, "location": location, "modelName": name}
+    if render_data(data, output):
+        return
+    label = name or location
+    state = "accepted, loading in the background" if result.in_progress else "registered"
+    _answer(f"{label} {state} on {server}" + (f": {result.message}" if result.message else ""))
+
+
+@models_app.command("unregister")
+def unregister_model(
+    model: str = ModelArg,
+    version: Optional[str] = VersionOpt,
+    context: Optional[str] = ContextOpt,
+    timeout: float = typer.Option(60.0, "--timeout", help="Seconds to wait for the server.", metavar="S"),
+) -> None:
+    """Unregister a model (DELETE /models/MODEL), stopping its workers."""
+    with _management(context, timeout) as client:
+        result = client.unregister(model, version)
+        server = client.server
+    state = "unregistering" if result.in_progress else "unregistered"
+    _answer(f"{model}{'/' + version if version else ''} {state} on {server}")
+
+
+def _answer(text: str) -> None:
+    """The one result line of a write command, on stdout (like kubectl's "scaled")."""
+    out = get_ui().out
+    out.file.write(text + "\n")
+    out.file.flush()
+
+
+# --- scale ---
+
+
+def scale(
+    model: str = ModelArg,
+    min_workers: int = typer.Option(..., "--min-workers", "--replicas", min=0, help="Workers to run.", metavar="N"),
+    max_workers: Optional[int] = typer.Option(None, "--max-workers", min=0, help="Upper bound (default: N).", metavar="M"),
+    version: Optional[str] = typer.Option(None, "--version", help="Model version (TorchServe).", metavar="V"),
+    wait: bool = typer.Option(False, "--wait", help="Wait until N workers are ready (exit 7 on timeout)."),
+    timeout: float = typer.Option(120.0, "--timeout", help="Seconds --wait may take.", metavar="S"),
+    output: str = typer.Option("text", "--output", "-o", help="Output: text, json or yaml.", metavar="FORMAT"),
+    context: Optional[str] = ContextOpt,
+) -> None:
+    """Set a model's worker count on any server, like `kubectl scale` (PUT /models/MODEL)."""
+    check_output(output, ("text", "json", "yaml"))
+    ui = get_ui()
+    with _management(context, min(timeout, 30.0)) as client:
+        if wait and not ui.quiet and ui.err.is_terminal:
+            with ui.err.status(f"scaling {model} to {min_workers} workers…") as status:
+                def progress(detail: "ModelDetail") -> None:
+                    status.update(f"scaling {model}: {detail.ready_workers}/{min_workers} workers ready…")
+
+                result = client.scale(model, min_workers, max_workers, version=version, wait=True,
+                                      timeout=timeout, on_progress=progress)
+        else:
+            result = client.scale(model, min_workers, max_workers, version=version, wait=wait, timeout=timeout)
+    if render_data(result.to_dict(), output):
+        return
+    noun = "worker" if min_workers == 1 else "workers"
+    if result.waited:
+        _answer(f"{model} scaled to {min_workers} {noun} ({result.ready} ready)")
+    elif result.in_progress:
+        _answer(f"{model} scaling to {min_workers} {noun} (the server is starting them; --wait waits)")
+    else:
+        _answer(f"{model} scaled to {min_workers} {noun}")
+
+
+# --- ping ---
+
+_PING_COLUMNS = (
+    Column("Context", "context"),
+    Column("URL", "url"),
+    Column("Status", "status"),
+    Column("Server", "server"),
+    Column("Latency", "latency", justify="right"),
+    Column("Version", "version", wide=True),
+    Column("Source", "source", wide=True),
+)
+
+
+def ping(
+    all_contexts: bool = typer.Option(False, "--all", "-A", help="Every configured context, not just the current one."),
+    output: str = OutputOpt,
+    context: Optional[str] = ContextOpt,
+    timeout: float = typer.Option(5.0, "--timeout", help="Seconds to wait for each server.", metavar="S"),
+) -> None:
+    """Check server health (GET /ping) and tell MMS, TorchServe and mmsctl apart.
+
+    Exits 0 when every server is healthy, else with the first failure's code
+    (5 unreachable, 6 authentication, 7 timeout, 8 unhealthy).
+    """
+    check_output(output)
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mmsctl.client.contexts import ContextStore, local_context
+    from mmsctl.client.inference import InferenceClient, PingResult
+    from mmsctl.errors import ClientError, MmsError
+
+    if all_contexts:
+        store = ContextStore()
+        contexts = store.all()
+        if "local" not in store.names():
+            contexts.insert(0, local_context())
+    else:
+        contexts = [_context(context)]
+
+    def check(ctx: "Context") -> PingResult:
+        try:
+            with InferenceClient(ctx, timeout=timeout) as client:
+                return client.ping()
+        except MmsError as exc:  # a context that cannot even be used (bad token file)
+            return PingResult(ctx.inference_url, False, exc.message, error=exc)
+
+    with ThreadPoolExecutor(max_workers=min(8, len(contexts))) as pool:
+        results = list(pool.map(check, contexts))
+    rows = []
+    for ctx, result in zip(contexts, results):
+        row = result.to_dict()
+        row.update(context=ctx.name, source=ctx.source,
+                   latency=None if result.latency_ms is None else f"{result.latency_ms:.0f} ms")
+        rows.append(row)
+    if not render_data(rows, output):
+        render_table(rows, _PING_COLUMNS, wide=output == "wide")
+    failed = [(ctx, r) for ctx, r in zip(contexts, results) if not r.healthy]
+    if failed:
+        ctx, first = failed[0]
+        error = first.error or ClientError(f"{ctx.name} ({first.url}) is not healthy: {first.status}")
+        if first.error is None:
+            error.exit_code = 8
+        if len(contexts) > 1:
+            error = _with_code(ClientError(f"{len(failed)} of {len(contexts)} servers not healthy"), error.exit_code)
+        raise error
+
+
+def _with_code(error: Any, code: int) -> Any:
+    error.exit_code = code
+    return error
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(models_app, name="models")
+    app.command("scale")(scale)
+    app.command("ping")(ping)

@@ -1,0 +1,187 @@
+"""``mmsctl predict MODEL INPUT…``: classify images locally, or on a server with ``--context``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Iterator, List, Optional
+
+import typer
+
+from mmsctl.cli.options import ContextOpt, check_output, global_context
+from mmsctl.cli.render import UI, Column, get_ui, render_data, render_table
+
+__all__ = ["register"]
+
+PREDICT_OUTPUTS = ("table", "wide", "json", "jsonl", "yaml")
+#: Default batch for the built-in vision handler (other handlers get 1, as MMS's examples expect).
+AUTO_BATCH = 16
+
+_COLUMNS = (
+    Column("Input", "input"),
+    Column("Rank", "rank", justify="right"),
+    Column("Class", "class"),
+    Column("Probability", "probability", justify="right"),
+    Column("Status", "status", wide=True, justify="right"),
+)
+
+HELP = """Run MODEL on images and print the answers.
+
+MODEL is a zoo name (squeezenet), a .mar/.tar.gz/.model archive, a model folder or an
+MXNet checkpoint folder. INPUT is image files, folders (their images, sorted), globs,
+http(s) URLs or - for stdin. Each input is sent as the raw request body, so the answer is
+what `curl -T INPUT http://host:8080/predictions/MODEL` gets from MMS.
+
+With --context NAME the inputs go to that server's /predictions/MODEL instead.
+
+Output: a table of the top classes; -o json prints the response body (one input) or a list
+of {input, status, result|error} (several); -o jsonl streams one such object per line.
+Exit code 4 when some inputs failed (the others are printed).
+"""
+
+
+def _rows(predictions: Iterable[Any]) -> Iterator[dict[str, Any]]:
+    for p in predictions:
+        if not p.ok:
+            continue
+        result = p.result()
+        if isinstance(result, list) and result and all(isinstance(r, dict) for r in result):
+            for rank, entry in enumerate(result, 1):
+                yield {
+                    "input": p.input,
+                    "rank": rank,
+                    "class": entry.get("class", entry.get("label")),
+                    "probability": entry.get("probability", entry.get("score")),
+                    "status": p.status,
+                }
+        else:
+            text = result if isinstance(result, str) else json.dumps(result)
+            yield {"input": p.input, "rank": None, "class": text.strip()[:120], "probability": None,
+                   "status": p.status}
+
+
+def _single_failure(p: Any) -> Exception:
+    from mmsctl.errors import HandlerError, InputDecodeError
+
+    if p.cause is not None:
+        return p.cause
+    if 400 <= p.status < 500:
+        return InputDecodeError(f"{p.input}: {p.error}")
+    return HandlerError(f"{p.input}: {p.error} (HTTP {p.status})")
+
+
+def _with_progress(ui: UI, total: int, predictions: Iterator[Any]) -> Iterator[Any]:
+    if total < 2 or ui.quiet or not ui.err.is_terminal:
+        yield from predictions
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(
+        TextColumn("predict"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+        console=ui.err, transient=True,
+    ) as bar:
+        task = bar.add_task("predict", total=total)
+        for p in predictions:
+            bar.advance(task)
+            yield p
+
+
+def _emit(ui: UI, output: str, total: int, predictions: Iterator[Any]) -> None:
+    """Print the answers; raise the input's own error (one input) or PartialFailure (several)."""
+    from mmsctl.errors import PartialFailure
+
+    done: list[Any] = []
+    failed = 0
+    for p in _with_progress(ui, total, predictions):
+        done.append(p)
+        if not p.ok:
+            failed += 1
+            if total > 1:
+                ui.error(p.error if str(p.error).startswith(f"{p.input}:") else f"{p.input}: {p.error}")
+        if output == "jsonl" and (p.ok or total > 1):
+            render_data(p.to_dict(), "jsonl", ui=ui)
+    if total == 1 and failed:
+        raise _single_failure(done[0])
+    good = [p for p in done if p.ok]
+    if output in ("json", "yaml"):
+        if total == 1:
+            if output == "json":
+                body = good[0].body
+                ui.out.file.write(body.decode("utf-8", "replace") + ("" if body.endswith(b"\n") else "\n"))
+                ui.out.file.flush()
+            else:
+                render_data(good[0].result(), "yaml", ui=ui)
+        else:
+            render_data([p.to_dict() for p in done], output, ui=ui)
+    elif output in ("table", "wide"):
+        render_table(_rows(good), _COLUMNS, wide=output == "wide", ui=ui)
+    if failed:
+        raise PartialFailure(f"{failed} of {total} inputs failed")
+
+
+def _auto_batch(model: Any, handler: Optional[str]) -> int:
+    from mmsctl.engine.builtin import VISION_HANDLER_MODULE
+    from mmsctl.engine.loader import split_handler
+
+    chosen = handler or model.handler
+    if chosen is None or split_handler(chosen)[0] == VISION_HANDLER_MODULE:
+        return AUTO_BATCH
+    return 1
+
+
+def predict(
+    model: str = typer.Argument(..., help="Zoo name, archive, model folder or checkpoint folder.",
+                                metavar="MODEL"),
+    inputs: List[str] = typer.Argument(..., help="Image files, folders, globs, URLs or - (stdin).",
+                                       metavar="INPUT..."),
+    output: str = typer.Option("table", "--output", "-o", metavar="FORMAT",
+                               help="table, wide, json, jsonl or yaml."),
+    top_k: Optional[int] = typer.Option(None, "--top-k", "-k", min=1, metavar="K",
+                                        help="How many classes per input (built-in handler default 5)."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", "-b", min=1, metavar="N",
+                                             help=f"Inputs per forward pass (default {AUTO_BATCH} for the "
+                                             "built-in handler, 1 for others)."),
+    handler: Optional[str] = typer.Option(None, "--handler", metavar="MODULE[:FN]",
+                                          help="Use this handler instead of the archive's "
+                                          "(module in the archive, or path/to/file.py)."),
+    gpu: Optional[int] = typer.Option(None, "--gpu", metavar="N", help="Run on GPU N."),
+    context: Optional[str] = ContextOpt,
+    model_version: Optional[str] = typer.Option(None, "--model-version", metavar="V",
+                                                help="With --context: the model version to call."),
+) -> None:
+    output = check_output(output, PREDICT_OUTPUTS)
+    from mmsctl.engine.inputs import expand_inputs
+    from mmsctl.engine.predict import open_model, predict_local, predict_remote
+
+    ui = get_ui()
+    sources = expand_inputs(list(inputs))
+    if len(sources) == 1 and sources[0].error is not None:
+        raise sources[0].error  # fail before loading anything
+    context_name = global_context(context)
+    if context_name:
+        from mmsctl.client.contexts import resolve_context
+        from mmsctl.client.inference import InferenceClient
+
+        client = InferenceClient(resolve_context(context_name))
+        try:
+            _emit(ui, output, len(sources),
+                  predict_remote(client, model, sources, top_k=top_k, version=model_version))
+        finally:
+            close = getattr(client, "close", None)
+            if callable(close):
+                close()
+        return
+
+    from mmsctl.engine.service import load_service
+
+    local = open_model(model, progress=not ui.quiet)
+    readable = sum(1 for s in sources if s.error is None)
+    size = max(1, min(batch_size or _auto_batch(local, handler), readable))
+    service = load_service(local, model_name=local.name, batch_size=size, gpu_id=gpu, handler=handler)
+    try:
+        _emit(ui, output, len(sources), predict_local(service, sources, batch_size=size, top_k=top_k))
+    finally:
+        service.close()
+
+
+def register(app: typer.Typer) -> None:
+    app.command("predict", help=HELP, no_args_is_help=True)(predict)

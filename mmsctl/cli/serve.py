@@ -1,0 +1,130 @@
+"""``mmsctl serve start|stop|status|logs``: run the embedded MMS-compatible server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from mmsctl.cli.options import OutputOpt, check_output
+from mmsctl.cli.render import Column, get_ui, render_data, render_table
+
+__all__ = ["register"]
+
+serve_app = typer.Typer(
+    name="serve",
+    help="Run the embedded model server (speaks the MMS 1.1 inference and management APIs).",
+    no_args_is_help=True,
+)
+
+NameOpt: Optional[str] = typer.Option(
+    None, "--name", help="Instance name (default: the inference port, e.g. 8080).", metavar="NAME"
+)
+
+
+@serve_app.command("start")
+def start(
+    models: List[str] = typer.Option(
+        [], "--models", "-m", metavar="NAME=LOCATION",
+        help="Model to load at start-up: a .mar/.model/folder, a zoo name or a file in the model "
+        "store, optionally as name=location. Repeat for more.",
+    ),
+    model_store: Optional[Path] = typer.Option(None, "--model-store", help="Folder register urls resolve against."),
+    config_file: Optional[Path] = typer.Option(
+        None, "--config", "--mms-config", help="An MMS config.properties file.", metavar="FILE"
+    ),
+    inference_address: Optional[str] = typer.Option(None, "--inference-address", metavar="URL",
+                                                    help="Default http://127.0.0.1:8080."),
+    management_address: Optional[str] = typer.Option(None, "--management-address", metavar="URL",
+                                                     help="Default http://127.0.0.1:8081."),
+    metrics_address: Optional[str] = typer.Option(None, "--metrics-address", metavar="URL",
+                                                  help="Default http://127.0.0.1:8082."),
+    workers: Optional[int] = typer.Option(None, "--workers", "-w", min=0,
+                                          help="Workers per start-up model (default_workers_per_model)."),
+    token_file: Optional[Path] = typer.Option(
+        None, "--token-file", help="Require a bearer token (plain file or TorchServe key_file.json)."
+    ),
+    name: Optional[str] = NameOpt,
+    foreground: bool = typer.Option(False, "--foreground", "-f", help="Run in this terminal until Ctrl+C."),
+    timeout: float = typer.Option(300.0, "--timeout", help="Seconds to wait for the server to be ready."),
+) -> None:
+    """Start a server; return once its APIs answer and the start-up models have READY workers."""
+    from mmsctl.server.control import build_config, start_background, start_foreground
+
+    config = build_config(
+        models=models, model_store=model_store, config_file=config_file,
+        inference_address=inference_address, management_address=management_address,
+        metrics_address=metrics_address, workers=workers, token_file=token_file, name=name,
+    )
+    ui = get_ui()
+    if foreground:
+        raise typer.Exit(start_foreground(config))
+    state = start_background(config, timeout=timeout, on_wait=lambda: ui.message(
+        f"starting mmsctl server {config.instance_name} (log: {_log_hint(config)}) ..."))
+    ui.message(f"server {state.name} ready (pid {state.pid})")
+    ui.message(f"  inference:  {state.inference_url}")
+    ui.message(f"  management: {state.management_url}")
+    ui.message(f"  metrics:    {state.metrics_url}/metrics")
+    if state.models:
+        ui.message(f"  models:     {', '.join(state.models)}")
+
+
+def _log_hint(config: object) -> str:
+    from mmsctl.server.instances import Instance
+
+    return str(Instance(config.instance_name).log_file)  # type: ignore[attr-defined]
+
+
+@serve_app.command("stop")
+def stop(
+    name: Optional[str] = NameOpt,
+    all_: bool = typer.Option(False, "--all", help="Stop every running instance."),
+    timeout: float = typer.Option(
+        30.0, "--timeout", help="Seconds to answer queued and in-flight requests before killing."
+    ),
+) -> None:
+    """Stop a server after it has answered queued and in-flight requests."""
+    from mmsctl.server.control import stop_instances
+
+    for stopped, forced in stop_instances(name, all_=all_, timeout=timeout):
+        get_ui().message(f"server {stopped} stopped" + (" (killed after the timeout)" if forced else ""))
+
+
+@serve_app.command("status")
+def status(
+    name: Optional[str] = NameOpt,
+    output: str = OutputOpt,
+) -> None:
+    """Show the servers started here: status, pid, addresses, models."""
+    from mmsctl.server.control import status_rows
+
+    output = check_output(output)
+    rows = status_rows(name)
+    if render_data(rows, output):
+        return
+    if not rows:
+        get_ui().message("no mmsctl server instances")
+        return
+    render_table(rows, [
+        Column("Name", "name"), Column("Status", "status"), Column("Pid", "pid", justify="right"),
+        Column("Inference", "inference_url"), Column("Management", "management_url"),
+        Column("Metrics", "metrics_url", wide=True), Column("Models", "models"),
+        Column("Uptime", "uptime", justify="right"), Column("Log", "log_file", wide=True),
+    ], wide=output == "wide")
+
+
+@serve_app.command("logs")
+def logs(
+    name: Optional[str] = NameOpt,
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines."),
+    tail: int = typer.Option(-1, "--tail", "-n", help="Only the last N lines (-1: all)."),
+) -> None:
+    """Print a server's log (worker output included)."""
+    from mmsctl.server.control import print_logs
+
+    print_logs(name, follow=follow, tail=tail, out=get_ui().out.file)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(serve_app, name="serve")

@@ -1,0 +1,161 @@
+"""`mmsctl zoo`: the MMS model zoo and the local download cache.
+
+    mmsctl zoo list [-o wide|json|yaml] [--cached]
+    mmsctl zoo pull squeezenet resnet-18 [--force]
+    mmsctl zoo path squeezenet
+    mmsctl zoo rm squeezenet
+    mmsctl zoo clean
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import typer
+
+from mmsctl.cli.options import OutputOpt, check_output
+from mmsctl.cli.render import Column, get_ui, render_data, render_table
+
+__all__ = ["register"]
+
+zoo_app = typer.Typer(
+    name="zoo",
+    help="The MMS model zoo: list names, pull archives into the cache, find or remove them. "
+    "Mirror: MMSCTL_ZOO_URL (http(s) URL or folder); offline: MMSCTL_OFFLINE=1.",
+    no_args_is_help=True,
+)
+
+_LIST_COLUMNS = (
+    Column("Name", "name"),
+    Column("Aliases", "aliases"),
+    Column("Type", "task"),
+    Column("Framework", "framework"),
+    Column("Size", "size_h", justify="right"),
+    Column("Cached", "cached_h"),
+    Column("Title", "title", wide=True),
+    Column("Dataset", "dataset", wide=True),
+    Column("Path", "path", wide=True),
+    Column("URL", "url", wide=True),
+)
+
+
+def _human(size: Optional[int]) -> Optional[str]:
+    if size is None:
+        return None
+    from rich.filesize import decimal
+
+    return decimal(size)
+
+
+@zoo_app.command("list")
+def list_models(
+    output: str = OutputOpt,
+    cached: bool = typer.Option(False, "--cached", help="Only archives already in the cache."),
+) -> None:
+    """List the zoo's models (name, aliases, type, size) and whether each is cached."""
+    check_output(output)
+    from mmsctl.zoo.listing import zoo_rows
+
+    rows = zoo_rows(cached_only=cached)
+    if render_data(rows, output):
+        return
+    for row in rows:
+        row["size_h"] = _human(row["size"]) if row["cached"] else (
+            "~" + _human(row["size"]) if row["size"] else None  # type: ignore[operator]
+        )
+        row["cached_h"] = "yes" if row["cached"] else "no"
+    render_table(rows, _LIST_COLUMNS, wide=output == "wide")
+
+
+@zoo_app.command("pull")
+def pull(
+    names: list[str] = typer.Argument(..., help="Zoo names, aliases or http(s) URLs.", metavar="NAME..."),
+    force: bool = typer.Option(False, "--force", "-f", help="Download again even if cached."),
+    output: str = typer.Option(
+        "path", "--output", "-o", help="Output: path (one per line), json or yaml.", metavar="FORMAT"
+    ),
+) -> None:
+    """Download archives into the cache (or a mirror's copy) and print their paths."""
+    check_output(output, ("path", "json", "yaml"))
+    from mmsctl.errors import MmsError, PartialFailure
+    from mmsctl.zoo.resolve import pull_model
+
+    ui = get_ui()
+    results: list[dict[str, Any]] = []
+    failures: list[MmsError] = []
+    for name in names:
+        try:
+            model = pull_model(name, progress=not ui.quiet, force=force)
+        except MmsError as exc:
+            if len(names) == 1:
+                raise
+            ui.error(f"{name}: {exc.message}", exc.hint)
+            failures.append(exc)
+            continue
+        size = model.path.stat().st_size if model.path.is_file() else None
+        verb = {"download": "downloaded", "cache": "already cached", "mirror": "in the mirror folder"}
+        ui.message(f"{model.name}: {verb.get(model.source, model.source)} ({_human(size) or 'folder'})")
+        results.append(
+            {"name": model.name, "path": str(model.path), "source": model.source,
+             "origin": model.origin, "size": size}
+        )
+    if not render_data(results, output):
+        for item in results:
+            ui.out.file.write(item["path"] + "\n")
+        ui.out.file.flush()
+    if failures:
+        raise PartialFailure(f"{len(failures)} of {len(names)} models could not be pulled")
+
+
+@zoo_app.command("path")
+def path(name: str = typer.Argument(..., help="Zoo name, alias or URL.", metavar="NAME")) -> None:
+    """Print where NAME's archive is on disk (cache or mirror folder); never downloads."""
+    from mmsctl.errors import ModelNotFoundError, OfflineError
+    from mmsctl.zoo.resolve import resolve_model
+
+    try:
+        model = resolve_model(name, offline=True, progress=False)
+    except OfflineError:
+        raise ModelNotFoundError(
+            f"{name} is not in the cache", hint=f"download it with: mmsctl zoo pull {name}"
+        ) from None
+    ui = get_ui()
+    ui.out.file.write(str(model.path) + "\n")
+    ui.out.file.flush()
+
+
+@zoo_app.command("rm")
+def rm(
+    names: list[str] = typer.Argument(..., help="Zoo names, aliases or URLs.", metavar="NAME..."),
+) -> None:
+    """Remove cached archives."""
+    from mmsctl.errors import ModelNotFoundError
+    from mmsctl.zoo import cache
+    from mmsctl.zoo.resolve import cached_model
+
+    ui = get_ui()
+    missing = [n for n in names if cached_model(n) is None]
+    if missing:
+        raise ModelNotFoundError(
+            f"not in the cache: {', '.join(missing)}", hint="see `mmsctl zoo list --cached`"
+        )
+    for name in names:
+        model = cached_model(name)
+        if model is None:  # removed twice on one command line
+            continue
+        freed = cache.remove(model.path)
+        ui.message(f"removed {model.name} ({_human(freed)})")
+
+
+@zoo_app.command("clean")
+def clean() -> None:
+    """Empty the archive cache (and leftovers of interrupted downloads)."""
+    from mmsctl.zoo import cache
+
+    count, freed = cache.clean()
+    get_ui().message(f"removed {count} archive{'s' if count != 1 else ''}, freed {_human(freed)}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``zoo`` group to the root command."""
+    app.add_typer(zoo_app)

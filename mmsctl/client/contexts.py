@@ -1,0 +1,260 @@
+"""Named server endpoints, like kubectl contexts, kept in ``<config>/contexts.toml``.
+
+Which context a command uses (first match wins):
+
+1. ``--context NAME`` on the command (or ``mmsctl --context NAME``);
+2. ``MMSCTL_CONTEXT`` in the environment;
+3. ``current`` in ``contexts.toml`` (set by ``mmsctl context use``);
+4. ``local``: a running ``mmsctl serve`` instance, else ``127.0.0.1:8080/8081/8082``.
+
+Unless a context was named with ``--context``, ``MMSCTL_INFERENCE_URL``,
+``MMSCTL_MANAGEMENT_URL``, ``MMSCTL_METRICS_URL`` and ``MMSCTL_TOKEN_FILE`` then
+override single fields of it. The file looks like::
+
+    current = "prod"
+
+    [contexts.prod]
+    inference = "http://10.0.0.5:8080"
+    management = "http://10.0.0.5:8081"
+    metrics = "http://10.0.0.5:8082"
+    token_file = "/home/me/ts/key_file.json"
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Optional
+from urllib.parse import urlsplit
+
+from mmsctl.config import config_dir, load_toml, save_toml
+from mmsctl.errors import ConfigError, NotFoundError, UsageError
+
+__all__ = [
+    "DEFAULT_INFERENCE_URL",
+    "DEFAULT_MANAGEMENT_URL",
+    "DEFAULT_METRICS_URL",
+    "LOCAL",
+    "Context",
+    "ContextNotFound",
+    "ContextStore",
+    "contexts_file",
+    "local_context",
+    "resolve_context",
+    "validate_url",
+]
+
+LOCAL = "local"
+DEFAULT_INFERENCE_URL = "http://127.0.0.1:8080"
+DEFAULT_MANAGEMENT_URL = "http://127.0.0.1:8081"
+DEFAULT_METRICS_URL = "http://127.0.0.1:8082"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:-]{0,62}$")
+
+
+class ContextNotFound(NotFoundError):
+    """A context name that is not in contexts.toml."""
+
+    reference = "context-not-found"
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where one server's APIs are, and how to authenticate to them.
+
+    ``source`` says where it came from (``flag``, ``env``, ``file``, ``instance``,
+    ``default``), so ``mmsctl context current`` can explain itself.
+    """
+
+    name: str
+    inference_url: str
+    management_url: str
+    metrics_url: Optional[str] = None
+    token_file: Optional[str] = None
+    source: str = "file"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def contexts_file() -> Path:
+    return config_dir() / "contexts.toml"
+
+
+def validate_url(url: str, what: str) -> str:
+    """An http(s) URL with a host, without a trailing slash."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UsageError(f"bad {what} URL {url!r}: expected http(s)://HOST:PORT")
+    try:
+        parts.port
+    except ValueError:
+        raise UsageError(f"bad {what} URL {url!r}: the port is not a number") from None
+    return url.strip().rstrip("/")
+
+
+def _check_name(name: str) -> str:
+    if not _NAME.match(name):
+        raise UsageError(f"bad context name {name!r}: use letters, digits and . _ - @ : (up to 63)")
+    return name
+
+
+class ContextStore:
+    """Read and change ``contexts.toml``; every change is written atomically."""
+
+    def __init__(self, path: Optional[Path] = None) -> None:
+        self.path = path or contexts_file()
+        self._data = load_toml(self.path)
+        if not isinstance(self._data.get("contexts", {}), dict):
+            raise ConfigError(f"{self.path}: 'contexts' must be a table")
+
+    @property
+    def current(self) -> Optional[str]:
+        value = self._data.get("current")
+        return str(value) if value else None
+
+    def names(self) -> list[str]:
+        return sorted(self._data.get("contexts", {}))
+
+    def get(self, name: str) -> Context:
+        if name == LOCAL and name not in self._data.get("contexts", {}):
+            return local_context()
+        entry = self._data.get("contexts", {}).get(name)
+        if not isinstance(entry, dict):
+            known = ", ".join([LOCAL, *self.names()])
+            raise ContextNotFound(f"context {name!r} not found (known: {known})", hint="add it with `mmsctl context add`")
+        try:
+            return Context(
+                name=name,
+                inference_url=str(entry["inference"]),
+                management_url=str(entry["management"]),
+                metrics_url=str(entry["metrics"]) if entry.get("metrics") else None,
+                token_file=str(entry["token_file"]) if entry.get("token_file") else None,
+                source="file",
+            )
+        except KeyError as exc:
+            raise ConfigError(f"{self.path}: context {name!r} has no {exc.args[0]!r} URL") from None
+
+    def all(self) -> list[Context]:
+        return [self.get(n) for n in self.names()]
+
+    def add(self, context: Context, *, overwrite: bool = True) -> None:
+        _check_name(context.name)
+        if context.name == LOCAL:
+            raise UsageError(f"{LOCAL!r} is the built-in context of the local server; choose another name")
+        contexts = self._data.setdefault("contexts", {})
+        if context.name in contexts and not overwrite:
+            raise UsageError(f"context {context.name!r} already exists")
+        entry: dict[str, str] = {
+            "inference": validate_url(context.inference_url, "inference"),
+            "management": validate_url(context.management_url, "management"),
+        }
+        if context.metrics_url:
+            entry["metrics"] = validate_url(context.metrics_url, "metrics")
+        if context.token_file:
+            entry["token_file"] = str(Path(context.token_file).expanduser().resolve())
+        contexts[context.name] = entry
+        self._save()
+
+    def use(self, name: str) -> Context:
+        context = self.get(name)
+        self._data["current"] = name
+        self._save()
+        return context
+
+    def remove(self, name: str) -> None:
+        contexts = self._data.get("contexts", {})
+        if name not in contexts:
+            raise ContextNotFound(f"context {name!r} not found")
+        del contexts[name]
+        if self._data.get("current") == name:
+            self._data.pop("current", None)
+        self._save()
+
+    def _save(self) -> None:
+        save_toml(self.path, self._data)
+
+
+def local_context() -> Context:
+    """The local server: a running ``mmsctl serve`` instance, else the MMS default ports."""
+    found = _running_instance()
+    if found is not None:
+        return found
+    return Context(LOCAL, DEFAULT_INFERENCE_URL, DEFAULT_MANAGEMENT_URL, DEFAULT_METRICS_URL, source="default")
+
+
+def _running_instance() -> Optional[Context]:
+    try:
+        from mmsctl.server.instances import list_instances
+    except ImportError:  # the server package is optional for remote-only use
+        return None
+    try:
+        instances = list_instances()
+    except OSError:
+        return None
+    for instance in instances:
+        state = instance.running_state()
+        if state is None or not state.inference_url or not state.management_url:
+            continue
+        token_file = None
+        try:
+            import json
+
+            config = json.loads(instance.config_file.read_text())
+            token_file = config.get("token_file") or None
+        except (OSError, ValueError, AttributeError):
+            pass
+        return Context(
+            LOCAL if instance.name in ("default", LOCAL) else f"{LOCAL}:{instance.name}",
+            state.inference_url,
+            state.management_url,
+            state.metrics_url or None,
+            token_file,
+            source="instance",
+        )
+    return None
+
+
+def _env(key: str) -> Optional[str]:
+    value = os.environ.get(key)
+    return value if value else None
+
+
+def resolve_context(name: Optional[str] = None, *, store: Optional[ContextStore] = None) -> Context:
+    """The context a command talks to (precedence: flag > env > file > local default).
+
+    Args:
+        name: the ``--context`` value, if any.
+        store: the contexts file (default: ``<config>/contexts.toml``).
+
+    Raises:
+        ContextNotFound: *name*, ``MMSCTL_CONTEXT`` or ``current`` names no known context.
+        UsageError: an ``MMSCTL_*_URL`` override is not an http(s) URL.
+    """
+    store = store or ContextStore()
+    if name:
+        context = store.get(name)
+        return replace(context, source="flag") if context.source == "file" else context
+    env_name = _env("MMSCTL_CONTEXT")
+    if env_name:
+        context = replace(store.get(env_name), source="env")
+    elif store.current:
+        context = store.get(store.current)
+    else:
+        context = local_context()
+    overrides: dict[str, Any] = {}
+    for field_name, key in (
+        ("inference_url", "MMSCTL_INFERENCE_URL"),
+        ("management_url", "MMSCTL_MANAGEMENT_URL"),
+        ("metrics_url", "MMSCTL_METRICS_URL"),
+    ):
+        value = _env(key)
+        if value:
+            overrides[field_name] = validate_url(value, key)
+    token_file = _env("MMSCTL_TOKEN_FILE")
+    if token_file:
+        overrides["token_file"] = token_file
+    if overrides:
+        context = replace(context, source="env", **overrides)
+    return context

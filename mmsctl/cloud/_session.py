@@ -1,0 +1,131 @@
+"""The one door to boto3: a lazily built session, its clients, a call log, and error translation.
+
+Everything in ``mmsctl.cloud`` talks to AWS through :meth:`AwsSession.call`,
+which (1) translates botocore exceptions into :mod:`mmsctl.cloud.errors`,
+(2) records the call, and (3) in a dry run answers mutating calls with a
+placeholder instead of making them. boto3 is imported here, on first use only.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Optional
+
+from mmsctl.cloud.dryrun import Call, is_mutating, placeholder_response
+from mmsctl.cloud.errors import UnknownRegion, translate
+
+__all__ = ["AwsSession", "open_session"]
+
+_REGION_RE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d+$")
+
+
+class AwsSession:
+    """A boto3 session for one region, with a log of the calls made through it.
+
+    Example:
+        >>> aws = open_session(region="us-west-2")          # doctest: +SKIP
+        >>> aws.call("ec2", "describe_vpcs")["Vpcs"]       # doctest: +SKIP
+    """
+
+    def __init__(self, boto_session: Any, region: str, *, dry_run: bool = False) -> None:
+        self._boto = boto_session
+        self.region = region
+        self.dry_run = dry_run
+        self.calls: list[Call] = []
+        self._clients: dict[tuple[str, str], Any] = {}
+        self._account: Optional[str] = None
+
+    @property
+    def profile(self) -> Optional[str]:
+        return getattr(self._boto, "profile_name", None)
+
+    def client(self, service: str, region: Optional[str] = None) -> Any:
+        """The boto3 client for *service* (cached); *region* overrides the session's (Pricing lives in us-east-1)."""
+        key = (service, region or self.region)
+        if key not in self._clients:
+            from botocore.config import Config
+
+            config = Config(retries={"max_attempts": 4, "mode": "standard"}, connect_timeout=10, read_timeout=60,
+                            user_agent_extra="mmsctl")
+            try:
+                self._clients[key] = self._boto.client(service, region_name=key[1], config=config)
+            except Exception as exc:  # noqa: BLE001 - translated below
+                raise _translated(exc, service, "create_client") from exc
+        return self._clients[key]
+
+    def call(self, service: str, operation: str, *, region: Optional[str] = None, **params: Any) -> dict[str, Any]:
+        """Make one API call (or, dry run and mutating, record it and return a placeholder)."""
+        if self.dry_run and is_mutating(operation):
+            self.calls.append(Call(service, operation, dict(params), executed=False))
+            return placeholder_response(service, operation, params)
+        self.calls.append(Call(service, operation, dict(params)))
+        method: Callable[..., dict[str, Any]] = getattr(self.client(service, region), operation)
+        try:
+            return method(**params)
+        except Exception as exc:  # noqa: BLE001 - translated below
+            raise _translated(exc, service, operation) from exc
+
+    def paginate(self, service: str, operation: str, result_key: str, **params: Any) -> list[Any]:
+        """Every item of *result_key* over all pages of a read call."""
+        self.calls.append(Call(service, operation, dict(params)))
+        client = self.client(service)
+        items: list[Any] = []
+        try:
+            if client.can_paginate(operation):
+                for page in client.get_paginator(operation).paginate(**params):
+                    items.extend(page.get(result_key, []))
+            else:
+                items.extend(getattr(client, operation)(**params).get(result_key, []))
+        except Exception as exc:  # noqa: BLE001 - translated below
+            raise _translated(exc, service, operation) from exc
+        return items
+
+    def account_id(self) -> str:
+        """The caller's account (STS GetCallerIdentity), also a cheap check that credentials work."""
+        if self._account is None:
+            self._account = str(self.call("sts", "get_caller_identity")["Account"])
+        return self._account
+
+
+def _translated(exc: BaseException, service: str, operation: str) -> BaseException:
+    mapped = translate(exc, service=service, operation=operation)
+    return mapped if mapped is not None else exc
+
+
+def known_regions(boto_session: Any) -> set[str]:
+    """Every region botocore knows for EC2, over all partitions (aws, aws-cn, aws-us-gov, …)."""
+    regions: set[str] = set()
+    for partition in boto_session.get_available_partitions():
+        regions.update(boto_session.get_available_regions("ec2", partition_name=partition))
+    return regions
+
+
+def open_session(*, region: Optional[str] = None, profile: Optional[str] = None, dry_run: bool = False) -> AwsSession:
+    """A session from boto3's usual chain (flags > AWS_PROFILE/AWS_DEFAULT_REGION > ~/.aws/config).
+
+    Raises:
+        NoCredentials: the profile does not exist.
+        UnknownRegion: no region configured, or one AWS does not know.
+    """
+    import boto3
+
+    try:
+        boto_session = boto3.Session(profile_name=profile, region_name=region)
+    except Exception as exc:  # noqa: BLE001 - ProfileNotFound and friends
+        raise _translated(exc, "", "") from exc
+    name = boto_session.region_name
+    if not name:
+        raise UnknownRegion("no AWS region configured (pass --region or set AWS_DEFAULT_REGION)")
+    if name not in known_regions(boto_session):
+        if not _REGION_RE.match(name):
+            raise UnknownRegion(f"unknown AWS region: {name!r}", hint="regions look like us-east-1, eu-west-1")
+        raise UnknownRegion(f"unknown AWS region: {name!r} (botocore {_botocore_version()} does not know it)",
+                            hint="check the name, or upgrade boto3 if the region is new")
+    return AwsSession(boto_session, name, dry_run=dry_run)
+
+
+def _botocore_version() -> str:
+    import botocore
+
+    return str(botocore.__version__)
+

@@ -1,0 +1,159 @@
+"""Cost per 100,000 requests from an hourly price and a throughput: pure functions plus a price table.
+
+    cost per 100k = hourly price / (requests per second * 3600) * 100,000
+
+Prices come from the bundled ``prices.json`` (us-east-1, on-demand, Linux), or
+live from the AWS Pricing API (:func:`live_price`), which needs credentials.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Optional
+
+from mmsctl.errors import CloudError, UsageError
+
+__all__ = [
+    "CostRow",
+    "bundled_prices",
+    "cost_per_100k",
+    "estimate",
+    "live_price",
+    "parse_price_list",
+    "table",
+]
+
+_PRICES = Path(__file__).with_name("prices.json")
+REQUESTS = 100_000
+
+
+@lru_cache(maxsize=1)
+def bundled_prices() -> dict[str, Any]:
+    """The bundled price table (read once)."""
+    return dict(json.loads(_PRICES.read_text(encoding="utf-8")))
+
+
+def cost_per_100k(hourly_price: float, throughput: float) -> float:
+    """Dollars per 100,000 requests at *throughput* requests per second, fully loaded."""
+    if throughput <= 0:
+        raise UsageError("--throughput must be a positive number of requests per second")
+    if hourly_price < 0:
+        raise UsageError("an hourly price cannot be negative")
+    return hourly_price / (throughput * 3600.0) * REQUESTS
+
+
+@dataclass(frozen=True)
+class CostRow:
+    """One line of a cost table."""
+
+    instance_type: str
+    accelerator: Optional[str]
+    hourly_price: float
+    throughput: float
+    cost_per_100k: float
+    price_source: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.instance_type} + {self.accelerator}" if self.accelerator else self.instance_type
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["cost_per_100k"] = round(self.cost_per_100k, 4)
+        data["hourly_price"] = round(self.hourly_price, 6)
+        return data
+
+
+def _bundled(kind: str, name: str) -> float:
+    prices = bundled_prices()[kind]
+    if name not in prices:
+        raise UsageError(f"no bundled price for {name}; known: {', '.join(sorted(prices))}",
+                         hint="pass --price DOLLARS_PER_HOUR, or --live to ask the AWS Pricing API")
+    return float(prices[name])
+
+
+def estimate(instance_type: str, throughput: float, *, accelerator: Optional[str] = None,
+             price: Optional[float] = None, instance_price: Optional[float] = None,
+             region: Optional[str] = None) -> CostRow:
+    """One cost row. *price* overrides the whole hourly price; *instance_price* only the instance's part.
+
+    Args:
+        instance_type: e.g. ``m5.large``.
+        throughput: measured requests per second.
+        accelerator: an EI type (``eia1.medium``) whose hourly price is added.
+        price: the total hourly price, if the user knows it.
+        instance_price: the instance's hourly price (e.g. from :func:`live_price`).
+        region: only for the source note.
+    """
+    if price is not None:
+        return CostRow(instance_type, accelerator, price, throughput, cost_per_100k(price, throughput), "--price")
+    source = "bundled us-east-1"
+    if instance_price is None:
+        instance_price = _bundled("instances", instance_type)
+    else:
+        source = f"AWS Pricing API ({region or 'us-east-1'})"
+    total = instance_price + (_bundled("accelerators", accelerator) if accelerator else 0.0)
+    if accelerator and "Pricing API" in source:
+        source += " + bundled EI price"
+    return CostRow(instance_type, accelerator, total, throughput, cost_per_100k(total, throughput), source)
+
+
+def table(name: str) -> tuple[str, list[CostRow]]:
+    """A published table from ``prices.json`` (``resnet152``), recomputed from its prices and throughputs."""
+    tables = bundled_prices()["tables"]
+    if name not in tables:
+        raise UsageError(f"unknown table {name!r}; known: {', '.join(sorted(tables))}")
+    spec = tables[name]
+    rows = [estimate(r["instance_type"], float(r["throughput"]), accelerator=r.get("accelerator"))
+            for r in spec["rows"]]
+    return str(spec["title"]), rows
+
+
+# --- the AWS Pricing API ---------------------------------------------------------------------------
+
+
+def _location(aws: Any, region: str) -> str:
+    """The Pricing API's ``location`` for a region: botocore's region description (``US East (N. Virginia)``)."""
+    import botocore.session
+
+    data = botocore.session.get_session().get_data("endpoints")
+    for partition in data.get("partitions", []):
+        described = partition.get("regions", {}).get(region)
+        if described and described.get("description"):
+            return str(described["description"]).replace("Europe", "EU")
+    raise CloudError(f"the Pricing API has no location name for {region}")
+
+
+def parse_price_list(price_list: list[str]) -> float:
+    """The on-demand hourly USD price in a Pricing API ``PriceList`` (a list of JSON strings)."""
+    prices: list[float] = []
+    for item in price_list:
+        product = json.loads(item) if isinstance(item, str) else item
+        for term in product.get("terms", {}).get("OnDemand", {}).values():
+            for dim in term.get("priceDimensions", {}).values():
+                if dim.get("unit") not in ("Hrs", "Hours", None):
+                    continue
+                usd = dim.get("pricePerUnit", {}).get("USD")
+                if usd is not None and float(usd) > 0:
+                    prices.append(float(usd))
+    if not prices:
+        raise CloudError("the AWS Pricing API returned no on-demand hourly price for this instance type")
+    return min(prices)
+
+
+def live_price(aws: Any, instance_type: str, region: str) -> float:
+    """The on-demand Linux price of *instance_type* in *region*, asked of the Pricing API (in us-east-1)."""
+    filters = [
+        {"Type": "TERM_MATCH", "Field": "instanceType", "Value": instance_type},
+        {"Type": "TERM_MATCH", "Field": "location", "Value": _location(aws, region)},
+        {"Type": "TERM_MATCH", "Field": "operatingSystem", "Value": "Linux"},
+        {"Type": "TERM_MATCH", "Field": "tenancy", "Value": "Shared"},
+        {"Type": "TERM_MATCH", "Field": "preInstalledSw", "Value": "NA"},
+        {"Type": "TERM_MATCH", "Field": "capacitystatus", "Value": "Used"},
+    ]
+    answer = aws.call("pricing", "get_products", region="us-east-1", ServiceCode="AmazonEC2",
+                      Filters=filters, FormatVersion="aws_v1", MaxResults=10)
+    return parse_price_list(answer.get("PriceList", []))

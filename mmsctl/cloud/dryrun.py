@@ -1,0 +1,99 @@
+"""A record of every AWS call a command makes, so ``--dry-run`` can print them without making them.
+
+In a dry run, reads (Describe*/Get*/List*) still go to AWS, so the plan
+reflects what exists; every other call is recorded and answered with a
+placeholder (``<new vpc-endpoint>``) that later calls carry along.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Call", "is_mutating", "operation_name", "placeholder_response"]
+
+_READ_PREFIXES = ("describe_", "get_", "list_")
+
+
+def is_mutating(operation: str) -> bool:
+    """True for calls that change something (anything but Describe*/Get*/List*)."""
+    return not operation.startswith(_READ_PREFIXES)
+
+
+def operation_name(operation: str) -> str:
+    """``run_instances`` -> ``RunInstances`` (the name in AWS's API reference and IAM policies)."""
+    return "".join(part.capitalize() for part in operation.split("_"))
+
+
+@dataclass
+class Call:
+    """One AWS API call: made, or (dry run) only planned."""
+
+    service: str
+    operation: str
+    params: dict[str, Any] = field(default_factory=dict)
+    executed: bool = True
+
+    @property
+    def mutating(self) -> bool:
+        return is_mutating(self.operation)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "service": self.service,
+            "operation": operation_name(self.operation),
+            "mutating": self.mutating,
+            "executed": self.executed,
+            "parameters": _printable(self.params),
+        }
+
+    def summary(self, width: int = 160) -> str:
+        """The parameters as compact JSON, cut to *width* characters for a table cell."""
+        text = json.dumps(_printable(self.params), separators=(",", ":"), default=str)
+        return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _printable(params: dict[str, Any]) -> dict[str, Any]:
+    out = dict(params)
+    user_data = out.get("UserData")
+    if isinstance(user_data, str):
+        out["UserData"] = f"<shell script, {len(user_data.splitlines())} lines; see `mmsctl ec2 user-data`>"
+    return out
+
+
+def _new(kind: str) -> str:
+    return f"<new {kind}>"
+
+
+def placeholder_response(service: str, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+    """A stand-in answer for a call a dry run does not make, shaped like AWS's (only the keys we read)."""
+    if operation == "create_vpc_endpoint":
+        return {"VpcEndpoint": {"VpcEndpointId": _new("vpc-endpoint"), "State": "pending"}}
+    if operation == "create_security_group":
+        return {"GroupId": _new(f"security-group {params.get('GroupName', '')}".strip())}
+    if operation == "create_role":
+        name = params.get("RoleName", "")
+        path = params.get("Path", "/")
+        return {"Role": {"RoleName": name, "Arn": f"arn:aws:iam::<account>:role{path}{name}"}}
+    if operation == "create_instance_profile":
+        name = params.get("InstanceProfileName", "")
+        path = params.get("Path", "/")
+        return {"InstanceProfile": {"InstanceProfileName": name,
+                                    "Arn": f"arn:aws:iam::<account>:instance-profile{path}{name}", "Roles": []}}
+    if operation == "run_instances":
+        count = int(params.get("MaxCount", 1))
+        return {"Instances": [{"InstanceId": _new(f"instance {i + 1}"), "State": {"Name": "pending"},
+                               "InstanceType": params.get("InstanceType"), "ImageId": params.get("ImageId"),
+                               "Tags": _instance_tags(params)} for i in range(count)]}
+    if operation == "terminate_instances":
+        return {"TerminatingInstances": [{"InstanceId": i, "CurrentState": {"Name": "shutting-down"}}
+                                         for i in params.get("InstanceIds", [])]}
+    return {}
+
+
+def _instance_tags(params: dict[str, Any]) -> list[dict[str, str]]:
+    for spec in params.get("TagSpecifications", []):
+        if spec.get("ResourceType") == "instance":
+            return list(spec.get("Tags", []))
+    return []

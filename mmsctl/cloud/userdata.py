@@ -1,0 +1,167 @@
+"""The boot script that installs the model server and starts it with the given models under systemd.
+
+The script is plain, readable bash (``mmsctl ec2 user-data`` prints it); the
+template is ``userdata.sh`` beside this module, filled with ``@@{name}``
+markers so shell ``${VARS}`` stay untouched. Model arguments are shell-quoted
+once, into ``/opt/mmsctl/run-server.sh``, which systemd runs without
+re-parsing them.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import string
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Optional
+from urllib.parse import urlparse
+
+from mmsctl.errors import UsageError
+
+__all__ = ["ModelSpec", "UserDataSpec", "parse_models", "render_user_data"]
+
+ServerKind = Literal["mmsctl", "mms"]
+SERVERS: tuple[ServerKind, ...] = ("mmsctl", "mms")
+_TEMPLATE = Path(__file__).with_name("userdata.sh")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_ZOO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+MMS_VERSION = "1.1.11"
+EC2_USER_DATA_LIMIT = 16 * 1024  # RunInstances refuses more (before base64)
+
+
+class _Template(string.Template):
+    delimiter = "@@"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One ``--models name=location``: location is a zoo name or an http(s) URL reachable from the instance."""
+
+    name: str
+    location: str
+
+    @property
+    def arg(self) -> str:
+        return f"{self.name}={self.location}"
+
+
+def parse_models(values: list[str]) -> list[ModelSpec]:
+    """``["squeezenet", "r18=https://…/resnet-18.mar"]`` -> specs; local files are refused (not on the instance)."""
+    specs: list[ModelSpec] = []
+    for value in values:
+        for item in (v for v in value.split(",") if v.strip()) if "://" not in value else [value]:
+            item = item.strip()
+            name, sep, location = item.partition("=")
+            if not sep:
+                name, location = _default_name(item), item
+            if any(ch.isspace() or ord(ch) < 32 for ch in item):
+                raise UsageError(f"--models {item!r}: spaces and control characters are not allowed")
+            scheme = urlparse(location).scheme
+            if scheme in ("http", "https"):
+                pass
+            elif scheme == "s3":
+                raise UsageError(f"--models {item!r}: the instance cannot read s3:// URLs",
+                                 hint="share it as a presigned https URL: `aws s3 presign s3://… --expires-in 86400`")
+            elif Path(location).expanduser().exists() or "/" in location or location.endswith((".mar", ".model")):
+                raise UsageError(f"--models {item!r}: a local file is not on the instance",
+                                 hint="upload it (S3, a web server) and pass its https URL, or use a zoo name")
+            elif not _ZOO_RE.match(location):
+                raise UsageError(f"--models {item!r}: not a zoo name or an http(s) URL")
+            if not _NAME_RE.match(name):
+                raise UsageError(f"--models {item!r}: model name must be letters, digits, '.', '_' or '-'")
+            specs.append(ModelSpec(name, location))
+    names = [s.name for s in specs]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise UsageError(f"--models: model name given twice: {', '.join(dupes)}")
+    return specs
+
+
+def _default_name(location: str) -> str:
+    if "://" in location or "/" in location or location.endswith((".mar", ".model")):
+        stem = Path(urlparse(location).path if "://" in location else location).name
+        for suffix in (".mar", ".model", ".tar.gz"):
+            if stem.endswith(suffix):
+                stem = stem[: -len(suffix)]
+        return stem or "model"
+    return location
+
+
+@dataclass(frozen=True)
+class UserDataSpec:
+    """Everything the boot script needs."""
+
+    models: list[ModelSpec] = field(default_factory=list)
+    server: ServerKind = "mmsctl"
+    accelerator: str = "none"
+    version: str = ""
+    pip_spec: Optional[str] = None  # what `pip install` gets for --server mmsctl; default mmsctl==<version>
+    inference_port: int = 8080
+    management_port: int = 8081
+
+
+def render_user_data(spec: UserDataSpec) -> str:
+    """The boot script for *spec*, ready for RunInstances ``UserData`` (boto3 base64-encodes it)."""
+    from mmsctl import __version__
+
+    version = spec.version or __version__
+    if spec.server not in SERVERS:
+        raise UsageError(f"unknown server {spec.server!r}; choose one of: {', '.join(SERVERS)}")
+    if spec.server == "mms":
+        for m in spec.models:
+            if "://" not in m.location:
+                raise UsageError(f"--models {m.arg}: MMS needs an archive URL, not a zoo name",
+                                 hint="use --server mmsctl, which resolves zoo names itself")
+        label = f"Multi Model Server {MMS_VERSION}"
+        pip_requirements = " ".join(shlex.quote(r) for r in (
+            f"multi-model-server=={MMS_VERSION}", "mxnet==1.9.1", "numpy<1.24"))
+        exec_line = " ".join([
+            "exec /opt/mmsctl/venv/bin/multi-model-server --start --foreground",
+            "--mms-config /etc/mmsctl/config.properties --model-store /var/lib/mmsctl/models",
+            *(["--models", *(shlex.quote(m.arg) for m in spec.models)] if spec.models else []),
+        ])
+        server_config = "\n".join([
+            "cat > /etc/mmsctl/config.properties <<'MMSCTL_EOF'",
+            f"inference_address=http://0.0.0.0:{spec.inference_port}",
+            f"management_address=http://127.0.0.1:{spec.management_port}",
+            "model_store=/var/lib/mmsctl/models",
+            "MMSCTL_EOF",
+            "",
+        ])
+    else:
+        label = f"mmsctl {version}"
+        pip_requirements = shlex.quote(spec.pip_spec or f"mmsctl=={version}")
+        exec_line = " ".join([
+            "exec /opt/mmsctl/venv/bin/mmsctl serve start --foreground",
+            f"--inference-address http://0.0.0.0:{spec.inference_port}",
+            f"--management-address http://127.0.0.1:{spec.management_port}",
+            *(f"--models {shlex.quote(m.arg)}" for m in spec.models),
+        ])
+        server_config = ""
+    java = spec.server == "mms"
+    if spec.accelerator.startswith("eia"):
+        note = ("# Elastic Inference: the EI-enabled MXNet build (amazonei_mxnet) is no longer distributed;\n"
+                "# models run on the instance's CPU unless a handler loads them with mx.eia().")
+    elif spec.accelerator in ("inf1", "inf2"):
+        note = "# Inferentia: models must be compiled with the Neuron SDK (on the AMI) to use the NeuronCores."
+    else:
+        note = ""
+    text = _Template(_TEMPLATE.read_text(encoding="utf-8")).substitute(
+        server_label=label,
+        model_list=", ".join(m.arg for m in spec.models) or "(no models; register them later)",
+        accelerator=spec.accelerator,
+        version=version,
+        accelerator_note=note,
+        java_comment=" and Java 17 for MMS" if java else "",
+        apt_java=" openjdk-17-jre-headless" if java else "",
+        dnf_java=" java-17-amazon-corretto-headless" if java else "",
+        pip_requirements=pip_requirements,
+        server_config=server_config,
+        exec_line=exec_line,
+        inference_port=spec.inference_port,
+    )
+    if len(text.encode()) > EC2_USER_DATA_LIMIT:
+        raise UsageError(f"the boot script is {len(text.encode())} bytes; EC2 allows {EC2_USER_DATA_LIMIT}",
+                         hint="pass fewer or shorter --models")
+    return text

@@ -1,0 +1,231 @@
+"""mmsctl's built-in MXNet image-classification handler (MMS 1.x handler contract).
+
+Standalone on purpose: it imports only mxnet, numpy and the standard library,
+so an archive that carries it as ``mmsctl_vision_service.py`` (handler
+``mmsctl_vision_service:handle``) serves the same way in mmsctl and in
+Model Server for Apache MXNet 1.1.x.
+
+The model folder holds ``signature.json`` (input name and NCHW shape),
+``synset.txt`` (one label per line) and an MXNet checkpoint
+``<prefix>-symbol.json`` + ``<prefix>-<epoch>.params``.
+
+Pre- and post-processing are those of MMS's ``mxnet_vision_service`` example:
+decode to RGB with ``mx.image.imdecode``, resize to the signature's HxW with
+area interpolation, HWC->CHW, float32 0..255 without normalisation; the answer
+per image is the top 5 ``{"probability": p, "class": label}`` by descending
+probability. Unlike the example it batches: every request of a batch goes
+through one forward pass, and an image that cannot be decoded fails only its
+own request (status 400 with an MMS error body). A request may ask for a
+different number of classes with a ``topk`` (or ``top_k``) parameter, e.g.
+``POST /predictions/squeezenet?topk=10``.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import logging
+import os
+import re
+
+# Quieten mxnet's per-bind "Subgraph backend MKLDNN is activated" line.
+os.environ.setdefault("MXNET_SUBGRAPH_VERBOSE", "0")
+
+import mxnet as mx  # noqa: E402
+import numpy as np  # noqa: E402
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TOP_K = 5
+#: OpenCV area interpolation, as in MMS's ``mxnet_utils.image.resize``.
+RESIZE_INTERP = 2
+_TOPK_KEYS = ("topk", "top_k")
+_INPUT_KEYS = ("body", "data")
+
+
+class InputError(ValueError):
+    """One request's input cannot be used; only that request fails."""
+
+
+def find_checkpoint(model_dir, preferred=None):
+    """Return ``(prefix, epoch)`` of the MXNet checkpoint in *model_dir*."""
+    symbols = sorted(glob.glob(os.path.join(glob.escape(model_dir), "*-symbol.json")))
+    if not symbols:
+        raise RuntimeError("no *-symbol.json in " + model_dir)
+    prefix = None
+    if preferred:
+        wanted = os.path.join(model_dir, preferred + "-symbol.json")
+        if wanted in symbols:
+            prefix = wanted[: -len("-symbol.json")]
+    if prefix is None:
+        if len(symbols) > 1:
+            raise RuntimeError("more than one *-symbol.json in {}: {}".format(model_dir, symbols))
+        prefix = symbols[0][: -len("-symbol.json")]
+    epochs = []
+    pattern = re.compile(re.escape(os.path.basename(prefix)) + r"-(\d+)\.params$")
+    for name in os.listdir(model_dir):
+        match = pattern.match(name)
+        if match:
+            epochs.append(int(match.group(1)))
+    if not epochs:
+        raise RuntimeError("no {}-NNNN.params beside {}-symbol.json".format(prefix, prefix))
+    return prefix, max(epochs)
+
+
+def _mxnet_reason(exc):
+    """The last line of an MXNetError without the C++ traceback ("Decoding failed. ...")."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    last = lines[-1] if lines else "unknown error"
+    return last.split("): ", 1)[-1] if "Check failed" in last else last.replace("MXNetError: ", "")
+
+
+def _manifest_model_name(manifest):
+    if not isinstance(manifest, dict):
+        return None
+    model = manifest.get("model") or manifest.get("Model") or {}
+    return model.get("modelName") or model.get("Name")
+
+
+def _top_k(request):
+    for key in _TOPK_KEYS:
+        if key in request:
+            value = request[key]
+            if isinstance(value, (bytes, bytearray)):
+                value = value.decode("utf-8", "replace")
+            try:
+                k = int(str(value).strip())
+            except ValueError:
+                raise InputError("{} must be a whole number, not {!r}".format(key, value))
+            if k < 1:
+                raise InputError("{} must be 1 or more, not {}".format(key, k))
+            return k
+    return DEFAULT_TOP_K
+
+
+class VisionService(object):
+    """Loads the checkpoint once; classifies a batch of images per call."""
+
+    def __init__(self):
+        self.initialized = False
+        self.labels = None
+        self.signature = None
+        self._modules = {}
+        self._main = None
+
+    def initialize(self, context):
+        props = context.system_properties
+        model_dir = props.get("model_dir")
+        gpu_id = props.get("gpu_id")
+        self.batch_size = int(props.get("batch_size") or 1)
+        with open(os.path.join(model_dir, "signature.json")) as fh:
+            self.signature = json.load(fh)
+        first = self.signature["inputs"][0]
+        self.data_name = first["data_name"]
+        shape = list(first["data_shape"])
+        if len(shape) != 4:
+            raise RuntimeError("expected an NCHW data_shape in signature.json, got {}".format(shape))
+        self.channels, self.height, self.width = (int(v) or 1 for v in shape[1:])
+        synset = os.path.join(model_dir, "synset.txt")
+        if os.path.isfile(synset):
+            with open(synset) as fh:
+                self.labels = [line.strip() for line in fh]
+        prefix, epoch = find_checkpoint(model_dir, _manifest_model_name(context.manifest))
+        self.ctx = mx.gpu(int(gpu_id)) if gpu_id is not None else mx.cpu()
+        self._sym, self._args, self._aux = mx.model.load_checkpoint(prefix, epoch)
+        # Bind the largest batch first: smaller ones share its memory without re-allocating.
+        self._module(self.batch_size)
+        self.initialized = True
+
+    def _module(self, n):
+        """A module bound for batches of exactly *n* (sharing the weights of the first)."""
+        module = self._modules.get(n)
+        if module is None:
+            module = mx.mod.Module(
+                symbol=self._sym, context=self.ctx, data_names=[self.data_name], label_names=None
+            )
+            shape = [(self.data_name, (n, self.channels, self.height, self.width))]
+            if self._main is None:
+                module.bind(for_training=False, data_shapes=shape)
+                module.set_params(self._args, self._aux, allow_missing=True, allow_extra=True)
+                self._main = module
+            else:
+                module.bind(for_training=False, data_shapes=shape, shared_module=self._main)
+            self._modules[n] = module
+        return module
+
+    def decode(self, request):
+        """One request's image as an HxWxC uint8 numpy array."""
+        buf = None
+        for key in (self.data_name,) + _INPUT_KEYS:
+            if request.get(key) is not None:
+                buf = request[key]
+                break
+        if buf is None or len(buf) == 0:
+            raise InputError("Empty image input")
+        if isinstance(buf, str):
+            buf = buf.encode("latin-1", "replace")
+        if isinstance(buf, (dict, list)):
+            raise InputError("Expected an image, got a JSON body")
+        try:
+            img = mx.image.imdecode(bytes(buf), flag=1 if self.channels == 3 else 0, to_rgb=True)
+            img = mx.image.imresize(img, self.width, self.height, RESIZE_INTERP)
+            return img.asnumpy()
+        except mx.base.MXNetError as exc:
+            raise InputError("Corrupted image input: " + _mxnet_reason(exc))
+
+    def forward(self, images):
+        """Run the network on a list of HxWxC arrays; returns an (n, classes) float32 array."""
+        n = len(images)
+        batch = np.empty((n, self.channels, self.height, self.width), dtype=np.float32)
+        for i, img in enumerate(images):
+            batch[i] = img.reshape(self.height, self.width, -1).transpose(2, 0, 1)
+        module = self._module(n)
+        module.forward(mx.io.DataBatch([mx.nd.array(batch, ctx=self.ctx)]), is_train=False)
+        out = module.get_outputs()[0].asnumpy()
+        return out.reshape(n, -1)  # (n, classes, 1, 1) -> (n, classes), like MMS's squeeze
+
+    def postprocess(self, scores, top_k):
+        order = np.argsort(-scores, kind="stable")[:top_k]
+        labels = self.labels
+        return [
+            {
+                "probability": float(scores[i]),
+                "class": labels[i] if labels is not None and i < len(labels) else str(int(i)),
+            }
+            for i in order
+        ]
+
+    def handle(self, data, context):
+        results = [None] * len(data)
+        images, positions, top_ks = [], [], []
+        for idx, request in enumerate(data):
+            try:
+                if not isinstance(request, dict):
+                    raise InputError("Expected a request parameter map")
+                top_ks.append(_top_k(request))
+                images.append(self.decode(request))
+                positions.append(idx)
+            except InputError as exc:
+                if len(top_ks) > len(images):
+                    top_ks.pop()
+                results[idx] = {"code": 400, "type": "BadRequestException", "message": str(exc)}
+                context.set_response_status(400, "Bad Request", idx)
+        if images:
+            scores = self.forward(images)
+            for row, idx, k in zip(scores, positions, top_ks):
+                results[idx] = self.postprocess(row, k)
+        for idx in range(len(data)):
+            context.set_response_content_type(idx, "application/json")
+        return results
+
+
+_service = VisionService()
+
+
+def handle(data, context):
+    """MMS entry point: initialise on the load-time call (``data is None``), then classify."""
+    if not _service.initialized:
+        _service.initialize(context)
+    if data is None:
+        return None
+    return _service.handle(data, context)

@@ -1,0 +1,140 @@
+"""Turn ``mmsctl predict`` arguments into a list of inputs to read: files, folders, globs, stdin, URLs.
+
+Expansion happens up front (so ``mmsctl predict m photos/`` knows how many
+images there are), reading happens later, one input at a time, so a missing or
+unreadable input fails only itself.
+"""
+
+from __future__ import annotations
+
+import glob
+import mimetypes
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Callable, Optional
+
+from mmsctl.errors import DownloadError, InputNotFoundError, MmsError, UsageError
+
+__all__ = ["IMAGE_SUFFIXES", "InputSource", "expand_inputs"]
+
+#: What a folder argument picks up (case-insensitive).
+IMAGE_SUFFIXES = frozenset(
+    {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm", ".jfif"}
+)
+_GLOB_CHARS = frozenset("*?[")
+URL_TIMEOUT_S = 30.0
+
+
+@dataclass
+class InputSource:
+    """One input: where it comes from and how it is shown in the output."""
+
+    name: str
+    kind: str  # "file" | "url" | "stdin" | "missing"
+    location: str
+    error: Optional[MmsError] = None
+
+    @property
+    def content_type(self) -> Optional[str]:
+        """A guess from the file name (``image/jpeg``…); None where unknown, as curl sends."""
+        if self.kind == "stdin":
+            return None
+        guessed, _ = mimetypes.guess_type(self.location.split("?", 1)[0])
+        return guessed
+
+    def read(self, *, stdin: Optional[BinaryIO] = None, fetch: Optional[Callable[[str], bytes]] = None) -> bytes:
+        """The input's bytes.
+
+        Raises:
+            InputNotFoundError: a path that is not there (or is a folder).
+            UsageError: a file that cannot be read.
+            DownloadError: a URL that cannot be fetched.
+        """
+        if self.error is not None:
+            raise self.error
+        if self.kind == "stdin":
+            stream = stdin if stdin is not None else sys.stdin.buffer
+            return stream.read()
+        if self.kind == "url":
+            return (fetch or fetch_url)(self.location)
+        try:
+            with open(self.location, "rb") as fh:
+                return fh.read()
+        except FileNotFoundError as exc:
+            raise InputNotFoundError(f"{self.name}: no such file") from exc
+        except IsADirectoryError as exc:
+            raise InputNotFoundError(f"{self.name}: is a folder") from exc
+        except OSError as exc:
+            raise UsageError(f"{self.name}: cannot read: {exc.strerror}") from exc
+
+
+def fetch_url(url: str, *, timeout: float = URL_TIMEOUT_S) -> bytes:
+    """GET *url* (redirects followed) and return the body.
+
+    Raises:
+        DownloadError: connection failure, timeout, or a non-2xx status.
+    """
+    import httpx
+
+    try:
+        response = httpx.get(url, timeout=timeout, follow_redirects=True)
+    except httpx.HTTPError as exc:
+        raise DownloadError(f"{url}: {type(exc).__name__}: {exc}") from exc
+    if response.status_code >= 400:
+        raise DownloadError(f"{url}: HTTP {response.status_code} {response.reason_phrase}")
+    return response.content
+
+
+def _folder_images(folder: Path) -> list[Path]:
+    return sorted(
+        p
+        for p in folder.iterdir()
+        if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in IMAGE_SUFFIXES
+    )
+
+
+def expand_inputs(args: list[str]) -> list[InputSource]:
+    """Expand INPUT arguments in order: ``-`` (stdin), URLs, folders (images inside, sorted), globs, files.
+
+    A path that does not exist becomes an input that fails when read, so with
+    several inputs the others still run.
+
+    Raises:
+        UsageError: no inputs, ``-`` given twice, or a folder without images.
+        InputNotFoundError: a glob that matches nothing.
+    """
+    if not args:
+        raise UsageError("no input given", hint="pass image files, folders, globs, URLs or - for stdin")
+    out: list[InputSource] = []
+    stdin_seen = False
+    for arg in args:
+        if arg == "-":
+            if stdin_seen:
+                raise UsageError("stdin (-) can only be given once")
+            stdin_seen = True
+            out.append(InputSource("-", "stdin", "-"))
+        elif arg.startswith(("http://", "https://")):
+            out.append(InputSource(arg, "url", arg))
+        elif os.path.isdir(arg):
+            images = _folder_images(Path(arg))
+            if not images:
+                raise UsageError(
+                    f"{arg}: no images in this folder",
+                    hint="folders are read one level deep; files need an image suffix "
+                    + "(" + ", ".join(sorted(IMAGE_SUFFIXES)) + ")",
+                )
+            out.extend(InputSource(str(p), "file", str(p)) for p in images)
+        elif os.path.exists(arg):
+            out.append(InputSource(arg, "file", arg))
+        elif _GLOB_CHARS & set(arg):
+            matches = sorted(m for m in glob.glob(os.path.expanduser(arg)) if os.path.isfile(m))
+            if not matches:
+                raise InputNotFoundError(f"{arg}: no file matches this pattern")
+            out.extend(InputSource(m, "file", m) for m in matches)
+        else:
+            out.append(
+                InputSource(arg, "missing", arg, InputNotFoundError(f"{arg}: no such file or folder"))
+            )
+    return out

@@ -1,0 +1,308 @@
+"""The core of ``mmsctl predict``: find the model, feed inputs through it in batches, collect answers.
+
+Local runs load the model in this process (:func:`load_service`) and send each
+input as the raw request body, exactly what ``curl -T image.jpg
+http://host:8080/predictions/model`` would hand the handler in MMS, so the
+answer is byte-for-byte the server's response body. Remote runs
+(``--context``) send the same body to a server instead.
+
+Reading inputs (files, stdin, URLs) happens on a background thread ahead of
+the forward passes, so disk and network time overlap with inference.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Optional
+
+from mmsctl.engine.inputs import InputSource
+from mmsctl.engine.protocol import Parameter, RequestItem, ResponseItem
+from mmsctl.errors import ArchiveError, MmsError, ModelNotFoundError
+
+__all__ = ["LocalModel", "Prediction", "open_model", "predict_local", "predict_remote", "truncate_top_k"]
+
+_READ_AHEAD = 4  # batches read ahead of the one running
+
+
+@dataclass
+class Prediction:
+    """The answer for one input: the response body as the server would send it, or why it failed."""
+
+    input: str
+    status: int
+    body: bytes = b""
+    content_type: Optional[str] = None
+    error: Optional[str] = None
+    error_type: Optional[str] = None
+    #: the mmsctl error behind a failure, for a one-input run to raise as it is.
+    cause: Optional[MmsError] = field(default=None, repr=False, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and 200 <= self.status < 300
+
+    def result(self) -> Any:
+        """The body parsed as JSON where it is JSON, else text, else ``{"base64": …}``."""
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            pass
+        try:
+            return self.body.decode("utf-8")
+        except UnicodeDecodeError:
+            import base64
+
+            return {"base64": base64.b64encode(self.body).decode("ascii"), "content_type": self.content_type}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The per-input object of ``-o json`` / ``-o jsonl`` with several inputs."""
+        if self.ok:
+            return {"input": self.input, "status": self.status, "result": self.result()}
+        detail: Any = {"message": self.error}
+        if self.body:
+            parsed = self.result()
+            detail = parsed if isinstance(parsed, dict) else {"message": self.error, "body": parsed}
+        return {"input": self.input, "status": self.status, "error": detail}
+
+
+def _failed_from_response(name: str, response: ResponseItem) -> Prediction:
+    message = f"HTTP {response.status}"
+    kind: Optional[str] = None
+    try:
+        parsed = json.loads(response.body)
+        if isinstance(parsed, dict) and "message" in parsed:
+            message, kind = str(parsed["message"]), parsed.get("type")
+    except ValueError:
+        text = response.body.decode("utf-8", "replace").strip()
+        if text:
+            message = f"{message}: {text[:200]}"
+    return Prediction(name, response.status, response.body, response.content_type, message, kind)
+
+
+def _from_response(name: str, response: ResponseItem) -> Prediction:
+    if response.ok:
+        return Prediction(name, response.status, response.body, response.content_type)
+    return _failed_from_response(name, response)
+
+
+def truncate_top_k(prediction: Prediction, top_k: Optional[int]) -> Prediction:
+    """Keep the first *top_k* entries of a classification answer (a JSON list); others as they are."""
+    if top_k is None or not prediction.ok:
+        return prediction
+    try:
+        parsed = json.loads(prediction.body)
+    except ValueError:
+        return prediction
+    if isinstance(parsed, list) and len(parsed) > top_k:
+        prediction.body = json.dumps(parsed[:top_k], indent=2).encode("utf-8")
+    return prediction
+
+
+# -- the model ------------------------------------------------------------------------------
+
+
+@dataclass
+class LocalModel:
+    """A model folder ready for :func:`load_service` (an opened archive or a bare checkpoint)."""
+
+    name: str
+    root: Path
+    handler: Optional[str]
+    archive: Any = None
+
+    @property
+    def model_name(self) -> str:
+        return self.name
+
+    @property
+    def manifest(self) -> Any:
+        return getattr(self.archive, "manifest", None)
+
+
+def _is_checkpoint_folder(path: Path) -> bool:
+    return (
+        path.is_dir()
+        and not (path / "MAR-INF" / "MANIFEST.json").is_file()
+        and not (path / "MANIFEST.json").is_file()
+        and (path / "signature.json").is_file()
+        and any(path.glob("*-symbol.json"))
+    )
+
+
+def _open_folder(path: Path, name: str) -> LocalModel:
+    manifest_file = path / "MAR-INF" / "MANIFEST.json"
+    try:
+        manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
+        model = manifest.get("model", {})
+    except (OSError, ValueError, AttributeError) as exc:
+        raise ArchiveError(f"{path}: not a model folder (no readable MAR-INF/MANIFEST.json)") from exc
+    return LocalModel(str(model.get("modelName") or name), path.resolve(), model.get("handler"))
+
+
+def open_model(location: str, *, progress: bool = True) -> LocalModel:
+    """Find a model by zoo name, path, URL or ``name=location`` and open it.
+
+    A bare MXNet checkpoint folder (``signature.json``, ``*-symbol.json``,
+    ``*.params``, ``synset.txt``, no manifest) is served with the built-in vision
+    handler as it is.
+
+    Raises:
+        ModelNotFoundError: nothing by that name or path.
+        ArchiveError: the archive cannot be read.
+    """
+    name_override: Optional[str] = None
+    target = location
+    if "=" in location and not Path(location).exists():
+        name_override, target = location.split("=", 1)
+    path = Path(target).expanduser()
+    if _is_checkpoint_folder(path):
+        return LocalModel(name_override or path.name.split("-")[0], path.resolve(), None)
+    try:
+        from mmsctl.zoo import resolve_model  # type: ignore[attr-defined]
+    except ImportError:
+        resolve_model = None
+    if resolve_model is not None:
+        resolved = resolve_model(location, progress=progress)
+        path, model_name = Path(resolved.path), resolved.name
+    else:  # the zoo is not there yet: local paths only
+        if not path.exists():
+            raise ModelNotFoundError(
+                f"model not found: {location}", hint="give a .mar/.tar.gz/.model file or a model folder"
+            )
+        model_name = name_override or path.name.split(".")[0]
+    if _is_checkpoint_folder(path):
+        return LocalModel(name_override or model_name, path.resolve(), None)
+    try:
+        from mmsctl.archive import open_archive  # type: ignore[attr-defined]
+    except ImportError:
+        if path.is_dir():  # the archive module is not there yet: an extracted folder still works
+            return _open_folder(path, name_override or model_name)
+        raise ArchiveError(f"cannot open {path}: the archive module is not available") from None
+    archive = open_archive(path)
+    name = name_override or getattr(archive, "model_name", None) or model_name
+    return LocalModel(name, Path(archive.root), getattr(archive, "handler", None), archive)
+
+
+# -- running ----------------------------------------------------------------------------------
+
+
+def _read_all(sources: list[InputSource], read: Callable[[InputSource], bytes]) -> Iterator["Future[bytes]"]:
+    """Futures of each input's bytes, read on one background thread, in order."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mmsctl-read") as pool:
+        pending: list[Future[bytes]] = []
+        it = iter(sources)
+        for source in it:
+            pending.append(pool.submit(read, source))
+            if len(pending) >= _READ_AHEAD * 8:
+                break
+        for source in it:
+            yield pending.pop(0)
+            pending.append(pool.submit(read, source))
+        yield from pending
+
+
+def _batches(
+    sources: list[InputSource], batch_size: int, read: Callable[[InputSource], bytes]
+) -> Iterator[list[tuple[InputSource, Optional[bytes], Optional[MmsError]]]]:
+    batch: list[tuple[InputSource, Optional[bytes], Optional[MmsError]]] = []
+    for source, future in zip(sources, _read_all(sources, read)):
+        try:
+            batch.append((source, future.result(), None))
+        except MmsError as exc:
+            batch.append((source, None, exc))
+        if sum(1 for _, body, _ in batch if body is not None) >= batch_size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def predict_local(
+    service: Any,
+    sources: list[InputSource],
+    *,
+    batch_size: int,
+    top_k: Optional[int] = None,
+    read: Optional[Callable[[InputSource], bytes]] = None,
+) -> Iterator[Prediction]:
+    """Run every input through a loaded :class:`~mmsctl.engine.service.ModelService`, in order.
+
+    Args:
+        service: from :func:`~mmsctl.engine.service.load_service`.
+        sources: from :func:`~mmsctl.engine.inputs.expand_inputs`.
+        batch_size: inputs per ``handle`` call (at most the service's batch size).
+        top_k: sent as the ``topk`` request parameter (honoured by the built-in handler) and
+            applied to list answers.
+        read: how to read an input (default :meth:`InputSource.read`).
+
+    Yields:
+        One :class:`Prediction` per input, in input order.
+    """
+    reader = read or (lambda s: s.read())
+    counter = 0
+    for batch in _batches(sources, batch_size, reader):
+        items: list[RequestItem] = []
+        for source, body, _ in batch:
+            if body is None:
+                continue
+            counter += 1
+            item = RequestItem.from_body(f"predict-{counter}", body, source.content_type)
+            if top_k is not None:
+                item.parameters.append(Parameter("topk", str(top_k)))
+            items.append(item)
+        responses = iter(service.handle(items) if items else [])
+        detail = getattr(service, "last_exception", None)
+        for source, body, error in batch:
+            if error is not None:
+                yield Prediction(source.name, 0, error=error.message, error_type=type(error).__name__, cause=error)
+                continue
+            prediction = _from_response(source.name, next(responses))
+            if not prediction.ok and detail is not None and prediction.status >= 500:
+                prediction.error = f"{prediction.error} ({type(detail).__name__}: {detail})"
+            yield truncate_top_k(prediction, top_k)
+
+
+def predict_remote(
+    client: Any,
+    model: str,
+    sources: list[InputSource],
+    *,
+    top_k: Optional[int] = None,
+    version: Optional[str] = None,
+    read: Optional[Callable[[InputSource], bytes]] = None,
+) -> Iterator[Prediction]:
+    """Send every input to a server's ``/predictions/MODEL`` with an ``InferenceClient``.
+
+    Connection and authentication failures stop the run (every input would fail
+    the same way); an error answer fails only its input.
+    """
+    from mmsctl.errors import ApiError
+
+    reader = read or (lambda s: s.read())
+    for source, future in zip(sources, _read_all(sources, reader)):
+        try:
+            body = future.result()
+        except MmsError as exc:
+            yield Prediction(source.name, 0, error=exc.message, error_type=type(exc).__name__, cause=exc)
+            continue
+        try:
+            kwargs = {"version": version} if version else {}
+            result = client.predict(model, body, source.content_type, **kwargs)
+        except ApiError as exc:
+            yield Prediction(
+                source.name, exc.status or 0, error=exc.message, error_type=exc.type or None, cause=exc
+            )
+            continue
+        response = ResponseItem(
+            status=int(getattr(result, "status", 200)),
+            body=bytes(getattr(result, "body", b"")),
+            content_type=getattr(result, "content_type", None),
+        )
+        yield truncate_top_k(_from_response(source.name, response), top_k)
+
+
+def count_failed(predictions: Iterable[Prediction]) -> int:
+    return sum(1 for p in predictions if not p.ok)

@@ -1,0 +1,363 @@
+"""A loaded model: request items in, response items out, with MMS 1.1.11's batch semantics.
+
+Both ``mmsctl predict`` and the server's worker processes call :func:`load_service`
+and then :meth:`ModelService.handle` per batch. What the handler sees and what
+comes back follow MMS's Python worker exactly:
+
+* each request becomes a dict of its parameters (the raw body is ``body``);
+  ``application/json`` values are parsed, ``text/*`` values are ``str``, the
+  rest are ``bytearray``;
+* results are encoded per item: bytes as-is, ``str`` as UTF-8, anything else as
+  ``json.dumps(value, indent=2)``; status, reason, content type and headers the
+  handler set through the context are applied per item;
+* if the handler raises, returns something that is not a list, or a list of the
+  wrong length, every item of the batch fails with MMS's error body
+  (``503 Prediction failed`` and so on).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any, Optional, Protocol
+
+import mmsctl
+from mmsctl.engine.context import Context, MetricsStore, RequestProcessor
+from mmsctl.engine.loader import LoadedHandler, load_handler, load_legacy_handler, split_handler
+from mmsctl.engine.protocol import RequestItem, ResponseItem
+from mmsctl.errors import EngineError, HandlerError
+
+__all__ = ["ArchiveLike", "ModelService", "error_body", "load_service"]
+
+log = logging.getLogger("mmsctl.engine")
+
+PREDICTION_METRIC = "PredictionTime"
+
+
+class ArchiveLike(Protocol):
+    """What the engine needs of :class:`mmsctl.archive.ModelArchive`."""
+
+    root: Path
+
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def handler(self) -> Optional[str]: ...
+
+
+def error_body(code: int, message: str, type: str = "InternalServerException") -> bytes:
+    """MMS's error body ``{"code", "type", "message"}``, pretty-printed like MMS's front end."""
+    return json.dumps({"code": code, "type": type, "message": message}, indent=2).encode("utf-8")
+
+
+def _error_item(code: int, message: str, type: str = "InternalServerException") -> ResponseItem:
+    return ResponseItem(status=code, body=error_body(code, message, type), content_type="application/json")
+
+
+def _mime(content_type: Optional[str]) -> str:
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def _decode_value(value: Any, content_type: str, decode: bool) -> Any:
+    raw = value.encode("utf-8") if isinstance(value, str) else value
+    if decode and content_type == "application/json":
+        return json.loads(bytes(raw).decode("utf-8"))
+    if decode and content_type.startswith("text"):
+        return bytes(raw).decode("utf-8")
+    return bytearray(raw)
+
+
+def _read_manifest(root: Path, legacy: bool) -> Optional[dict[str, Any]]:
+    path = root / ("MANIFEST.json" if legacy else "MAR-INF/MANIFEST.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _manifest_dict(archive: Any, legacy: bool) -> Optional[dict[str, Any]]:
+    found = _read_manifest(Path(archive.root), legacy)
+    if found is not None:
+        return found
+    manifest = getattr(archive, "manifest", None)
+    to_dict = getattr(manifest, "to_dict", None)
+    return to_dict() if callable(to_dict) else None
+
+
+def _is_legacy(archive: Any) -> bool:
+    manifest = getattr(archive, "manifest", None)
+    if getattr(manifest, "legacy", False):
+        return True
+    root = Path(archive.root)
+    return (root / "MANIFEST.json").is_file() and not (root / "MAR-INF" / "MANIFEST.json").is_file()
+
+
+def _looks_like_checkpoint(root: Path) -> bool:
+    return (root / "signature.json").is_file() and any(root.glob("*-symbol.json"))
+
+
+def _check_gpu(gpu_id: Optional[int]) -> None:
+    if gpu_id is None:
+        return
+    if gpu_id < 0:
+        raise EngineError(f"--gpu {gpu_id}: a GPU id is 0 or more")
+    from mmsctl.engine.mxnet_compat import import_mxnet
+
+    mx = import_mxnet()
+    try:
+        count = int(mx.context.num_gpus())
+    except Exception:  # noqa: BLE001 - a CPU-only build may raise instead of returning 0
+        count = 0
+    if count == 0:
+        raise EngineError(
+            f"--gpu {gpu_id}: no GPU available (this mxnet build has no CUDA support or no GPU is visible)",
+            hint="drop --gpu to run on the CPU, or install a CUDA build such as mxnet-cu112",
+        )
+    if gpu_id >= count:
+        raise EngineError(f"--gpu {gpu_id}: only {count} GPU(s) visible (ids 0..{count - 1})")
+
+
+def _prepare_imports() -> None:
+    """Let old handlers import mxnet under numpy 1.24+ (and Python 3.12), without importing it."""
+    import sys
+
+    from mmsctl.engine import mxnet_compat
+
+    # setuptools' distutils shim makes mxnet's `import distutils` pull in pkg_resources
+    # (~0.2 s of a cold `predict`); the standard library's distutils is enough for mxnet.
+    hack = sys.modules.get("_distutils_hack")
+    if "distutils" not in sys.modules and hack is not None and hasattr(hack, "remove_shim"):
+        hack.remove_shim()
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            import distutils.version  # noqa: F401 - Python <= 3.11
+        except ImportError:
+            pass
+    mxnet_compat.patch_numpy()
+    patch_distutils = getattr(mxnet_compat, "_patch_distutils", None)
+    if callable(patch_distutils):
+        patch_distutils()
+
+
+class ModelService:
+    """One model with its handler started; answers batches of requests.
+
+    Not thread-safe: one batch at a time, like an MMS worker.
+    """
+
+    def __init__(self, handler: LoadedHandler, context: Context, *, decode_input: bool = True) -> None:
+        self._handler = handler
+        self.context = context
+        self.decode_input = decode_input
+        #: the exception of the last batch that failed as a whole (for logs and `predict`).
+        self.last_exception: Optional[BaseException] = None
+        #: what the handler reported through ``context.metrics`` in the last batch.
+        self.last_metrics: Optional[MetricsStore] = None
+        self._closed = False
+
+    @property
+    def model_name(self) -> str:
+        return self.context.model_name
+
+    @property
+    def handler_description(self) -> str:
+        return self._handler.description
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.context.system_properties["batch_size"])
+
+    def _to_input(self, item: RequestItem) -> tuple[dict[str, Any], dict[str, Any]]:
+        data: dict[str, Any] = {}
+        headers: dict[str, Any] = {}
+        for param in item.parameters:
+            mime = _mime(param.content_type)
+            data[param.name] = _decode_value(param.value, mime, self.decode_input)
+            headers[param.name] = {"content-type": mime}
+        headers.update(item.headers)
+        return data, headers
+
+    def handle(self, batch: list[RequestItem]) -> list[ResponseItem]:
+        """Run the handler on one batch; always one :class:`ResponseItem` per request, in order."""
+        if self._closed:
+            raise EngineError(f"model {self.model_name!r} is closed")
+        results: list[Optional[ResponseItem]] = [None] * len(batch)
+        inputs: list[dict[str, Any]] = []
+        processors: list[RequestProcessor] = []
+        positions: list[int] = []
+        for pos, item in enumerate(batch):
+            try:
+                data, headers = self._to_input(item)
+            except (ValueError, UnicodeDecodeError) as exc:
+                results[pos] = _error_item(400, f"Invalid request body: {exc}", "BadRequestException")
+                continue
+            inputs.append(data)
+            processors.append(RequestProcessor(headers))
+            positions.append(pos)
+        if inputs:
+            answered = self._run(inputs, processors, [batch[p].request_id for p in positions])
+            for pos, response in zip(positions, answered):
+                results[pos] = response
+        return [r if r is not None else _error_item(503, "Prediction failed") for r in results]
+
+    def _run(
+        self, inputs: list[dict[str, Any]], processors: list[RequestProcessor], request_ids: list[str]
+    ) -> list[ResponseItem]:
+        ctx = self.context
+        ctx.request_ids = dict(enumerate(request_ids))
+        ctx.request_processor = processors
+        metrics = MetricsStore(ctx.request_ids, ctx.model_name)
+        ctx.metrics = metrics
+        self.last_metrics = metrics
+        self.last_exception = None
+        n = len(inputs)
+        start = time.perf_counter()
+        try:
+            with self._handler.scope:
+                ret = self._handler.entry(inputs, ctx)
+        except MemoryError as exc:
+            log.error("model %s: out of memory", ctx.model_name, exc_info=True)
+            self.last_exception = exc
+            return [_error_item(507, "Out of resources")] * n
+        except Exception as exc:  # noqa: BLE001 - user code: any failure fails the batch, as in MMS
+            self.last_exception = exc
+            if type(exc).__name__ == "PredictionException" and hasattr(exc, "error_code"):
+                log.error("model %s: prediction error", ctx.model_name, exc_info=True)
+                code = int(getattr(exc, "error_code", 500))
+                return [_error_item(code, str(getattr(exc, "message", exc)))] * n
+            log.warning("model %s: invoking the handler failed", ctx.model_name, exc_info=True)
+            return [_error_item(503, "Prediction failed")] * n
+        if not isinstance(ret, list):
+            self.last_exception = TypeError(f"handler returned {type(ret).__name__}, not a list")
+            log.warning("model %s: invalid return type %s", ctx.model_name, type(ret))
+            return [_error_item(503, "Invalid model predict output")] * n
+        if len(ret) != n:
+            self.last_exception = ValueError(f"handler returned {len(ret)} results for {n} requests")
+            log.warning("model %s: batch of %d got %d responses", ctx.model_name, n, len(ret))
+            return [_error_item(503, "number of batch response mismatched")] * n
+        metrics.add_time(PREDICTION_METRIC, round((time.perf_counter() - start) * 1000, 2))
+        out: list[ResponseItem] = []
+        for idx, value in enumerate(ret):
+            if isinstance(value, (bytes, bytearray)):
+                body = bytes(value)
+            elif isinstance(value, str):
+                body = value.encode("utf-8")
+            else:
+                try:
+                    body = json.dumps(value, indent=2).encode("utf-8")
+                except (TypeError, ValueError) as exc:
+                    self.last_exception = exc
+                    log.warning("model %s: cannot serialise output", ctx.model_name, exc_info=True)
+                    return [_error_item(503, "Unsupported model output data type.")] * n
+            proc = processors[idx]
+            headers = dict(proc.get_response_headers())
+            content_type = headers.pop("content-type", None) or None
+            out.append(
+                ResponseItem(
+                    status=proc.get_response_status_code() or 200,
+                    body=body,
+                    content_type=content_type,
+                    headers=headers,
+                    reason=proc.get_response_status_phrase() or None,
+                )
+            )
+        return out
+
+    def close(self) -> None:
+        """Drop the handler and its modules (MMS ``unload``); the service cannot be used after."""
+        self._closed = True
+        self._handler.scope.modules.clear()
+
+    def __enter__(self) -> "ModelService":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def load_service(
+    archive: ArchiveLike,
+    *,
+    model_name: Optional[str] = None,
+    batch_size: int = 1,
+    gpu_id: Optional[int] = None,
+    handler: Optional[str] = None,
+    server_name: str = "mmsctl",
+    server_version: str = mmsctl.__version__,
+    decode_input: bool = True,
+) -> ModelService:
+    """Start the handler of an (extracted) model archive.
+
+    Args:
+        archive: an opened archive (``mmsctl.archive.open_archive``): its ``root`` folder,
+            manifest and handler are used.
+        model_name: the name requests use (default: the manifest's model name).
+        batch_size: the most requests per :meth:`ModelService.handle` call
+            (``context.system_properties["batch_size"]``).
+        gpu_id: run on this GPU; checked against what mxnet can see.
+        handler: override the manifest's handler (``module[:function]``, a path to a
+            ``.py`` file, optionally ``:function``).
+        server_name, server_version: what ``context.system_properties`` reports.
+        decode_input: parse JSON and text bodies (MMS's ``MMS_DECODE_INPUT_REQUEST``).
+
+    Returns:
+        A started :class:`ModelService`.
+
+    Raises:
+        HandlerError: no handler, or it cannot be imported or initialised.
+        EngineError: a GPU was asked for and none is available.
+
+    Example:
+        >>> svc = load_service(open_archive(Path("squeezenet.mar")), batch_size=8)
+        >>> svc.handle([RequestItem.from_body("1", jpeg_bytes)])[0].body
+    """
+    if batch_size < 1:
+        raise EngineError(f"batch size must be 1 or more, not {batch_size}")
+    _check_gpu(gpu_id)
+    _prepare_imports()
+    root = Path(archive.root)
+    legacy = _is_legacy(archive) and handler is None
+    name = model_name or getattr(archive, "model_name", None) or root.name
+    manifest = _manifest_dict(archive, legacy)
+    context = Context(name, str(root), manifest, batch_size, gpu_id, server_version, server_name)
+
+    handler_name = handler or getattr(archive, "handler", None)
+    if legacy:
+        if not handler_name:
+            raise HandlerError("legacy archive names no service file (Model.Service in MANIFEST.json)")
+        loaded = load_legacy_handler(handler_name, root, manifest, context)
+        return ModelService(loaded, context, decode_input=decode_input)
+
+    from mmsctl.engine.builtin import VISION_HANDLER, VISION_HANDLER_FILE, VISION_HANDLER_MODULE
+
+    handler_file: Optional[Path] = None
+    if not handler_name:
+        if not _looks_like_checkpoint(root):
+            raise HandlerError(
+                f"model {name!r} names no handler and is not an MXNet checkpoint "
+                "(signature.json + *-symbol.json)",
+                hint="pass --handler module:function, or set one with `mmsctl archive create --handler`",
+            )
+        handler_name = VISION_HANDLER
+    module_part, function = handler_name.partition(":")[::2]
+    module_path = Path(module_part)
+    if module_part.endswith(".py") and module_path.is_file() and handler is not None:
+        handler_file = module_path.resolve()  # --handler path/to/file.py[:fn]
+    elif split_handler(handler_name)[0] == VISION_HANDLER_MODULE and not (
+        root / f"{VISION_HANDLER_MODULE}.py"
+    ).is_file():
+        handler_file = VISION_HANDLER_FILE
+    if handler_file is not None:
+        handler_name = f"{handler_file.stem}:{function}" if function else handler_file.stem
+        if handler_file == VISION_HANDLER_FILE:
+            handler_name = f"{VISION_HANDLER_MODULE}:{function or 'handle'}"
+    loaded = load_handler(handler_name, root, context, handler_file=handler_file)
+    return ModelService(loaded, context, decode_input=decode_input)

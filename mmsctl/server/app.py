@@ -1,0 +1,255 @@
+"""The server process's lifecycle: startup → main loop → drain → shutdown.
+
+Signal handlers only set flags (a second SIGINT/SIGTERM forces exit). Startup
+binds the three ports, then loads the start-up models; ``state.json`` says
+``ready`` only after every start-up model has READY workers, which is what
+``mmsctl serve start`` waits for. Shutdown stops taking predictions, answers
+what is queued or in flight (bounded by the stop timeout), stops the workers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import os
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from mmsctl.errors import MmsError, ServerError
+from mmsctl.server.config import ServerConfig, parse_address
+from mmsctl.server.instances import Instance, InstanceState
+
+__all__ = ["Server", "STARTUP_FAILURE", "main", "run_server"]
+
+log = logging.getLogger("mmsctl.server")
+
+STARTUP_FAILURE = 3
+#: Seconds to drain on SIGTERM when ``serve stop`` did not say.
+DEFAULT_DRAIN_TIMEOUT = 30.0
+
+
+def split_model_spec(spec: str) -> tuple[Optional[str], str]:
+    """``name=location`` → (name, location); ``location`` → (None, location)."""
+    name, sep, location = spec.partition("=")
+    if sep and name and "/" not in name:
+        return name, location
+    return None, spec
+
+
+class Server:
+    """One mmsctl model server in this process."""
+
+    def __init__(self, config: ServerConfig, instance: Instance) -> None:
+        self.config = config
+        self.instance = instance
+        self.should_exit = False
+        self.force_exit = False
+        self._wake: Optional[asyncio.Event] = None
+        self._runners: list[Any] = []
+        self.workdir = Path(tempfile.mkdtemp(prefix="mmsctl-server-"))
+
+    # -- signals -----------------------------------------------------------------------------
+    def _on_signal(self) -> None:
+        if self.should_exit:
+            self.force_exit = True
+        self.should_exit = True
+        if self._wake is not None:
+            self._wake.set()
+
+    # -- phases ------------------------------------------------------------------------------
+    async def startup(self) -> None:
+        from aiohttp import web
+
+        from mmsctl.server.frontend import Frontend
+        from mmsctl.server.metrics import ServerMetrics
+        from mmsctl.server.supervisor import ModelManager
+
+        self.metrics = ServerMetrics(lambda: self.manager.models)
+        self.manager = ModelManager(self.config, self.metrics)
+        self.frontend = Frontend(self.config, self.manager, self.metrics, self.workdir)
+        apps = [
+            ("inference", self.config.inference_address, self.frontend.inference_app()),
+            ("management", self.config.management_address, self.frontend.management_app()),
+            ("metrics", self.config.metrics_address, self.frontend.metrics_app()),
+        ]
+        for api, address, app in apps:
+            host, port = parse_address(address, key=f"{api}_address")
+            runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+            await runner.setup()
+            self._runners.append(runner)
+            site = web.TCPSite(runner, host, port, reuse_address=True, backlog=1024)
+            try:
+                await site.start()
+            except OSError as exc:
+                reason = "address already in use" if exc.errno == errno.EADDRINUSE else exc.strerror or str(exc)
+                raise ServerError(f"cannot listen on {host}:{port} ({api} API): {reason}",
+                                  hint=f"choose another port with --{api}-address") from None
+            log.info("%s API bound to http://%s:%s", api.capitalize(), host, port)
+        await self._load_startup_models()
+
+    def _startup_specs(self) -> list[str]:
+        specs = list(self.config.load_models)
+        if self.config.extra.get("load_all_models") == "true" and self.config.model_store:
+            store = Path(self.config.model_store)
+            specs += sorted(p.name for p in store.iterdir() if p.suffix in (".mar", ".model") or p.is_dir())
+        return specs
+
+    async def _load_startup_models(self) -> None:
+        from mmsctl.server.errors import ApiException
+        from mmsctl.server.store import resolve_archive
+        from mmsctl.server.supervisor import Model
+
+        loop = asyncio.get_running_loop()
+        for spec in self._startup_specs():
+            name, location = split_model_spec(spec)
+            try:
+                archive = await loop.run_in_executor(None, resolve_archive, location, self.config, self.workdir)
+                model_name = name or archive.model_name or Path(location.rstrip("/")).name.split(".")[0]
+                model = Model(name=model_name, url=location, archive=archive, handler=archive.handler,
+                              response_timeout=self.config.default_response_timeout,
+                              queue_size=self.config.job_queue_size, loaded_at_startup=True)
+                self.manager.startup_models.add(model_name)
+                await self.frontend.add_model(model, self.config.default_workers_per_model, True)
+            except ApiException as exc:
+                self.manager.startup_models.discard(name or "")
+                raise ServerError(f"model {spec!r} failed to start: {exc.message}") from None
+            log.info("start-up model %s ready", model_name)
+
+    async def main_loop(self) -> None:
+        self._wake = asyncio.Event()
+        last_metrics = time.monotonic()
+        metric_log = logging.getLogger("mmsctl.metrics")
+        while not self.should_exit:
+            try:
+                await asyncio.wait_for(self._wake.wait(), 1.0)
+            except asyncio.TimeoutError:
+                pass
+            self.manager.autoscale()
+            if time.monotonic() - last_metrics >= self.config.metric_time_interval:
+                last_metrics = time.monotonic()
+                for line in self.metrics.log_lines():
+                    metric_log.info(line)
+            if self.instance.dir.exists():
+                models = sorted(self.manager.models)
+                state = self.instance.read_state()
+                if state is not None and state.models != models and state.status == "ready":
+                    self.instance.update(models=models)
+
+    def _drain_timeout(self) -> float:
+        try:
+            return float((self.instance.dir / "stop-timeout").read_text().strip())
+        except (OSError, ValueError):
+            return DEFAULT_DRAIN_TIMEOUT
+
+    async def shutdown(self) -> None:
+        timeout = self._drain_timeout()
+        log.info("shutting down: draining for up to %g s", timeout)
+        frontend = getattr(self, "frontend", None)
+        if frontend is not None:
+            frontend.draining = True
+        manager = getattr(self, "manager", None)
+        if manager is not None:
+            drain = asyncio.ensure_future(manager.shutdown(timeout))
+            while not drain.done():
+                await asyncio.wait({drain}, timeout=0.2)
+                if self.force_exit:
+                    for model in list(manager.models.values()):
+                        for w in model.workers:
+                            w.kill()
+                    break
+        # Let the handlers whose futures were just answered send their responses.
+        deadline = time.monotonic() + 2.0
+        while frontend is not None and frontend.in_flight > 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        for runner in self._runners:
+            await runner.cleanup()
+        import shutil
+
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    async def serve(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._on_signal)
+        self.instance.write_state(InstanceState(
+            name=self.instance.name, pid=os.getpid(), status="starting",
+            inference_url=_url(self.config.inference_address),
+            management_url=_url(self.config.management_address),
+            metrics_url=_url(self.config.metrics_address),
+            log_file=str(self.instance.log_file),
+        ))
+        try:
+            startup = asyncio.ensure_future(self.startup())
+            while not startup.done():
+                await asyncio.wait({startup}, timeout=0.2)
+                if self.should_exit:
+                    startup.cancel()
+                    raise ServerError("interrupted during start-up")
+            startup.result()
+        except (MmsError, asyncio.CancelledError) as exc:
+            message = getattr(exc, "message", None) or "start-up cancelled"
+            log.error("start-up failed: %s", message)
+            self.instance.update(status="failed", error=message)
+            await self.shutdown()
+            return STARTUP_FAILURE
+        except Exception as exc:  # noqa: BLE001 - reported in state.json, not as a traceback
+            log.exception("start-up failed")
+            self.instance.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+            await self.shutdown()
+            return STARTUP_FAILURE
+        self.instance.update(status="ready", models=sorted(self.manager.models))
+        log.info("mmsctl server ready (pid %s)", os.getpid())
+        await self.main_loop()
+        self.instance.update(status="stopping")
+        await self.shutdown()
+        self.instance.update(status="stopped")
+        log.info("mmsctl server stopped")
+        return 0
+
+
+def _url(address: str) -> str:
+    host, port = parse_address(address)
+    return f"http://{host}:{port}"
+
+
+def _setup_logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s [%(levelname)s] %(name)s - %(message)s",
+    )
+    logging.getLogger("mmsctl.access").setLevel(
+        logging.INFO if os.environ.get("MMSCTL_ACCESS_LOG") == "1" else logging.WARNING)
+    logging.getLogger("aiohttp").setLevel(logging.WARNING)
+
+
+def run_server(config: ServerConfig, instance: Optional[Instance] = None) -> int:
+    """Run a server in this process until SIGTERM/SIGINT; return the exit code."""
+    instance = instance or Instance(config.instance_name)
+    instance.dir.mkdir(parents=True, exist_ok=True)
+    try:
+        (instance.dir / "stop-timeout").unlink()
+    except FileNotFoundError:
+        pass
+    _setup_logging()
+    try:
+        import uvloop  # type: ignore[import-not-found]
+
+        uvloop.install()
+    except ImportError:
+        pass
+    return asyncio.run(Server(config, instance).serve())
+
+
+def main(argv: list[str]) -> int:
+    """``python -m mmsctl.server CONFIG_JSON``: run the server a ``serve start`` prepared."""
+    if len(argv) != 1:
+        print("usage: python -m mmsctl.server CONFIG_JSON", file=sys.stderr)
+        return 2
+    config = ServerConfig.from_json(Path(argv[0]).read_text())
+    return run_server(config)

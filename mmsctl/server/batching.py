@@ -1,0 +1,84 @@
+"""Dynamic batching: take up to ``batch_size`` queued jobs, waiting at most ``max_batch_delay``.
+
+Each worker pulls its own batches from the model's queue (like MMS's
+BatchAggregator), so a busy worker never holds jobs another one could serve.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Optional
+
+from mmsctl.engine.protocol import RequestItem, ResponseItem
+
+__all__ = ["Job", "next_batch"]
+
+
+@dataclass
+class Job:
+    """One prediction waiting for a worker."""
+
+    item: RequestItem
+    future: "asyncio.Future[ResponseItem]"
+    enqueued: float = 0.0
+    started: float = field(default=0.0)
+
+    def answer(self, response: ResponseItem) -> None:
+        if not self.future.done():
+            self.future.set_result(response)
+
+
+async def next_batch(
+    queue: "asyncio.Queue[Job]",
+    batch_size: int,
+    max_delay: float,
+    stop: asyncio.Event,
+) -> Optional[list[Job]]:
+    """The next batch, or None if *stop* is set while no job has been taken.
+
+    Once the first job is taken the batch is always returned, so a stop never
+    drops a job: it only ends the wait for the first one.
+    """
+    try:
+        first = queue.get_nowait()
+    except asyncio.QueueEmpty:
+        if stop.is_set():
+            return None
+        getter = asyncio.ensure_future(queue.get())
+        stopper = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({getter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopper.cancel()
+        if not getter.done():
+            getter.cancel()
+            try:
+                await getter
+            except asyncio.CancelledError:
+                pass
+            if not getter.cancelled():  # raced: the job was taken as we cancelled
+                first = getter.result()
+            else:
+                return None
+        else:
+            first = getter.result()
+    jobs = [first]
+    if batch_size <= 1:
+        return jobs
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max_delay
+    while len(jobs) < batch_size:
+        try:
+            jobs.append(queue.get_nowait())
+            continue
+        except asyncio.QueueEmpty:
+            pass
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            break
+        try:
+            jobs.append(await asyncio.wait_for(queue.get(), remaining))
+        except asyncio.TimeoutError:
+            break
+    return jobs

@@ -1,0 +1,233 @@
+"""The server's settings: a picklable dataclass, read from MMS ``config.properties`` plus flags.
+
+An MMS user's ``config.properties`` works as is: the keys MMS 1.1 reads for the
+front end (addresses, model store, start-up models, workers, queue, sizes,
+timeouts) keep their names and meaning. Keys we do not use are kept in
+``extra`` and ignored. Where our default differs from MMS it is on purpose and
+listed in docs/server.md (``job_queue_size``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+from urllib.parse import urlsplit
+
+from mmsctl.errors import ConfigError
+
+__all__ = ["ServerConfig", "load_properties", "parse_address", "parse_properties"]
+
+#: MMS's default body limit (6.5 MB), in bytes.
+DEFAULT_MAX_REQUEST_SIZE = 6553500
+#: MMS answers 503 once 100 requests wait; we wait for 1000 so 500 concurrent clients all get 200.
+DEFAULT_JOB_QUEUE_SIZE = 1000
+
+
+@dataclass
+class ServerConfig:
+    """Everything the server process needs; plain values only, so it pickles and serialises."""
+
+    inference_address: str = "http://127.0.0.1:8080"
+    management_address: str = "http://127.0.0.1:8081"
+    metrics_address: str = "http://127.0.0.1:8082"
+    model_store: Optional[str] = None
+    #: Start-up models: ``name=location`` or ``location`` entries (``load_models`` / ``--models``).
+    load_models: list[str] = field(default_factory=list)
+    default_workers_per_model: int = 1
+    job_queue_size: int = DEFAULT_JOB_QUEUE_SIZE
+    max_request_size: int = DEFAULT_MAX_REQUEST_SIZE
+    #: Seconds a worker may take for one batch before it is killed and restarted.
+    default_response_timeout: int = 120
+    number_of_gpu: int = 0
+    #: Regular expressions a register ``url`` must match to be downloaded (http/https); none: local only.
+    allowed_urls: list[str] = field(default_factory=list)
+    #: Bearer-token file (plain token, or TorchServe ``key_file.json``); None: no auth.
+    token_file: Optional[str] = None
+    #: Threads per worker for OpenMP/MKL (``OMP_NUM_THREADS``).
+    worker_threads: int = 1
+    #: Seconds a worker may take to load its model.
+    worker_start_timeout: float = 180.0
+    #: Seconds between MMS-style metric lines in the log.
+    metric_time_interval: int = 60
+    #: Seconds ``unregister`` waits for queued requests before answering them 503.
+    unregister_model_timeout: int = 120
+    name: Optional[str] = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+    # -- derived -----------------------------------------------------------------------------
+    @property
+    def instance_name(self) -> str:
+        """The per-instance folder name: ``--name``, else the inference port."""
+        if self.name:
+            return self.name
+        return str(parse_address(self.inference_address)[1])
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "ServerConfig":
+        data = json.loads(text)
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def validate(self) -> "ServerConfig":
+        """Check the values a server cannot start with; raise ConfigError with the key name."""
+        for key in ("inference_address", "management_address", "metrics_address"):
+            parse_address(getattr(self, key), key=key)
+        ports = [parse_address(getattr(self, k)) for k in ("inference_address", "management_address")]
+        if ports[0] == ports[1]:
+            raise ConfigError(
+                "inference_address and management_address must differ",
+                hint="MMS serves them on two ports: 8080 and 8081 by default",
+            )
+        for key in ("default_workers_per_model", "job_queue_size", "max_request_size", "default_response_timeout"):
+            value = getattr(self, key)
+            minimum = 0 if key == "default_workers_per_model" else 1
+            if not isinstance(value, int) or value < minimum:
+                raise ConfigError(f"{key} must be an integer >= {minimum}, got {value!r}")
+        for pattern in self.allowed_urls:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ConfigError(f"allowed_urls: bad regular expression {pattern!r}: {exc}") from exc
+        if self.model_store and not Path(self.model_store).is_dir():
+            raise ConfigError(f"model_store {self.model_store!r} is not a folder")
+        if self.token_file and not Path(self.token_file).is_file():
+            raise ConfigError(f"token file {self.token_file!r} not found")
+        return self
+
+
+def parse_address(address: str, *, key: str = "address") -> tuple[str, int]:
+    """``http://127.0.0.1:8080`` (or ``127.0.0.1:8080``) to ``(host, port)``; HTTPS is refused."""
+    text = address.strip()
+    if "://" not in text:
+        text = "http://" + text
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigError(f"{key}: bad address {address!r}: {exc}") from exc
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{key}: bad address {address!r}", hint="use the form http://127.0.0.1:8080")
+    if parts.scheme == "https":
+        raise ConfigError(f"{key}: HTTPS is not supported by the embedded server: {address!r}",
+                          hint="put a TLS proxy in front, or use http://")
+    if port is None:
+        port = 80
+    return parts.hostname, port
+
+
+# -- Java properties ------------------------------------------------------------------------
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _logical_lines(text: str) -> list[str]:
+    """Join backslash-continued lines; drop comments and blanks (java.util.Properties rules)."""
+    out: list[str] = []
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.lstrip() if not pending else raw.lstrip()
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            pending += line[:-1]
+            continue
+        out.append(pending + line)
+        pending = ""
+    if pending:
+        out.append(pending)
+    return out
+
+
+def _unescape(text: str) -> str:
+    result: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt == "u" and i + 6 <= len(text):
+                try:
+                    result.append(chr(int(text[i + 2 : i + 6], 16)))
+                    i += 6
+                    continue
+                except ValueError:
+                    pass
+            result.append(_ESCAPES.get(nxt, nxt))
+            i += 2
+            continue
+        result.append(ch)
+        i += 1
+    return "".join(result)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java ``.properties`` text (``key=value``, ``key: value`` or ``key value``)."""
+    props: dict[str, str] = {}
+    for line in _logical_lines(text):
+        match = re.match(r"((?:\\.|[^=:\s\\])*)\s*[=:\s]?\s*(.*)$", line, re.S)
+        if not match:
+            continue
+        key, value = _unescape(match.group(1)), _unescape(match.group(2))
+        if key:
+            props[key] = value
+    return props
+
+
+def _int(props: dict[str, str], key: str, path: Path) -> Optional[int]:
+    if key not in props or props[key].strip() == "":
+        return None
+    try:
+        return int(props[key].strip())
+    except ValueError:
+        raise ConfigError(f"{path}: {key} must be an integer, got {props[key]!r}") from None
+
+
+def load_properties(path: Path, base: Optional[ServerConfig] = None) -> ServerConfig:
+    """Apply an MMS ``config.properties`` file on top of *base* (defaults if None)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from exc
+    props = parse_properties(text)
+    cfg = base or ServerConfig()
+    for key in ("inference_address", "management_address", "metrics_address"):
+        if props.get(key):
+            setattr(cfg, key, props[key].strip())
+    if props.get("model_store"):
+        cfg.model_store = str((path.parent / os.path.expanduser(props["model_store"].strip())).resolve())
+    if props.get("load_models"):
+        value = props["load_models"].strip()
+        cfg.load_models = [] if value.upper() == "ALL" else [v.strip() for v in value.split(",") if v.strip()]
+        if value.upper() == "ALL":
+            cfg.extra["load_all_models"] = "true"
+    for key in ("default_workers_per_model", "job_queue_size", "max_request_size",
+                "default_response_timeout", "number_of_gpu", "metric_time_interval",
+                "unregister_model_timeout"):
+        value = _int(props, key, path)
+        if value is not None:
+            setattr(cfg, key, value)
+    if props.get("allowed_urls"):
+        cfg.allowed_urls = [u.strip() for u in props["allowed_urls"].split(",") if u.strip()]
+    if props.get("key_file") or props.get("token_file"):
+        cfg.token_file = str(path.parent / (props.get("token_file") or props["key_file"]).strip())
+    known = set(ServerConfig.__dataclass_fields__) | {"key_file"}
+    cfg.extra.update({k: v for k, v in props.items() if k not in known})
+    return cfg
+
+
+def config_from_any(data: dict[str, Any]) -> ServerConfig:
+    """Build a config from a plain mapping (used by tests' ``extra_config``)."""
+    known = set(ServerConfig.__dataclass_fields__)
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"unknown server setting(s): {', '.join(unknown)}")
+    return ServerConfig(**data)

@@ -1,0 +1,256 @@
+"""Starting, stopping and inspecting server instances from the CLI (the core of ``mmsctl serve``).
+
+A background server is ``python -m mmsctl.server <config.json>`` in its own
+session (so ``serve stop`` can kill it and its workers as one group if it must),
+its output appended to the instance's ``server.log``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional, TextIO
+
+from mmsctl.errors import ConfigError, NotFoundError, ServerError, UsageError
+from mmsctl.server.config import ServerConfig, load_properties, parse_address
+from mmsctl.server.instances import Instance, InstanceState, list_instances, pid_alive
+
+__all__ = ["build_config", "print_logs", "start_background", "start_foreground", "status_rows",
+           "stop_instances"]
+
+
+def _model_spec(spec: str) -> str:
+    """Make a local path in ``name=location`` absolute (the server runs elsewhere)."""
+    name, sep, location = spec.partition("=")
+    if not sep or not name or "/" in name:
+        name, location = "", spec
+    if location and not location.startswith(("http://", "https://")):
+        path = Path(location).expanduser()
+        if path.exists():
+            location = str(path.resolve())
+    return f"{name}={location}" if name else location
+
+
+def build_config(*, models: list[str], model_store: Optional[Path], config_file: Optional[Path],
+                 inference_address: Optional[str], management_address: Optional[str],
+                 metrics_address: Optional[str], workers: Optional[int], token_file: Optional[Path],
+                 name: Optional[str]) -> ServerConfig:
+    """config.properties (if any), then flags; validated."""
+    config = load_properties(config_file) if config_file else ServerConfig()
+    if model_store is not None:
+        config.model_store = str(model_store.expanduser().resolve())
+    for key, value in (("inference_address", inference_address), ("management_address", management_address),
+                       ("metrics_address", metrics_address)):
+        if value:
+            setattr(config, key, value)
+    if models:
+        config.load_models = [_model_spec(m) for m in models]
+        config.extra.pop("load_all_models", None)
+    else:
+        config.load_models = [_model_spec(m) for m in config.load_models]
+    if workers is not None:
+        config.default_workers_per_model = workers
+    if token_file is not None:
+        config.token_file = str(token_file.expanduser().resolve())
+    if name:
+        config.name = name
+    return config.validate()
+
+
+def start_foreground(config: ServerConfig) -> int:
+    from mmsctl.server.app import run_server
+
+    instance = Instance(config.instance_name)
+    _refuse_running(instance)
+    instance.dir.mkdir(parents=True, exist_ok=True)
+    instance.config_file.write_text(config.to_json())
+    return run_server(config, instance)
+
+
+def _refuse_running(instance: Instance) -> None:
+    state = instance.running_state()
+    if state is not None:
+        raise UsageError(f"server {instance.name} is already running (pid {state.pid})",
+                         hint="stop it with `mmsctl serve stop`, or choose another --name and ports")
+
+
+def _check_ports(config: ServerConfig) -> None:
+    """Fail fast, with the flag to change, when a port is taken."""
+    import socket
+
+    for key in ("inference_address", "management_address", "metrics_address"):
+        host, port = parse_address(getattr(config, key), key=key)
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((host, port))
+            except OSError as exc:
+                flag = "--" + key.replace("_", "-")
+                raise ServerError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+                                  hint=f"another server may be running there; choose another port with {flag}") from None
+
+
+def start_background(config: ServerConfig, *, timeout: float = 300.0,
+                     on_wait: Optional[Callable[[], None]] = None) -> InstanceState:
+    """Spawn the server and wait until it is ready; raise ServerError with its reason if not."""
+    instance = Instance(config.instance_name)
+    _refuse_running(instance)
+    _check_ports(config)
+    instance.dir.mkdir(parents=True, exist_ok=True)
+    instance.config_file.write_text(config.to_json())
+    try:
+        instance.state_file.unlink()
+    except FileNotFoundError:
+        pass
+    with open(instance.log_file, "ab") as log:
+        log.write(f"--- mmsctl serve start {time.strftime('%Y-%m-%d %H:%M:%S')} ---\n".encode())
+        log.flush()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mmsctl.server", str(instance.config_file)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True, close_fds=True,
+        )
+    if on_wait:
+        on_wait()
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            state = instance.read_state()
+            if state is not None and state.pid == proc.pid:
+                if state.status == "ready":
+                    return state
+                if state.status == "failed":
+                    proc.wait(30)
+                    raise ServerError(f"server failed to start: {state.error}",
+                                      hint=f"see the log: mmsctl serve logs --name {instance.name}")
+            code = proc.poll()
+            if code is not None:
+                raise ServerError(f"server exited during start-up (exit code {code})",
+                                  hint=f"see the log: {instance.log_file}")
+            if time.monotonic() > deadline:
+                _kill_group(proc.pid)
+                raise ServerError(f"server not ready after {timeout:g} s; stopped it",
+                                  hint=f"see the log: {instance.log_file}")
+            time.sleep(0.05)
+    except KeyboardInterrupt:
+        _kill_group(proc.pid)
+        raise
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _select(name: Optional[str], *, running_only: bool) -> list[Instance]:
+    if name:
+        instance = Instance(name)
+        if instance.read_state() is None:
+            raise NotFoundError(f"no mmsctl server instance named {name!r}",
+                                hint="list them with `mmsctl serve status`")
+        return [instance]
+    found = [i for i in list_instances() if not running_only or i.running_state() is not None]
+    return found
+
+
+def stop_instances(name: Optional[str], *, all_: bool, timeout: float) -> Iterator[tuple[str, bool]]:
+    """Stop one (or every) running instance; yield (name, was_killed)."""
+    candidates = _select(name, running_only=True)
+    if not name and not all_ and len(candidates) > 1:
+        names = ", ".join(i.name for i in candidates)
+        raise UsageError(f"several servers are running ({names}); say which with --name, or use --all")
+    if not candidates:
+        if name:
+            raise NotFoundError(f"server {name} is not running")
+        raise NotFoundError("no mmsctl server is running")
+    for instance in candidates:
+        state = instance.running_state()
+        if state is None:
+            if name:
+                raise NotFoundError(f"server {instance.name} is not running")
+            continue
+        (instance.dir / "stop-timeout").write_text(str(timeout))
+        try:
+            os.kill(state.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            continue
+        forced = False
+        deadline = time.monotonic() + timeout + 5.0
+        while pid_alive(state.pid):
+            if time.monotonic() > deadline:
+                _kill_group(state.pid)
+                forced = True
+                break
+            time.sleep(0.05)
+        if forced or (instance.read_state() or state).status != "stopped":
+            instance.update(status="stopped")
+        yield instance.name, forced
+
+
+def _uptime(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def status_rows(name: Optional[str]) -> list[dict[str, Any]]:
+    rows = []
+    for instance in _select(name, running_only=False):
+        state = instance.read_state()
+        if state is None:
+            continue
+        alive = pid_alive(state.pid)
+        status = state.status if alive or state.status in ("stopped", "failed") else "dead"
+        rows.append({
+            "name": state.name, "status": status, "pid": state.pid if alive else None,
+            "inference_url": state.inference_url, "management_url": state.management_url,
+            "metrics_url": state.metrics_url, "models": state.models if alive else [],
+            "uptime": _uptime(time.time() - state.started_at) if alive else None,
+            "started_at": state.started_at, "log_file": state.log_file, "error": state.error,
+        })
+    return rows
+
+
+def print_logs(name: Optional[str], *, follow: bool, tail: int, out: TextIO) -> None:
+    candidates = _select(name, running_only=False)
+    if not candidates:
+        raise NotFoundError("no mmsctl server instance", hint="start one with `mmsctl serve start`")
+    if len(candidates) > 1:
+        running = [i for i in candidates if i.running_state() is not None]
+        if len(running) != 1:
+            raise UsageError("several server instances; say which with --name")
+        candidates = running
+    instance = candidates[0]
+    try:
+        fh = open(instance.log_file, "r", errors="replace")
+    except FileNotFoundError:
+        raise NotFoundError(f"no log yet for server {instance.name}") from None
+    with fh:
+        lines = fh.readlines()
+        if tail >= 0:
+            lines = lines[-tail:] if tail else []
+        out.writelines(lines)
+        out.flush()
+        if not follow:
+            return
+        while True:
+            line = fh.readline()
+            if line:
+                out.write(line)
+                out.flush()
+                continue
+            if instance.running_state() is None:
+                return
+            time.sleep(0.2)

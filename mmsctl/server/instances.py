@@ -1,0 +1,121 @@
+"""Per-instance state folders: where a running server says who it is and how it is doing.
+
+Each server started by ``mmsctl serve start`` owns ``<state_dir>/instances/<name>/``:
+
+- ``config.json``  the ServerConfig it was started with
+- ``state.json``   pid, addresses, status (``starting`` → ``ready`` | ``failed`` → ``stopped``)
+- ``server.log``   the server's log, worker output included
+
+``state.json`` is replaced atomically, so a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from mmsctl.config import state_dir
+
+__all__ = ["Instance", "InstanceState", "list_instances", "pid_alive"]
+
+
+@dataclass
+class InstanceState:
+    """What ``state.json`` holds."""
+
+    name: str
+    pid: int
+    status: str = "starting"  # starting | ready | failed | stopping | stopped
+    inference_url: str = ""
+    management_url: str = ""
+    metrics_url: str = ""
+    log_file: str = ""
+    started_at: float = field(default_factory=time.time)
+    error: Optional[str] = None
+    models: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "InstanceState":
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether *pid* is a live process (a zombie counts as gone)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().split(b") ", 1)[1][:1] != b"Z"
+    except (OSError, IndexError):
+        return True
+
+
+class Instance:
+    """One named server instance and its folder."""
+
+    def __init__(self, name: str, root: Optional[Path] = None) -> None:
+        if not name or "/" in name or name.startswith("."):
+            from mmsctl.errors import UsageError
+
+            raise UsageError(f"bad instance name {name!r}")
+        self.name = name
+        self.dir = (root or state_dir() / "instances") / name
+
+    @property
+    def state_file(self) -> Path:
+        return self.dir / "state.json"
+
+    @property
+    def config_file(self) -> Path:
+        return self.dir / "config.json"
+
+    @property
+    def log_file(self) -> Path:
+        return self.dir / "server.log"
+
+    def read_state(self) -> Optional[InstanceState]:
+        try:
+            return InstanceState.from_dict(json.loads(self.state_file.read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def write_state(self, state: InstanceState) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_file.with_name(f"state.json.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(asdict(state), indent=2))
+        os.replace(tmp, self.state_file)
+
+    def update(self, **changes: Any) -> Optional[InstanceState]:
+        state = self.read_state()
+        if state is None:
+            return None
+        for key, value in changes.items():
+            setattr(state, key, value)
+        self.write_state(state)
+        return state
+
+    def running_state(self) -> Optional[InstanceState]:
+        """The state if its process is alive and not marked stopped, else None."""
+        state = self.read_state()
+        if state is None or state.status in ("stopped", "failed") or not pid_alive(state.pid):
+            return None
+        return state
+
+
+def list_instances(root: Optional[Path] = None) -> list[Instance]:
+    """Every instance folder that has a state file, by name."""
+    base = root or state_dir() / "instances"
+    if not base.is_dir():
+        return []
+    return [Instance(p.name, base) for p in sorted(base.iterdir()) if (p / "state.json").is_file()]

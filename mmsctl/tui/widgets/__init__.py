@@ -1,0 +1,1 @@
+"""Reusable widgets of `mmsctl top`: each renders part of a Snapshot."""

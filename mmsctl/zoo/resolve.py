@@ -1,0 +1,308 @@
+"""Turn what the user typed into a model archive on disk.
+
+A location is, in this order of checks:
+
+1. an existing file or folder (``.mar``, ``.model``, ``.tar.gz``, an extracted folder);
+2. ``name=location`` (MMS's ``--models`` form): the given name wins;
+3. an ``http(s)://`` URL (cached by URL) or a ``file://`` URL;
+4. a model-zoo name or alias, any case (``squeezenet`` → ``squeezenet_v1.1``):
+   the cache first, then the mirror (``MMSCTL_ZOO_URL`` / setting ``zoo_url``,
+   an http(s) base URL or a folder holding ``<name>.mar``), else the MMS zoo.
+
+With a mirror set, names outside the catalog are looked up there too, so a site
+mirror can carry its own models. Offline (``MMSCTL_OFFLINE=1`` / setting
+``offline``, or the zoo host unreachable) only the cache and a folder mirror are used.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Optional
+from urllib.parse import unquote, urlsplit
+
+from mmsctl.config import setting
+from mmsctl.errors import (
+    ConfigError,
+    DownloadError,
+    InputNotFoundError,
+    ModelNotFoundError,
+    OfflineError,
+    UsageError,
+)
+from mmsctl.zoo import cache
+from mmsctl.zoo.catalog import ZooEntry, lookup, unknown_model_message
+
+__all__ = [
+    "ResolvedModel",
+    "cached_model",
+    "is_offline",
+    "mirror_url",
+    "pull_model",
+    "resolve_model",
+]
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+_NAMED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.\-]*)=(.+)$")
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off", ""})
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A model archive on disk and how it was found.
+
+    Attributes:
+        name: the model's name: the one given with ``name=location``, else the
+            zoo's canonical name, else the file or folder name without its suffix.
+        path: the archive file or folder (``open_archive`` reads it).
+        source: ``local`` (a path the user gave), ``cache`` (reused, no network),
+            ``mirror`` (a file in a mirror folder, used in place) or ``download``
+            (fetched just now into the cache).
+        origin: the URL or path it came from.
+        entry: the zoo catalog entry, where the name is one.
+    """
+
+    name: str
+    path: Path
+    source: str
+    origin: str = ""
+    entry: Optional[ZooEntry] = None
+
+
+def is_offline(offline: Optional[bool] = None) -> bool:
+    """*offline* if given, else the ``offline`` setting (``MMSCTL_OFFLINE``)."""
+    if offline is not None:
+        return offline
+    value = (setting("offline") or "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ConfigError(f"setting offline={value!r} is not a yes/no value (use 1 or 0)")
+
+
+def mirror_url() -> Optional[str]:
+    """The zoo mirror (``MMSCTL_ZOO_URL`` / setting ``zoo_url``), or None."""
+    value = (setting("zoo_url") or "").strip()
+    return value or None
+
+
+def _download_options(progress: bool):  # type: ignore[no-untyped-def]
+    from mmsctl.zoo.download import DownloadOptions
+
+    def number(key: str, default: float) -> float:
+        raw = setting(key)
+        if raw is None or raw.strip() == "":
+            return default
+        try:
+            return float(raw)
+        except ValueError:
+            raise ConfigError(f"setting {key}={raw!r} is not a number") from None
+
+    timeout = number("zoo_timeout", 30.0)
+    return DownloadOptions(
+        timeout=timeout,
+        connect_timeout=min(10.0, timeout),
+        retries=int(number("zoo_retries", 2)),
+        progress=progress,
+    )
+
+
+def resolve_model(
+    location: str, *, offline: Optional[bool] = None, progress: bool = True
+) -> ResolvedModel:
+    """Find or fetch the archive that *location* names.
+
+    Args:
+        location: a zoo name, a local path, an http(s) URL, or ``name=location``.
+        offline: never touch the network (default: the ``offline`` setting).
+        progress: show a download bar on stderr when it is a terminal.
+
+    Returns:
+        The archive's path, its model name and where it came from.
+
+    Raises:
+        ModelNotFoundError: an unknown name (with a did-you-mean where one is close).
+        InputNotFoundError: a path that does not exist.
+        OfflineError: offline (or the network unreachable) and not cached.
+        DownloadError: the download failed (HTTP status, refused, timeout, cut short).
+
+    Example:
+        >>> resolve_model("squeezenet").path  # doctest: +SKIP
+        PosixPath('~/.cache/mmsctl/archives/squeezenet_v1.1.mar')
+    """
+    return _resolve(location, offline=offline, progress=progress, refresh=False)
+
+
+def pull_model(
+    location: str, *, offline: Optional[bool] = None, progress: bool = True, force: bool = False
+) -> ResolvedModel:
+    """Like :func:`resolve_model`; with *force*, a cached zoo/URL archive is downloaded again."""
+    return _resolve(location, offline=offline, progress=progress, refresh=force)
+
+
+def cached_model(location: str) -> Optional[ResolvedModel]:
+    """The cached archive for a zoo name, alias or URL, without any network; None if not cached."""
+    loc = location.strip()
+    named = _NAMED.match(loc)
+    if named and not _is_url(loc):
+        loc = named.group(2)
+    if _is_url(loc):
+        path = cache.url_path(loc)
+        return ResolvedModel(_url_name(loc), path, "cache", loc) if path.is_file() else None
+    entry = lookup(loc)
+    filename = entry.filename if entry else f"{loc}.mar"
+    path = cache.zoo_path(filename)
+    if not path.is_file():
+        return None
+    meta = cache.read_meta(path)
+    return ResolvedModel(entry.name if entry else loc, path, "cache", meta.get("url") or "", entry)
+
+
+def _is_url(text: str) -> bool:
+    return text.lower().startswith(("http://", "https://"))
+
+
+def _url_name(url: str) -> str:
+    return cache.archive_stem(cache.url_path(url).name)
+
+
+def _looks_like_path(text: str) -> bool:
+    lower = text.lower()
+    return (
+        "/" in text
+        or "\\" in text
+        or text.startswith((".", "~"))
+        or any(lower.endswith(s) for s in cache.ARCHIVE_SUFFIXES)
+    )
+
+
+def _resolve(location: str, *, offline: Optional[bool], progress: bool, refresh: bool) -> ResolvedModel:
+    loc = location.strip()
+    if not loc:
+        raise UsageError("empty model location: give a zoo name, a path or a URL")
+
+    path = Path(loc).expanduser()
+    if path.exists():
+        return ResolvedModel(cache.archive_stem(path.resolve().name), path, "local", str(path))
+
+    named = _NAMED.match(loc)
+    if named and not _is_url(loc):
+        inner = _resolve(named.group(2), offline=offline, progress=progress, refresh=refresh)
+        return replace(inner, name=named.group(1))
+
+    if loc.lower().startswith("file://"):
+        file_path = Path(unquote(urlsplit(loc).path))
+        if not file_path.exists():
+            raise InputNotFoundError(f"{file_path}: no such file or folder")
+        return ResolvedModel(cache.archive_stem(file_path.name), file_path, "local", loc)
+
+    if _is_url(loc):
+        return _resolve_url(loc, offline=offline, progress=progress, refresh=refresh)
+
+    if _looks_like_path(loc) or not _NAME.match(loc):
+        raise InputNotFoundError(f"{loc}: no such file or folder")
+
+    return _resolve_name(loc, offline=offline, progress=progress, refresh=refresh)
+
+
+def _resolve_url(url: str, *, offline: Optional[bool], progress: bool, refresh: bool) -> ResolvedModel:
+    from mmsctl.zoo.download import Unreachable, download
+
+    name = _url_name(url)
+    target = cache.url_path(url)
+    if target.is_file() and not refresh:
+        return ResolvedModel(name, target, "cache", url)
+    if is_offline(offline):
+        raise OfflineError(
+            f"{url} is not cached and mmsctl is offline (MMSCTL_OFFLINE); "
+            "unset it to download, or give a local file"
+        )
+    try:
+        download(url, target, options=_download_options(progress))
+    except Unreachable as exc:
+        raise OfflineError(f"{exc.message}: {url} is not cached (no network?)") from exc
+    return ResolvedModel(name, target, "download", url)
+
+
+def _offline_message(what: str, filename: str, reason: str) -> str:
+    return (
+        f"{what} is not cached and {reason}; point MMSCTL_ZOO_URL (or zoo_url in config.toml) "
+        f"at a mirror: an http(s) URL or a folder holding {filename}"
+    )
+
+
+def _resolve_name(loc: str, *, offline: Optional[bool], progress: bool, refresh: bool) -> ResolvedModel:
+    from mmsctl.zoo.download import Unreachable, download
+
+    entry = lookup(loc)
+    name = entry.name if entry else loc
+    filename = entry.filename if entry else f"{loc}.mar"
+    target = cache.zoo_path(filename)
+    if target.is_file() and not refresh:
+        return ResolvedModel(name, target, "cache", cache.read_meta(target).get("url") or "", entry)
+
+    mirror = mirror_url()
+    if mirror is not None and not _is_url(mirror):
+        return _from_folder(_mirror_folder(mirror), loc, name, filename, entry)
+
+    if entry is None and mirror is None:
+        raise ModelNotFoundError(unknown_model_message(loc), hint="see `mmsctl zoo list` for every name")
+
+    url = mirror.rstrip("/") + "/" + filename if mirror else entry.url  # type: ignore[union-attr]
+    if is_offline(offline):
+        reason = "mmsctl is offline (MMSCTL_OFFLINE)"
+        raise OfflineError(_offline_message(name, filename, reason), hint=_offline_hint(offline))
+    try:
+        download(url, target, options=_download_options(progress))
+    except Unreachable as exc:
+        raise OfflineError(_offline_message(name, filename, exc.message + " (no network?)")) from exc
+    except DownloadError as exc:
+        if entry is None and " 404 " in exc.message:
+            raise ModelNotFoundError(
+                unknown_model_message(loc).replace("not in the model zoo", f"not in the mirror {mirror}"),
+                hint="see `mmsctl zoo list` for the zoo's names",
+            ) from exc
+        raise
+    return ResolvedModel(name, target, "download", url, entry)
+
+
+def _offline_hint(offline: Optional[bool]) -> Optional[str]:
+    if offline is None:
+        return "or unset MMSCTL_OFFLINE (setting `offline`) to download from the MMS model zoo"
+    return None
+
+
+def _mirror_folder(mirror: str) -> Path:
+    if mirror.lower().startswith("file://"):
+        return Path(unquote(urlsplit(mirror).path))
+    return Path(mirror).expanduser()
+
+
+def _from_folder(
+    folder: Path, loc: str, name: str, filename: str, entry: Optional[ZooEntry]
+) -> ResolvedModel:
+    if not folder.is_dir():
+        raise ConfigError(
+            f"zoo mirror {folder} is not a folder",
+            hint="MMSCTL_ZOO_URL / zoo_url must be an http(s) URL or an existing folder",
+        )
+    candidates = [filename]
+    for extra in (f"{loc}.mar", f"{name}.model", f"{name}.tar.gz", name):
+        if extra not in candidates:
+            candidates.append(extra)
+    for candidate in candidates:
+        path = folder / candidate
+        if path.exists():
+            return ResolvedModel(name, path, "mirror", str(path), entry)
+    if entry is None:
+        raise ModelNotFoundError(
+            unknown_model_message(loc).replace("not in the model zoo", f"not in the mirror folder {folder}"),
+            hint="see `mmsctl zoo list` for the zoo's names",
+        )
+    raise ModelNotFoundError(
+        f"{filename} is not in the mirror folder {folder}",
+        hint=f"copy {filename} there, or unset MMSCTL_ZOO_URL to use the MMS model zoo",
+    )

@@ -1,0 +1,51 @@
+"""Shell completion: the scripts in completions/ match the CLI, and completion really answers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mmsctl.cli.completion import SHELLS, completion_script
+from tests.client.clirun import invoke
+from tests.client.standin import StandIn, running_standin
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("shell", sorted(SHELLS))
+def test_completion_scripts_in_repo_are_current(shell: str, capsys) -> None:
+    r = invoke(capsys, "completion", shell)
+    assert r.code == 0
+    assert r.stdout == completion_script(shell)
+    assert (REPO / "completions" / SHELLS[shell]).read_text() == r.stdout, (
+        "completions/ is stale: run scripts/gen_completions.py")
+    assert "_MMSCTL_COMPLETE" in r.stdout
+
+
+def test_unknown_shell_is_a_usage_error(capsys) -> None:
+    r = invoke(capsys, "completion", "tcsh")
+    assert r.code == 2
+
+
+def _complete(words: str, env: dict[str, str]) -> list[str]:
+    cword = len(words.split()) - (0 if words.endswith(" ") else 1)
+    full = {**os.environ, **env, "_MMSCTL_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)}
+    proc = subprocess.run([sys.executable, "-m", "mmsctl"], env=full, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split()
+
+
+def test_bash_completion_commands_and_live_model_names(tmp_path) -> None:
+    assert _complete("mmsctl mod", {}) == ["models"]
+    with running_standin(StandIn(management_key=None, inference_key=None)) as server:
+        server.add_model("squeezenet")
+        server.add_model("resnet-18")
+        env = {"MMSCTL_MANAGEMENT_URL": server.management_url}
+        assert _complete("mmsctl models describe ", env) == ["resnet-18", "squeezenet"]
+        assert _complete("mmsctl scale sq", env) == ["squeezenet"]
+    # server gone: completion stays silent, no traceback in the shell
+    assert _complete("mmsctl scale sq", env) == []

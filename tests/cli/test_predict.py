@@ -1,0 +1,189 @@
+"""`mmsctl predict`: inputs (files, folders, globs, stdin, URLs), output formats and exit codes."""
+
+from __future__ import annotations
+
+import http.server
+import io
+import json
+import shutil
+import sys
+import threading
+from pathlib import Path
+from typing import Iterator, Optional
+
+import pytest
+
+from mmsctl.cli.main import run
+from tests.engine.helpers import build_tiny_checkpoint, handler_archive, png_bytes
+
+
+def invoke(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *args: str,
+           stdin: Optional[bytes] = None) -> tuple[int, str, str]:
+    if stdin is not None:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+    code = 0
+    try:
+        run(list(args))
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_checkpoint(tmp_path_factory.mktemp("m") / "tiny")
+
+
+@pytest.fixture
+def images(tmp_path: Path) -> Path:
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"img{i}.png").write_bytes(png_bytes(i))
+    (folder / "notes.txt").write_text("not an image")
+    return folder
+
+
+def test_table_output(capsys, monkeypatch, tiny: Path, images: Path) -> None:
+    code, out, err = invoke(capsys, monkeypatch, "predict", str(tiny), str(images / "img0.png"), "-k", "2")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].split() == ["INPUT", "RANK", "CLASS", "PROBABILITY"]
+    assert len(lines) == 3 and lines[1].split()[1] == "1" and lines[2].split()[1] == "2"
+
+
+def test_json_one_input_is_the_server_body(capsys, monkeypatch, tiny: Path, images: Path) -> None:
+    code, out, _ = invoke(capsys, monkeypatch, "predict", str(tiny), str(images / "img1.png"), "-o", "json")
+    assert code == 0
+    body = json.loads(out)
+    assert [set(e) for e in body] == [{"probability", "class"}] * 4
+    assert out.startswith('[\n  {\n    "probability"')  # MMS's json.dumps(indent=2) layout
+
+
+def test_folder_glob_and_order(capsys, monkeypatch, tiny: Path, images: Path) -> None:
+    code, out, _ = invoke(capsys, monkeypatch, "predict", str(tiny), str(images), "-o", "json")
+    assert code == 0
+    got = json.loads(out)
+    assert [g["input"] for g in got] == [str(images / f"img{i}.png") for i in range(3)]
+    assert all(g["status"] == 200 and len(g["result"]) == 4 for g in got)
+    code, out, _ = invoke(capsys, monkeypatch, "predict", str(tiny), str(images / "img[02].png"), "-o", "jsonl")
+    assert code == 0
+    assert [json.loads(l)["input"] for l in out.splitlines()] == [str(images / "img0.png"), str(images / "img2.png")]
+
+
+def test_batched_answers_equal_single_ones(capsys, monkeypatch, tiny: Path, images: Path) -> None:
+    _, together, _ = invoke(capsys, monkeypatch, "predict", str(tiny), str(images), "-o", "json", "-b", "3")
+    _, alone, _ = invoke(capsys, monkeypatch, "predict", str(tiny), str(images / "img2.png"), "-o", "json")
+    a, b = json.loads(together)[2]["result"], json.loads(alone)
+    assert [e["class"] for e in a] == [e["class"] for e in b]
+    assert all(abs(x["probability"] - y["probability"]) < 1e-5 for x, y in zip(a, b))
+
+
+def test_stdin(capsys, monkeypatch, tiny: Path) -> None:
+    code, out, _ = invoke(capsys, monkeypatch, "predict", str(tiny), "-", "-o", "json", stdin=png_bytes(5))
+    assert code == 0 and len(json.loads(out)) == 4
+
+
+def test_missing_file_fails_before_loading(capsys, monkeypatch, tiny: Path, tmp_path: Path) -> None:
+    code, out, err = invoke(capsys, monkeypatch, "predict", str(tiny), str(tmp_path / "nope.jpg"))
+    assert code == 3 and out == ""
+    assert err.strip() == f"error: {tmp_path / 'nope.jpg'}: no such file or folder"
+
+
+def test_corrupt_single_image_is_one_line(capsys, monkeypatch, tiny: Path, images: Path) -> None:
+    code, out, err = invoke(capsys, monkeypatch, "predict", str(tiny), str(images / "notes.txt"))
+    assert code == 1 and out == ""
+    assert err.strip().splitlines() == [
+        f"error: {images / 'notes.txt'}: Corrupted image input: Decoding failed. Invalid image file."
+    ]
+
+
+def test_partial_failure_prints_the_good_ones(capsys, monkeypatch, tiny: Path, images: Path) -> None:
+    args = [str(images / "img0.png"), str(images / "notes.txt"), str(images / "gone.png"), str(images / "img1.png")]
+    code, out, err = invoke(capsys, monkeypatch, "predict", str(tiny), *args, "-o", "json")
+    assert code == 4
+    got = json.loads(out)
+    assert [g["status"] for g in got] == [200, 400, 0, 200]
+    assert got[1]["error"]["type"] == "BadRequestException"
+    assert "no such file" in got[2]["error"]["message"]
+    assert "error: 2 of 4 inputs failed" in err
+    assert f"{images / 'gone.png'}: no such file or folder" in err
+
+
+def test_unknown_model(capsys, monkeypatch, tmp_path: Path, images: Path) -> None:
+    code, out, err = invoke(capsys, monkeypatch, "predict", str(tmp_path / "no-model.mar"), str(images / "img0.png"))
+    assert code == 3 and out == ""
+    assert err.startswith("error: ") and len(err.strip().splitlines()) <= 2
+
+
+def test_bad_handler_is_one_line(capsys, monkeypatch, tmp_path: Path, images: Path) -> None:
+    archive = handler_archive(tmp_path / "m", {"h.py": "import no_such_dependency_q\n"}, handler="h:handle")
+    code, _, err = invoke(capsys, monkeypatch, "predict", str(archive.root), str(images / "img0.png"))
+    assert code == 1
+    assert err.strip().splitlines()[0].startswith("error: handler module 'h' failed to import")
+
+
+def test_custom_handler_text_output(capsys, monkeypatch, tmp_path: Path, images: Path) -> None:
+    src = "def handle(d, c):\n    return None if d is None else ['%d bytes' % len(x['body']) for x in d]\n"
+    archive = handler_archive(tmp_path / "m", {"h.py": src}, handler="h:handle")
+    size = (images / "img0.png").stat().st_size
+    code, out, _ = invoke(capsys, monkeypatch, "predict", str(archive.root), str(images / "img0.png"), "-o", "json")
+    assert code == 0 and out == f"{size} bytes\n"
+
+
+def test_gpu_without_cuda(capsys, monkeypatch, tiny: Path, images: Path) -> None:
+    from mmsctl.engine.mxnet_compat import import_mxnet
+
+    if import_mxnet().context.num_gpus() > 0:
+        pytest.skip("a GPU is visible here")
+    code, _, err = invoke(capsys, monkeypatch, "predict", str(tiny), str(images / "img0.png"), "--gpu", "0")
+    assert code == 1 and "no GPU available" in err
+
+
+def test_bad_output_format(capsys, monkeypatch, tiny: Path, images: Path) -> None:
+    code, _, err = invoke(capsys, monkeypatch, "predict", str(tiny), str(images / "img0.png"), "-o", "xml")
+    assert code == 2 and "unknown output format" in err
+
+
+@pytest.fixture
+def image_server(images: Path) -> Iterator[str]:
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, directory=str(images), **kw)
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_url_inputs(capsys, monkeypatch, tiny: Path, images: Path, image_server: str) -> None:
+    code, out, err = invoke(capsys, monkeypatch, "predict", str(tiny), f"{image_server}/img0.png",
+                            f"{image_server}/missing.png", "-o", "json")
+    assert code == 4
+    got = json.loads(out)
+    assert got[0]["status"] == 200 and len(got[0]["result"]) == 4
+    assert "HTTP 404" in got[1]["error"]["message"]
+    _, local, _ = invoke(capsys, monkeypatch, "predict", str(tiny), str(images / "img0.png"), "-o", "json")
+    assert got[0]["result"] == json.loads(local)
+
+
+def test_empty_folder(capsys, monkeypatch, tiny: Path, tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    code, _, err = invoke(capsys, monkeypatch, "predict", str(tiny), str(tmp_path / "empty"))
+    assert code == 2 and "no images" in err
+
+
+def test_squeezenet_kitten(capsys, monkeypatch, squeezenet_dir: Path, kitten_png: Path, tmp_path: Path) -> None:
+    link = tmp_path / "squeezenet_v1.1"
+    link.symlink_to(squeezenet_dir)
+    code, out, _ = invoke(capsys, monkeypatch, "predict", str(link), str(kitten_png), "-o", "json", "-k", "1")
+    assert code == 0
+    assert json.loads(out)[0]["class"] in {"n02123045 tabby, tabby cat", "n02123159 tiger cat"}
+    shutil.rmtree(tmp_path, ignore_errors=True)

@@ -1,0 +1,90 @@
+"""Context resolution: flag > env > file > local default, and the contexts.toml file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mmsctl.client.auth import read_token
+from mmsctl.client.contexts import Context, ContextNotFound, ContextStore, contexts_file, resolve_context
+from mmsctl.errors import ConfigError, UsageError
+
+
+@pytest.fixture
+def store() -> ContextStore:
+    s = ContextStore()
+    s.add(Context("a", "http://a:8080/", "http://a:8081"))
+    s.add(Context("b", "http://b:8080", "http://b:8081", "http://b:8082"))
+    return s
+
+
+def test_default_is_local_server_ports() -> None:
+    ctx = resolve_context(None)
+    assert (ctx.name, ctx.inference_url, ctx.management_url, ctx.metrics_url, ctx.source) == (
+        "local", "http://127.0.0.1:8080", "http://127.0.0.1:8081", "http://127.0.0.1:8082", "default")
+
+
+def test_local_default_finds_a_running_mmsctl_instance() -> None:
+    import os
+
+    from mmsctl.config import state_dir
+
+    inst = state_dir() / "instances" / "default"
+    inst.mkdir(parents=True)
+    (inst / "state.json").write_text(json.dumps({
+        "name": "default", "pid": os.getpid(), "status": "ready",
+        "inference_url": "http://127.0.0.1:18080", "management_url": "http://127.0.0.1:18081",
+    }))
+    ctx = resolve_context(None)
+    assert (ctx.inference_url, ctx.management_url, ctx.source) == ("http://127.0.0.1:18080", "http://127.0.0.1:18081", "instance")
+
+
+def test_precedence_flag_env_file(store: ContextStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert store.use("a").name == "a"
+    assert resolve_context(None).inference_url == "http://a:8080"  # trailing slash dropped
+    monkeypatch.setenv("MMSCTL_CONTEXT", "b")
+    assert resolve_context(None).name == "b"
+    monkeypatch.setenv("MMSCTL_MANAGEMENT_URL", "http://env:9081")
+    ctx = resolve_context(None)
+    assert (ctx.name, ctx.inference_url, ctx.management_url, ctx.source) == ("b", "http://b:8080", "http://env:9081", "env")
+    flagged = resolve_context("a")  # a named context wins over every environment variable
+    assert (flagged.management_url, flagged.source) == ("http://a:8081", "flag")
+
+
+def test_file_round_trip_and_remove_current(store: ContextStore) -> None:
+    store.use("b")
+    again = ContextStore()
+    assert again.names() == ["a", "b"] and again.current == "b"
+    assert again.get("b").metrics_url == "http://b:8082"
+    again.remove("b")
+    assert ContextStore().current is None
+    assert "current" not in contexts_file().read_text()
+
+
+def test_errors(store: ContextStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ContextNotFound, match="context 'zz' not found") as info:
+        resolve_context("zz")
+    assert info.value.exit_code == 3
+    with pytest.raises(UsageError, match="bad inference URL"):
+        store.add(Context("c", "ftp://x", "http://x"))
+    with pytest.raises(UsageError, match="built-in"):
+        store.add(Context("local", "http://x", "http://x"))
+    monkeypatch.setenv("MMSCTL_INFERENCE_URL", "nonsense")
+    with pytest.raises(UsageError, match="MMSCTL_INFERENCE_URL"):
+        resolve_context(None)
+    contexts_file().write_text("current = [")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        ContextStore()
+
+
+def test_tokens_plain_and_torchserve_key_file(tmp_path) -> None:
+    plain = tmp_path / "tok"
+    plain.write_text("s3cret\n")
+    assert read_token(str(plain), "management") == read_token(str(plain), "inference") == "s3cret"
+    keys = tmp_path / "key_file.json"
+    keys.write_text(json.dumps({"management": {"key": "M"}, "inference": {"key": "I"}, "API": {"key": "A"}}))
+    assert (read_token(str(keys), "management"), read_token(str(keys), "inference")) == ("M", "I")
+    assert read_token(None, "inference") is None
+    with pytest.raises(ConfigError, match="not found"):
+        read_token(str(tmp_path / "missing"), "inference")

@@ -1,0 +1,121 @@
+"""`mmsctl ec2 cost`: the published ResNet-152 table, single estimates, and live prices through the Pricing API."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from mmsctl.cloud.cost import cost_per_100k, estimate, parse_price_list, table
+from mmsctl.errors import UsageError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mmsctl", "ec2", "cost", *args], capture_output=True, text=True,
+                          timeout=60, cwd=REPO, env=env)
+
+
+def test_resnet152_table_reproduces_the_published_numbers() -> None:
+    proc = _cli("--table", "resnet152")
+    assert proc.returncode == 0, proc.stderr
+    lines = [line.split() for line in proc.stdout.strip().splitlines()[1:]]
+    assert [(" ".join(line[:-4]), line[-4], line[-3], line[-1]) for line in lines] == [
+        ("m5.large", "$0.096/h", "4.50", "$0.59"),
+        ("m5.large + eia1.medium", "$0.226/h", "19.08", "$0.33"),
+        ("c5.xlarge", "$0.170/h", "9.95", "$0.47"),
+        ("p3.2xlarge", "$3.060/h", "41.42", "$2.05"),
+    ]
+
+
+def test_single_estimate_json() -> None:
+    proc = _cli("--instance-type", "m5.large", "--eia", "medium", "--throughput", "19.08", "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    [row] = json.loads(proc.stdout)
+    assert row["instance_type"] == "m5.large" and row["accelerator"] == "eia1.medium"
+    assert row["hourly_price"] == pytest.approx(0.226)
+    assert round(row["cost_per_100k"], 2) == 0.33
+
+
+def test_formula_and_bad_input() -> None:
+    assert cost_per_100k(3.6, 1.0) == pytest.approx(100.0)  # $3.60/h at 1 req/s: 100k requests take 100k s
+    assert estimate("x.large", 10.0, price=0.36).cost_per_100k == pytest.approx(1.0)
+    with pytest.raises(UsageError, match="positive"):
+        cost_per_100k(1.0, 0)
+    with pytest.raises(UsageError, match="no bundled price for z9.huge"):
+        estimate("z9.huge", 1.0)
+    assert [r.label for r in table("resnet152")[1]][1] == "m5.large + eia1.medium"
+    proc = _cli("--instance-type", "m5.large")
+    assert proc.returncode == 2 and proc.stderr.startswith("error: pass --instance-type and --throughput")
+
+
+def _product(usd: str, unit: str = "Hrs") -> str:
+    """One PriceList entry, shaped like the Pricing API's (a JSON document inside a string)."""
+    return json.dumps({
+        "product": {"productFamily": "Compute Instance", "attributes": {"instanceType": "m5.large"}},
+        "serviceCode": "AmazonEC2",
+        "terms": {"OnDemand": {"ABC.JRTCKXETXF": {"priceDimensions": {"ABC.JRTCKXETXF.6YS6EN2CT7": {
+            "unit": unit, "pricePerUnit": {"USD": usd}, "description": f"${usd} per On Demand Linux m5.large Instance Hour",
+        }}, "sku": "ABC", "effectiveDate": "2024-04-01T00:00:00Z"}}},
+    })
+
+
+def test_parse_price_list() -> None:
+    assert parse_price_list([_product("0.0000000000"), _product("0.0960000000")]) == pytest.approx(0.096)
+
+
+class _Pricing(BaseHTTPRequestHandler):
+    """The Pricing API's GetProducts (JSON 1.1 protocol), recording what it was asked."""
+
+    requests: list[dict[str, Any]] = []
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
+        type(self).requests.append({"target": self.headers.get("X-Amz-Target"), "body": body})
+        payload = json.dumps({"FormatVersion": "aws_v1", "PriceList": [_product("0.1010000000")]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-amz-json-1.1")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def pricing_url() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Pricing)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_live_price_asks_the_pricing_api(pricing_url: str) -> None:
+    import os
+
+    from tests.cloud.conftest import FAKE_AWS
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(FAKE_AWS, AWS_ENDPOINT_URL_PRICING=pricing_url, AWS_ENDPOINT_URL="http://127.0.0.1:9")
+    _Pricing.requests.clear()
+    proc = _cli("--instance-type", "m5.large", "--throughput", "4.5", "--live", "--region", "eu-west-1",
+                "-o", "json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    [row] = json.loads(proc.stdout)
+    assert row["hourly_price"] == pytest.approx(0.101)
+    assert row["price_source"].startswith("AWS Pricing API (eu-west-1)")
+    [req] = _Pricing.requests
+    assert req["target"] == "AWSPriceListService.GetProducts"
+    filters = {f["Field"]: f["Value"] for f in req["body"]["Filters"]}
+    assert filters["instanceType"] == "m5.large" and filters["location"] == "EU (Ireland)"
+    assert filters["operatingSystem"] == "Linux" and filters["tenancy"] == "Shared"

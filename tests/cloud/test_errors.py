@@ -1,0 +1,62 @@
+"""botocore failures become one clear CloudError line (exit 9)."""
+
+from __future__ import annotations
+
+import pytest
+from botocore.exceptions import ClientError, NoCredentialsError, NoRegionError
+
+from mmsctl.cloud.accelerators import EI_REGIONS, check_ei_region, choose, parse_eia
+from mmsctl.cloud.errors import (
+    AccessDenied,
+    NoCredentials,
+    QuotaExceeded,
+    ResourceNotFound,
+    UnknownRegion,
+    UnsupportedRegion,
+    translate,
+)
+from mmsctl.errors import CloudError, UsageError
+
+
+def _client_error(code: str, message: str = "nope") -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": message}}, "RunInstances")
+
+
+@pytest.mark.parametrize(
+    ("exc", "kind", "text"),
+    [
+        (NoCredentialsError(), NoCredentials, "no AWS credentials found (run `aws configure` or set AWS_PROFILE)"),
+        (NoRegionError(), UnknownRegion, "no AWS region configured"),
+        (_client_error("UnauthorizedOperation", "You are not authorized"), AccessDenied,
+         "access denied: ec2 RunInstances: You are not authorized"),
+        (_client_error("AccessDenied"), AccessDenied, "access denied"),
+        (_client_error("InstanceLimitExceeded", "limit 20"), QuotaExceeded, "quota exceeded: ec2 RunInstances"),
+        (_client_error("VcpuLimitExceeded"), QuotaExceeded, "quota exceeded"),
+        (_client_error("InvalidInstanceID.NotFound"), ResourceNotFound, "ec2 RunInstances: nope"),
+        (_client_error("InvalidParameterValue", "bad"), CloudError, "ec2 RunInstances failed: InvalidParameterValue: bad"),
+    ],
+)
+def test_translate(exc: Exception, kind: type, text: str) -> None:
+    err = translate(exc, service="ec2", operation="run_instances")
+    assert type(err) is kind
+    assert err is not None and text in err.message and "\n" not in err.message
+    assert err.exit_code == 9
+
+
+def test_not_botocore_is_left_alone() -> None:
+    assert translate(ValueError("x")) is None
+
+
+def test_accelerator_choices() -> None:
+    assert parse_eia("medium") == "eia1.medium" and parse_eia("eia2.xlarge") == "eia2.xlarge"
+    assert choose(None, "large").ei_type == "eia1.large"
+    assert choose("inf2", None).instance_type == "inf2.xlarge" and not choose("inf2", None).is_ei
+    assert choose(None, None).name == "none"
+    with pytest.raises(UsageError):
+        choose("g5", "medium")
+    with pytest.raises(UsageError):
+        choose("tpu", None)
+    for region in EI_REGIONS:
+        check_ei_region(region)
+    with pytest.raises(UnsupportedRegion):
+        check_ei_region("eu-central-1")

@@ -1,0 +1,105 @@
+"""The boot script: valid bash, models quoted once, the right server installed, bad locations refused."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from mmsctl.cloud.userdata import UserDataSpec, parse_models, render_user_data
+from mmsctl.errors import UsageError
+
+URL = "https://bucket.s3.amazonaws.com/r18.mar?X-Amz-Signature=ab%2Fcd&X-Amz-Expires=86400"
+
+
+def _bash_syntax_ok(script: str) -> None:
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("bash not installed")
+    proc = subprocess.run([bash, "-n"], input=script, text=True, capture_output=True, timeout=10)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_mmsctl_script_installs_and_serves_under_systemd() -> None:
+    script = render_user_data(UserDataSpec(models=parse_models(["squeezenet", f"r18={URL}"]),
+                                           accelerator="eia1.medium", version="9.9.9"))
+    _bash_syntax_ok(script)
+    assert script.startswith("#!/bin/bash\n")
+    assert '"$VENV/bin/pip" install mmsctl==9.9.9' in script
+    # Presigned URLs carry & and %: quoted once, inside a file systemd runs without re-parsing.
+    assert f"--models squeezenet=squeezenet --models 'r18={URL}'" in script
+    assert "ExecStart=/opt/mmsctl/run-server.sh" in script
+    assert "systemctl enable --now mmsctl.service" in script
+    assert "--inference-address http://0.0.0.0:8080 --management-address http://127.0.0.1:8081" in script
+    assert "amazonei_mxnet" in script  # says honestly what EI would need
+
+
+def test_mms_script_writes_config_and_installs_java() -> None:
+    script = render_user_data(UserDataSpec(models=parse_models([f"r18={URL}"]), server="mms"))
+    _bash_syntax_ok(script)
+    assert "multi-model-server==1.1.11" in script and "openjdk-17-jre-headless" in script
+    assert "management_address=http://127.0.0.1:8081" in script
+    assert f"--models 'r18={URL}'" in script
+    with pytest.raises(UsageError, match="MMS needs an archive URL"):
+        render_user_data(UserDataSpec(models=parse_models(["squeezenet"]), server="mms"))
+
+
+def test_pip_spec_override_is_quoted() -> None:
+    script = render_user_data(UserDataSpec(pip_spec="mmsctl @ https://example.com/mmsctl-0.1.0-py3-none-any.whl"))
+    assert "install 'mmsctl @ https://example.com/mmsctl-0.1.0-py3-none-any.whl'" in script
+    _bash_syntax_ok(script)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("./model.mar", "a local file is not on the instance"),
+        ("s3://bucket/model.mar", "cannot read s3://"),
+        ("bad name=squeezenet", "spaces"),
+        ("x=$(reboot)", "not a zoo name"),
+    ],
+)
+def test_bad_model_locations_are_refused(value: str, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        parse_models([value])
+
+
+def test_model_names() -> None:
+    specs = parse_models(["squeezenet,resnet-18", "https://example.com/models/vgg16.mar"])
+    assert [(s.name, s.location) for s in specs] == [
+        ("squeezenet", "squeezenet"), ("resnet-18", "resnet-18"), ("vgg16", "https://example.com/models/vgg16.mar")]
+    with pytest.raises(UsageError, match="given twice"):
+        parse_models(["a=squeezenet", "a=resnet-18"])
+
+
+def test_wait_for_server_polls_ping() -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from mmsctl.cloud.ec2 import wait_for_server
+
+    hits: list[str] = []
+
+    class Ping(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            hits.append(self.path)
+            self.send_response(200 if len(hits) >= 2 else 503)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Ping)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        assert wait_for_server(url, timeout=30, interval=0.01) is True
+        assert hits == ["/ping", "/ping"]
+    finally:
+        server.shutdown()
+        server.server_close()
+    now = [0.0]
+    assert wait_for_server(url, timeout=3, interval=1, clock=lambda: now[0],
+                           sleep=lambda s: now.__setitem__(0, now[0] + s)) is False

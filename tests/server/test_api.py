@@ -1,0 +1,202 @@
+"""The inference and management APIs against a real server process, checked against MMS's contract."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from tests.support.mmsctl_server import ServerInfo
+from tests.support.paths import MMS_OPENAPI_DIR, require_shared
+
+
+def _mms_error(resp: httpx.Response, status: int, type_: str) -> dict:
+    assert resp.status_code == status, resp.text
+    body = resp.json()
+    assert set(body) == {"code", "type", "message"}
+    assert body["code"] == status and body["type"] == type_
+    assert resp.headers.get("x-request-id")
+    return body
+
+
+# -- inference --------------------------------------------------------------------------------
+def test_ping_is_healthy(server: ServerInfo) -> None:
+    resp = httpx.get(f"{server.inference_url}/ping")
+    assert resp.status_code == 200
+    assert resp.json() == {"status": "Healthy"}
+    assert resp.headers["x-request-id"]
+
+
+def test_ping_model(server: ServerInfo) -> None:
+    assert httpx.get(f"{server.inference_url}/ping/noop").json() == {"status": "Healthy"}
+    _mms_error(httpx.get(f"{server.inference_url}/ping/nope"), 404, "ModelNotFoundException")
+
+
+def test_predict_raw_body(server: ServerInfo) -> None:
+    resp = httpx.post(f"{server.inference_url}/predictions/noop", content=b"hello")
+    assert resp.status_code == 200
+    assert resp.text == "hello"
+
+
+@pytest.mark.parametrize("path", ["/noop/predict", "/invocations?model_name=noop", "/models/noop/invoke"])
+def test_other_prediction_paths(server: ServerInfo, path: str) -> None:
+    resp = httpx.post(f"{server.inference_url}{path}", content=b"abc")
+    assert resp.status_code == 200, resp.text
+    assert resp.text == "abc"
+
+
+def test_invocations_model_from_header_and_default(server: ServerInfo) -> None:
+    resp = httpx.post(f"{server.inference_url}/invocations", content=b"x", headers={"model_name": "noop"})
+    assert resp.text == "x"
+    # one start-up model: MMS uses it when no model is named
+    assert httpx.post(f"{server.inference_url}/invocations", content=b"y").text == "y"
+
+
+def test_multipart_and_form(server: ServerInfo) -> None:
+    resp = httpx.post(f"{server.inference_url}/predictions/noop", files={"data": ("a.bin", b"filebytes")})
+    assert resp.status_code == 200 and resp.text == "filebytes"
+    resp = httpx.post(f"{server.inference_url}/predictions/noop", data={"data": "formvalue"})
+    assert resp.status_code == 200 and resp.text == "formvalue"
+
+
+def test_empty_body_is_answered(server: ServerInfo) -> None:
+    resp = httpx.post(f"{server.inference_url}/predictions/noop", content=b"")
+    assert resp.status_code == 200
+
+
+def test_unknown_model_and_path(server: ServerInfo) -> None:
+    body = _mms_error(httpx.post(f"{server.inference_url}/predictions/nope", content=b"x"),
+                      404, "ModelNotFoundException")
+    assert body["message"] == "Model not found: nope"
+    _mms_error(httpx.get(f"{server.inference_url}/no/such/path"), 404, "ResourceNotFoundException")
+    _mms_error(httpx.delete(f"{server.management_url}/models"), 405, "MethodNotAllowedException")
+
+
+def test_body_over_max_request_size_is_413(server: ServerInfo) -> None:
+    resp = httpx.post(f"{server.inference_url}/predictions/noop", content=b"x" * 200_000)
+    _mms_error(resp, 413, "RequestEntityTooLargeException")
+
+
+def test_api_description_matches_mms_paths(server: ServerInfo) -> None:
+    for url, name in ((server.inference_url, "inference"), (server.management_url, "management")):
+        reference = json.loads(require_shared(MMS_OPENAPI_DIR / f"{name}_open_api.json").read_text())
+        ours = httpx.request("OPTIONS", url + "/").json()
+        assert ours["openapi"].startswith("3.0")
+        for path, methods in reference["paths"].items():
+            assert path in ours["paths"], path
+            for method, op in methods.items():
+                assert method in ours["paths"][path], (path, method)
+                theirs = set(op["responses"])
+                mine = set(ours["paths"][path][method]["responses"])
+                assert theirs <= mine, (path, method, theirs - mine)
+    assert httpx.get(f"{server.inference_url}/api-description").status_code == 200
+
+
+# -- management -------------------------------------------------------------------------------
+def test_describe_has_mms_shape_and_workers(server: ServerInfo) -> None:
+    resp = httpx.get(f"{server.management_url}/models/noop")
+    assert resp.status_code == 200
+    d = resp.json()
+    for key in ("modelName", "modelVersion", "modelUrl", "runtime", "minWorkers", "maxWorkers",
+                "batchSize", "maxBatchDelay", "loadedAtStartup", "workers"):
+        assert key in d, key
+    assert d["loadedAtStartup"] is True
+    assert d["queueStatus"]["capacity"] > 0
+    assert len(d["workers"]) == 1
+    worker = d["workers"][0]
+    assert worker["status"] == "READY" and worker["pid"] > 0 and worker["memoryUsage"] > 0
+    _mms_error(httpx.get(f"{server.management_url}/models/nope"), 404, "ModelNotFoundException")
+
+
+def test_register_scale_list_unregister(server: ServerInfo) -> None:
+    m = server.management_url
+    resp = httpx.post(f"{m}/models", params={"url": "echo", "model_name": "e1", "initial_workers": "1"},
+                      timeout=60)
+    assert resp.status_code == 200, resp.text
+    assert resp.json() == {"status": "Workers scaled"}  # MMS's answer to a synchronous register
+    _mms_error(httpx.post(f"{m}/models", params={"url": "echo", "model_name": "e1"}), 409,
+               "ConflictStatusException")
+    assert httpx.post(f"{server.inference_url}/predictions/e1", content=b"q").text == "q"
+
+    resp = httpx.put(f"{m}/models/e1", params={"min_worker": "2", "synchronous": "true"}, timeout=60)
+    assert resp.status_code == 200 and resp.json() == {"status": "Workers scaled"}
+    assert len(httpx.get(f"{m}/models/e1").json()["workers"]) == 2
+    resp = httpx.put(f"{m}/models/e1", params={"min_worker": "1"})
+    assert resp.status_code == 202 and resp.json() == {"status": "Processing worker updates..."}
+
+    # MMS paging: sorted names, nextPageToken whenever the page is full
+    page = httpx.get(f"{m}/models", params={"limit": "1"}).json()
+    assert page == {"nextPageToken": "1", "models": [{"modelName": "e1", "modelUrl": "echo"}]}
+    page = httpx.get(f"{m}/models", params={"limit": "1", "next_page_token": "1"}).json()
+    assert page["models"][0]["modelName"] == "noop" and page["nextPageToken"] == "2"
+    assert "nextPageToken" not in httpx.get(f"{m}/models").json()
+
+    resp = httpx.delete(f"{m}/models/e1", timeout=60)
+    assert resp.status_code == 200 and resp.json() == {"status": 'Model "e1" unregistered'}
+    _mms_error(httpx.delete(f"{m}/models/e1"), 404, "ModelNotFoundException")
+    _mms_error(httpx.post(f"{server.inference_url}/predictions/e1", content=b"q"), 404,
+               "ModelNotFoundException")
+
+
+def test_register_with_zero_workers_then_predict_is_503(server: ServerInfo) -> None:
+    m = server.management_url
+    assert httpx.post(f"{m}/models", params={"url": "echo", "model_name": "idle", "initial_workers": "0"}).status_code == 200
+    try:
+        body = _mms_error(httpx.post(f"{server.inference_url}/predictions/idle", content=b"x"), 503,
+                          "ServiceUnavailableException")
+        assert "No worker is available" in body["message"]
+    finally:
+        httpx.delete(f"{m}/models/idle", timeout=60)
+
+
+@pytest.mark.parametrize("params, fragment", [
+    ({"min_worker": "-1"}, "min_worker"),
+    ({"min_worker": "abc"}, "min_worker"),
+    ({"min_worker": "3", "max_worker": "2"}, "max_worker cannot be less than min_worker."),
+    ({"synchronous": "maybe"}, "synchronous"),
+])
+def test_bad_scale_values(server: ServerInfo, params: dict, fragment: str) -> None:
+    body = _mms_error(httpx.put(f"{server.management_url}/models/noop", params=params), 400,
+                      "BadRequestException")
+    assert fragment in body["message"]
+
+
+def test_bad_register_requests(server: ServerInfo) -> None:
+    m = server.management_url
+    body = _mms_error(httpx.post(f"{m}/models", params={"model_url": "echo"}), 400, "BadRequestException")
+    assert body["message"] == "Parameter url is required."
+    _mms_error(httpx.post(f"{m}/models", params={"url": "missing.mar"}), 404, "ModelNotFoundException")
+    _mms_error(httpx.post(f"{m}/models", params={"url": "../etc"}), 404, "ModelNotFoundException")
+    _mms_error(httpx.post(f"{m}/models", params={"url": "echo", "batch_size": "x"}), 400, "BadRequestException")
+    body = _mms_error(httpx.post(f"{m}/models", params={"url": "http://example.com/a.mar"}), 400,
+                      "BadRequestException")
+    assert "allowed_urls" in body["message"]
+
+
+def test_register_handler_that_fails_to_load(server: ServerInfo) -> None:
+    resp = httpx.post(f"{server.management_url}/models", params={"url": "broken", "initial_workers": "1"},
+                      timeout=60)
+    body = _mms_error(resp, 500, "InternalServerException")
+    assert "cannot load" in body["message"] or "missing weights" in body["message"]
+    # the failed model is not left registered
+    _mms_error(httpx.get(f"{server.management_url}/models/broken"), 404, "ModelNotFoundException")
+
+
+def test_register_from_json_body(server: ServerInfo) -> None:
+    m = server.management_url
+    resp = httpx.post(f"{m}/models", json={"url": "echo", "model_name": "j1", "initial_workers": 1}, timeout=60)
+    assert resp.status_code == 200, resp.text
+    httpx.delete(f"{m}/models/j1", timeout=60)
+
+
+# -- metrics ----------------------------------------------------------------------------------
+def test_prometheus_metrics(server: ServerInfo) -> None:
+    httpx.post(f"{server.inference_url}/predictions/noop", content=b"m")
+    text = httpx.get(f"{server.metrics_url}/metrics").text
+    assert 'mmsctl_requests_total{api="inference",code="200",model="noop"}' in text
+    assert 'mmsctl_workers{model="noop",state="READY"}' in text
+    for name in ("mmsctl_inference_latency_seconds_bucket", "mmsctl_queue_latency_seconds_bucket",
+                 "mmsctl_queue_depth", "mmsctl_worker_memory_bytes", "mmsctl_host_cpu_percent",
+                 "mmsctl_host_memory_used_bytes"):
+        assert name in text, name

@@ -1,0 +1,65 @@
+"""Reading MMS config.properties (Java Properties rules) into a ServerConfig."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mmsctl.errors import ConfigError
+from mmsctl.server.config import ServerConfig, load_properties, parse_address, parse_properties
+
+
+def test_java_properties_syntax() -> None:
+    text = (
+        "# comment\n! also a comment\n"
+        "a=1\n"
+        "b : two words \n"
+        "c  spaced\n"
+        "long=first,\\\n    second\n"
+        "escaped\\=key=v\\u0041\n"
+    )
+    assert parse_properties(text) == {
+        "a": "1", "b": "two words ", "c": "spaced", "long": "first,second", "escaped=key": "vA",
+    }
+
+
+def test_mms_keys(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    props = tmp_path / "config.properties"
+    props.write_text(
+        "inference_address=http://0.0.0.0:9080\n"
+        "management_address=http://127.0.0.1:9081\n"
+        "model_store=store\n"
+        "load_models=a.mar,b=squeezenet\n"
+        "default_workers_per_model=3\njob_queue_size=5\nmax_request_size=1000\n"
+        "default_response_timeout=9\nnumber_of_gpu=0\nsome_unknown_key=x\n"
+    )
+    cfg = load_properties(props).validate()
+    assert cfg.inference_address == "http://0.0.0.0:9080"
+    assert cfg.model_store == str(store)
+    assert cfg.load_models == ["a.mar", "b=squeezenet"]
+    assert (cfg.default_workers_per_model, cfg.job_queue_size, cfg.max_request_size,
+            cfg.default_response_timeout) == (3, 5, 1000, 9)
+    assert cfg.extra["some_unknown_key"] == "x"
+    assert cfg.instance_name == "9080"
+    assert ServerConfig.from_json(cfg.to_json()) == cfg
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("job_queue_size=many\n", "job_queue_size"),
+    ("inference_address=ftp://x:1\n", "inference_address"),
+    ("inference_address=https://127.0.0.1:1\n", "HTTPS"),
+    ("management_address=http://127.0.0.1:8080\n", "must differ"),
+])
+def test_bad_values_name_the_key(tmp_path: Path, text: str, fragment: str) -> None:
+    props = tmp_path / "c.properties"
+    props.write_text(text)
+    with pytest.raises(ConfigError, match=fragment):
+        load_properties(props).validate()
+
+
+def test_parse_address() -> None:
+    assert parse_address("127.0.0.1:8080") == ("127.0.0.1", 8080)
+    assert parse_address("http://localhost:1234") == ("localhost", 1234)

@@ -1,0 +1,155 @@
+"""`mmsctl serve start|status|stop|logs` as a user runs them: real background servers."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+import pytest
+
+from mmsctl.server.instances import pid_alive
+from tests.support.mmsctl_server import free_port, make_noop_archive
+
+
+def _mmsctl(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mmsctl", *args], capture_output=True, text=True,
+                          timeout=timeout, env=dict(os.environ))
+
+
+def _addresses() -> tuple[list[str], int, int]:
+    ports = [free_port() for _ in range(3)]
+    flags = ["--inference-address", f"127.0.0.1:{ports[0]}", "--management-address",
+             f"127.0.0.1:{ports[1]}", "--metrics-address", f"127.0.0.1:{ports[2]}"]
+    return flags, ports[0], ports[1]
+
+
+@pytest.fixture
+def noop(tmp_path: Path) -> Iterator[Path]:
+    yield make_noop_archive(tmp_path / "noop")
+    _mmsctl("serve", "stop", "--all", "--timeout", "5")
+
+
+def test_start_returns_ready_then_status_then_stop(noop: Path) -> None:
+    flags, inference, management = _addresses()
+    started = _mmsctl("serve", "start", "--models", f"noop={noop}", *flags)
+    assert started.returncode == 0, started.stderr
+    # start returned, so a prediction must work right away
+    resp = httpx.post(f"http://127.0.0.1:{inference}/predictions/noop", content=b"now", timeout=10)
+    assert resp.status_code == 200 and resp.text == "now"
+
+    status = _mmsctl("serve", "status", "-o", "json")
+    rows = json.loads(status.stdout)
+    assert len(rows) == 1
+    assert rows[0]["status"] == "ready" and rows[0]["name"] == str(inference)
+    assert rows[0]["management_url"] == f"http://127.0.0.1:{management}"
+    pid = rows[0]["pid"]
+
+    again = _mmsctl("serve", "start", "--models", f"noop={noop}", *flags)
+    assert again.returncode != 0 and "already running" in again.stderr
+
+    logs = _mmsctl("serve", "logs", "--tail", "50")
+    assert "READY" in logs.stdout
+
+    stopped = _mmsctl("serve", "stop")
+    assert stopped.returncode == 0, stopped.stderr
+    assert not pid_alive(pid)
+    assert json.loads(_mmsctl("serve", "status", "-o", "json").stdout)[0]["status"] == "stopped"
+
+
+def test_stop_drains_in_flight_and_queued_requests(noop: Path) -> None:
+    flags, inference, _ = _addresses()
+    assert _mmsctl("serve", "start", "--models", f"noop={noop}", *flags).returncode == 0
+    results: list[int] = []
+
+    def call() -> None:
+        try:
+            r = httpx.post(f"http://127.0.0.1:{inference}/predictions/noop", content=b"sleep:0.4", timeout=30)
+            results.append(r.status_code)
+        except httpx.HTTPError as exc:  # a dropped request is a failure of the test
+            results.append(-1)
+            print(exc)
+
+    threads = [threading.Thread(target=call) for _ in range(5)]
+    for t in threads:
+        t.start()
+    import time
+
+    time.sleep(0.5)  # one in flight, the rest queued on the single worker
+    stopped = _mmsctl("serve", "stop", "--timeout", "20")
+    for t in threads:
+        t.join(30)
+    assert stopped.returncode == 0, stopped.stderr
+    assert results == [200] * 5
+
+
+def test_two_servers_side_by_side(noop: Path) -> None:
+    a_flags, a_port, _ = _addresses()
+    b_flags, b_port, _ = _addresses()
+    assert _mmsctl("serve", "start", "--models", f"noop={noop}", *a_flags).returncode == 0
+    assert _mmsctl("serve", "start", "--models", f"noop={noop}", *b_flags, "--name", "second").returncode == 0
+    for port in (a_port, b_port):
+        assert httpx.post(f"http://127.0.0.1:{port}/predictions/noop", content=b"x").text == "x"
+    ambiguous = _mmsctl("serve", "stop")
+    assert ambiguous.returncode == 2 and "--name" in ambiguous.stderr
+    assert _mmsctl("serve", "stop", "--name", "second").returncode == 0
+    assert httpx.get(f"http://127.0.0.1:{a_port}/ping").status_code == 200
+
+
+def test_port_taken_is_a_clear_error(noop: Path) -> None:
+    flags, inference, _ = _addresses()
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", inference))
+        blocker.listen()
+        result = _mmsctl("serve", "start", "--models", f"noop={noop}", *flags)
+    assert result.returncode == 1
+    assert "error:" in result.stderr and str(inference) in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_archive_fails_start_with_reason(tmp_path: Path) -> None:
+    broken = make_noop_archive(tmp_path / "broken", name="broken", failing=True)
+    flags, inference, _ = _addresses()
+    result = _mmsctl("serve", "start", "--models", f"broken={broken}", *flags)
+    assert result.returncode == 1
+    assert "broken" in result.stderr and "missing weights" in result.stderr
+    assert "Traceback" not in result.stderr
+    # nothing is left listening
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{inference}/ping", timeout=2)
+
+
+def test_bad_config_file_is_a_usage_error(tmp_path: Path) -> None:
+    props = tmp_path / "config.properties"
+    props.write_text("inference_address=http://127.0.0.1:8080\ndefault_workers_per_model=lots\n")
+    result = _mmsctl("serve", "start", "--config", str(props))
+    assert result.returncode == 2
+    assert "default_workers_per_model" in result.stderr
+    missing = _mmsctl("serve", "start", "--models", "nothing-here.mar", "--model-store", str(tmp_path / "nope"))
+    assert missing.returncode == 2 and "model_store" in missing.stderr
+
+
+def test_config_properties_are_used(tmp_path: Path, noop: Path) -> None:
+    flags, inference, management = _addresses()
+    props = tmp_path / "config.properties"
+    props.write_text(
+        "# an MMS config\n"
+        f"inference_address=http://127.0.0.1:{inference}\n"
+        f"management_address=http://127.0.0.1:{management}\n"
+        f"metrics_address={flags[-1]}\n"
+        f"model_store={tmp_path}\n"
+        "load_models=noop\n"
+        "default_workers_per_model=2\n"
+        "job_queue_size=7\n"
+    )
+    result = _mmsctl("serve", "start", "--config", str(props))
+    assert result.returncode == 0, result.stderr
+    d = httpx.get(f"http://127.0.0.1:{management}/models/noop").json()
+    assert len(d["workers"]) == 2 and d["queueStatus"]["capacity"] == 7
+    assert _mmsctl("serve", "stop", "--name", str(inference)).returncode == 0

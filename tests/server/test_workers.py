@@ -1,0 +1,155 @@
+"""Worker processes under stress: crashes, timeouts, scaling and unregistering under load, backpressure."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.mmsctl_server import ServerInfo, make_noop_archive, running_mmsctl_server
+
+
+def _worker_pids(server: ServerInfo, model: str) -> list[int]:
+    workers = httpx.get(f"{server.management_url}/models/{model}").json()["workers"]
+    return [w["pid"] for w in workers if w["status"] == "READY" and w["pid"]]
+
+
+def _wait_for_ready_workers(server: ServerInfo, model: str, count: int, timeout: float = 60) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pids = _worker_pids(server, model)
+        if len(pids) >= count:
+            return pids
+        time.sleep(0.1)
+    raise AssertionError(f"{model}: {count} READY workers not reached; log:\n{server.log_text()[-2000:]}")
+
+
+async def _fire(url: str, bodies: list[bytes], timeout: float = 60) -> list[httpx.Response]:
+    limits = httpx.Limits(max_connections=200)
+    async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
+        return await asyncio.gather(*(client.post(url, content=b) for b in bodies))
+
+
+def test_killed_worker_fails_in_flight_with_503_and_is_replaced(tmp_path: Path) -> None:
+    noop = make_noop_archive(tmp_path / "noop")
+    with running_mmsctl_server(tmp_path, models={"noop": str(noop)}) as srv:
+        (pid,) = _wait_for_ready_workers(srv, "noop", 1)
+
+        async def scenario() -> tuple[httpx.Response, httpx.Response]:
+            async with httpx.AsyncClient(timeout=30) as client:
+                slow = asyncio.ensure_future(client.post(f"{srv.inference_url}/predictions/noop", content=b"sleep:5"))
+                await asyncio.sleep(0.5)
+                os.kill(pid, signal.SIGKILL)
+                first = await slow
+                # the replacement serves the next request
+                second = await client.post(f"{srv.inference_url}/predictions/noop", content=b"after", timeout=60)
+                return first, second
+
+        first, second = asyncio.run(scenario())
+        assert first.status_code == 503
+        assert first.json()["message"] == "Worker died."
+        assert second.status_code == 200 and second.text == "after"
+        (new_pid,) = _wait_for_ready_workers(srv, "noop", 1)
+        assert new_pid != pid
+
+
+def test_response_timeout_kills_and_restarts_worker(tmp_path: Path) -> None:
+    noop = make_noop_archive(tmp_path / "noop")
+    with running_mmsctl_server(tmp_path, model_store=tmp_path) as srv:
+        resp = httpx.post(f"{srv.management_url}/models",
+                          params={"url": "noop", "response_timeout": "1s", "initial_workers": "1"}, timeout=60)
+        assert resp.status_code == 200, resp.text
+        assert httpx.get(f"{srv.management_url}/models/noop").json()["responseTimeout"] == 1
+        (pid,) = _wait_for_ready_workers(srv, "noop", 1)
+        resp = httpx.post(f"{srv.inference_url}/predictions/noop", content=b"sleep:30", timeout=30)
+        assert resp.status_code == 504
+        assert resp.json()["type"] == "RequestTimeoutException"
+        ok = httpx.post(f"{srv.inference_url}/predictions/noop", content=b"fine", timeout=60)
+        assert ok.status_code == 200 and ok.text == "fine"
+        assert _wait_for_ready_workers(srv, "noop", 1)[0] != pid
+
+
+def test_scale_up_and_down_under_load_loses_nothing(tmp_path: Path) -> None:
+    noop = make_noop_archive(tmp_path / "noop")
+    with running_mmsctl_server(tmp_path, models={"noop": str(noop)}) as srv:
+        url = f"{srv.inference_url}/predictions/noop"
+
+        async def scenario() -> list[httpx.Response]:
+            load = asyncio.ensure_future(_fire(url, [f"sleep:0.02-{i}".encode()[:10] for i in range(150)]))
+            async with httpx.AsyncClient(timeout=60) as client:
+                await asyncio.sleep(0.2)
+                up = await client.put(f"{srv.management_url}/models/noop", params={"min_worker": "3"})
+                assert up.status_code == 202
+                await asyncio.sleep(1.0)
+                down = await client.put(f"{srv.management_url}/models/noop", params={"min_worker": "1"})
+                assert down.status_code == 202
+            return await load
+
+        responses = asyncio.run(scenario())
+        assert [r.status_code for r in responses] == [200] * len(responses)
+        _wait_for_ready_workers(srv, "noop", 1)
+
+
+def test_unregister_under_load_answers_every_request(tmp_path: Path) -> None:
+    noop = make_noop_archive(tmp_path / "noop")
+    with running_mmsctl_server(tmp_path, models={"noop": str(noop)}, workers=2) as srv:
+        url = f"{srv.inference_url}/predictions/noop"
+
+        async def scenario() -> tuple[list[httpx.Response], httpx.Response]:
+            load = asyncio.ensure_future(_fire(url, [b"sleep:0.01"] * 100))
+            await asyncio.sleep(0.3)
+            async with httpx.AsyncClient(timeout=60) as client:
+                gone = await client.delete(f"{srv.management_url}/models/noop")
+            return await load, gone
+
+        responses, gone = asyncio.run(scenario())
+        assert gone.status_code == 200
+        codes = {r.status_code for r in responses}
+        # queued requests are served before the workers stop; later ones find no model
+        assert codes <= {200, 404}, codes
+        assert 200 in codes
+
+
+def test_full_queue_answers_503_with_retry_after(tmp_path: Path) -> None:
+    noop = make_noop_archive(tmp_path / "noop")
+    with running_mmsctl_server(tmp_path, models={"noop": str(noop)}, extra_config={"job_queue_size": 2}) as srv:
+        url = f"{srv.inference_url}/predictions/noop"
+        responses = asyncio.run(_fire(url, [b"sleep:0.5"] * 8))
+        codes = sorted(r.status_code for r in responses)
+        assert codes.count(200) >= 3 and 503 in codes, codes
+        rejected = next(r for r in responses if r.status_code == 503)
+        assert rejected.headers["Retry-After"] == "1"
+        assert rejected.json()["type"] == "ServiceUnavailableException"
+
+
+def test_batching_groups_concurrent_requests(tmp_path: Path) -> None:
+    noop = make_noop_archive(tmp_path / "noop")
+    with running_mmsctl_server(tmp_path, model_store=tmp_path) as srv:
+        resp = httpx.post(f"{srv.management_url}/models",
+                          params={"url": "noop", "batch_size": "4", "max_batch_delay": "200"}, timeout=60)
+        assert resp.status_code == 200
+        responses = asyncio.run(_fire(f"{srv.inference_url}/predictions/noop", [b"b%d" % i for i in range(8)]))
+        assert sorted(r.text for r in responses) == sorted("b%d" % i for i in range(8))
+        text = httpx.get(f"{srv.metrics_url}/metrics").text
+        count = next(float(line.split()[-1]) for line in text.splitlines()
+                     if line.startswith('mmsctl_batch_size_count{model="noop"}'))
+        assert count < 8  # fewer batches than requests: they were grouped
+
+
+@pytest.mark.parametrize("token_kind", ["plain"])
+def test_token_auth(tmp_path: Path, token_kind: str) -> None:
+    noop = make_noop_archive(tmp_path / "noop")
+    with running_mmsctl_server(tmp_path, models={"noop": str(noop)}, token="s3cret") as srv:
+        assert httpx.get(f"{srv.inference_url}/ping").status_code == 200  # health checks stay open
+        resp = httpx.post(f"{srv.inference_url}/predictions/noop", content=b"x")
+        assert resp.status_code == 401 and resp.json()["type"] == "InvalidKeyException"
+        resp = httpx.get(f"{srv.management_url}/models", headers={"Authorization": "Bearer wrong"})
+        assert resp.status_code == 401
+        ok = httpx.post(f"{srv.inference_url}/predictions/noop", content=b"x",
+                        headers={"Authorization": "Bearer s3cret"})
+        assert ok.status_code == 200

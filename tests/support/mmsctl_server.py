@@ -1,0 +1,209 @@
+"""Start a real mmsctl model server process for a test, on free loopback ports.
+
+    with running_mmsctl_server(tmp_path, models={"noop": str(noop_dir)}) as srv:
+        httpx.post(f"{srv.inference_url}/predictions/noop", content=b"hi")
+
+The server runs as ``python -m mmsctl.server`` with its state folder under
+*tmp_dir* and is stopped (SIGTERM, then SIGKILL) on exit. Also here: a tiny
+no-op handler archive for tests that need a model but not mxnet.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Optional
+
+__all__ = ["ServerInfo", "ServerStartError", "free_port", "make_noop_archive", "running_mmsctl_server"]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class ServerStartError(RuntimeError):
+    """The server did not become ready; the message carries its reason and log tail."""
+
+
+@dataclass
+class ServerInfo:
+    inference_url: str
+    management_url: str
+    metrics_url: str
+    pid: int
+    state_dir: Path
+    instance_dir: Path
+    log_file: Path
+    process: "subprocess.Popen[bytes]"
+
+    def log_text(self) -> str:
+        try:
+            return self.log_file.read_text(errors="replace")
+        except OSError:
+            return ""
+
+
+def free_port() -> int:
+    """A TCP port that was free a moment ago on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+NOOP_HANDLER = '''
+import json, os, time
+
+def handle(data, context):
+    """Echo each request's body; "sleep:N" sleeps N seconds, "crash" kills the worker, "pid" answers the pid."""
+    if data is None:
+        return None
+    out = []
+    for row in data:
+        body = row.get("body") or row.get("data") or b""
+        if isinstance(body, (bytes, bytearray)):
+            body = bytes(body).decode("utf-8", "replace")
+        if isinstance(body, str) and body.startswith("sleep:"):
+            time.sleep(float(body[6:]))
+        if body == "crash":
+            os._exit(3)
+        if body == "pid":
+            body = str(os.getpid())
+        out.append(body)
+    return out
+'''
+
+FAILING_HANDLER = '''
+raise RuntimeError("this handler cannot load: missing weights")
+
+def handle(data, context):
+    return data
+'''
+
+
+def make_noop_archive(folder: Path, name: str = "noop", *, failing: bool = False) -> Path:
+    """An extracted (no-archive) model folder with MAR-INF/MANIFEST.json and a tiny handler."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "MAR-INF").mkdir(exist_ok=True)
+    module = "noop_service"
+    (folder / f"{module}.py").write_text(FAILING_HANDLER if failing else NOOP_HANDLER)
+    manifest = {
+        "specificationVersion": "1.0",
+        "implementationVersion": "1.0",
+        "description": "no-op model for tests",
+        "modelServerVersion": "1.0",
+        "runtime": "python",
+        "model": {"modelName": name, "description": "echo", "modelVersion": "1.0",
+                  "handler": f"{module}:handle"},
+    }
+    (folder / "MAR-INF" / "MANIFEST.json").write_text(json.dumps(manifest, indent=2))
+    return folder
+
+
+def _stop(proc: "subprocess.Popen[bytes]", timeout: float) -> None:
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(10)
+
+
+@contextmanager
+def running_mmsctl_server(
+    tmp_dir: Path,
+    *,
+    model_store: Optional[Path] = None,
+    models: Optional[dict[str, str]] = None,
+    workers: int = 1,
+    token: Optional[str] = None,
+    extra_config: Optional[dict] = None,
+    start_timeout: float = 120.0,
+    stop_timeout: float = 30.0,
+) -> Iterator[ServerInfo]:
+    """Run ``python -m mmsctl.server`` until the block ends; yield where it listens.
+
+    Args:
+        tmp_dir: a private folder (state, log and config go under it).
+        model_store: the server's model store.
+        models: start-up models, name -> location (a folder, .mar, zoo name or a file in the store).
+        workers: workers per start-up model (``default_workers_per_model``).
+        token: if set, both APIs require ``Authorization: Bearer <token>``.
+        extra_config: more ServerConfig fields (e.g. ``{"job_queue_size": 5}``).
+    """
+    from mmsctl.server.config import ServerConfig
+
+    tmp_dir = Path(tmp_dir)
+    state_dir = tmp_dir / "mmsctl-state"
+    ports = [free_port() for _ in range(3)]
+    while len(set(ports)) < 3:
+        ports = [free_port() for _ in range(3)]
+    name = f"test-{ports[0]}"
+    settings = dict(extra_config or {})
+    token_file = None
+    if token:
+        token_file = tmp_dir / f"token-{ports[0]}"
+        token_file.write_text(token)
+    config = ServerConfig(
+        inference_address=f"http://127.0.0.1:{ports[0]}",
+        management_address=f"http://127.0.0.1:{ports[1]}",
+        metrics_address=f"http://127.0.0.1:{ports[2]}",
+        model_store=str(model_store) if model_store else None,
+        load_models=[f"{k}={v}" for k, v in (models or {}).items()],
+        default_workers_per_model=workers,
+        token_file=str(token_file) if token_file else None,
+        name=name,
+        **settings,
+    )
+    instance_dir = state_dir / "instances" / name
+    instance_dir.mkdir(parents=True, exist_ok=True)
+    config_file = instance_dir / "config.json"
+    config_file.write_text(config.to_json())
+    log_file = instance_dir / "server.log"
+    env = dict(os.environ)
+    env["MMSCTL_STATE_DIR"] = str(state_dir)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    with open(log_file, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mmsctl.server", str(config_file)],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=env, cwd=str(tmp_dir), start_new_session=True,
+        )
+    info = ServerInfo(
+        inference_url=f"http://127.0.0.1:{ports[0]}",
+        management_url=f"http://127.0.0.1:{ports[1]}",
+        metrics_url=f"http://127.0.0.1:{ports[2]}",
+        pid=proc.pid, state_dir=state_dir, instance_dir=instance_dir, log_file=log_file, process=proc,
+    )
+    try:
+        deadline = time.monotonic() + start_timeout
+        while True:
+            try:
+                state = json.loads((instance_dir / "state.json").read_text())
+            except (OSError, ValueError):
+                state = {}
+            if state.get("status") == "ready" and state.get("pid") == proc.pid:
+                break
+            if state.get("status") == "failed" or proc.poll() is not None:
+                _stop(proc, 5)
+                raise ServerStartError(
+                    f"mmsctl server failed to start: {state.get('error')}\n{info.log_text()[-3000:]}")
+            if time.monotonic() > deadline:
+                raise ServerStartError(f"mmsctl server not ready after {start_timeout} s\n{info.log_text()[-3000:]}")
+            time.sleep(0.05)
+        yield info
+    finally:
+        _stop(proc, stop_timeout)

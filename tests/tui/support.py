@@ -1,0 +1,123 @@
+"""Helpers for the TUI tests: a scripted data source, waiting, and text screenshots."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+from mmsctl.tui.model import HostStats, ModelRow, ServerStatus, Snapshot, WorkerRow
+
+SNAPSHOT_DIR = Path(__file__).with_name("snapshots")
+
+
+class ScriptedSource:
+    """A DataSource that plays back snapshots (the last one repeats) and records the actions."""
+
+    title = "test (http://127.0.0.1:8081)"
+
+    def __init__(self, snapshots: Sequence[Snapshot], *, delay: float = 0.0) -> None:
+        self.snapshots = list(snapshots)
+        self.delay = delay
+        self.fetches = 0
+        self.started = 0
+        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        self.focus: Optional[str] = None
+        self.closed = False
+
+    async def fetch(self) -> Snapshot:
+        self.started += 1
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        index = min(self.fetches, len(self.snapshots) - 1)
+        self.fetches += 1
+        return self.snapshots[index]
+
+    async def scale(self, *args: Any, **kwargs: Any) -> str:
+        self.calls.append(("scale", args, kwargs))
+        return f"{args[0]} scaled"
+
+    async def register(self, *args: Any, **kwargs: Any) -> str:
+        self.calls.append(("register", args, kwargs))
+        return "registered"
+
+    async def unregister(self, *args: Any, **kwargs: Any) -> str:
+        self.calls.append(("unregister", args, kwargs))
+        return "unregistered"
+
+    def set_focus(self, key: Optional[str]) -> None:
+        self.focus = key
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+def worker(i: int, status: str = "READY") -> WorkerRow:
+    return WorkerRow(str(9000 + i), 4000 + i, status, f"2024-05-01T10:00:0{i}Z", (180 + i) << 20, False)
+
+
+def mmsctl_snapshot(t: float = 100.0, *, rps: float = 12.5) -> Snapshot:
+    """Three models on our server, with metrics."""
+    models = (
+        ModelRow("squeezenet", "1.0", 2, 2, 2, 2, 4, 50, 3.0, rps, 0.5, 8.2, 31.0, 9.0, url="squeezenet.mar",
+                 metrics=True, workers=(worker(0), worker(1))),
+        ModelRow("resnet-18", "1.0", 1, 1, 1, 3, 1, 100, 0.0, 0.0, 0.0, None, None, None, url="resnet-18.mar",
+                 metrics=True, workers=(worker(2),)),
+        ModelRow("noop", "2.0", 0, 1, 1, 1, 1, 100, 0.0, 250.0, 0.0, 0.42, 1.9, 0.5, url="noop.mar",
+                 metrics=True, workers=(worker(3, "STARTING"),)),
+    )
+    return Snapshot(t, ServerStatus("http://127.0.0.1:8081", "mmsctl", True, "Healthy", True),
+                    HostStats(37.0, 3 << 30, 8 << 30, "server"), models)
+
+
+def mms_snapshot(t: float = 100.0) -> Snapshot:
+    """Real MMS: describe only, no metrics endpoint."""
+    models = (
+        ModelRow("squeezenet_v1.1", "1.0", 1, 1, 1, 1, 1, 100, url="squeezenet_v1.1.mar",
+                 workers=(WorkerRow("9000", None, "READY", "2024-05-01T10:00:00.000Z", 212992000, False),)),
+    )
+    return Snapshot(t, ServerStatus("http://127.0.0.1:8443", "mms", True, "Healthy", False),
+                    HostStats(), models)
+
+
+def unreachable(t: float = 200.0) -> Snapshot:
+    return Snapshot(t, ServerStatus("http://127.0.0.1:8081", error="cannot reach http://127.0.0.1:8081: connection refused"))
+
+
+async def wait_for(pilot: Any, condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await pilot.pause(0.02)
+
+
+def screen_text(app: Any) -> str:
+    """The screen as plain text (what a person sees, without colours)."""
+    from rich.console import Console
+
+    width, height = app.size
+    console = Console(width=width, height=height, file=io.StringIO(), record=True,
+                      force_terminal=True, color_system=None, legacy_windows=False)
+    console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens))
+    lines = [line.rstrip() for line in console.export_text().splitlines()]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def assert_snapshot(name: str, text: str) -> None:
+    """Compare with tests/tui/snapshots/NAME.txt; UPDATE_TUI_SNAPSHOTS=1 rewrites it."""
+    path = SNAPSHOT_DIR / f"{name}.txt"
+    if os.environ.get("UPDATE_TUI_SNAPSHOTS") == "1" or not path.exists():
+        SNAPSHOT_DIR.mkdir(exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        return
+    expected = path.read_text(encoding="utf-8")
+    if text != expected:
+        import difflib
+
+        diff = "".join(difflib.unified_diff(expected.splitlines(True), text.splitlines(True),
+                                            f"{name} (stored)", f"{name} (now)"))
+        raise AssertionError(f"screen differs from {path} (UPDATE_TUI_SNAPSHOTS=1 to accept):\n{diff}")

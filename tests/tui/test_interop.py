@@ -1,0 +1,85 @@
+"""`mmsctl top`'s data source against real MMS 1.1.11 (describe only) and TorchServe 0.12 (metrics)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, Iterator
+
+import httpx
+import pytest
+
+from mmsctl.tui.source import Endpoints, HttpSource
+from tests.support.fixtures_mms import mms_server  # noqa: F401 - a fixture
+from tests.support.mms import register_model, unregister_model, wait_for_prediction
+from tests.support.torchserve import build_noop_ts_mar, running_torchserve, ts_skip_reason
+
+pytestmark = [pytest.mark.interop, pytest.mark.xdist_group("mms")]
+
+
+def _two_polls(source: HttpSource, between: Any) -> Any:
+    async def run() -> Any:
+        try:
+            await source.fetch()
+            await asyncio.to_thread(between)
+            await asyncio.sleep(0.2)
+            return await source.fetch()
+        finally:
+            await source.aclose()
+
+    return asyncio.run(run())
+
+
+def test_real_mms_shows_describe_and_no_metrics(mms_server: Any) -> None:  # noqa: F811
+    register_model(mms_server, "noop.mar")
+    try:
+        wait_for_prediction(mms_server, "noop")
+        # MMS has no metrics endpoint: the metrics URL points at a closed port, as it would by default.
+        source = HttpSource(Endpoints("mms", mms_server.inference_url, mms_server.management_url,
+                                      "http://127.0.0.1:9"), timeout=5)
+        snapshot = _two_polls(source, lambda: httpx.post(f"{mms_server.inference_url}/predictions/noop",
+                                                          content=b"x", timeout=30))
+    finally:
+        unregister_model(mms_server, "noop")
+    assert snapshot.server.reachable and snapshot.server.healthy
+    assert snapshot.server.kind == "mms" and snapshot.server.metrics is False
+    row = snapshot.model("noop")
+    assert row is not None and row.workers_total == 1 and row.workers_ready == 1
+    assert row.min_workers == 1 and row.batch_size == 1
+    # Unavailable, never zero.
+    assert row.requests_per_s is None and row.p50_ms is None and row.errors_per_s is None
+    assert row.metrics is False
+
+
+@pytest.fixture(scope="module")
+def torchserve_metrics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    reason = ts_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    root = tmp_path_factory.mktemp("ts-top")
+    store = root / "store"
+    build_noop_ts_mar(store, "noop")
+    with running_torchserve(root / "run", model_store=store, models={"noop": "noop.mar"},
+                            metrics_mode="prometheus") as ts:
+        yield ts
+
+
+def test_torchserve_metrics_with_token_auth(torchserve_metrics: Any) -> None:
+    ts = torchserve_metrics
+    assert ts.key_file is not None and Path(ts.key_file).exists()
+    source = HttpSource(Endpoints("ts", ts.inference_url, ts.management_url, ts.metrics_url,
+                                  str(ts.key_file)), timeout=5, describe_every=0)
+
+    def traffic() -> None:
+        for _ in range(10):
+            r = httpx.post(f"{ts.inference_url}/predictions/noop", content=b"x",
+                           headers=ts.inference_headers(), timeout=30)
+            assert r.status_code == 200, r.text
+
+    snapshot = _two_polls(source, traffic)
+    assert snapshot.server.reachable and snapshot.server.kind == "torchserve", snapshot.server
+    row = snapshot.model("noop")
+    assert row is not None and row.workers_ready == 1
+    assert row.requests_per_s is not None and row.requests_per_s > 0
+    assert row.mean_ms is not None
+    assert row.p50_ms is None and row.p99_ms is None  # TorchServe publishes no histograms

@@ -1,0 +1,105 @@
+"""Drive the real `mmsctl top` program in tmux, as a person at a terminal would."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+server_support = pytest.importorskip("tests.support.mmsctl_server")
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux)")
+
+
+class Tmux:
+    """One detached tmux session on a private socket."""
+
+    def __init__(self, command: str, *, width: int = 120, height: int = 30) -> None:
+        self.socket = f"mmsctl-test-{uuid.uuid4().hex[:8]}"
+        self.session = "top"
+        self._tmux("new-session", "-d", "-s", self.session, "-x", str(width), "-y", str(height), command)
+
+    def _tmux(self, *args: str) -> str:
+        proc = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=20)
+        return proc.stdout
+
+    def screen(self) -> str:
+        return self._tmux("capture-pane", "-p", "-t", self.session)
+
+    def keys(self, *keys: str) -> None:
+        self._tmux("send-keys", "-t", self.session, *keys)
+
+    def alive(self) -> bool:
+        return subprocess.run(["tmux", "-L", self.socket, "has-session", "-t", self.session],
+                              capture_output=True, timeout=20).returncode == 0
+
+    def wait(self, condition: Callable[[str], bool], timeout: float = 30.0) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self.screen()
+            if condition(text):
+                return text
+            if time.monotonic() > deadline:
+                raise AssertionError(f"screen never matched; it shows:\n{text}")
+            time.sleep(0.1)
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=20)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Any]:
+    noop = server_support.make_noop_archive(tmp_path / "noop")
+    other = server_support.make_noop_archive(tmp_path / "resnet", name="resnet")
+    with server_support.running_mmsctl_server(tmp_path, models={"noop": str(noop), "resnet": str(other)}) as info:
+        yield info
+
+
+def test_a_person_watches_filters_and_quits(served: Any, tmp_path: Path) -> None:
+    env = {
+        "MMSCTL_INFERENCE_URL": served.inference_url,
+        "MMSCTL_MANAGEMENT_URL": served.management_url,
+        "MMSCTL_METRICS_URL": served.metrics_url,
+        "MMSCTL_CONFIG_DIR": os.environ["MMSCTL_CONFIG_DIR"],
+        "MMSCTL_STATE_DIR": os.environ["MMSCTL_STATE_DIR"],
+        "TERM": "xterm-256color",
+    }
+    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    exit_file = tmp_path / "exit-code"
+    command = (f"env {exports} {shlex.quote(sys.executable)} -m mmsctl top --interval 0.5 --readonly; "
+               f"echo $? > {shlex.quote(str(exit_file))}")
+    tmux = Tmux(command)
+    try:
+        screen = tmux.wait(lambda s: "noop" in s and "resnet" in s and "Healthy" in s)
+        assert "REQ/S" in screen and "[mmsctl]" in screen
+        tmux.keys("?")
+        tmux.wait(lambda s: "register a model" in s)
+        tmux.keys("Escape")
+        tmux.wait(lambda s: "register a model" not in s)
+        tmux.keys("/")
+        tmux.wait(lambda s: "filter models" in s)
+        time.sleep(0.3)  # a person looks at the box before typing
+        tmux.keys("-l", "^res")
+        tmux.wait(lambda s: "resnet" in s and not any(line.lstrip().startswith("noop") for line in s.splitlines()))
+        tmux.keys("Enter")  # leave the filter box: the table has the keys again
+        tmux.keys("Enter")  # open the model
+        tmux.wait(lambda s: "requests/s" in s and "READY" in s)
+        tmux.keys("Escape")
+        tmux.wait(lambda s: "REQ/S" in s)
+        tmux.keys("+")  # read-only: refused, with a reason
+        tmux.wait(lambda s: "read-only" in s)
+        tmux.keys("q")
+        deadline = time.monotonic() + 20
+        while not exit_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert exit_file.read_text().strip() == "0"
+    finally:
+        tmux.kill()

@@ -1,0 +1,113 @@
+"""`mmsctl zoo list|pull|path|rm|clean`: output formats, messages and exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mmsctl.cli.main import run
+from mmsctl.zoo import cache
+from tests.support.http_mirror import Mirror
+from tests.zoo.conftest import cached_files
+
+
+def mmsctl(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """Run the CLI in-process; returns (exit code, stdout, stderr)."""
+    capsys.readouterr()
+    code = 0
+    try:
+        run(list(args))
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_list_table_is_plain_columns_when_piped(capsys) -> None:
+    code, out, _ = mmsctl(capsys, "zoo", "list")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["NAME", "ALIASES", "TYPE", "FRAMEWORK", "SIZE", "CACHED"]
+    squeeze = next(line for line in lines if line.startswith("squeezenet_v1.1 "))
+    assert "squeezenet," in squeeze and "~5.0 MB" in squeeze and squeeze.rstrip().endswith("no")
+    code, wide, _ = mmsctl(capsys, "zoo", "list", "-o", "wide")
+    assert "URL" in wide.splitlines()[0]
+    assert "https://s3.amazonaws.com/model-server/model_archive_1.0/nin.mar" in wide
+
+
+def test_list_json_and_yaml_show_what_is_cached(capsys, http_mirror: Mirror) -> None:
+    assert mmsctl(capsys, "-q", "zoo", "pull", "resnet-18")[0] == 0
+    code, out, _ = mmsctl(capsys, "zoo", "list", "-o", "json")
+    assert code == 0
+    rows = {row["name"]: row for row in json.loads(out)}
+    assert rows["resnet-18"]["cached"] is True and rows["resnet-18"]["size"] == 50_000
+    assert rows["squeezenet_v1.1"]["cached"] is False
+    assert rows["squeezenet_v1.1"]["aliases"][0] == "squeezenet"
+    code, out, _ = mmsctl(capsys, "zoo", "list", "--cached", "-o", "yaml")
+    assert [row["name"] for row in yaml.safe_load(out)] == ["resnet-18"]
+
+
+def test_list_shows_cached_archives_outside_the_catalog(capsys, http_mirror: Mirror) -> None:
+    mmsctl(capsys, "zoo", "pull", http_mirror.url + "sitemodel.mar")
+    code, out, _ = mmsctl(capsys, "zoo", "list", "--cached", "-o", "json")
+    rows = json.loads(out)
+    assert [r["name"] for r in rows] == ["sitemodel"]
+    assert rows[0]["url"] == http_mirror.url + "sitemodel.mar"
+
+
+def test_bad_output_format_is_a_usage_error(capsys) -> None:
+    code, _, err = mmsctl(capsys, "zoo", "list", "-o", "xml")
+    assert code == 2 and "unknown output format" in err
+
+
+def test_pull_prints_paths_and_path_finds_them(capsys, http_mirror: Mirror) -> None:
+    code, out, err = mmsctl(capsys, "zoo", "pull", "squeezenet", "resnet18")
+    assert code == 0
+    paths = [Path(line) for line in out.splitlines()]
+    assert [p.name for p in paths] == ["squeezenet_v1.1.mar", "resnet-18.mar"]
+    assert all(p.is_file() for p in paths)
+    assert "squeezenet_v1.1: downloaded" in err
+    code, out, err = mmsctl(capsys, "zoo", "pull", "squeezenet", "-o", "json")
+    assert json.loads(out)[0]["source"] == "cache"
+    assert "already cached" in err
+    code, out, _ = mmsctl(capsys, "zoo", "path", "SQUEEZENET")
+    assert code == 0 and Path(out.strip()) == paths[0]
+
+
+def test_pull_of_several_with_one_failure_is_a_partial_failure(capsys, http_mirror: Mirror) -> None:
+    code, out, err = mmsctl(capsys, "zoo", "pull", "resnet-18", "nin")
+    assert code == 4
+    assert out.strip().endswith("resnet-18.mar")
+    assert "nin: download failed: HTTP 404" in err
+
+
+def test_pull_offline_is_one_error_line_with_the_mirror_hint(capsys) -> None:
+    code, out, err = mmsctl(capsys, "zoo", "pull", "squeezenet")
+    assert code == 1 and out == ""
+    error_lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(error_lines) == 1 and "MMSCTL_ZOO_URL" in error_lines[0]
+    assert "Traceback" not in err
+
+
+def test_path_of_uncached_or_unknown_model(capsys) -> None:
+    code, _, err = mmsctl(capsys, "zoo", "path", "squeezenet")
+    assert code == 3 and "not in the cache" in err and "mmsctl zoo pull squeezenet" in err
+    code, _, err = mmsctl(capsys, "zoo", "path", "squeezent")
+    assert code == 3 and "did you mean 'squeezenet_v1.1'" in err
+
+
+def test_rm_and_clean(capsys, http_mirror: Mirror) -> None:
+    mmsctl(capsys, "-q", "zoo", "pull", "squeezenet", "resnet-18")
+    code, _, err = mmsctl(capsys, "zoo", "rm", "squeezenet")
+    assert code == 0 and "removed squeezenet_v1.1" in err
+    assert not cache.zoo_path("squeezenet_v1.1.mar").exists()
+    code, _, err = mmsctl(capsys, "zoo", "rm", "squeezenet")
+    assert code == 3 and "not in the cache: squeezenet" in err
+    stale = cache.archives_dir() / ".x.mar.999999999.abcd.part"  # left by a dead process
+    stale.write_bytes(b"half")
+    code, _, err = mmsctl(capsys, "zoo", "clean")
+    assert code == 0 and "removed 1 archive," in err
+    assert cached_files() == []
