@@ -94,6 +94,11 @@ def run(argv: Optional[list[str]] = None) -> None:
     except KeyboardInterrupt:
         get_ui().error("interrupted")
         sys.exit(exit_codes.INTERRUPTED)
+    except SystemExit as exc:
+        # typer turns Ctrl-C inside a command into a silent exit 130: say what happened.
+        if exc.code == exit_codes.INTERRUPTED:
+            get_ui().error("interrupted")
+        raise
     except BrokenPipeError:
         sys.exit(exit_codes.SUCCESS)
     except Exception as exc:  # noqa: BLE001 - the last line of defence: never a traceback
