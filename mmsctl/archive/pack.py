@@ -30,7 +30,7 @@ import tarfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Optional, Sequence
+from typing import Optional, Sequence
 
 from mmsctl.archive.manifest import MANIFEST_DIR, MANIFEST_NAME, MANIFEST_PATH, RUNTIMES, Manifest, check_model_name
 from mmsctl.archive.model_archive import ArchiveFile
@@ -46,7 +46,6 @@ __all__ = [
     "output_path",
 ]
 
-ArchiveFormatName = Literal["default", "tgz", "no-archive"]
 #: ``--archive-format`` value -> file name suffix (as in model-archiver).
 ARCHIVE_FORMATS: dict[str, str] = {"default": ".mar", "tgz": ".tar.gz", "no-archive": ""}
 
@@ -114,7 +113,7 @@ def find_checkpoint(folder: Path) -> Checkpoint:
         raise ArchiveError(f"{folder}: more than one symbol file ({names}); keep one checkpoint per folder")
     prefix = symbols[0].name[: -len("-symbol.json")]
     params = []
-    for p in folder.glob(f"{glob_escape(prefix)}-*.params"):
+    for p in folder.glob(f"{_glob_escape(prefix)}-*.params"):
         m = _PARAMS_RE.match(p.name)
         if m and m.group("prefix") == prefix and p.is_file():
             params.append((int(m.group("epoch")), p))
@@ -124,7 +123,7 @@ def find_checkpoint(folder: Path) -> Checkpoint:
     return Checkpoint(prefix, symbols[0], path, epoch)
 
 
-def glob_escape(text: str) -> str:
+def _glob_escape(text: str) -> str:
     import glob
 
     return glob.escape(text)
@@ -331,7 +330,7 @@ def create_archive(
 
         ckpt = find_checkpoint(folder)
         _check_signature(folder / "signature.json")
-        other_params = {p.resolve() for p in folder.glob(f"{glob_escape(ckpt.prefix)}-*.params")}
+        other_params = {p.resolve() for p in folder.glob(f"{_glob_escape(ckpt.prefix)}-*.params")}
         files = _walk(folder, skip | other_params)
         files.pop(ckpt.symbol.name, None)
         files[f"{name}-symbol.json"] = ckpt.symbol

@@ -25,8 +25,10 @@ from typing import IO, Callable, Iterator, Literal, Optional
 from mmsctl.errors import ArchiveError, InputNotFoundError, UnsafeArchiveError
 
 __all__ = [
+    "DEFAULT_LIMITS",
     "ArchiveFormat",
     "Limits",
+    "Member",
     "detect_format",
     "extract_into",
     "iter_members",

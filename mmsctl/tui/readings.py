@@ -265,7 +265,7 @@ def load_from_metrics(
         cur_sum = _per_model_sum(current, sum_name)
         prev_sum = _per_model_sum(previous, sum_name)
         for model, total in cur_sum.items():
-            mean = mean_from_counters(prev_sum.get(model), total, prev_req.get(model), cur_req.get(model))
+            mean = mean_from_counters(prev_sum.get(model, 0.0), total, prev_req.get(model, 0.0), cur_req.get(model))
             load(model).mean_ms = None if mean is None else mean * names.latency_sum_scale_ms
 
     queue_name = current.first_present(names.queue_depth)

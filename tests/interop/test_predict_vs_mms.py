@@ -93,3 +93,34 @@ def test_builtin_handler_fails_only_the_bad_image_in_mms(mms: tuple) -> None:
     reply = predict(instance, "squeezenet", b"definitely not an image", timeout=60)
     assert reply.status == 400
     assert json.loads(reply.body)["type"] == "BadRequestException"
+
+
+def test_context_sends_inputs_to_the_server(mms: tuple, tmp_path: Path) -> None:
+    """`mmsctl --context NAME predict` gives MMS's own body for one input, and lists for several."""
+    import os
+
+    instance, store = mms
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MMSCTL_")}
+    env["MMSCTL_CONFIG_DIR"] = str(tmp_path / "config")
+    env["MMSCTL_CACHE_DIR"] = str(tmp_path / "cache")
+    mmsctl = [sys.executable, "-m", "mmsctl"]
+    subprocess.run(
+        [*mmsctl, "context", "add", "ref", "--inference", instance.inference_url,
+         "--management", instance.management_url],
+        env=env, check=True, capture_output=True, timeout=60,
+    )
+    jpg = require_shared(KITTEN_JPG)
+    one = subprocess.run([*mmsctl, "--context", "ref", "predict", "squeezenet", str(jpg), "-o", "json"],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert one.returncode == 0, one.stderr
+    _same(json.loads(one.stdout), _mmsctl_json(store / "squeezenet.mar", jpg))
+    bad = tmp_path / "bad.jpg"
+    bad.write_bytes(b"junk")
+    many = subprocess.run(
+        [*mmsctl, "predict", "--context", "ref", "squeezenet", str(jpg), str(bad), "-o", "json"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert many.returncode == 4, many.stderr
+    got = json.loads(many.stdout)
+    assert [g["status"] for g in got] == [200, 400]
+    assert "1 of 2 inputs failed" in many.stderr
