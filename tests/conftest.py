@@ -16,6 +16,10 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
     for key in list(os.environ):
         if key.startswith("MMSCTL_") and key not in ("MMSCTL_SHARED_DIR", "MMSCTL_MMS_VENV", "MMSCTL_TS_VENV"):
             monkeypatch.delenv(key, raising=False)
+        if key.startswith("AWS_"):
+            monkeypatch.delenv(key, raising=False)
+    # boto3 must never wait on the instance-metadata service while looking for credentials.
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("MMSCTL_CACHE_DIR", str(home / "cache"))
     monkeypatch.setenv("MMSCTL_CONFIG_DIR", str(home / "config"))

@@ -128,7 +128,21 @@ def _auto_batch(model: Any, handler: Optional[str]) -> int:
     return 1
 
 
+def _root_context(ctx: typer.Context, explicit: Optional[str]) -> Optional[str]:
+    """``--context`` of this command, else of ``mmsctl --context`` (walking up typer's contexts)."""
+    if explicit:
+        return explicit
+    current: Any = ctx
+    while current is not None:
+        obj = current.obj
+        if isinstance(obj, dict) and obj.get("context"):
+            return str(obj["context"])
+        current = current.parent
+    return global_context(None)
+
+
 def predict(
+    ctx: typer.Context,
     model: str = typer.Argument(..., help="Zoo name, archive, model folder or checkpoint folder.",
                                 metavar="MODEL"),
     inputs: List[str] = typer.Argument(..., help="Image files, folders, globs, URLs or - (stdin).",
@@ -156,7 +170,7 @@ def predict(
     sources = expand_inputs(list(inputs))
     if len(sources) == 1 and sources[0].error is not None:
         raise sources[0].error  # fail before loading anything
-    context_name = global_context(context)
+    context_name = _root_context(ctx, context)
     if context_name:
         from mmsctl.client.contexts import resolve_context
         from mmsctl.client.inference import InferenceClient

@@ -130,3 +130,16 @@ def test_once_against_no_server_is_one_clear_line() -> None:
     assert proc.returncode == 5
     assert proc.stdout == ""
     assert proc.stderr.startswith("error: cannot reach") and "Traceback" not in proc.stderr
+
+
+def test_top_without_a_terminal_says_how_to_script_it() -> None:
+    proc = subprocess.run([sys.executable, "-m", "mmsctl", "top"], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2
+    assert "needs a terminal" in proc.stderr and "--once -o json" in proc.stderr
+
+
+def test_bad_interval_is_a_usage_error() -> None:
+    proc = subprocess.run([sys.executable, "-m", "mmsctl", "top", "--once", "--interval", "0"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "--interval" in proc.stderr
