@@ -57,22 +57,8 @@ ModelArg: str = typer.Argument(..., help="Model name.", metavar="MODEL", autocom
 
 
 def context_name(explicit: Optional[str]) -> Optional[str]:
-    """``--context`` of this command, else of ``mmsctl --context`` (typer ≥ 0.17 vendors click,
-    so the root context is looked up on typer's own context stack too)."""
-    name = global_context(explicit)
-    if name:
-        return name
-    try:
-        from typer._click.globals import get_current_context
-    except ImportError:  # pragma: no cover - typer that uses plain click
-        return None
-    ctx = get_current_context(silent=True)
-    while ctx is not None:
-        obj = ctx.obj
-        if isinstance(obj, dict) and obj.get("context"):
-            return str(obj["context"])
-        ctx = ctx.parent
-    return None
+    """``--context`` of this command, else of ``mmsctl --context``."""
+    return global_context(explicit)
 
 
 def _context(explicit: Optional[str]) -> "Context":

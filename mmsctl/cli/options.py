@@ -25,9 +25,11 @@ def global_context(explicit: Optional[str]) -> Optional[str]:
     """The context named on this command, else the one given to ``mmsctl --context``."""
     if explicit:
         return explicit
-    import click
-
-    ctx = click.get_current_context(silent=True)
+    try:  # typer >= 0.17 vendors its own click; its context stack is the live one
+        from typer._click.globals import get_current_context
+    except ImportError:  # pragma: no cover - a typer that uses plain click
+        from click import get_current_context
+    ctx = get_current_context(silent=True)
     while ctx is not None:
         obj = ctx.obj
         if isinstance(obj, dict) and obj.get("context"):

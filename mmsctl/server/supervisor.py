@@ -320,16 +320,21 @@ class ModelManager:
         outcome = await worker.serve(self.metrics)
         if outcome == "stopped":
             await worker.close()
-        else:
-            worker.state = WorkerState.STOPPED
-            worker.kill()
-            code = await worker._exit_code()
-            model.last_error = f"worker {worker.id} {outcome} (exit code {code})"
-            log.error("%s W-%s %s (pid %s, exit code %s)", model.name, worker.id, outcome, worker.pid, code)
-            if worker.writer is not None:
-                worker.writer.close()
+            self._forget(worker)
+            self._after_worker_exit(model, crashed=False)
+            return outcome
+        # Dead or hung: the replacement is registered before we wait for the old process, so
+        # requests arriving meanwhile queue for it instead of finding no worker.
+        worker.state = WorkerState.STOPPED
+        worker.kill()
         self._forget(worker)
-        self._after_worker_exit(model, crashed=outcome != "stopped")
+        self._after_worker_exit(model, crashed=True)
+        model.failures += 1
+        code = await worker._exit_code()
+        model.last_error = f"worker {worker.id} {outcome} (exit code {code})"
+        log.error("%s W-%s %s (pid %s, exit code %s)", model.name, worker.id, outcome, worker.pid, code)
+        if worker.writer is not None:
+            worker.writer.close()
         return outcome
 
     def _forget(self, worker: Worker) -> None:

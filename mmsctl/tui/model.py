@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import asdict, dataclass, field
-from typing import Any, Deque, Iterable, Literal, Mapping, Optional
+from typing import Any, Deque, Literal, Mapping, Optional
 
 __all__ = [
     "Buckets",
@@ -260,8 +260,3 @@ class SeriesStore:
         """The known values of one field, oldest first (unavailable points left out)."""
         return [v for v in (getattr(p, attribute) for p in self._series.get(key, ())) if v is not None]
 
-
-def sum_values(values: Iterable[Optional[float]]) -> Optional[float]:
-    """Sum that stays ``None`` when nothing was known."""
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None

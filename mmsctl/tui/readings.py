@@ -24,7 +24,6 @@ from mmsctl.tui.model import (
     ModelRow,
     ServerKind,
     WorkerRow,
-    counter_increase,
     histogram_quantile,
     mean_from_counters,
     rate,

@@ -36,3 +36,57 @@ def test_mms_example_vision_service_runs_unmodified(
     # its corrupt-image path (no per-item status in the example) still answers
     bad = example.handle([body_item("2", b"junk")])[0]
     assert bad.body == b"Corrupted image input"
+
+
+def test_legacy_04_service_runs_where_mms_is_installed(
+    tmp_path: Path, squeezenet_dir: Path, kitten_jpg: Path, monkeypatch
+) -> None:
+    """A legacy .model layout whose service subclasses MMS's own MXNetVisionService."""
+    import sys
+
+    import pytest
+
+    from tests.support.paths import MMS_VENV
+
+    found = sorted(MMS_VENV.glob("lib/python*/site-packages/mms"))
+    if not found:
+        pytest.skip(f"the real `mms` package is not installed in {MMS_VENV}")
+    shim = tmp_path / "mms-only"
+    shim.mkdir()
+    (shim / "mms").symlink_to(found[0])  # only `mms` from that venv, not its older numpy
+    monkeypatch.syspath_prepend(str(shim))
+    for name in [m for m in sys.modules if m == "mms" or m.startswith("mms.")]:
+        monkeypatch.delitem(sys.modules, name)
+
+    root = tmp_path / "legacy"
+    link_checkpoint(squeezenet_dir, root)
+    (root / "signature.json").unlink()  # 0.4 signatures also name the input and output types
+    (root / "signature.json").write_text(json.dumps({
+        "input_type": "image/jpeg",
+        "inputs": [{"data_name": "data_0", "data_shape": [0, 3, 224, 224]}],
+        "output_type": "application/json",
+    }))
+    (root / "MANIFEST.json").write_text(json.dumps({
+        "Engine": {"MXNet": 1.9},
+        "Model-Archive-Version": 0.2,
+        "Model": {
+            "Model-Name": "squeezenet_v1.1",
+            "Service": "squeezenet_service.py",
+            "Symbol": "squeezenet_v1.1-symbol.json",
+            "Parameters": "squeezenet_v1.1-0000.params",
+            "Signature": "signature.json",
+        },
+    }))
+    (root / "squeezenet_service.py").write_text(
+        "from mms.model_service.mxnet_vision_service import MXNetVisionService\n\n\n"
+        "class SqueezenetService(MXNetVisionService):\n    pass\n"
+    )
+    legacy = load_service(FolderArchive(root, "squeezenet_v1.1", "squeezenet_service.py"))
+    builtin = load_service(FolderArchive(squeezenet_dir, "squeezenet"))
+    body = kitten_jpg.read_bytes()
+    got = legacy.handle([body_item("1", body, "image/jpeg")])[0]
+    want = builtin.handle([body_item("1", body, "image/jpeg")])[0]
+    assert got.status == 200, got.body
+    a, b = json.loads(got.body), json.loads(want.body)
+    assert [e["class"] for e in a] == [e["class"] for e in b]
+    assert all(abs(x["probability"] - y["probability"]) < 1e-6 for x, y in zip(a, b))

@@ -182,14 +182,18 @@ def running_torchserve(
     last_error: Optional[BaseException] = None
     for _attempt in range(3):
         private_tmp = short_tmp_dir("ts")
-        ports = set()
-        while len(ports) < 3:
+        ports: set[int] = set()
+        while len(ports) < 5:  # gRPC too: its default 7070/7071 clash between runs
             ports.add(free_port())
-        inference_port, management_port, metrics_port = sorted(ports)
+        inference_port, management_port, metrics_port, grpc_inference, grpc_management = sorted(ports)
         props: dict[str, Any] = {
             "inference_address": f"http://127.0.0.1:{inference_port}",
             "management_address": f"http://127.0.0.1:{management_port}",
             "metrics_address": f"http://127.0.0.1:{metrics_port}",
+            "grpc_inference_address": "127.0.0.1",
+            "grpc_management_address": "127.0.0.1",
+            "grpc_inference_port": grpc_inference,
+            "grpc_management_port": grpc_management,
             "model_store": str(model_store),
             "default_workers_per_model": workers,
             "default_response_timeout": 120,
