@@ -22,15 +22,7 @@ __all__ = ["main"]
 
 def _load(spec: protocol.LoadSpec) -> Any:
     """Load the model through the engine contract (``load_service(open_archive(...))``)."""
-    try:
-        from mmsctl.engine.service import load_service  # type: ignore[import-not-found]
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("mmsctl.engine.service",):
-            raise
-        from mmsctl.server._fallback_engine import load_fallback_service
-
-        return load_fallback_service(Path(spec.archive_root), spec.model_name, spec.handler,
-                                     spec.batch_size, spec.gpu_id)
+    from mmsctl.engine.service import load_service
     from mmsctl.archive import open_archive
 
     root = Path(spec.archive_root)

@@ -187,3 +187,23 @@ def test_squeezenet_kitten(capsys, monkeypatch, squeezenet_dir: Path, kitten_png
     assert code == 0
     assert json.loads(out)[0]["class"] in {"n02123045 tabby, tabby cat", "n02123159 tiger cat"}
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_progress_bar_only_on_a_terminal() -> None:
+    from rich.console import Console
+
+    from mmsctl.cli.predict import _emit
+    from mmsctl.cli.render import UI
+    from mmsctl.engine.predict import Prediction
+
+    def answers() -> Iterator[Prediction]:
+        for i in range(3):
+            yield Prediction(f"in{i}", 200, b'[{"probability": 0.5, "class": "c"}]')
+
+    for terminal, expect_bar in ((True, True), (False, False)):
+        out, err = io.StringIO(), io.StringIO()
+        ui = UI(out=Console(file=out, force_terminal=False, width=100),
+                err=Console(file=err, force_terminal=terminal, width=100))
+        _emit(ui, "jsonl", 3, answers())
+        assert [json.loads(l)["input"] for l in out.getvalue().splitlines()] == ["in0", "in1", "in2"]
+        assert ("predict" in err.getvalue()) is expect_bar
