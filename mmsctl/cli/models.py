@@ -1,6 +1,6 @@
 """`mmsctl models …`, `mmsctl scale` and `mmsctl ping`: manage any MMS/TorchServe/mmsctl server.
 
-    mmsctl models list [-o wide|json|yaml]
+    mmsctl models list [-o wide|json|yaml] [--page-size N]
     mmsctl models describe squeezenet [--version 1.0]
     mmsctl models register squeezenet.mar --name sq --initial-workers 2
     mmsctl models unregister sq
@@ -91,13 +91,17 @@ _LIST_COLUMNS = (
 @models_app.command("list")
 def list_models(
     output: str = OutputOpt,
+    page_size: int = typer.Option(
+        100, "--page-size", min=1, max=100, metavar="N",
+        help="Models per request (limit=N); every page is fetched (MMS and TorchServe send at most 100).",
+    ),
     context: Optional[str] = ContextOpt,
     timeout: float = TimeoutOpt,
 ) -> None:
     """List the models registered on the server (every page). `-o wide` adds workers and batch size."""
     check_output(output)
     with _management(context, timeout) as client:
-        rows: list[dict[str, Any]] = [m.to_dict() for m in client.list_models()]
+        rows: list[dict[str, Any]] = [m.to_dict() for m in client.list_models(limit=page_size)]
         if output == "wide":
             for row in rows:
                 detail = client.describe(row["modelName"])

@@ -85,6 +85,23 @@ def _with_progress(ui: UI, total: int, predictions: Iterator[Any]) -> Iterator[A
             yield p
 
 
+def _write_body(ui: UI, body: bytes) -> None:
+    """The response body as it is: text gets a final newline, binary bodies are left untouched."""
+    out = ui.out.file
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        out.flush()
+        raw = getattr(out, "buffer", None)
+        if raw is None:
+            raise
+        raw.write(body)
+        raw.flush()
+        return
+    out.write(text if text.endswith("\n") else text + "\n")
+    out.flush()
+
+
 def _emit(ui: UI, output: str, total: int, predictions: Iterator[Any]) -> None:
     """Print the answers; raise the input's own error (one input) or PartialFailure (several)."""
     from mmsctl.errors import PartialFailure
@@ -105,9 +122,7 @@ def _emit(ui: UI, output: str, total: int, predictions: Iterator[Any]) -> None:
     if output in ("json", "yaml"):
         if total == 1:
             if output == "json":
-                body = good[0].body
-                ui.out.file.write(body.decode("utf-8", "replace") + ("" if body.endswith(b"\n") else "\n"))
-                ui.out.file.flush()
+                _write_body(ui, good[0].body)
             else:
                 render_data(good[0].result(), "yaml", ui=ui)
         else:
@@ -126,19 +141,6 @@ def _auto_batch(model: Any, handler: Optional[str]) -> int:
     if chosen is None or split_handler(chosen)[0] == VISION_HANDLER_MODULE:
         return AUTO_BATCH
     return 1
-
-
-def _root_context(ctx: typer.Context, explicit: Optional[str]) -> Optional[str]:
-    """``--context`` of this command, else of ``mmsctl --context`` (walking up typer's contexts)."""
-    if explicit:
-        return explicit
-    current: Any = ctx
-    while current is not None:
-        obj = current.obj
-        if isinstance(obj, dict) and obj.get("context"):
-            return str(obj["context"])
-        current = current.parent
-    return global_context(None)
 
 
 def predict(
@@ -170,7 +172,7 @@ def predict(
     sources = expand_inputs(list(inputs))
     if len(sources) == 1 and sources[0].error is not None:
         raise sources[0].error  # fail before loading anything
-    context_name = _root_context(ctx, context)
+    context_name = global_context(context)
     if context_name:
         from mmsctl.client.contexts import resolve_context
         from mmsctl.client.inference import InferenceClient

@@ -24,6 +24,12 @@ IMAGE_SUFFIXES = frozenset(
     {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm", ".jfif"}
 )
 _GLOB_CHARS = frozenset("*?[")
+# The common cases without initialising `mimetypes` (it reads the system's tables: ~10 ms).
+_IMAGE_TYPES = {
+    ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".jfif": "image/jpeg", ".png": "image/png",
+    ".gif": "image/gif", ".bmp": "image/bmp", ".webp": "image/webp", ".tif": "image/tiff",
+    ".tiff": "image/tiff",
+}
 URL_TIMEOUT_S = 30.0
 
 
@@ -41,8 +47,9 @@ class InputSource:
         """A guess from the file name (``image/jpeg``…); None where unknown, as curl sends."""
         if self.kind == "stdin":
             return None
-        guessed, _ = mimetypes.guess_type(self.location.split("?", 1)[0])
-        return guessed
+        path = self.location.split("?", 1)[0]
+        known = _IMAGE_TYPES.get(os.path.splitext(path)[1].lower())
+        return known or mimetypes.guess_type(path)[0]
 
     def read(self, *, stdin: Optional[BinaryIO] = None, fetch: Optional[Callable[[str], bytes]] = None) -> bytes:
         """The input's bytes.

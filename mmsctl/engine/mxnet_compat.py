@@ -15,7 +15,7 @@ import types
 import warnings
 from typing import Any
 
-__all__ = ["import_mxnet", "patch_numpy"]
+__all__ = ["import_mxnet", "patch_numpy", "prepare_imports"]
 
 _ALIASES = {
     "bool": bool,
@@ -40,8 +40,15 @@ def patch_numpy() -> None:
 
 def _patch_distutils() -> None:
     """Give mxnet a ``distutils.version.LooseVersion`` where Python has none (3.12+)."""
+    # setuptools' distutils shim makes mxnet's `import distutils` pull in pkg_resources
+    # (~0.2 s of a cold `predict`); the standard library's distutils is enough for mxnet.
+    hack = sys.modules.get("_distutils_hack")
+    if "distutils" not in sys.modules and hack is not None and hasattr(hack, "remove_shim"):
+        hack.remove_shim()
     try:
-        import distutils.version  # noqa: F401
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import distutils.version  # noqa: F401 - Python <= 3.11
         return
     except ImportError:
         pass
@@ -89,6 +96,15 @@ def _patch_distutils() -> None:
     sys.modules.setdefault("distutils.version", mod)
 
 
+def prepare_imports() -> None:
+    """Make ``import mxnet`` work (numpy aliases, distutils) without importing it yet.
+
+    Handlers from archives import mxnet themselves; this runs before they load.
+    """
+    patch_numpy()
+    _patch_distutils()
+
+
 _mx: Any = None
 
 
@@ -106,8 +122,7 @@ def import_mxnet() -> Any:
         return _mx
     from mmsctl.errors import EngineError
 
-    patch_numpy()
-    _patch_distutils()
+    prepare_imports()
     # MXNet prints a warning per process about its OpenMP settings; quieten it.
     os.environ.setdefault("MXNET_SUBGRAPH_VERBOSE", "0")
     try:

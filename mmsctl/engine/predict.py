@@ -273,35 +273,56 @@ def predict_remote(
     top_k: Optional[int] = None,
     version: Optional[str] = None,
     read: Optional[Callable[[InputSource], bytes]] = None,
+    concurrency: int = 4,
 ) -> Iterator[Prediction]:
     """Send every input to a server's ``/predictions/MODEL`` with an ``InferenceClient``.
 
-    Connection and authentication failures stop the run (every input would fail
-    the same way); an error answer fails only its input.
+    Up to *concurrency* requests are in flight (so a server that batches can fill its
+    batches); answers come back in input order. Connection, authentication and timeout
+    failures stop the run (every input would fail the same way); an error answer fails
+    only its input.
     """
+    from collections import deque
+
     from mmsctl.errors import ApiError
 
     reader = read or (lambda s: s.read())
-    for source, future in zip(sources, _read_all(sources, reader)):
+    kwargs = {"version": version} if version else {}
+
+    def one(source: InputSource) -> Prediction:
         try:
-            body = future.result()
+            body = reader(source)
         except MmsError as exc:
-            yield Prediction(source.name, 0, error=exc.message, error_type=type(exc).__name__, cause=exc)
-            continue
+            return Prediction(source.name, 0, error=exc.message, error_type=type(exc).__name__, cause=exc)
         try:
-            kwargs = {"version": version} if version else {}
             result = client.predict(model, body, source.content_type, **kwargs)
         except ApiError as exc:
-            yield Prediction(
+            return Prediction(
                 source.name, exc.status or 0, error=exc.message, error_type=exc.type or None, cause=exc
             )
-            continue
         response = ResponseItem(
             status=int(getattr(result, "status", 200)),
             body=bytes(getattr(result, "body", b"")),
             content_type=getattr(result, "content_type", None),
         )
-        yield truncate_top_k(_from_response(source.name, response), top_k)
+        return truncate_top_k(_from_response(source.name, response), top_k)
+
+    pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="mmsctl-predict")
+    try:
+        pending: deque[Future[Prediction]] = deque()
+        it = iter(sources)
+        for source in it:
+            pending.append(pool.submit(one, source))
+            if len(pending) >= 2 * concurrency:
+                break
+        while pending:
+            prediction = pending.popleft().result()
+            nxt = next(it, None)
+            if nxt is not None:
+                pending.append(pool.submit(one, nxt))
+            yield prediction
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def count_failed(predictions: Iterable[Prediction]) -> int:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Optional, Protocol
 
 import mmsctl
+from mmsctl.engine import mxnet_compat
 from mmsctl.engine.context import Context, MetricsStore, RequestProcessor
 from mmsctl.engine.loader import LoadedHandler, load_handler, load_legacy_handler, split_handler
 from mmsctl.engine.protocol import RequestItem, ResponseItem
@@ -120,31 +121,6 @@ def _check_gpu(gpu_id: Optional[int]) -> None:
         )
     if gpu_id >= count:
         raise EngineError(f"--gpu {gpu_id}: only {count} GPU(s) visible (ids 0..{count - 1})")
-
-
-def _prepare_imports() -> None:
-    """Let old handlers import mxnet under numpy 1.24+ (and Python 3.12), without importing it."""
-    import sys
-
-    from mmsctl.engine import mxnet_compat
-
-    # setuptools' distutils shim makes mxnet's `import distutils` pull in pkg_resources
-    # (~0.2 s of a cold `predict`); the standard library's distutils is enough for mxnet.
-    hack = sys.modules.get("_distutils_hack")
-    if "distutils" not in sys.modules and hack is not None and hasattr(hack, "remove_shim"):
-        hack.remove_shim()
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        try:
-            import distutils.version  # noqa: F401 - Python <= 3.11
-        except ImportError:
-            pass
-    mxnet_compat.patch_numpy()
-    patch_distutils = getattr(mxnet_compat, "_patch_distutils", None)
-    if callable(patch_distutils):
-        patch_distutils()
 
 
 class ModelService:
@@ -283,6 +259,29 @@ class ModelService:
         self.close()
 
 
+def _locate_handler(
+    handler: Optional[str], root: Path, *, override: bool
+) -> tuple[str, Optional[Path]]:
+    """The handler string to import and, where it is not a module of the archive, its file.
+
+    No handler means the built-in vision handler; ``mmsctl_vision_service`` missing from the
+    archive is taken from mmsctl itself; an override naming an existing ``.py`` file outside the
+    archive (``--handler ~/h.py:fn``) is loaded from there.
+    """
+    from mmsctl.engine.builtin import VISION_HANDLER, VISION_HANDLER_FILE, VISION_HANDLER_MODULE
+
+    handler = handler or VISION_HANDLER
+    module_part, _, function = handler.partition(":")
+    module_name = split_handler(handler)[0]
+    candidate = Path(module_part).expanduser()
+    in_archive = not candidate.is_absolute() and (root / module_part).is_file()
+    if override and module_part.endswith(".py") and not in_archive and candidate.is_file():
+        return (f"{module_name}:{function}" if function else module_name), candidate.resolve()
+    if module_name == VISION_HANDLER_MODULE and not (root / f"{VISION_HANDLER_MODULE}.py").is_file():
+        return f"{VISION_HANDLER_MODULE}:{function or 'handle'}", VISION_HANDLER_FILE
+    return handler, None
+
+
 def load_service(
     archive: ArchiveLike,
     *,
@@ -322,7 +321,7 @@ def load_service(
     if batch_size < 1:
         raise EngineError(f"batch size must be 1 or more, not {batch_size}")
     _check_gpu(gpu_id)
-    _prepare_imports()
+    mxnet_compat.prepare_imports()
     root = Path(archive.root)
     legacy = _is_legacy(archive) and handler is None
     name = model_name or getattr(archive, "model_name", None) or root.name
@@ -336,28 +335,12 @@ def load_service(
         loaded = load_legacy_handler(handler_name, root, manifest, context)
         return ModelService(loaded, context, decode_input=decode_input)
 
-    from mmsctl.engine.builtin import VISION_HANDLER, VISION_HANDLER_FILE, VISION_HANDLER_MODULE
-
-    handler_file: Optional[Path] = None
-    if not handler_name:
-        if not _looks_like_checkpoint(root):
-            raise HandlerError(
-                f"model {name!r} names no handler and is not an MXNet checkpoint "
-                "(signature.json + *-symbol.json)",
-                hint="pass --handler module:function, or set one with `mmsctl archive create --handler`",
-            )
-        handler_name = VISION_HANDLER
-    module_part, function = handler_name.partition(":")[::2]
-    module_path = Path(module_part)
-    if module_part.endswith(".py") and module_path.is_file() and handler is not None:
-        handler_file = module_path.resolve()  # --handler path/to/file.py[:fn]
-    elif split_handler(handler_name)[0] == VISION_HANDLER_MODULE and not (
-        root / f"{VISION_HANDLER_MODULE}.py"
-    ).is_file():
-        handler_file = VISION_HANDLER_FILE
-    if handler_file is not None:
-        handler_name = f"{handler_file.stem}:{function}" if function else handler_file.stem
-        if handler_file == VISION_HANDLER_FILE:
-            handler_name = f"{VISION_HANDLER_MODULE}:{function or 'handle'}"
+    if not handler_name and not _looks_like_checkpoint(root):
+        raise HandlerError(
+            f"model {name!r} names no handler and is not an MXNet checkpoint "
+            "(signature.json + *-symbol.json)",
+            hint="pass --handler module:function, or set one with `mmsctl archive create --handler`",
+        )
+    handler_name, handler_file = _locate_handler(handler_name, root, override=handler is not None)
     loaded = load_handler(handler_name, root, context, handler_file=handler_file)
     return ModelService(loaded, context, decode_input=decode_input)

@@ -207,3 +207,78 @@ def test_progress_bar_only_on_a_terminal() -> None:
         _emit(ui, "jsonl", 3, answers())
         assert [json.loads(l)["input"] for l in out.getvalue().splitlines()] == ["in0", "in1", "in2"]
         assert ("predict" in err.getvalue()) is expect_bar
+
+
+def test_binary_answer_is_written_as_is(capsys, monkeypatch, tmp_path: Path, images: Path) -> None:
+    src = "def handle(d, c):\n    return None if d is None else [b'\\x89PNG\\xff\\x00' for _ in d]\n"
+    archive = handler_archive(tmp_path / "m", {"h.py": src}, handler="h:handle")
+    out = io.BytesIO()
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(out))
+    try:
+        run(["predict", str(archive.root), str(images / "img0.png"), "-o", "json"])
+    except SystemExit as exc:
+        assert not exc.code
+    sys.stdout.flush()
+    assert out.getvalue() == b"\x89PNG\xff\x00"
+
+
+@pytest.fixture
+def fake_server() -> Iterator[tuple[str, list]]:
+    """A tiny MMS look-alike: classifies by body length, refuses bodies starting with b'bad'."""
+    seen: list = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            seen.append((self.path, self.headers.get("Content-Type")))
+            if body.startswith(b"bad"):
+                status, answer = 400, {"code": 400, "type": "BadRequestException", "message": "bad input"}
+            else:
+                status = 200
+                answer = [{"probability": 1.0 / (r + 1), "class": f"len{len(body)}-{r}"} for r in range(5)]
+            data = json.dumps(answer, indent=2).encode()
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    server.shutdown()
+    server.server_close()
+
+
+def test_context_sends_each_input_in_order(capsys, monkeypatch, tmp_path: Path, fake_server) -> None:
+    url, seen = fake_server
+    code, _, err = invoke(capsys, monkeypatch, "context", "add", "fake", "--inference", url, "--management", url)
+    assert code == 0, err
+    files = []
+    for i in range(7):
+        f = tmp_path / f"f{i}.png"
+        f.write_bytes(b"bad" if i == 3 else b"x" * (10 + i))
+        files.append(str(f))
+    code, out, err = invoke(capsys, monkeypatch, "--context", "fake", "predict", "mymodel", *files, "-o", "json", "-k", "2")
+    assert code == 4
+    got = json.loads(out)
+    assert [g["input"] for g in got] == files
+    assert [g["status"] for g in got] == [200, 200, 200, 400, 200, 200, 200]
+    assert got[0]["result"] == [{"probability": 1.0, "class": "len10-0"}, {"probability": 0.5, "class": "len10-1"}]
+    assert got[6]["result"][0]["class"] == "len16-0"
+    assert {p for p, _ in seen} == {"/predictions/mymodel"} and {ct for _, ct in seen} == {"image/png"}
+    assert "f3.png: " in err and "bad input" in err
+
+
+def test_context_unreachable_is_one_line(capsys, monkeypatch, images: Path) -> None:
+    from tests.support.mmsctl_server import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    invoke(capsys, monkeypatch, "context", "add", "gone", "--inference", url, "--management", url)
+    code, out, err = invoke(capsys, monkeypatch, "predict", "--context", "gone", "m", str(images / "img0.png"),
+                            str(images / "img1.png"))
+    assert code == 5 and out == ""
+    assert err.startswith("error: ")

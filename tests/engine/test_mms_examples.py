@@ -39,7 +39,7 @@ def test_mms_example_vision_service_runs_unmodified(
 
 
 def test_legacy_04_service_runs_where_mms_is_installed(
-    tmp_path: Path, squeezenet_dir: Path, kitten_jpg: Path, monkeypatch
+    tmp_path: Path, squeezenet_dir: Path, kitten_jpg: Path, monkeypatch, request
 ) -> None:
     """A legacy .model layout whose service subclasses MMS's own MXNetVisionService."""
     import sys
@@ -55,8 +55,12 @@ def test_legacy_04_service_runs_where_mms_is_installed(
     shim.mkdir()
     (shim / "mms").symlink_to(found[0])  # only `mms` from that venv, not its older numpy
     monkeypatch.syspath_prepend(str(shim))
-    for name in [m for m in sys.modules if m == "mms" or m.startswith("mms.")]:
-        monkeypatch.delitem(sys.modules, name)
+    def drop_mms() -> None:
+        for name in [m for m in sys.modules if m == "mms" or m.startswith("mms.")]:
+            del sys.modules[name]
+
+    drop_mms()
+    request.addfinalizer(drop_mms)  # later tests must not find this `mms`
 
     root = tmp_path / "legacy"
     link_checkpoint(squeezenet_dir, root)

@@ -55,7 +55,8 @@ TS_ARCHIVER_BIN = TS_VENV / "bin" / "torch-model-archiver"
 # Module-level ``handle`` (TorchServe's function entry point); echoes each body back.
 TS_NOOP_HANDLER_SOURCE = textwrap.dedent(
     '''
-    """Echo handler for interop tests."""
+    """Echo handler for interop tests (TorchServe hands JSON bodies over already parsed)."""
+    import json
 
 
     def handle(data, context):
@@ -68,6 +69,8 @@ TS_NOOP_HANDLER_SOURCE = textwrap.dedent(
                 body = item.get("data")
             if body is None:
                 body = b""
+            if isinstance(body, (dict, list)):
+                body = json.dumps(body)
             if isinstance(body, str):
                 body = body.encode("utf-8")
             out.append(bytes(body))
