@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from mmsctl.client.contexts import resolve_context
+from mmsctl.client.management import ManagementClient
 from tests.client.clirun import CliResult, invoke
 from tests.support.fixtures_mms import torchserve_server  # noqa: F401
 from tests.support.torchserve import TorchServeInstance, running_torchserve
@@ -28,6 +30,9 @@ def ts(torchserve_server: TorchServeInstance, capsys) -> TorchServeInstance:
                "--management", server.management_url, "--metrics", server.metrics_url,
                "--token-file", str(server.key_file), "--use")
     assert r.code == 0, r.stderr
+    # /ping answers before noop's worker has loaded (TorchServe describes it as UNLOADING until then)
+    with ManagementClient(resolve_context("ts")) as client:
+        client.wait_for_workers("noop", 1, timeout=90, poll_interval=0.2)
     return server
 
 

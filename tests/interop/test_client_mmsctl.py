@@ -21,8 +21,9 @@ import pytest
 import yaml
 
 from mmsctl import __version__
-from mmsctl.client.contexts import Context, ContextStore
+from mmsctl.client.contexts import Context, ContextStore, resolve_context
 from mmsctl.client.management import ManagementClient
+from mmsctl.client.metrics import MetricsClient
 from tests.client.clirun import CliResult, invoke
 from tests.support.mmsctl_server import ServerInfo, free_port, make_noop_archive, running_mmsctl_server
 from tests.support.paths import KITTEN_JPG, KITTEN_PNG, SQUEEZENET_DIR
@@ -35,19 +36,23 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerInfo]:
-    root = tmp_path_factory.mktemp("mmsctl-srv")
-    store = root / "store"
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The server's model store: ``noop`` (echo), ``broken`` (fails to load), ``squeezenet.mar`` (real)."""
+    store = tmp_path_factory.mktemp("mmsctl-store")
     make_noop_archive(store / "noop")
     make_noop_archive(store / "broken", "broken", failing=True)
-    models = {}
     if SQUEEZENET_DIR.exists():
         from mmsctl.archive import create_archive
 
         create_archive(SQUEEZENET_DIR, model_name="squeezenet", export_path=store)
-        models["squeezenet"] = "squeezenet.mar"
+    return store
+
+
+@pytest.fixture(scope="module")
+def server(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerInfo]:
+    models = {"squeezenet": "squeezenet.mar"} if (store / "squeezenet.mar").exists() else {}
+    root = tmp_path_factory.mktemp("mmsctl-srv")
     with running_mmsctl_server(root, model_store=store, models=models, workers=1, token=TOKEN) as srv:
-        srv.model_store = store  # type: ignore[attr-defined]
         yield srv
 
 
@@ -87,6 +92,18 @@ def test_ping_names_mmsctl_and_its_version(srv: ServerInfo, capsys) -> None:
     assert (row["healthy"], row["status"], row["server"], row["version"]) == (True, "Healthy", "mmsctl", __version__)
     r = mmsctl(capsys, "ping")
     assert r.code == 0 and r.stdout.splitlines()[1].split()[:4] == ["srv", srv.inference_url, "Healthy", "mmsctl"]
+    with MetricsClient(resolve_context("srv")) as metrics:  # what `mmsctl top` reads, token included
+        assert "mmsctl_requests_total" in {sample.name for sample in metrics.fetch()}
+
+
+def test_register_without_waiting(srv: ServerInfo, capsys) -> None:
+    r = mmsctl(capsys, "models", "register", "noop", "--name", "lazy", "--initial-workers", "1", "--no-synchronous")
+    assert r.code == 0 and r.stdout.startswith("lazy accepted, loading in the background on "), r.stderr
+    try:
+        r = mmsctl(capsys, "scale", "lazy", "--min-workers", "1", "--wait", "--timeout", "60")
+        assert (r.code, r.stdout) == (0, "lazy scaled to 1 worker (1 ready)\n"), r.stderr
+    finally:
+        assert mmsctl(capsys, "models", "unregister", "lazy").code == 0
 
 
 def test_register_describe_scale_unregister(srv: ServerInfo, token_file: Path, capsys) -> None:
@@ -115,7 +132,8 @@ def test_register_describe_scale_unregister(srv: ServerInfo, token_file: Path, c
         assert [w["status"] for w in doc["workers"]] == ["READY", "READY"] and doc["minWorkers"] == 2
         assert len({w["pid"] for w in doc["workers"]}) == 2
         r = mmsctl(capsys, "models", "list", "-o", "wide")
-        assert [line.split()[:3] for line in r.stdout.splitlines() if line.startswith("echo")] == [["echo", "1.0", "2/2"]]
+        rows = [line.split()[:3] for line in r.stdout.splitlines() if line.startswith("echo")]
+        assert rows == [["echo", "1.0", "2/2"]]
 
         # without --wait the server answers 202 and scales in the background
         r = mmsctl(capsys, "scale", "echo", "--min-workers", "1", "-o", "json")
@@ -203,13 +221,13 @@ def test_bearer_token(srv: ServerInfo, capsys, tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def squeezenet_mar(srv: ServerInfo) -> Path:
+def squeezenet_mar(srv: ServerInfo, store: Path) -> Path:
     if not SQUEEZENET_DIR.exists():
         pytest.skip(f"test data not found: {SQUEEZENET_DIR} (the ../shared folder beside the repo is absent)")
     for image in (KITTEN_JPG, KITTEN_PNG):
         if not image.exists():
             pytest.skip(f"test data not found: {image}")
-    return srv.model_store / "squeezenet.mar"  # type: ignore[attr-defined]
+    return store / "squeezenet.mar"
 
 
 def test_predict_with_context_answers_like_local_predict(squeezenet_mar: Path, capsys) -> None:
@@ -220,7 +238,8 @@ def test_predict_with_context_answers_like_local_predict(squeezenet_mar: Path, c
     local = invoke(capsys, "predict", str(squeezenet_mar), str(KITTEN_PNG), "-o", "json")
     assert local.code == 0, local.stderr
     assert [r["class"] for r in json.loads(local.stdout)] == [r["class"] for r in top]
-    assert [r["probability"] for r in json.loads(local.stdout)] == pytest.approx([r["probability"] for r in top], abs=1e-5)
+    expected = pytest.approx([r["probability"] for r in top], abs=1e-5)
+    assert [r["probability"] for r in json.loads(local.stdout)] == expected
 
     table = mmsctl(capsys, "predict", "squeezenet", str(KITTEN_PNG), "-k", "2").stdout.splitlines()
     assert table[0].split() == ["INPUT", "RANK", "CLASS", "PROBABILITY"] and len(table) == 3
@@ -256,8 +275,8 @@ def talks_to_srv(capsys: pytest.CaptureFixture[str], *flags: str) -> bool:
 
 
 def _serve(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mmsctl", *args], capture_output=True, text=True,
-                          env=env, timeout=180, cwd=str(REPO))
+    return subprocess.run([sys.executable, "-m", "mmsctl", *args], check=False, capture_output=True,
+                          text=True, env=env, timeout=180, cwd=str(REPO))
 
 
 def test_default_context_is_the_running_local_server_then_file_env_flag_win(
