@@ -12,7 +12,7 @@ from mmsctl.errors import ServerError
 
 __all__ = [
     "ApiException", "BadRequest", "ConflictError", "InternalServerError", "InvalidKey",
-    "InvalidModel", "MethodNotAllowed", "ModelNotFound", "RequestTooLarge", "ResourceNotFound",
+    "InvalidModel", "MethodNotAllowed", "ModelNotFound", "ModelVersionNotFound", "RequestTooLarge", "ResourceNotFound",
     "ServiceUnavailable",
 ]
 
@@ -46,6 +46,10 @@ class InvalidKey(ApiException):
 
 class ModelNotFound(ApiException):
     status, type_name = 404, "ModelNotFoundException"
+
+
+class ModelVersionNotFound(ApiException):
+    status, type_name = 404, "ModelVersionNotFoundException"
 
 
 class ResourceNotFound(ApiException):

@@ -22,7 +22,7 @@ from mmsctl.engine.protocol import Parameter, RequestItem, ResponseItem
 from mmsctl.server import openapi
 from mmsctl.server.config import ServerConfig
 from mmsctl.server.errors import (
-    ApiException, BadRequest, InternalServerError, InvalidKey, MethodNotAllowed, ModelNotFound,
+    ApiException, BadRequest, InternalServerError, InvalidKey, MethodNotAllowed,
     RequestTooLarge, ResourceNotFound, ServiceUnavailable,
 )
 from mmsctl.server.metrics import ServerMetrics
@@ -251,7 +251,7 @@ class Frontend:
         return _status(status)
 
     async def ping_model(self, request: web.Request) -> web.Response:
-        model = self.manager.get(request.match_info["model"])
+        model = self.manager.get(request.match_info["model"], request.match_info.get("version"))
         request["model"] = model.name
         ready = len(model.ready_workers())
         if ready == 0:
@@ -259,7 +259,7 @@ class Frontend:
         return _status("Healthy" if ready >= model.min_workers else "Partial Healthy")
 
     async def model_api(self, request: web.Request) -> web.Response:
-        model = self.manager.get(request.match_info["model"])
+        model = self.manager.get(request.match_info["model"], request.match_info.get("version"))
         return _json(openapi.model_api(model.name))
 
     async def predictions(self, request: web.Request) -> web.StreamResponse:
@@ -278,7 +278,7 @@ class Frontend:
         return await self._predict(request, name, include_query=True)
 
     async def _predict(self, request: web.Request, name: str, include_query: bool) -> web.StreamResponse:
-        model = self.manager.get(name)
+        model = self.manager.get(name, request.match_info.get("version"))
         request["model"] = model.name
         if self.draining:
             raise ServiceUnavailable("The server is shutting down.", retry_after=1)
@@ -392,7 +392,7 @@ class Frontend:
         return _status("Workers scaled")  # what MMS answers a synchronous register with workers
 
     async def describe(self, request: web.Request) -> web.Response:
-        model = self.manager.get(request.match_info["model"])
+        model = self.manager.get(request.match_info["model"], request.match_info.get("version"))
         request["model"] = model.name
         return _json(self.describe_model(model))
 
@@ -439,7 +439,7 @@ class Frontend:
         timeout = _int_param(q, "timeout", int(self.config.worker_start_timeout), minimum=None)
         if timeout < 0:
             timeout = int(self.config.worker_start_timeout)
-        model = self.manager.get(request.match_info["model"])
+        model = self.manager.get(request.match_info["model"], request.match_info.get("version"))
         request["model"] = model.name
         await self.manager.scale(model, min_workers, max_workers)
         if not synchronous:
@@ -452,10 +452,8 @@ class Frontend:
         return _status("Workers scaling in progress...", 210, "Partial Success")
 
     async def unregister(self, request: web.Request) -> web.Response:
-        name = request.match_info["model"]
+        name = self.manager.get(request.match_info["model"], request.match_info.get("version")).name
         request["model"] = name
-        if name not in self.manager.models:
-            raise ModelNotFound(f"Model not found: {name}")
         await self.manager.unregister(name, self.config.unregister_model_timeout)
         return _status(f'Model "{name}" unregistered')
 

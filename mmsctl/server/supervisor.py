@@ -261,12 +261,15 @@ class ModelManager:
         self.models[model.name] = model
         log.info("Model %s loaded.", model.name)
 
-    def get(self, name: str) -> Model:
-        from mmsctl.server.errors import ModelNotFound
+    def get(self, name: str, version: Optional[str] = None) -> Model:
+        """The model called *name*; with *version*, only if that is its version (else 404)."""
+        from mmsctl.server.errors import ModelNotFound, ModelVersionNotFound
 
         model = self.models.get(name)
         if model is None:
             raise ModelNotFound(f"Model not found: {name}")
+        if version is not None and version != (model.archive.model_version or "1.0"):
+            raise ModelVersionNotFound(f"Model version: {version} does not exist for model: {name}")
         return model
 
     # -- workers ---------------------------------------------------------------------------

@@ -200,3 +200,21 @@ def test_prometheus_metrics(server: ServerInfo) -> None:
                  "mmsctl_queue_depth", "mmsctl_worker_memory_bytes", "mmsctl_host_cpu_percent",
                  "mmsctl_host_memory_used_bytes"):
         assert name in text, name
+
+
+def test_a_version_in_the_path_must_be_the_models_version(server) -> None:
+    """Like TorchServe: /models/{m}/{v} and /predictions/{m}/{v} answer 404 for another version."""
+    import httpx
+
+    mgmt, inf = server.management_url, server.inference_url
+    ok = httpx.get(f"{mgmt}/models/noop/1.0", timeout=10)
+    assert ok.status_code == 200, ok.text
+    for resp in (
+        httpx.get(f"{mgmt}/models/noop/2.0", timeout=10),
+        httpx.put(f"{mgmt}/models/noop/2.0?min_worker=1", timeout=10),
+        httpx.post(f"{inf}/predictions/noop/2.0", content=b"x", timeout=10),
+        httpx.delete(f"{mgmt}/models/noop/2.0", timeout=10),
+    ):
+        assert resp.status_code == 404, resp.text
+        assert resp.json()["type"] == "ModelVersionNotFoundException"
+    assert httpx.get(f"{mgmt}/models/noop", timeout=10).status_code == 200  # not unregistered

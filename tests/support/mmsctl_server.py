@@ -154,6 +154,7 @@ def running_mmsctl_server(
     name = f"test-{ports[0]}"
     settings = dict(extra_config or {})
     token_file = None
+    tmp_dir.mkdir(parents=True, exist_ok=True)
     if token:
         token_file = tmp_dir / f"token-{ports[0]}"
         token_file.write_text(token)
