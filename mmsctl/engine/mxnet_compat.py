@@ -4,7 +4,8 @@ MXNet 1.9.1 is the last release. It still uses numpy aliases removed in numpy
 1.24 (``np.bool``, ``np.int``, ``np.float``, ``np.object``, ``np.str``,
 ``np.complex``) and, on Python 3.12, ``distutils`` (gone from the standard
 library). Everything in mmsctl that needs mxnet calls :func:`import_mxnet`,
-which restores those names first and then imports mxnet once.
+which restores those names first and then imports mxnet once, with the operator
+wrappers mxnet compiles at import time taken from a disk cache (``_opcache``).
 """
 
 from __future__ import annotations
@@ -125,8 +126,10 @@ def import_mxnet() -> Any:
     prepare_imports()
     # MXNet prints a warning per process about its OpenMP settings; quieten it.
     os.environ.setdefault("MXNET_SUBGRAPH_VERBOSE", "0")
+    from mmsctl.engine._opcache import cache_file, cached_operator_code
+
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), cached_operator_code(cache_file()):
             warnings.simplefilter("ignore")
             import mxnet as mx
     except ImportError as exc:  # pragma: no cover - depends on the install

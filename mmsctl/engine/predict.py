@@ -13,6 +13,7 @@ the forward passes, so disk and network time overlap with inference.
 from __future__ import annotations
 
 import json
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,9 @@ from mmsctl.engine.inputs import InputSource
 from mmsctl.engine.protocol import Parameter, RequestItem, ResponseItem
 from mmsctl.errors import ArchiveError, MmsError, ModelNotFoundError
 
-__all__ = ["LocalModel", "Prediction", "open_model", "predict_local", "predict_remote", "truncate_top_k"]
+__all__ = [
+    "LocalModel", "Prediction", "open_model", "pool_spec", "predict_local", "predict_remote", "truncate_top_k",
+]
 
 _READ_AHEAD = 4  # batches read ahead of the one running
 
@@ -186,6 +189,15 @@ def open_model(location: str, *, progress: bool = True) -> LocalModel:
     return LocalModel(name, Path(archive.root), getattr(archive, "handler", None), archive)
 
 
+def pool_spec(model: LocalModel, *, batch_size: int, handler: Optional[str] = None) -> Any:
+    """What :class:`~mmsctl.engine.pool.ServicePool` workers need to load *model* themselves."""
+    from mmsctl.engine.pool import PoolSpec
+    from mmsctl.engine.service import _is_legacy
+
+    legacy = handler is None and _is_legacy(model)
+    return PoolSpec(str(model.root), model.name, handler or model.handler, batch_size, legacy)
+
+
 # -- running ----------------------------------------------------------------------------------
 
 
@@ -228,10 +240,13 @@ def predict_local(
     top_k: Optional[int] = None,
     read: Optional[Callable[[InputSource], bytes]] = None,
 ) -> Iterator[Prediction]:
-    """Run every input through a loaded :class:`~mmsctl.engine.service.ModelService`, in order.
+    """Run every input through a loaded model, in order.
 
     Args:
-        service: from :func:`~mmsctl.engine.service.load_service`.
+        service: a :class:`~mmsctl.engine.service.ModelService` from
+            :func:`~mmsctl.engine.service.load_service` (batches run here, one at a time), or
+            a :class:`~mmsctl.engine.pool.ServicePool` (batches run in worker processes,
+            several at once).
         sources: from :func:`~mmsctl.engine.inputs.expand_inputs`.
         batch_size: inputs per ``handle`` call (at most the service's batch size).
         top_k: sent as the ``topk`` request parameter (honoured by the built-in handler) and
@@ -242,8 +257,37 @@ def predict_local(
         One :class:`Prediction` per input, in input order.
     """
     reader = read or (lambda s: s.read())
+    sent: deque[list[tuple[InputSource, Optional[bytes], Optional[MmsError]]]] = deque()
+
+    requests = _requests(sources, batch_size, reader, top_k, sent)
+    pooled = getattr(service, "map", None)
+    answers = pooled(requests) if callable(pooled) else (service.handle(b) if b else [] for b in requests)
+    for responses in answers:
+        batch = sent.popleft()
+        detail = getattr(service, "last_exception", None)
+        if detail is not None and not isinstance(detail, str):
+            detail = f"{type(detail).__name__}: {detail}"
+        it = iter(responses)
+        for source, body, error in batch:
+            if error is not None:
+                yield Prediction(source.name, 0, error=error.message, error_type=type(error).__name__, cause=error)
+                continue
+            prediction = _from_response(source.name, next(it))
+            if not prediction.ok and detail is not None and prediction.status >= 500:
+                prediction.error = f"{prediction.error} ({detail})"
+            yield truncate_top_k(prediction, top_k)
+
+
+def _requests(
+    sources: list[InputSource],
+    batch_size: int,
+    read: Callable[[InputSource], bytes],
+    top_k: Optional[int],
+    sent: "deque[list[tuple[InputSource, Optional[bytes], Optional[MmsError]]]]",
+) -> Iterator[list[RequestItem]]:
+    """The request items of each batch; the batch itself goes to *sent* for matching answers."""
     counter = 0
-    for batch in _batches(sources, batch_size, reader):
+    for batch in _batches(sources, batch_size, read):
         items: list[RequestItem] = []
         for source, body, _ in batch:
             if body is None:
@@ -253,16 +297,8 @@ def predict_local(
             if top_k is not None:
                 item.parameters.append(Parameter("topk", str(top_k)))
             items.append(item)
-        responses = iter(service.handle(items) if items else [])
-        detail = getattr(service, "last_exception", None)
-        for source, body, error in batch:
-            if error is not None:
-                yield Prediction(source.name, 0, error=error.message, error_type=type(error).__name__, cause=error)
-                continue
-            prediction = _from_response(source.name, next(responses))
-            if not prediction.ok and detail is not None and prediction.status >= 500:
-                prediction.error = f"{prediction.error} ({type(detail).__name__}: {detail})"
-            yield truncate_top_k(prediction, top_k)
+        sent.append(batch)
+        yield items
 
 
 def predict_remote(

@@ -282,6 +282,23 @@ def _locate_handler(
     return handler, None
 
 
+def _preload_mxnet(handler: str, root: Path, handler_file: Optional[Path]) -> None:
+    """Import mxnet through :func:`~mmsctl.engine.mxnet_compat.import_mxnet` before a handler
+    that uses it does, so the import gets the compiled-operator cache (~0.2 s of a cold start).
+
+    Handlers that never mention mxnet (no-op, custom pure-Python ones) stay light.
+    """
+    module_name = split_handler(handler)[0]
+    source = handler_file or (root / f"{module_name}.py")
+    try:
+        with open(source, "rb") as fh:
+            uses_mxnet = b"mxnet" in fh.read()
+    except OSError:
+        uses_mxnet = False
+    if uses_mxnet:
+        mxnet_compat.import_mxnet()
+
+
 def load_service(
     archive: ArchiveLike,
     *,
@@ -332,6 +349,7 @@ def load_service(
     if legacy:
         if not handler_name:
             raise HandlerError("legacy archive names no service file (Model.Service in MANIFEST.json)")
+        mxnet_compat.import_mxnet()  # legacy services are mxnet services (mms.model_service)
         loaded = load_legacy_handler(handler_name, root, manifest, context)
         return ModelService(loaded, context, decode_input=decode_input)
 
@@ -342,5 +360,6 @@ def load_service(
             hint="pass --handler module:function, or set one with `mmsctl archive create --handler`",
         )
     handler_name, handler_file = _locate_handler(handler_name, root, override=handler is not None)
+    _preload_mxnet(handler_name, root, handler_file)
     loaded = load_handler(handler_name, root, context, handler_file=handler_file)
     return ModelService(loaded, context, decode_input=decode_input)

@@ -227,10 +227,11 @@ def _resolve_url(url: str, *, offline: Optional[bool], progress: bool, refresh: 
     return ResolvedModel(name, target, "download", url)
 
 
-def _offline_message(what: str, filename: str, reason: str) -> str:
+def _offline_message(what: str, filename: str, reason: str, *, folder_only: bool = False) -> str:
+    mirror = "a folder" if folder_only else "an http(s) URL or a folder"
     return (
         f"{what} is not cached and {reason}; point MMSCTL_ZOO_URL (or zoo_url in config.toml) "
-        f"at a mirror: an http(s) URL or a folder holding {filename}"
+        f"at a mirror: {mirror} holding {filename}"
     )
 
 
@@ -254,7 +255,9 @@ def _resolve_name(loc: str, *, offline: Optional[bool], progress: bool, refresh:
     url = mirror.rstrip("/") + "/" + filename if mirror else entry.url  # type: ignore[union-attr]
     if is_offline(offline):
         reason = "mmsctl is offline (MMSCTL_OFFLINE)"
-        raise OfflineError(_offline_message(name, filename, reason), hint=_offline_hint(offline))
+        # Offline refuses http(s) mirrors too: only a folder can help here.
+        raise OfflineError(_offline_message(name, filename, reason, folder_only=True),
+                           hint=_offline_hint(offline))
     try:
         download(url, target, options=_download_options(progress))
     except Unreachable as exc:

@@ -18,7 +18,12 @@ from typing import Any
 __all__ = ["Found", "commands_in_file", "commands_in_markdown", "commands_in_shell", "parse_mmsctl"]
 
 # Values for shell variables, so `--min-workers "$WORKERS"` parses like the recipe's default would.
-SAMPLE_VALUES = {"WORKERS": "2", "INFERENCE_PORT": "8080", "MANAGEMENT_PORT": "8081", "METRICS_PORT": "8082"}
+SAMPLE_VALUES = {
+    "WORKERS": "2",
+    "INFERENCE_PORT": "8080",
+    "MANAGEMENT_PORT": "8081",
+    "METRICS_PORT": "8082",
+}
 _VAR = re.compile(r"\$\{(\w+)(?::-[^}]*)?\}|\$(\w+)")
 _SUBST = re.compile(r"\$\((mmsctl\b[^()]*)\)")
 _SHELL_LANGS = {"", "sh", "bash", "shell", "console", "ini", "systemd"}
@@ -66,12 +71,12 @@ def _invocations(line: str) -> Iterator[tuple[str, ...]]:
     for text in [line, *_SUBST.findall(line)]:
         tokens = _tokens(_expand(text))
         for i, token in enumerate(tokens):
-            if token != "mmsctl" and not token.endswith("/mmsctl"):
-                continue
+            if token != "mmsctl" and not (token.endswith("/mmsctl") and "=" not in token):
+                continue  # (MMSCTL=.venv/bin/mmsctl is an assignment, not a command)
             if not _command_position(tokens[:i]):
                 continue  # an argument such as `--name mmsctl`
             args = []
-            for arg in tokens[i + 1:]:
+            for arg in tokens[i + 1 :]:
                 if _is_punctuation(arg):
                     break
                 args.append(arg)
@@ -84,11 +89,20 @@ def _is_punctuation(token: str) -> bool:
 
 
 def _command_position(before: list[str]) -> bool:
-    """Is the next token a command name (first word, after | ; && (, or after VAR=x / sudo / exec)?"""
+    """Is the next token a command name (first word, after | ; && ( or VAR=x / sudo / exec)?"""
     for token in reversed(before):
         if _is_punctuation(token):
             return True
-        if re.match(r"^\w+=", token) or token in ("sudo", "exec", "command", "time", "then", "do", "!", "env"):
+        if re.match(r"^\w+=", token) or token in (
+            "sudo",
+            "exec",
+            "command",
+            "time",
+            "then",
+            "do",
+            "!",
+            "env",
+        ):
             continue
         return False
     return True
@@ -104,7 +118,7 @@ def commands_in_shell(text: str, where: str, *, first_line: int = 1) -> list[Fou
 
 
 def commands_in_markdown(text: str, where: str) -> list[Found]:
-    """``mmsctl`` lines in fenced shell blocks; where a block has ``$ `` prompts, only those lines."""
+    """``mmsctl`` lines in fenced shell blocks (only the ``$ `` lines where a block has prompts)."""
     found: list[Found] = []
     lang = None
     block: list[tuple[int, str]] = []
@@ -131,7 +145,7 @@ def _commands_in_block(block: list[tuple[int, str]], where: str) -> list[Found]:
         if not line.lstrip().startswith("$ "):
             continue
         text = [line.lstrip()[2:]]
-        for _, more in block[i + 1:]:  # a prompt line ending in \ goes on without a prompt
+        for _, more in block[i + 1 :]:  # a prompt line ending in \ goes on without a prompt
             if not text[-1].rstrip().endswith("\\"):
                 break
             text.append(more)

@@ -51,17 +51,29 @@ class RecipeRun:
     def management_url(self) -> str:
         return f"http://127.0.0.1:{self.env['MANAGEMENT_PORT']}"
 
-    def run(self, script: Path, *args: str, timeout: float = 240, **extra_env: str) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, script: Path, *args: str, timeout: float = 240, **extra_env: str
+    ) -> subprocess.CompletedProcess[str]:
         env = dict(self.env, **extra_env)
         return subprocess.run(
-            ["bash", str(script), *args], cwd=self.cwd, env=env, capture_output=True, text=True,
-            timeout=timeout, stdin=subprocess.DEVNULL,
+            ["bash", str(script), *args],
+            cwd=self.cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
         )
 
     def mmsctl(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [*mmsctl_command().split(), *args], cwd=self.cwd, env=self.env, capture_output=True,
-            text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+            [*mmsctl_command().split(), *args],
+            cwd=self.cwd,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
         )
 
 

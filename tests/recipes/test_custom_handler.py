@@ -1,4 +1,4 @@
-"""recipes/custom-handler: the script end to end on mmsctl, and the same archive in real MMS 1.1.11."""
+"""recipes/custom-handler: the script end to end on mmsctl; the same archive in real MMS 1.1.11."""
 
 from __future__ import annotations
 
@@ -29,16 +29,21 @@ def _json_values(text: str) -> list[object]:
     return values
 
 
-def test_custom_handler_recipe_archives_predicts_and_serves(recipe: RecipeRun, tmp_path: Path) -> None:
+def test_custom_handler_recipe_archives_predicts_and_serves(
+    recipe: RecipeRun, tmp_path: Path
+) -> None:
     export = tmp_path / "export"
     result = recipe.run(FOLDER / "run.sh", EXPORT_DIR=str(export))
 
     assert result.returncode == 0, result.stderr
     assert (export / "adder.mar").is_file()
     sums = [v for v in _json_values(result.stdout) if isinstance(v, dict) and "sum" in v]
-    # local predict on numbers.json, on stdin; then curl -d JSON and curl -T numbers.json on the server
+    # local predict on numbers.json and on stdin; then curl -d JSON and curl -T numbers.json
     assert sums == [
-        {"sum": 6.5, "count": 3}, {"sum": 42, "count": 3}, {"sum": 6, "count": 3}, {"sum": 6.5, "count": 3},
+        {"sum": 6.5, "count": 3},
+        {"sum": 42, "count": 3},
+        {"sum": 6, "count": 3},
+        {"sum": 6.5, "count": 3},
     ]
     assert "HTTP/1.1 400" in result.stdout
     assert "content-type: application/json" in result.stdout.lower()
@@ -51,8 +56,17 @@ def test_settings_json_is_read_at_load_time(recipe: RecipeRun, tmp_path: Path) -
     numbers = tmp_path / "thirds.json"
     numbers.write_text(json.dumps([1 / 3, 1 / 3]))
     made = recipe.mmsctl(
-        "archive", "create", str(FOLDER / "sum_service"), "--model-name", "adder", "--handler", "handler:handle",
-        "--extra-files", str(FOLDER / "settings.json"), "--export-path", str(tmp_path),
+        "archive",
+        "create",
+        str(FOLDER / "sum_service"),
+        "--model-name",
+        "adder",
+        "--handler",
+        "handler:handle",
+        "--extra-files",
+        str(FOLDER / "settings.json"),
+        "--export-path",
+        str(tmp_path),
     )
     assert made.returncode == 0, made.stderr
     out = recipe.mmsctl("predict", str(tmp_path / "adder.mar"), str(numbers), "-o", "json")
@@ -68,14 +82,30 @@ def test_the_recipe_archive_serves_in_real_mms(tmp_path: Path) -> None:
         pytest.skip(reason)
     store = tmp_path / "store"
     subprocess.run(
-        [*mmsctl_command().split(), "archive", "create", str(FOLDER / "sum_service"), "--model-name", "adder",
-         "--handler", "handler:handle", "--extra-files", str(FOLDER / "settings.json"), "--export-path", str(store)],
-        check=True, capture_output=True, timeout=60,
+        [
+            *mmsctl_command().split(),
+            "archive",
+            "create",
+            str(FOLDER / "sum_service"),
+            "--model-name",
+            "adder",
+            "--handler",
+            "handler:handle",
+            "--extra-files",
+            str(FOLDER / "settings.json"),
+            "--export-path",
+            str(store),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
     )
     with running_mms(tmp_path / "mms", model_store=store, models={"adder": "adder.mar"}) as mms:
         first = wait_for_prediction(mms, "adder", b"1 2 3")
         assert first.json() == {"sum": 6.0, "count": 3}
-        reply = predict(mms, "adder", b'{"numbers": [0.33333, 0.33333]}', content_type="application/json")
+        reply = predict(
+            mms, "adder", b'{"numbers": [0.33333, 0.33333]}', content_type="application/json"
+        )
         assert reply.status == 200
         assert reply.headers.get("content-type") == "application/json"
         assert reply.json() == {"sum": 0.6667, "count": 2}

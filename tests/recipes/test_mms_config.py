@@ -1,10 +1,9 @@
-"""recipes/mms-config/config.properties: valid Java Properties, accepted by mmsctl and by real MMS."""
+"""recipes/mms-config/config.properties: valid Java Properties; mmsctl and real MMS accept it."""
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -37,23 +36,43 @@ public class PropsDump {
 def _java_properties(path: Path, tmp_path: Path) -> dict[str, str]:
     java = _java()
     if java is None:
-        pytest.skip("no `java` on PATH and no JAVA_HOME: cannot check the file with java.util.Properties")
+        pytest.skip(
+            "no `java` on PATH and no JAVA_HOME: cannot check the file with java.util.Properties"
+        )
     source = tmp_path / "PropsDump.java"
     source.write_text(_JAVA_DUMP)
-    out = subprocess.run([java, str(source), str(path)], capture_output=True, timeout=120, check=True).stdout
+    out = subprocess.run(
+        [java, str(source), str(path)], capture_output=True, timeout=120, check=True
+    ).stdout
     fields = out.decode("utf-8").split("\0")[:-1]
     return dict(zip(fields[::2], fields[1::2]))
 
 
 def _with_ports(text: str, recipe: RecipeRun) -> str:
-    for key, env in (("inference_address", "INFERENCE_PORT"), ("management_address", "MANAGEMENT_PORT"),
-                     ("metrics_address", "METRICS_PORT")):
-        text = re.sub(rf"^{key}=http://127\.0\.0\.1:\d+$", f"{key}=http://127.0.0.1:{recipe.env[env]}", text, flags=re.M)
+    for key, env in (
+        ("inference_address", "INFERENCE_PORT"),
+        ("management_address", "MANAGEMENT_PORT"),
+        ("metrics_address", "METRICS_PORT"),
+    ):
+        text = re.sub(
+            rf"^{key}=http://127\.0\.0\.1:\d+$",
+            f"{key}=http://127.0.0.1:{recipe.env[env]}",
+            text,
+            flags=re.M,
+        )
     return text
 
 
 def _store_with_squeezenet(recipe: RecipeRun, squeezenet_dir: Path, store: Path) -> None:
-    made = recipe.mmsctl("archive", "create", str(squeezenet_dir), "-n", "squeezenet_v1.1", "--export-path", str(store))
+    made = recipe.mmsctl(
+        "archive",
+        "create",
+        str(squeezenet_dir),
+        "-n",
+        "squeezenet_v1.1",
+        "--export-path",
+        str(store),
+    )
     assert made.returncode == 0, made.stderr
 
 
@@ -62,10 +81,14 @@ def test_java_reads_the_same_properties_as_mmsctl(tmp_path: Path) -> None:
     assert _java_properties(CONFIG, tmp_path) == ours
     assert ours["load_models"] == "squeezenet=squeezenet_v1.1.mar"
     assert ours["inference_address"] == "http://127.0.0.1:8080"
-    assert all(not v.rstrip().endswith(("#", "!")) and "#" not in v for v in ours.values())  # no inline comments
+    assert all(
+        not v.rstrip().endswith(("#", "!")) and "#" not in v for v in ours.values()
+    )  # no inline comments
 
 
-def test_mmsctl_serves_with_the_config(recipe: RecipeRun, squeezenet_dir: Path, kitten_jpg: Path) -> None:
+def test_mmsctl_serves_with_the_config(
+    recipe: RecipeRun, squeezenet_dir: Path, kitten_jpg: Path
+) -> None:
     # A copy beside its own model-store/ (relative, as in the recipe); only the ports change.
     folder = recipe.cwd / "site"
     folder.mkdir()
@@ -76,8 +99,12 @@ def test_mmsctl_serves_with_the_config(recipe: RecipeRun, squeezenet_dir: Path, 
     started = recipe.mmsctl("serve", "start", "--config", str(config), timeout=180)
     assert started.returncode == 0, started.stderr
     try:
-        reply = http_request("POST", f"{recipe.inference_url}/predictions/squeezenet", body=kitten_jpg.read_bytes(),
-                             headers={"Content-Type": "image/jpeg"})
+        reply = http_request(
+            "POST",
+            f"{recipe.inference_url}/predictions/squeezenet",
+            body=kitten_jpg.read_bytes(),
+            headers={"Content-Type": "image/jpeg"},
+        )
         assert reply.status == 200, reply
         assert reply.json()[0]["class"] == "n02124075 Egyptian cat"
         model = http_request("GET", f"{recipe.management_url}/models/squeezenet").json()
@@ -94,7 +121,9 @@ def test_mmsctl_serves_with_the_config(recipe: RecipeRun, squeezenet_dir: Path, 
 
 @pytest.mark.interop
 @pytest.mark.xdist_group("mms")
-def test_real_mms_loads_the_config(recipe: RecipeRun, squeezenet_dir: Path, kitten_jpg: Path, tmp_path: Path) -> None:
+def test_real_mms_loads_the_config(
+    recipe: RecipeRun, squeezenet_dir: Path, kitten_jpg: Path, tmp_path: Path
+) -> None:
     reason = mms_skip_reason()
     if reason:
         pytest.skip(reason)
@@ -107,4 +136,3 @@ def test_real_mms_loads_the_config(recipe: RecipeRun, squeezenet_dir: Path, kitt
         first = wait_for_prediction(mms, "squeezenet", kitten_jpg.read_bytes(), timeout=120)
         assert json.loads(first.body)[0]["class"] == "n02124075 Egyptian cat"
         assert describe(mms, "squeezenet")["minWorkers"] == 2
-    shutil.rmtree(store, ignore_errors=True)

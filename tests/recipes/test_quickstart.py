@@ -1,4 +1,4 @@
-"""recipes/quickstart.sh end to end: serve, curl, list, scale, describe, stop — on free loopback ports."""
+"""recipes/quickstart.sh end to end: serve, curl, list, scale, describe, stop on free ports."""
 
 from __future__ import annotations
 
@@ -33,10 +33,20 @@ def _no_running_server(recipe: RecipeRun) -> None:
     assert _port_closed(recipe.inference_url)
 
 
-def test_quickstart_serves_squeezenet_from_the_zoo(recipe: RecipeRun, squeezenet_dir: Path, kitten_jpg: Path) -> None:
-    # An offline zoo mirror holding the real squeezenet, so the default `squeezenet` resolves offline.
+def test_quickstart_serves_squeezenet_from_the_zoo(
+    recipe: RecipeRun, squeezenet_dir: Path, kitten_jpg: Path
+) -> None:
+    # An offline zoo mirror holding the real squeezenet: the name `squeezenet` resolves offline.
     mirror = recipe.cwd / "mirror"
-    made = recipe.mmsctl("archive", "create", str(squeezenet_dir), "-n", "squeezenet_v1.1", "--export-path", str(mirror))
+    made = recipe.mmsctl(
+        "archive",
+        "create",
+        str(squeezenet_dir),
+        "-n",
+        "squeezenet_v1.1",
+        "--export-path",
+        str(mirror),
+    )
     assert made.returncode == 0, made.stderr
 
     result = recipe.run(SCRIPT, "squeezenet", str(kitten_jpg), MMSCTL_ZOO_URL=str(mirror))
@@ -55,7 +65,9 @@ def test_quickstart_stops_the_server_when_a_step_fails(recipe: RecipeRun, tmp_pa
     body = recipe.cwd / "hello.txt"
     body.write_text("hello recipe")
 
-    result = recipe.run(SCRIPT, str(model), str(body), WORKERS="many")  # `mmsctl scale` refuses "many"
+    result = recipe.run(
+        SCRIPT, str(model), str(body), WORKERS="many"
+    )  # `mmsctl scale` refuses "many"
 
     assert result.returncode != 0
     assert "hello recipe" in result.stdout  # the curl step ran against the echo model

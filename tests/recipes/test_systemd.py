@@ -1,4 +1,4 @@
-"""recipes/systemd/mmsctl.service: a valid unit whose ExecStart runs and stops the way systemd would."""
+"""recipes/systemd/mmsctl.service: a valid unit whose ExecStart runs and stops as under systemd."""
 
 from __future__ import annotations
 
@@ -65,7 +65,9 @@ def test_systemd_analyze_verify_accepts_the_unit(tmp_path: Path) -> None:
     real = mmsctl_command().split()[0]
     copy = tmp_path / "mmsctl.service"
     copy.write_text(UNIT.read_text().replace(_exec_start()[0], real))
-    result = subprocess.run([analyze, "verify", str(copy)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [analyze, "verify", str(copy)], capture_output=True, text=True, timeout=60
+    )
     problems = [ln for ln in (result.stdout + result.stderr).splitlines() if "mmsctl.service" in ln]
     assert result.returncode == 0 and problems == [], result.stdout + result.stderr
 
@@ -79,40 +81,95 @@ def test_exec_start_runs_and_drains_on_sigterm(recipe: RecipeRun, tmp_path: Path
         for spec, where in specifiers.items():
             value = value.replace(spec, where)
         env[key] = value
-    # What ConfigurationDirectory/StateDirectory/CacheDirectory would create, filled as README.md says.
+    # What ConfigurationDirectory/StateDirectory/CacheDirectory create, filled as README.md says.
     config = etc / "mmsctl" / "config.properties"
     config.parent.mkdir(parents=True)
     text = CONFIG.read_text()
-    for key, port in (("inference", "INFERENCE_PORT"), ("management", "MANAGEMENT_PORT"), ("metrics", "METRICS_PORT")):
-        text = re.sub(rf"^{key}_address=.*$", f"{key}_address=http://127.0.0.1:{env[port]}", text, flags=re.M)
+    for key, port in (
+        ("inference", "INFERENCE_PORT"),
+        ("management", "MANAGEMENT_PORT"),
+        ("metrics", "METRICS_PORT"),
+    ):
+        text = re.sub(
+            rf"^{key}_address=.*$", f"{key}_address=http://127.0.0.1:{env[port]}", text, flags=re.M
+        )
     config.write_text(text)
     store = state / "mmsctl" / "model-store"
     noop = make_noop_archive(tmp_path / "noop")  # an echo model under the name the config loads
-    made = recipe.mmsctl("archive", "create", str(noop), "-n", "squeezenet_v1.1", "--handler", "noop_service:handle",
-                         "--export-path", str(store))
+    made = recipe.mmsctl(
+        "archive",
+        "create",
+        str(noop),
+        "-n",
+        "squeezenet_v1.1",
+        "--handler",
+        "noop_service:handle",
+        "--export-path",
+        str(store),
+    )
     assert made.returncode == 0, made.stderr
 
     argv = _exec_start()
-    argv = [*mmsctl_command().split(), *(
-        a.replace("/etc/mmsctl", str(etc / "mmsctl")).replace("/var/lib/mmsctl", str(state / "mmsctl")) for a in argv[1:]
-    )]
+    argv = [
+        *mmsctl_command().split(),
+        *(
+            a.replace("/etc/mmsctl", str(etc / "mmsctl")).replace(
+                "/var/lib/mmsctl", str(state / "mmsctl")
+            )
+            for a in argv[1:]
+        ),
+    ]
     log = open(tmp_path / "journal.txt", "wb")
-    proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True, cwd="/")
+    proc = subprocess.Popen(
+        argv,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        cwd="/",
+    )
     log.close()
     try:
         url = f"http://127.0.0.1:{env['INFERENCE_PORT']}/predictions/squeezenet"
-        wait_until(lambda: http_request("POST", url, body=b"hello unit", timeout=5).body == b"hello unit",
-                   timeout=120, what="a prediction from the unit's server",
-                   alive=lambda: None if proc.poll() is None else f"exited {proc.returncode}: "
-                   + (tmp_path / "journal.txt").read_text(errors="replace")[-2000:])
+        wait_until(
+            lambda: (
+                http_request(
+                    "POST",
+                    url,
+                    body=b"hello unit",
+                    timeout=5,
+                    headers={"Content-Type": "text/plain"},
+                ).body
+                == b"hello unit"
+            ),
+            timeout=120,
+            what="a prediction from the unit's server",
+            alive=lambda: (
+                None
+                if proc.poll() is None
+                else f"exited {proc.returncode}: "
+                + (tmp_path / "journal.txt").read_text(errors="replace")[-2000:]
+            ),
+        )
+        # MMSCTL_STATE_DIR from Environment=; "ready" once every start-up worker is (a SIGTERM
+        # before that is an interrupted start: exit 3).
         instance = state / "mmsctl" / "instances" / "mmsctl" / "state.json"
-        assert json.loads(instance.read_text())["pid"] == proc.pid  # MMSCTL_STATE_DIR from Environment=
+        wait_until(
+            lambda: (
+                {"pid": proc.pid, "status": "ready"}.items()
+                <= json.loads(instance.read_text()).items()
+            ),
+            timeout=60,
+            what="state.json says ready",
+        )
 
         proc.send_signal(signal.SIGTERM)  # KillMode=mixed: the main process only
         (stop_timeout,) = _service("TimeoutStopSec")
         assert proc.wait(timeout=float(stop_timeout)) == 0
-        wait_until(lambda: not _group_alive(proc.pid), timeout=10, what="workers gone after the server")
+        wait_until(
+            lambda: not _group_alive(proc.pid), timeout=10, what="workers gone after the server"
+        )
     finally:
         if proc.poll() is None or _group_alive(proc.pid):
             os.killpg(proc.pid, signal.SIGKILL)
