@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/serve.py                 # full run (run it on a quiet machine)
     .venv/bin/python bench/serve.py --duration 2 --clients 100 --skip-squeezenet   # smoke
+    .venv/bin/python bench/serve.py --only-squeezenet --runs 3   # the squeezenet scenario, medians
+    .venv/bin/python bench/serve.py --only-squeezenet --batch-size 8   # with server-side batching
 
 For each server: start → first prediction, a no-op model with 2 workers under
 100/200/500 concurrent keep-alive clients (requests/s, p50/p99 latency, non-200
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -91,11 +94,14 @@ def _first_prediction(url: str, body: bytes, timeout: float = 180) -> None:
     raise RuntimeError(f"no prediction from {url}")
 
 
-def _register(management: str, url: str, name: str, workers: int) -> None:
+def _register(management: str, url: str, name: str, workers: int, batch_size: int = 1,
+              max_batch_delay: int = 100) -> None:
     import httpx
 
-    resp = httpx.post(f"{management}/models", params={"url": url, "model_name": name,
-                                                       "initial_workers": str(workers)}, timeout=300)
+    params = {"url": url, "model_name": name, "initial_workers": str(workers)}
+    if batch_size > 1:
+        params.update(batch_size=str(batch_size), max_batch_delay=str(max_batch_delay))
+    resp = httpx.post(f"{management}/models", params=params, timeout=300)
     if resp.status_code != 200:
         raise RuntimeError(f"register {name}: {resp.status_code} {resp.text}")
 
@@ -105,18 +111,20 @@ def _run_server(label: str, start: Callable[[], Any], store: Path, args: argpars
     result: dict[str, Any] = {"server": label}
     t0 = time.monotonic()
     with start() as srv:
-        _register(srv.management_url, "noop.mar", "noop", 2)
-        _first_prediction(f"{srv.inference_url}/predictions/noop", b"x")
-        result["start_to_first_prediction_s"] = time.monotonic() - t0
-        url = f"{srv.inference_url}/predictions/noop"
-        asyncio.run(_load(url, b"warm", 10, 0.5))
-        result["noop"] = [asyncio.run(_load(url, b"hello", c, args.duration)) for c in args.clients]
-        result["memory_noop_2_workers_mb"] = _memory(srv.pid) / 2**20
+        if not args.only_squeezenet:
+            _register(srv.management_url, "noop.mar", "noop", 2)
+            _first_prediction(f"{srv.inference_url}/predictions/noop", b"x")
+            result["start_to_first_prediction_s"] = time.monotonic() - t0
+            url = f"{srv.inference_url}/predictions/noop"
+            asyncio.run(_load(url, b"warm", 10, 0.5))
+            result["noop"] = [asyncio.run(_load(url, b"hello", c, args.duration)) for c in args.clients]
+            result["memory_noop_2_workers_mb"] = _memory(srv.pid) / 2**20
         if squeezenet:
-            _register(srv.management_url, squeezenet, "squeezenet", 2)
+            _register(srv.management_url, squeezenet, "squeezenet", 2, args.batch_size)
             image = KITTEN_JPG.read_bytes()
             surl = f"{srv.inference_url}/predictions/squeezenet"
             _first_prediction(surl, image)
+            asyncio.run(_load(surl, image, 10, 2.0))  # warm-up: every worker, every batch shape
             result["squeezenet"] = asyncio.run(_load(surl, image, 10, args.duration))
             result["memory_with_squeezenet_mb"] = _memory(srv.pid) / 2**20
     return result
@@ -126,13 +134,57 @@ def _ratio(a: Optional[float], b: Optional[float]) -> str:
     return f"{a / b:.2f}x" if a and b else "-"
 
 
+def _squeezenet_runs(args: argparse.Namespace) -> int:
+    """Only the squeezenet scenario, mmsctl and MMS alternately *runs* times; medians and load."""
+    if not SQUEEZENET_DIR.exists():
+        print(f"needs ../shared: {SQUEEZENET_DIR} is missing")
+        return 1
+    from mmsctl.archive import create_archive
+
+    work = Path(tempfile.mkdtemp(prefix="bench-serve-"))
+    store = work / "store"
+    store.mkdir(parents=True)
+    create_archive(SQUEEZENET_DIR, model_name="squeezenet", export_path=store, force=True)
+    reason = None if not args.skip_mms else "--skip-mms"
+    reason = reason or mms_skip_reason()
+    rps: dict[str, list[float]] = {"mmsctl": [], "mms": []}
+    p50: dict[str, list[float]] = {"mmsctl": [], "mms": []}
+    loads = []
+    for i in range(args.runs):
+        loads.append(os.getloadavg()[0])
+        r = _run_server("mmsctl", lambda: running_mmsctl_server(work / f"ours{i}", model_store=store),
+                        store, args, "squeezenet.mar")["squeezenet"]
+        rps["mmsctl"].append(r["rps"]); p50["mmsctl"].append(r["p50_ms"])
+        if not reason:
+            r = _run_server("mms", lambda: running_mms(work / f"mms{i}", model_store=store),
+                            store, args, "squeezenet.mar")["squeezenet"]
+            rps["mms"].append(r["rps"]); p50["mms"].append(r["p50_ms"])
+    print(f"squeezenet, 2 workers, batch_size {args.batch_size}, 10 clients, {args.duration:g} s per run, "
+          f"median of {args.runs} (1-min load average at the runs: {', '.join(f'{x:.2f}' for x in loads)})")
+    if reason:
+        print(f"MMS skipped: {reason}")
+    for name in ("mmsctl", "mms"):
+        if rps[name]:
+            print(f"  {name:7} {statistics.median(rps[name]):7.1f} req/s  p50 {statistics.median(p50[name]):6.1f} ms"
+                  f"  (runs: {', '.join(f'{x:.1f}' for x in rps[name])})")
+    if rps["mms"]:
+        print(f"  ratio mmsctl/MMS {statistics.median(rps['mmsctl']) / statistics.median(rps['mms']):.2f}x req/s")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per load level")
     parser.add_argument("--clients", type=int, nargs="+", default=[100, 200, 500])
     parser.add_argument("--skip-squeezenet", action="store_true")
     parser.add_argument("--skip-mms", action="store_true")
+    parser.add_argument("--only-squeezenet", action="store_true", help="only the squeezenet scenario")
+    parser.add_argument("--batch-size", type=int, default=1, help="squeezenet's batch_size on both servers")
+    parser.add_argument("--runs", type=int, default=1,
+                        help="squeezenet: repeat mmsctl/MMS alternately, report medians")
     args = parser.parse_args()
+    if args.only_squeezenet:
+        return _squeezenet_runs(args)
 
     work = Path(tempfile.mkdtemp(prefix="bench-serve-"))
     store = work / "store"
