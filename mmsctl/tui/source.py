@@ -18,7 +18,6 @@ and the reason, so the screen keeps its last data and reconnects by itself.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional, Protocol, runtime_checkable
@@ -76,26 +75,16 @@ class Endpoints:
 
 
 def endpoints_for(context_name: Optional[str]) -> Endpoints:
-    """The server a context names, via the client's contexts (env/defaults if that is absent)."""
-    try:
-        from mmsctl.client.contexts import resolve_context
-    except ImportError:  # pragma: no cover - the client package is built in parallel
-        resolve_context = None  # type: ignore[assignment]
-    if resolve_context is not None:
-        ctx = resolve_context(context_name)
-        return Endpoints(
-            name=str(getattr(ctx, "name", context_name or "default")),
-            inference_url=str(ctx.inference_url),
-            management_url=str(ctx.management_url),
-            metrics_url=getattr(ctx, "metrics_url", None),
-            token_file=(str(ctx.token_file) if getattr(ctx, "token_file", None) else None),
-        )
-    return Endpoints(  # pragma: no cover
-        name=context_name or "default",
-        inference_url=os.environ.get("MMSCTL_INFERENCE_URL", "http://127.0.0.1:8080"),
-        management_url=os.environ.get("MMSCTL_MANAGEMENT_URL", "http://127.0.0.1:8081"),
-        metrics_url=os.environ.get("MMSCTL_METRICS_URL", "http://127.0.0.1:8082"),
-        token_file=os.environ.get("MMSCTL_TOKEN_FILE"),
+    """The server a context names, resolved by the client's contexts (flags > env > file > local)."""
+    from mmsctl.client.contexts import resolve_context
+
+    ctx = resolve_context(context_name)
+    return Endpoints(
+        name=ctx.name,
+        inference_url=ctx.inference_url,
+        management_url=ctx.management_url,
+        metrics_url=ctx.metrics_url,
+        token_file=str(ctx.token_file) if ctx.token_file else None,
     )
 
 
