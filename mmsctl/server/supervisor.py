@@ -138,13 +138,29 @@ class Worker:
             except ProcessLookupError:
                 pass
 
+    async def _next_batch(self) -> Optional[list[Job]]:
+        """The next batch; with batching, one worker at a time gathers (as MMS's aggregator does).
+
+        Workers gathering at once split the waiting requests between them and each then waits
+        out ``max_batch_delay`` for a batch that never fills; one at a time, batches fill.
+        """
+        m = self.model
+        if m.batch_size <= 1:
+            return await next_batch(m.queue, m.batch_size, 0.0, self.stop_event)
+        if not await _acquire_unless(m.gathering, self.stop_event):
+            return None
+        try:
+            return await next_batch(m.queue, m.batch_size, m.max_batch_delay / 1000.0, self.stop_event)
+        finally:
+            m.gathering.release()
+
     async def serve(self, metrics: Any) -> str:
         """Feed batches until stopped ("stopped"), dead ("died") or too slow ("timeout")."""
         m = self.model
         loop = asyncio.get_running_loop()
         assert self.writer is not None
         while True:
-            jobs = await next_batch(m.queue, m.batch_size, m.max_batch_delay / 1000.0, self.stop_event)
+            jobs = await self._next_batch()
             if jobs is None:
                 return "stopped"
             self.state = WorkerState.BUSY
@@ -200,6 +216,30 @@ class Worker:
         self.state = WorkerState.STOPPED
 
 
+async def _acquire_unless(lock: asyncio.Lock, stop: asyncio.Event) -> bool:
+    """Take *lock*, or give up (False) once *stop* is set."""
+    if stop.is_set():
+        return False
+    acquire = asyncio.ensure_future(lock.acquire())
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({acquire, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+    if acquire.done() and not acquire.cancelled():
+        if stop.is_set():
+            lock.release()
+            return False
+        return True
+    acquire.cancel()
+    try:
+        await acquire
+    except asyncio.CancelledError:
+        return False
+    lock.release()  # acquired while being cancelled
+    return False
+
+
 @dataclass
 class Model:
     """A registered model: its archive, batching settings, queue and workers."""
@@ -222,6 +262,8 @@ class Model:
     last_error: Optional[str] = None
     next_worker: int = 0
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Held by the worker gathering a batch (batch_size > 1), so batches fill one at a time.
+    gathering: asyncio.Lock = field(default_factory=asyncio.Lock)
     restarting: int = 0
     idle_since: float = field(default_factory=time.monotonic)
     requests: int = 0

@@ -160,26 +160,20 @@ class VisionService(object):
         """The batch size to run *n* images at (the rest of the batch is padding).
 
         A new input shape costs a bind plus a first forward (MKL-DNN sets up its kernels):
-        ~0.3 s for SqueezeNet, more than the forward itself. So sizes are rounded up to
-        a power of two (at most ``batch_size``): a server with dynamic batches binds a
-        handful of shapes, not one per size. A size seen only now and then (the last,
-        partial batch of a folder) is padded into a larger shape that is already bound;
-        once it keeps coming back it gets its own.
+        ~0.3 s for SqueezeNet, more than the forward itself. So a size seen only now and
+        then (the last, partial batch of a folder; a rare size under dynamic batching) runs
+        padded in a larger shape that is already bound (at most 4x its size); a size that
+        keeps coming back gets its own shape, so padding never costs compute for long.
         """
         if n in self._modules:
             return n
-        size = 1
-        while size < n:
-            size *= 2
-        size = min(size, max(self.batch_size, n))
-        if size in self._modules:
-            return size
-        seen = self._misses.get(size, 0) + 1
-        self._misses[size] = seen
-        larger = [m for m in self._modules if size < m <= 4 * size]
+        seen = self._misses.get(n, 0) + 1
+        self._misses[n] = seen
+        larger = [m for m in self._modules if n < m <= 4 * n]
         if larger and seen <= _PAD_BEFORE_BIND:
             return min(larger)
-        return size
+        return n
+
     def decode(self, request):
         """One request's image as an HxWxC uint8 numpy array."""
         buf = None

@@ -1,0 +1,171 @@
+"""The fast paths of `predict`: compiled-operator cache, worker pool, padded batches, quick exit.
+
+Each must give exactly the answers of the plain path; these tests compare the two.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mmsctl.engine import _opcache
+from mmsctl.engine.predict import Prediction, pool_spec, predict_local
+from mmsctl.engine.inputs import expand_inputs
+from mmsctl.engine.pool import ServicePool, choose_workers
+from mmsctl.engine.service import load_service
+from mmsctl.errors import HandlerError
+from tests.engine.helpers import FolderArchive, body_item, build_tiny_checkpoint, handler_archive, png_bytes
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_checkpoint(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture(scope="module")
+def image_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("imgs")
+    for i in range(37):
+        (folder / f"img{i:02d}.png").write_bytes(png_bytes(i))
+    (folder / "img17.png").write_bytes(b"not a png")  # fails alone, as in-process
+    return folder
+
+
+# -- compiled-operator cache -------------------------------------------------------------------
+
+_SOURCE = '''def ones(shape=None, out=None, name=None, **kwargs):
+    """Docs with a number 1234567890 in them."""
+    return _imperative_invoke({handle}, (), [], [], out, False, False)
+'''
+
+
+def test_opcache_puts_each_runs_handle_back(tmp_path: Path) -> None:
+    cache = _opcache._Cache(tmp_path / "ops.marshal")
+    first = cache.code_for(_SOURCE.format(handle=94004670439520))
+    cache.save()
+    again = _opcache._Cache(tmp_path / "ops.marshal")
+    second = again.code_for(_SOURCE.format(handle=93957862416480))
+    assert again.added == 0, "same operator, other address: must be a cache hit"
+
+    def handle_of(code: object) -> int:
+        calls: list[int] = []
+        scope = {"_imperative_invoke": lambda h, *a: calls.append(h)}
+        exec(code, scope)  # noqa: S102 - the code under test
+        scope["ones"]()
+        return calls[0]
+
+    assert handle_of(first) == 94004670439520
+    assert handle_of(second) == 93957862416480
+    assert cache.code_for("x = 1") == "x = 1"  # anything else is left to the real exec
+
+
+def test_mxnet_imported_through_the_cache_works(tmp_path: Path) -> None:
+    probe = (
+        "from mmsctl.engine.mxnet_compat import import_mxnet\n"
+        "mx = import_mxnet()\n"
+        "x = mx.nd.ones((2, 3)) * 2\n"
+        "y = mx.sym.FullyConnected(mx.sym.var('d'), num_hidden=2, no_bias=True)\n"
+        "ex = y.bind(mx.cpu(), {'d': x, 'fullyconnected0_weight': mx.nd.ones((2, 3))})\n"
+        "print(float(x.sum().asscalar()), ex.forward()[0].asnumpy().tolist())\n"
+    )
+    env = dict(os.environ, MMSCTL_CACHE_DIR=str(tmp_path))
+    env.pop("MMSCTL_NO_OPCACHE", None)
+    runs = [subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+            for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], runs[-1].stderr[-2000:]
+    assert runs[0].stdout == runs[1].stdout == "12.0 [[6.0, 6.0], [6.0, 6.0]]\n"
+    assert list((tmp_path / "mxnet-opcode").glob("*.marshal")), "the first run writes the cache"
+
+
+# -- worker pool ---------------------------------------------------------------------------------
+
+
+def _bodies(predictions: list[Prediction]) -> list[tuple[str, int, object]]:
+    return [(p.input, p.status, json.loads(p.body) if p.body else p.error) for p in predictions]
+
+
+def test_pool_answers_like_one_process_in_input_order(tiny_dir: Path, image_dir: Path) -> None:
+    sources = expand_inputs([str(image_dir), str(image_dir / "missing.png")])
+    model = FolderArchive(tiny_dir, "tiny")
+    alone = list(predict_local(load_service(model, batch_size=4), sources, batch_size=4, top_k=3))
+    spec = pool_spec(_local(tiny_dir), batch_size=4)
+    with ServicePool(spec, workers=2) as pool:
+        pooled = list(predict_local(pool, sources, batch_size=4, top_k=3))
+    assert [p.input for p in pooled] == [s.name for s in sources]
+    assert [p.status for p in pooled].count(400) == 1 and not pooled[-1].ok
+    got, want = _bodies(pooled), _bodies(alone)
+    for (name, status, body), (name2, status2, body2) in zip(got, want):
+        assert (name, status) == (name2, status2)
+        if isinstance(body, list):
+            assert [e["class"] for e in body] == [e["class"] for e in body2]  # type: ignore[union-attr]
+            assert all(abs(a["probability"] - b["probability"]) < 1e-5 for a, b in zip(body, body2))  # type: ignore
+        else:
+            assert body == body2
+
+
+def test_pool_reports_a_handler_that_cannot_load(tmp_path: Path, image_dir: Path) -> None:
+    bad = handler_archive(tmp_path / "bad", {"h.py": "def handle(d, c):\n    raise RuntimeError('no GPU here')\n"},
+                          handler="h:handle")
+    spec = pool_spec(_local(bad.root, "bad", "h:handle"), batch_size=1)
+    with ServicePool(spec, workers=2) as pool, pytest.raises(HandlerError, match="no GPU here"):
+        list(predict_local(pool, expand_inputs([str(image_dir)]), batch_size=1))
+
+
+def test_worker_count_defaults() -> None:
+    assert choose_workers(None, 10, 16, gpu=None) == 1  # few inputs: in this process
+    assert choose_workers(None, 500, 16, gpu=0) == 1  # GPU: one process
+    assert choose_workers(4, 20, 16, gpu=None) == 2  # never more workers than batches
+    assert choose_workers(None, 500, 16, gpu=None) >= 1
+
+
+def _local(root: Path, name: str = "tiny", handler: object = None) -> object:
+    from mmsctl.engine.predict import LocalModel
+
+    return LocalModel(name, root, handler)  # type: ignore[arg-type]
+
+
+# -- padded batches in the built-in handler ----------------------------------------------------
+
+
+def test_partial_batches_are_padded_then_bound(tiny_dir: Path) -> None:
+    svc = load_service(FolderArchive(tiny_dir, "tiny"), batch_size=8)
+    vision = svc._handler.module._service
+    images = [png_bytes(i) for i in range(8)]
+    singles = [json.loads(svc.handle([body_item("s", b)])[0].body) for b in images[:3]]
+    assert 1 in vision._modules  # batch 1 is far below 8: bound on its own
+    for _ in range(2):
+        three = [json.loads(r.body) for r in svc.handle([body_item(str(i), b) for i, b in enumerate(images[:3])])]
+        assert 3 not in vision._modules, "an occasional batch of 3 runs padded in the batch-8 shape"
+        for got, want in zip(three, singles):
+            assert [e["class"] for e in got] == [e["class"] for e in want]
+            assert all(abs(a["probability"] - b["probability"]) < 1e-5 for a, b in zip(got, want))
+    svc.handle([body_item(str(i), b) for i, b in enumerate(images[:3])])
+    assert 3 in vision._modules, "a size that keeps coming back gets its own shape"
+    assert set(vision._modules) == {1, 3, 8}
+
+
+# -- the CLI process ---------------------------------------------------------------------------
+
+
+def test_cli_process_with_workers_prints_everything_and_exits_0(tiny_dir: Path, image_dir: Path,
+                                                                tmp_path: Path) -> None:
+    env = dict(os.environ, MMSCTL_CACHE_DIR=str(tmp_path / "cache"), MMSCTL_CONFIG_DIR=str(tmp_path / "cfg"))
+    cmd = [sys.executable, "-m", "mmsctl", "predict", str(tiny_dir), str(image_dir), "-o", "jsonl", "-b", "4"]
+    runs = {w: subprocess.run(cmd + ["--workers", w], env=env, capture_output=True, text=True, timeout=180)
+            for w in ("1", "2")}
+    for w, proc in runs.items():
+        assert proc.returncode == 4, (w, proc.stderr[-2000:])  # the one corrupt image: partial failure
+        lines = [json.loads(line) for line in proc.stdout.splitlines()]
+        assert [line["input"] for line in lines] == [str(p) for p in sorted(image_dir.glob("*.png"))]
+    # one input, in-process, quick exit: the whole answer is on stdout and the exit code is 0
+    single = subprocess.run(cmd[:5] + [str(image_dir / "img00.png"), "-o", "json"], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert single.returncode == 0, single.stderr[-2000:]
+    assert [e["class"] for e in json.loads(single.stdout)][:1] == [lines[0]["result"][0]["class"]]
