@@ -92,6 +92,8 @@ def _patch_distutils() -> None:
     pkg = types.ModuleType("distutils")
     mod = types.ModuleType("distutils.version")
     mod.LooseVersion = LooseVersion  # type: ignore[attr-defined]
+    # mxnet compares plain dotted versions with it (numpy_op_fallback): the same ordering does.
+    mod.StrictVersion = LooseVersion  # type: ignore[attr-defined]
     pkg.version = mod  # type: ignore[attr-defined]
     sys.modules.setdefault("distutils", pkg)
     sys.modules.setdefault("distutils.version", mod)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
+import queue
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +39,7 @@ class _Worker:
 @dataclass
 class _Model:
     workers: list[_Worker]
-    queue: Any = field(default_factory=lambda: asyncio.Queue(maxsize=100))
+    queue: Any = field(default_factory=lambda: queue.Queue(maxsize=100))  # qsize/maxsize, as the server's
 
 
 @pytest.fixture
