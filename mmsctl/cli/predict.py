@@ -16,7 +16,6 @@ __all__ = ["register"]
 
 PREDICT_OUTPUTS = ("table", "wide", "json", "jsonl", "yaml")
 #: Default batch for the built-in vision handler (other handlers get 1, as MMS's examples expect).
-AUTO_BATCH = 16
 
 _COLUMNS = (
     Column("Input", "input"),
@@ -135,16 +134,6 @@ def _emit(ui: UI, output: str, total: int, predictions: Iterator[Any]) -> None:
         raise PartialFailure(f"{failed} of {total} inputs failed")
 
 
-def _auto_batch(model: Any, handler: Optional[str]) -> int:
-    from mmsctl.engine.builtin import VISION_HANDLER_MODULE
-    from mmsctl.engine.loader import split_handler
-
-    chosen = handler or model.handler
-    if chosen is None or split_handler(chosen)[0] == VISION_HANDLER_MODULE:
-        return AUTO_BATCH
-    return 1
-
-
 def _is_cli_process() -> bool:
     """True in the `mmsctl` process itself (console script or ``python -m mmsctl``), not when the
     command runs inside another program (tests, CliRunner, an embedding script)."""
@@ -185,7 +174,7 @@ def predict(
     top_k: Optional[int] = typer.Option(None, "--top-k", "-k", min=1, metavar="K",
                                         help="How many classes per input (built-in handler default 5)."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", "-b", min=1, metavar="N",
-                                             help=f"Inputs per forward pass (default {AUTO_BATCH} for the "
+                                             help="Inputs per forward pass (default 16 for the "
                                              "built-in handler, 1 for others)."),
     handler: Optional[str] = typer.Option(None, "--handler", metavar="MODULE[:FN]",
                                           help="Use this handler instead of the archive's "
@@ -200,7 +189,7 @@ def predict(
 ) -> None:
     output = check_output(output, PREDICT_OUTPUTS)
     from mmsctl.engine.inputs import expand_inputs
-    from mmsctl.engine.predict import open_model, predict_local, predict_remote
+    from mmsctl.engine.predict import open_model, predict_local, predict_remote, start_service
 
     ui = get_ui()
     sources = expand_inputs(list(inputs))
@@ -216,26 +205,13 @@ def predict(
             _emit(ui, output, len(sources),
                   predict_remote(client, model, sources, top_k=top_k, version=model_version))
         finally:
-            close = getattr(client, "close", None)
-            if callable(close):
-                close()
+            client.close()
         return
-
-    from mmsctl.engine.pool import choose_workers
 
     local = open_model(model, progress=not ui.quiet)
     readable = sum(1 for s in sources if s.error is None)
-    size = max(1, min(batch_size or _auto_batch(local, handler), readable))
-    processes = choose_workers(workers, readable, size, gpu=gpu)
-    if processes > 1:
-        from mmsctl.engine.pool import ServicePool
-        from mmsctl.engine.predict import pool_spec
-
-        service: Any = ServicePool(pool_spec(local, batch_size=size, handler=handler), workers=processes)
-    else:
-        from mmsctl.engine.service import load_service
-
-        service = load_service(local, model_name=local.name, batch_size=size, gpu_id=gpu, handler=handler)
+    service, size = start_service(local, readable, batch_size=batch_size, handler=handler, gpu=gpu,
+                                  workers=workers)
     try:
         _emit(ui, output, len(sources), predict_local(service, sources, batch_size=size, top_k=top_k))
     finally:

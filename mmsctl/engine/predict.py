@@ -198,6 +198,48 @@ def pool_spec(model: LocalModel, *, batch_size: int, handler: Optional[str] = No
     return PoolSpec(str(model.root), model.name, handler or model.handler, batch_size, legacy)
 
 
+#: Inputs per forward pass for the built-in image handler (others get 1, as MMS's examples need).
+AUTO_BATCH = 16
+
+
+def default_batch_size(model: LocalModel, handler: Optional[str] = None) -> int:
+    """The batch size `predict` uses when none is given."""
+    from mmsctl.engine.builtin import VISION_HANDLER_MODULE
+    from mmsctl.engine.loader import split_handler
+
+    chosen = handler or model.handler
+    if chosen is None or split_handler(chosen)[0] == VISION_HANDLER_MODULE:
+        return AUTO_BATCH
+    return 1
+
+
+def start_service(
+    model: LocalModel,
+    inputs: int,
+    *,
+    batch_size: Optional[int] = None,
+    handler: Optional[str] = None,
+    gpu: Optional[int] = None,
+    workers: Optional[int] = None,
+) -> tuple[Any, int]:
+    """Start what runs *model* for *inputs* inputs: this process, or a pool of one per core.
+
+    Returns:
+        The service (``handle``/``close``) and the batch size to feed it.
+    """
+    from mmsctl.engine.pool import choose_workers
+
+    size = max(1, min(batch_size or default_batch_size(model, handler), inputs))
+    processes = choose_workers(workers, inputs, size, gpu=gpu)
+    if processes > 1:
+        from mmsctl.engine.pool import ServicePool
+
+        return ServicePool(pool_spec(model, batch_size=size, handler=handler), workers=processes), size
+    from mmsctl.engine.service import load_service
+
+    return load_service(model, model_name=model.name, batch_size=size, gpu_id=gpu, handler=handler), size
+
+
 # -- running ----------------------------------------------------------------------------------
 
 
