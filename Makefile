@@ -10,7 +10,7 @@ MMS_VENV ?= .venv-mms
 TS_VENV  ?= .venv-ts
 PYTEST_ARGS ?=
 
-.PHONY: demo test install install-test reference-servers clean bench
+.PHONY: demo test check install install-test reference-servers clean bench
 
 $(BIN)/mmsctl: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,7 +42,11 @@ demo: install
 	$(BIN)/python scripts/demo.py
 
 test: install-test reference-servers
+	PYTHON=$(BIN)/python scripts/check
 	$(BIN)/python -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
+
+check: install-test
+	PYTHON=$(BIN)/python scripts/check
 
 bench: install-test reference-servers
 	$(BIN)/python bench/run_all.py

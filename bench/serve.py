@@ -154,11 +154,13 @@ def _squeezenet_runs(args: argparse.Namespace) -> int:
         loads.append(os.getloadavg()[0])
         r = _run_server("mmsctl", lambda: running_mmsctl_server(work / f"ours{i}", model_store=store),
                         store, args, "squeezenet.mar")["squeezenet"]
-        rps["mmsctl"].append(r["rps"]); p50["mmsctl"].append(r["p50_ms"])
+        rps["mmsctl"].append(r["rps"])
+        p50["mmsctl"].append(r["p50_ms"])
         if not reason:
             r = _run_server("mms", lambda: running_mms(work / f"mms{i}", model_store=store),
                             store, args, "squeezenet.mar")["squeezenet"]
-            rps["mms"].append(r["rps"]); p50["mms"].append(r["p50_ms"])
+            rps["mms"].append(r["rps"])
+            p50["mms"].append(r["p50_ms"])
     print(f"squeezenet, 2 workers, batch_size {args.batch_size}, 10 clients, {args.duration:g} s per run, "
           f"median of {args.runs} (1-min load average at the runs: {', '.join(f'{x:.2f}' for x in loads)})")
     if reason:

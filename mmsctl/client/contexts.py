@@ -88,7 +88,7 @@ def validate_url(url: str, what: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise UsageError(f"bad {what} URL {url!r}: expected http(s)://HOST:PORT")
     try:
-        parts.port
+        _ = parts.port  # raises for a port that is not a number
     except ValueError:
         raise UsageError(f"bad {what} URL {url!r}: the port is not a number") from None
     return url.strip().rstrip("/")

@@ -310,7 +310,7 @@ def predict_local(
         if detail is not None and not isinstance(detail, str):
             detail = f"{type(detail).__name__}: {detail}"
         it = iter(responses)
-        for source, body, error in batch:
+        for source, _body, error in batch:
             if error is not None:
                 yield Prediction(source.name, 0, error=error.message, error_type=type(error).__name__, cause=error)
                 continue

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, TextIO
 
-from mmsctl.errors import ConfigError, NotFoundError, ServerError, UsageError
+from mmsctl.errors import NotFoundError, ServerError, UsageError
 from mmsctl.server.config import ServerConfig, load_properties, parse_address
 from mmsctl.server.instances import Instance, InstanceState, list_instances, pid_alive
 

@@ -68,7 +68,7 @@ def test_killed_worker_fails_in_flight_with_503_and_is_replaced(tmp_path: Path) 
 
 
 def test_response_timeout_kills_and_restarts_worker(tmp_path: Path) -> None:
-    noop = make_noop_archive(tmp_path / "noop")
+    make_noop_archive(tmp_path / "noop")
     with running_mmsctl_server(tmp_path, model_store=tmp_path) as srv:
         resp = httpx.post(f"{srv.management_url}/models",
                           params={"url": "noop", "response_timeout": "1s", "initial_workers": "1"}, timeout=60)
@@ -137,7 +137,7 @@ def test_full_queue_answers_503_with_retry_after(tmp_path: Path) -> None:
 
 
 def test_batching_groups_concurrent_requests(tmp_path: Path) -> None:
-    noop = make_noop_archive(tmp_path / "noop")
+    make_noop_archive(tmp_path / "noop")
     with running_mmsctl_server(tmp_path, model_store=tmp_path) as srv:
         resp = httpx.post(f"{srv.management_url}/models",
                           params={"url": "noop", "batch_size": "4", "max_batch_delay": "200"}, timeout=60)

@@ -97,7 +97,7 @@ def _top_k(request):
             try:
                 k = int(str(value).strip())
             except ValueError:
-                raise InputError("{} must be a whole number, not {!r}".format(key, value))
+                raise InputError("{} must be a whole number, not {!r}".format(key, value)) from None
             if k < 1:
                 raise InputError("{} must be 1 or more, not {}".format(key, k))
             return k
@@ -192,7 +192,7 @@ class VisionService(object):
             img = mx.image.imresize(img, self.width, self.height, RESIZE_INTERP)
             return img.asnumpy()
         except mx.base.MXNetError as exc:
-            raise InputError("Corrupted image input: " + _mxnet_reason(exc))
+            raise InputError("Corrupted image input: " + _mxnet_reason(exc)) from None
 
     def forward(self, images):
         """Run the network on a list of HxWxC arrays; returns an (n, classes) float32 array."""
