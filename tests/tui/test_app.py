@@ -300,3 +300,26 @@ async def test_quit_closes_the_source() -> None:
         await _started(pilot, app)
         await pilot.press("q")
     assert source.closed
+
+
+async def test_cells_that_grow_are_shown_whole() -> None:
+    """A latency that appears after an idle poll widens its column instead of being cut."""
+    import dataclasses
+
+    base = mmsctl_snapshot()
+    idle = dataclasses.replace(base, models=tuple(dataclasses.replace(m, p50_ms=None, p99_ms=None)
+                                                  for m in base.models))
+    busy = dataclasses.replace(
+        base,
+        taken_at=200.0,
+        models=tuple(dataclasses.replace(m, p50_ms=17.5, p99_ms=1234.5) if m.name == "resnet-18" else m
+                     for m in idle.models),
+    )
+    app = _app(ScriptedSource([idle, busy]))
+    async with app.run_test(size=SIZE) as pilot:
+        await _started(pilot, app)
+        app.poll()
+        await wait_for(pilot, lambda: app.polls >= 2)
+        await pilot.pause()
+        row = next(line for line in screen_text(app).splitlines() if line.lstrip().startswith("resnet-18"))
+        assert "17.5ms" in row and "1.2s" in row, row

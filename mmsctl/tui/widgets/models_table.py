@@ -130,7 +130,7 @@ class ModelsTable(DataTable):
             for (key, cells), (_, old) in zip(shown, self._shown):
                 for column, new, before in zip(COLUMNS, cells, old):
                     if new != before:
-                        self.update_cell(key, column.key, self._cell(column, new))
+                        self.update_cell(key, column.key, self._cell(column, new), update_width=True)
             self._shown = shown
             return
         keep = self.current_key
