@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Awaitable, Optional, TypeVar
 
 from mmsctl.engine.protocol import RequestItem, ResponseItem
 
-__all__ = ["Job", "next_batch"]
+__all__ = ["Job", "next_batch", "until_stopped"]
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -29,6 +31,32 @@ class Job:
             self.future.set_result(response)
 
 
+async def until_stopped(awaitable: Awaitable[T], stop: asyncio.Event) -> tuple[bool, Any]:
+    """Await *awaitable* unless *stop* is set first.
+
+    Returns ``(True, result)``, or ``(False, None)`` once *stop* is set with the
+    awaitable cancelled. A result that arrives while it is being cancelled is still
+    returned, so nothing taken (a job, a lock) is ever dropped.
+    """
+    if stop.is_set():
+        if asyncio.iscoroutine(awaitable):
+            awaitable.close()  # never started: no "never awaited" warning
+        return False, None
+    task = asyncio.ensure_future(awaitable)
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+    if not task.done():
+        task.cancel()
+        try:
+            return True, await task  # raced: it completed as we cancelled
+        except asyncio.CancelledError:
+            return False, None
+    return True, task.result()
+
+
 async def next_batch(
     queue: "asyncio.Queue[Job]",
     batch_size: int,
@@ -43,26 +71,9 @@ async def next_batch(
     try:
         first = queue.get_nowait()
     except asyncio.QueueEmpty:
-        if stop.is_set():
+        done, first = await until_stopped(queue.get(), stop)
+        if not done:
             return None
-        getter = asyncio.ensure_future(queue.get())
-        stopper = asyncio.ensure_future(stop.wait())
-        try:
-            await asyncio.wait({getter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopper.cancel()
-        if not getter.done():
-            getter.cancel()
-            try:
-                await getter
-            except asyncio.CancelledError:
-                pass
-            if not getter.cancelled():  # raced: the job was taken as we cancelled
-                first = getter.result()
-            else:
-                return None
-        else:
-            first = getter.result()
     jobs = [first]
     if batch_size <= 1:
         return jobs

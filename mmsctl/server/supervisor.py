@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 from mmsctl.engine.protocol import RequestItem, ResponseItem
 from mmsctl.server import protocol
-from mmsctl.server.batching import Job, next_batch
+from mmsctl.server.batching import Job, next_batch, until_stopped
 from mmsctl.server.config import ServerConfig
 from mmsctl.server.store import ArchiveInfo
 
@@ -218,26 +218,11 @@ class Worker:
 
 async def _acquire_unless(lock: asyncio.Lock, stop: asyncio.Event) -> bool:
     """Take *lock*, or give up (False) once *stop* is set."""
-    if stop.is_set():
+    acquired, _ = await until_stopped(lock.acquire(), stop)
+    if acquired and stop.is_set():
+        lock.release()
         return False
-    acquire = asyncio.ensure_future(lock.acquire())
-    stopper = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait({acquire, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopper.cancel()
-    if acquire.done() and not acquire.cancelled():
-        if stop.is_set():
-            lock.release()
-            return False
-        return True
-    acquire.cancel()
-    try:
-        await acquire
-    except asyncio.CancelledError:
-        return False
-    lock.release()  # acquired while being cancelled
-    return False
+    return acquired
 
 
 @dataclass

@@ -1,0 +1,72 @@
+"""Dynamic batching on a real asyncio queue: size, delay, and stops that never drop a job."""
+
+from __future__ import annotations
+
+import asyncio
+
+from mmsctl.engine.protocol import RequestItem
+from mmsctl.server.batching import Job, next_batch, until_stopped
+
+
+def _job(loop: asyncio.AbstractEventLoop, i: int) -> Job:
+    return Job(RequestItem.from_body(str(i), b"x"), loop.create_future())
+
+
+def test_a_batch_takes_what_arrives_within_the_delay() -> None:
+    async def scenario() -> list[str]:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Job] = asyncio.Queue()
+        queue.put_nowait(_job(loop, 0))
+        loop.call_later(0.02, queue.put_nowait, _job(loop, 1))
+        loop.call_later(0.5, queue.put_nowait, _job(loop, 2))  # too late for this batch
+        batch = await next_batch(queue, 8, 0.1, asyncio.Event())
+        assert batch is not None
+        return [j.item.request_id for j in batch]
+
+    assert asyncio.run(scenario()) == ["0", "1"]
+
+
+def test_a_full_batch_does_not_wait_for_the_delay() -> None:
+    async def scenario() -> tuple[int, float]:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Job] = asyncio.Queue()
+        for i in range(5):
+            queue.put_nowait(_job(loop, i))
+        t0 = loop.time()
+        batch = await next_batch(queue, 3, 10.0, asyncio.Event())
+        assert batch is not None
+        return len(batch), loop.time() - t0
+
+    size, waited = asyncio.run(scenario())
+    assert size == 3 and waited < 5.0
+
+
+def test_stop_ends_the_wait_for_a_first_job_and_loses_nothing() -> None:
+    async def scenario() -> tuple[object, int]:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Job] = asyncio.Queue()
+        stop = asyncio.Event()
+        loop.call_later(0.02, stop.set)
+        result = await next_batch(queue, 4, 0.1, stop)
+        queue.put_nowait(_job(loop, 7))  # arrives after the stop: still in the queue for others
+        return result, queue.qsize()
+
+    result, left = asyncio.run(scenario())
+    assert result is None and left == 1
+
+
+def test_until_stopped_returns_the_result_or_gives_up() -> None:
+    async def scenario() -> tuple[tuple[bool, object], tuple[bool, object], bool]:
+        stop = asyncio.Event()
+        got = await until_stopped(asyncio.sleep(0, result="done"), stop)
+        lock = asyncio.Lock()
+        await lock.acquire()
+        asyncio.get_running_loop().call_later(0.02, stop.set)
+        gave_up = await until_stopped(lock.acquire(), stop)
+        lock.release()
+        return got, gave_up, lock.locked()
+
+    got, gave_up, still_locked = asyncio.run(scenario())
+    assert got == (True, "done")
+    assert gave_up == (False, None)
+    assert not still_locked  # the abandoned acquire did not take the lock behind our back
