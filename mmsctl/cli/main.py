@@ -78,13 +78,32 @@ for _name in COMMAND_MODULES:
     _module.register(app)
 
 
+#: Global switches that may also be written after the command, as kubectl allows.
+_GLOBAL_SWITCHES = ("-q", "--quiet", "--debug")
+
+
+def hoist_global_switches(args: list[str]) -> list[str]:
+    """Move ``-q``/``--quiet``/``--debug`` found after the command to the front.
+
+    ``mmsctl zoo pull x -q`` then means ``mmsctl -q zoo pull x``. Nothing after a
+    literal ``--`` is touched.
+    """
+    end = args.index("--") if "--" in args else len(args)
+    switches = [a for a in args[:end] if a in _GLOBAL_SWITCHES]
+    if not switches:
+        return args
+    rest = [a for a in args[:end] if a not in _GLOBAL_SWITCHES]
+    return switches + rest + args[end:]
+
+
 def run(argv: Optional[list[str]] = None) -> None:
     """Entry point of the ``mmsctl`` console script."""
     from mmsctl.errors import MmsError
 
     set_ui(UI())
+    args = hoist_global_switches(list(sys.argv[1:] if argv is None else argv))
     try:
-        app(args=argv, prog_name="mmsctl")
+        app(args=args, prog_name="mmsctl")
     except MmsError as exc:
         ui = get_ui()
         if ui.debug:

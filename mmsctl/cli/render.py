@@ -45,7 +45,7 @@ class UI:
 
     def warn(self, text: str) -> None:
         """A warning on stderr; shown even with ``-q``."""
-        self.err.print(f"[yellow]warning:[/yellow] {text}", highlight=False)
+        self.err.print(f"[yellow]warning:[/yellow] {_escape(text)}", highlight=False)
 
     def error(self, text: str, hint: Optional[str] = None) -> None:
         self.err.print(f"[bold red]error:[/bold red] {_escape(text)}", highlight=False)

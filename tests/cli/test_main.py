@@ -1,0 +1,33 @@
+"""The CLI root: global switches anywhere, and warnings that print user text as it is."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+
+from rich.console import Console
+
+from mmsctl.cli.main import hoist_global_switches
+from mmsctl.cli.render import UI
+
+
+def test_global_switches_after_the_command_are_moved_to_the_front() -> None:
+    assert hoist_global_switches(["zoo", "pull", "x", "-q"]) == ["-q", "zoo", "pull", "x"]
+    assert hoist_global_switches(["--debug", "models", "list"]) == ["--debug", "models", "list"]
+    assert hoist_global_switches(["predict", "m", "--", "-q"]) == ["predict", "m", "--", "-q"]
+
+
+def test_quiet_after_the_command_silences_messages_not_data(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    proc = subprocess.run([sys.executable, "-m", "mmsctl", "zoo", "list", "-o", "json", "-q"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.lstrip().startswith("[")
+    assert "No such option" not in proc.stderr
+
+
+def test_warnings_do_not_read_user_text_as_markup() -> None:
+    buf = io.StringIO()
+    ui = UI(err=Console(file=buf, no_color=True, width=200))
+    ui.warn("model [bold]x[/bold] kept")
+    assert "model [bold]x[/bold] kept" in buf.getvalue()
