@@ -28,7 +28,9 @@ from mmsctl.errors import ArchiveError, InputNotFoundError, UsageError
 __all__ = [
     "ArchiveFile",
     "ModelArchive",
+    "clean_extracted",
     "extract_archive",
+    "extracted_copy",
     "find_root",
     "open_archive",
     "stem_of",
@@ -163,6 +165,62 @@ def _extracted_dir() -> Path:
     from mmsctl.config import cache_dir
 
     return cache_dir() / "extracted"
+
+
+def extracted_copy(source: Path) -> Optional[Path]:
+    """The cached extraction of archive file *source*, if there is one (for ``zoo rm``)."""
+    try:
+        target = _extracted_dir() / _cache_key(Path(source))
+    except OSError:
+        return None
+    return target if target.is_dir() else None
+
+
+def _tree_size(folder: Path) -> int:
+    total = 0
+    for path in folder.rglob("*"):
+        try:
+            if path.is_file() and not path.is_symlink():
+                total += path.stat().st_size
+        except OSError:
+            pass
+    return total
+
+
+def _live_tmp(folder: Path) -> bool:
+    """A ``.extract.tmp-<pid>-<rand>`` folder of an extraction still running."""
+    if not folder.name.startswith("."):
+        return False
+    try:
+        pid = int(folder.name.rsplit(".tmp-", 1)[1].split("-", 1)[0])
+        os.kill(pid, 0)
+    except (IndexError, ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_extracted(only: Optional[Path] = None) -> tuple[int, int]:
+    """Delete cached extractions (all, or just *only*): returns (folders, bytes freed).
+
+    Every changed archive gets a new extraction (the key includes size and
+    mtime), so without this the cache only grows. Half-made ``tmp`` folders of
+    interrupted extractions go too.
+    """
+    root = _extracted_dir()
+    if only is not None:
+        folders = [only] if only.is_dir() and root in only.parents else []
+    else:
+        folders = [p for p in root.iterdir() if p.is_dir() and not _live_tmp(p)] if root.is_dir() else []
+    count = freed = 0
+    for folder in folders:
+        size = _tree_size(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+        if not folder.exists():
+            count += 1
+            freed += size
+    return count, freed
 
 
 def _place(tmp: Path, target: Path) -> None:

@@ -36,6 +36,16 @@ def _complete_context_names(incomplete: str) -> list[str]:
         return []
 
 
+def _complete_removable_names(incomplete: str) -> list[str]:
+    """Only contexts from contexts.toml: the built-in `local` cannot be removed."""
+    try:
+        from mmsctl.client.contexts import ContextStore
+
+        return [n for n in ContextStore().names() if n.startswith(incomplete)]
+    except Exception:  # noqa: BLE001 - completion stays silent
+        return []
+
+
 NameArg: str = typer.Argument(..., help="Context name.", metavar="NAME", autocompletion=_complete_context_names)
 
 _COLUMNS = (
@@ -123,7 +133,9 @@ def current(output: str = typer.Option("name", "--output", "-o", help="Output: n
 
 
 @context_app.command("remove")
-def remove(name: str = NameArg) -> None:
+def remove(
+    name: str = typer.Argument(..., help="Context name.", metavar="NAME", autocompletion=_complete_removable_names),
+) -> None:
     """Remove a context (if it was current, the local server becomes current)."""
     from mmsctl.client.contexts import ContextStore
 

@@ -100,6 +100,11 @@ def launch_cmd(
     from mmsctl.cloud.accelerators import choose
     from mmsctl.cloud.userdata import parse_models
 
+    from mmsctl.cloud.userdata import SERVERS
+    from mmsctl.errors import UsageError
+
+    if server not in SERVERS:  # a usage error, before any AWS call (or credential check)
+        raise UsageError(f"unknown --server {server!r}; choose one of: {', '.join(SERVERS)}")
     choice = choose(accelerator, eia)
     req = ec2.LaunchRequest(accelerator=choice, models=parse_models(models), instance_type=instance_type,
                             subnet=subnet, key_name=key_name, ami=ami, count=count, server=server,  # type: ignore[arg-type]
@@ -192,7 +197,13 @@ def terminate_cmd(
     """Terminate mmsctl instances (instances without the mmsctl:managed tag are refused)."""
     check_output(output)
     from mmsctl.cloud.ec2 import terminate
+    from mmsctl.errors import UsageError
 
+    if not instance_ids and not all_:  # before the AWS session: no region or credentials needed to say this
+        raise UsageError("name the instances to terminate (INSTANCE_ID…), or pass --all",
+                         hint="`mmsctl ec2 list` shows mmsctl's instances")
+    if instance_ids and all_:
+        raise UsageError("pass INSTANCE_IDs or --all, not both")
     aws = _session(region, profile, dry_run)
     rows = terminate(aws, list(instance_ids or []), all_instances=all_, wait=wait)
     if dry_run:

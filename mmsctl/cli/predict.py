@@ -25,19 +25,17 @@ _COLUMNS = (
     Column("Status", "status", wide=True, justify="right"),
 )
 
-HELP = """Run MODEL on images and print the answers.
-
-MODEL is a zoo name (squeezenet), a .mar/.tar.gz/.model archive, a model folder or an
-MXNet checkpoint folder. INPUT is image files, folders (their images, sorted), globs,
-http(s) URLs or - for stdin. Each input is sent as the raw request body, so the answer is
-what `curl -T INPUT http://host:8080/predictions/MODEL` gets from MMS.
-
-With --context NAME the inputs go to that server's /predictions/MODEL instead.
-
-Output: a table of the top classes; -o json prints the response body (one input) or a list
-of {input, status, result|error} (several); -o jsonl streams one such object per line.
-Exit code 4 when some inputs failed (the others are printed).
-"""
+HELP = (
+    "Run MODEL on images and print the answers.\n\n"
+    "MODEL is a zoo name (squeezenet), a .mar/.tar.gz/.model archive, a model folder or an MXNet "
+    "checkpoint folder. INPUT is image files, folders (their images, sorted), globs, http(s) URLs "
+    "or - for stdin. Each input is sent as the raw request body, so the answer is what "
+    "`curl -T INPUT http://host:8080/predictions/MODEL` gets from MMS.\n\n"
+    "With --context NAME the inputs go to that server's /predictions/MODEL instead.\n\n"
+    "Output: a table of the top classes; -o json prints the response body (one input) or a list "
+    "of {input, status, result|error} (several); -o jsonl streams one such object per line. "
+    "Exit code 4 when some inputs failed (the others are printed)."
+)
 
 
 def _rows(predictions: Iterable[Any]) -> Iterator[dict[str, Any]]:

@@ -59,6 +59,9 @@ def list_models(
     rows = zoo_rows(cached_only=cached)
     if render_data(rows, output):
         return
+    if not rows:
+        get_ui().message("no archives in the cache" if cached else "the zoo catalog is empty")
+        return
     for row in rows:
         row["size_h"] = _human(row["size"]) if row["cached"] else (
             "~" + _human(row["size"]) if row["size"] else None  # type: ignore[operator]
@@ -134,6 +137,7 @@ def rm(
     from mmsctl.zoo.resolve import cached_model
 
     ui = get_ui()
+    keep = _running_servers()
     missing = [n for n in names if cached_model(n) is None]
     if missing:
         raise ModelNotFoundError(
@@ -143,17 +147,36 @@ def rm(
         model = cached_model(name)
         if model is None:  # removed twice on one command line
             continue
-        freed = cache.remove(model.path)
+        freed = cache.remove(model.path, extracted=not keep)
         ui.message(f"removed {model.name} ({_human(freed)})")
+    _warn_kept(keep)
 
 
 @zoo_app.command("clean")
 def clean() -> None:
-    """Empty the archive cache (and leftovers of interrupted downloads)."""
+    """Empty the cache: archives, their extracted copies, leftovers of interrupted downloads."""
     from mmsctl.zoo import cache
 
-    count, freed = cache.clean()
-    get_ui().message(f"removed {count} archive{'s' if count != 1 else ''}, freed {_human(freed)}")
+    keep = _running_servers()
+    count, copies, freed = cache.clean(extracted=not keep)
+    extracted = f" and {copies} extracted cop{'ies' if copies != 1 else 'y'}" if copies else ""
+    get_ui().message(f"removed {count} archive{'s' if count != 1 else ''}{extracted}, freed {_human(freed)}")
+    _warn_kept(keep)
+
+
+def _running_servers() -> list[str]:
+    """Names of running `mmsctl serve` instances: their workers load from the extracted copies."""
+    from mmsctl.server.instances import list_instances
+
+    return [i.name for i in list_instances() if i.running_state() is not None]
+
+
+def _warn_kept(servers: list[str]) -> None:
+    if servers:
+        get_ui().warn(
+            f"kept the extracted model copies: mmsctl server {', '.join(servers)} is running "
+            "(its workers load from them); stop it and run `mmsctl zoo clean` again to free them"
+        )
 
 
 def register(app: typer.Typer) -> None:

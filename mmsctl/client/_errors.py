@@ -15,6 +15,7 @@ knows which one answered.
 from __future__ import annotations
 
 import json
+import socket
 from typing import TYPE_CHECKING, Any, Optional
 from urllib.parse import urlsplit
 
@@ -94,11 +95,13 @@ def error_from_response(
             "its keys to key_file.json in the folder it was started from",
         )
     if status == 404 and (model is not None) and (kind is None or "NotFound" in kind):
-        if kind == "ModelVersionNotFoundException":
-            text = f"model {model} not found on {server}: {detail}"
-        else:
-            text = f"model {model} not found on {server}"
-        return RemoteModelNotFound(text, status=status, type=kind or "", hint="list the models with `mmsctl models list`")
+        if kind == "ModelVersionNotFoundException":  # the model is there, that version is not
+            return RemoteModelNotFound(
+                f"model {model} has no such version on {server}: {detail}", status=status, type=kind,
+                hint=f"`mmsctl models describe {model}` shows its default version; leave out --version to use it",
+            )
+        return RemoteModelNotFound(f"model {model} not found on {server}", status=status, type=kind or "",
+                                   hint="list the models with `mmsctl models list`")
     if status == 404 and operation == "register":
         return RemoteModelNotFound(
             f"register failed on {server}: {detail}", status=status, type=kind or "",
@@ -113,6 +116,16 @@ def error_from_response(
         )
     what = f"{operation} failed" if operation else "request failed"
     return ApiError(f"{what} on {server}: {detail} ({kind or 'HTTP'} {status})", status=status, type=kind or "")
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """*exc* and the exceptions it was raised from, outermost first (cycles cut)."""
+    seen: list[BaseException] = []
+    current: Optional[BaseException] = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
 
 
 def error_from_transport(exc: "httpx.HTTPError", url: str, timeout: Optional[float] = None) -> Exception:
@@ -132,12 +145,15 @@ def error_from_transport(exc: "httpx.HTTPError", url: str, timeout: Optional[flo
     if "certificate" in lowered or "ssl" in lowered or "tls" in lowered:
         return ConnectionFailed(f"TLS error talking to {server}: {text}")
     if isinstance(exc, httpx.ConnectError):
-        if "refused" in lowered or "errno 111" in lowered:
+        causes = _causes(exc)
+        if "refused" in lowered or "errno 111" in lowered or any(isinstance(c, ConnectionRefusedError) for c in causes):
+            # the async client (mmsctl top) says only "All connection attempts failed"; the cause says why
             return ConnectionFailed(
                 f"cannot connect to {server}: connection refused",
-                hint="is the server running? `mmsctl ping` checks every context",
+                hint="is the server running? `mmsctl ping --all` checks every context",
             )
-        if "name or service not known" in lowered or "nodename nor servname" in lowered or "getaddrinfo" in lowered:
+        if ("name or service not known" in lowered or "nodename nor servname" in lowered or "getaddrinfo" in lowered
+                or any(isinstance(c, socket.gaierror) for c in causes)):
             return ConnectionFailed(f"cannot resolve {server}: {text}")
         return ConnectionFailed(f"cannot connect to {server}: {text}")
     if isinstance(exc, httpx.UnsupportedProtocol) or isinstance(exc, httpx.InvalidURL):

@@ -83,14 +83,19 @@ def contexts_file() -> Path:
 
 
 def validate_url(url: str, what: str) -> str:
-    """An http(s) URL with a host, without a trailing slash."""
+    """An http(s) URL with a host, without a trailing slash.
+
+    *what* names the value in messages: ``inference`` (→ "bad inference URL …")
+    or an environment variable such as ``MMSCTL_INFERENCE_URL``.
+    """
+    label = what if what.endswith("_URL") else f"{what} URL"
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise UsageError(f"bad {what} URL {url!r}: expected http(s)://HOST:PORT")
+        raise UsageError(f"bad {label} {url!r}: expected http(s)://HOST:PORT")
     try:
-        _ = parts.port  # raises for a port that is not a number
+        _ = parts.port  # raises for a port that is not a number or out of range
     except ValueError:
-        raise UsageError(f"bad {what} URL {url!r}: the port is not a number") from None
+        raise UsageError(f"bad {label} {url!r}: the port must be a number from 1 to 65535") from None
     return url.strip().rstrip("/")
 
 
@@ -120,6 +125,11 @@ class ContextStore:
     def get(self, name: str) -> Context:
         if name == LOCAL and name not in self._data.get("contexts", {}):
             return local_context()
+        if name.startswith(f"{LOCAL}:") and name not in self._data.get("contexts", {}):
+            # `context list` shows a running `mmsctl serve --name X` as local:X; accept that name back.
+            found = _running_instance(name.split(":", 1)[1])
+            if found is not None:
+                return found
         entry = self._data.get("contexts", {}).get(name)
         if not isinstance(entry, dict):
             known = ", ".join([LOCAL, *self.names()])
@@ -165,6 +175,9 @@ class ContextStore:
 
     def remove(self, name: str) -> None:
         contexts = self._data.get("contexts", {})
+        if name not in contexts and (name == LOCAL or name.startswith(f"{LOCAL}:")):
+            raise UsageError(f"{name!r} is the built-in context of the local server; it cannot be removed",
+                             hint="`mmsctl context use NAME` switches to another context")
         if name not in contexts:
             raise ContextNotFound(f"context {name!r} not found")
         del contexts[name]
@@ -184,7 +197,8 @@ def local_context() -> Context:
     return Context(LOCAL, DEFAULT_INFERENCE_URL, DEFAULT_MANAGEMENT_URL, DEFAULT_METRICS_URL, source="default")
 
 
-def _running_instance() -> Optional[Context]:
+def _running_instance(name: Optional[str] = None) -> Optional[Context]:
+    """The first running ``mmsctl serve`` instance (or the one called *name*) as a context."""
     try:
         from mmsctl.server.instances import list_instances
     except ImportError:  # the server package is optional for remote-only use
@@ -194,6 +208,8 @@ def _running_instance() -> Optional[Context]:
     except OSError:
         return None
     for instance in instances:
+        if name is not None and instance.name != name:
+            continue
         state = instance.running_state()
         if state is None or not state.inference_url or not state.management_url:
             continue

@@ -117,7 +117,7 @@ class Server:
                 await self.frontend.add_model(model, self.config.default_workers_per_model, True)
             except ApiException as exc:
                 self.manager.startup_models.discard(name or "")
-                raise ServerError(f"model {spec!r} failed to start: {exc.message}") from None
+                raise ServerError(f"start-up model {name or location!r}: {exc.message}") from None
             log.info("start-up model %s ready", model_name)
 
     async def main_loop(self) -> None:

@@ -33,8 +33,8 @@ def snapshot_once(source: DataSource, interval: float = 1.0) -> Snapshot:
     snapshot = asyncio.run(_twice(source, interval))
     if not snapshot.server.reachable:
         raise ConnectionFailed(
-            snapshot.server.error or f"cannot reach {snapshot.server.url}",
-            hint="is the server running? (mmsctl serve status; --context picks another server)",
+            snapshot.server.error or f"cannot connect to {snapshot.server.url}",
+            hint="is the server running? `mmsctl ping --all` checks every context",
         )
     return snapshot
 

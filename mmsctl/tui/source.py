@@ -23,7 +23,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
-from mmsctl.errors import ApiError, AuthenticationFailed, ClientError, ConnectionFailed, RequestTimeout
+from mmsctl.client._errors import error_from_transport
+from mmsctl.errors import ApiError, AuthenticationFailed, ClientError
 from mmsctl.tui.model import HostStats, ModelRow, ServerStatus, Snapshot
 from mmsctl.tui.readings import (
     MetricIndex,
@@ -118,6 +119,7 @@ class HttpSource:
         self.describe_every = describe_every
         self._clock = clock
         self._httpx = httpx
+        self._timeout = timeout
         self._client = httpx.AsyncClient(
             timeout=httpx.Timeout(timeout, connect=min(timeout, 1.0)),
             transport=transport,
@@ -151,10 +153,10 @@ class HttpSource:
         httpx = self._httpx
         try:
             response = await self._client.request(method, url, headers=headers, params=params)
-        except httpx.TimeoutException as exc:
-            raise RequestTimeout(f"{method} {url}: timed out") from exc
         except httpx.HTTPError as exc:
-            raise ConnectionFailed(f"cannot reach {_origin(url)}: {_reason(exc)}") from exc
+            # The same words as every other remote command ("cannot connect to HOST:PORT: connection
+            # refused", "cannot resolve …", "… did not answer after 2 s").
+            raise error_from_transport(exc, url, self._timeout) from exc
         if response.status_code >= 400:
             raise _api_error(response)
         return response
@@ -334,18 +336,6 @@ class HttpSource:
 
 def _join(base: str, path: str) -> str:
     return base.rstrip("/") + path
-
-
-def _origin(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
-
-
-def _reason(exc: Exception) -> str:
-    text = str(exc) or type(exc).__name__
-    if "Connection refused" in text or "connect" in type(exc).__name__.lower():
-        return "connection refused"
-    return text
 
 
 def _ms(started: float) -> float:

@@ -1,6 +1,7 @@
 """The download cache: where fetched archives live, and how files land there atomically.
 
-Layout under ``mmsctl.config.cache_dir()/archives``::
+Layout under ``mmsctl.config.cache_dir()/archives`` (``cache_dir()/extracted`` holds
+the unpacked copies, see :mod:`mmsctl.archive.model_archive`)::
 
     squeezenet_v1.1.mar               a zoo archive, by its file name
     squeezenet_v1.1.mar.meta.json     where it came from, size, sha256, when
@@ -213,9 +214,16 @@ def entries() -> list[CacheEntry]:
     return found
 
 
-def remove(path: Path) -> int:
-    """Delete one cached archive and its metadata; returns the bytes freed."""
+def remove(path: Path, *, extracted: bool = True) -> int:
+    """Delete one cached archive and its metadata (and, with *extracted*, the copy
+    ``predict``/``serve`` extracted from it); returns the bytes freed."""
     freed = 0
+    if extracted:
+        from mmsctl.archive.model_archive import clean_extracted, extracted_copy
+
+        copy = extracted_copy(path)
+        if copy is not None:
+            freed += clean_extracted(copy)[1]
     for victim in (path, _meta_path(path)):
         try:
             freed += victim.stat().st_size
@@ -231,17 +239,28 @@ def remove(path: Path) -> int:
     return freed
 
 
-def clean() -> tuple[int, int]:
-    """Empty the archive cache (parts of live downloads excepted). Returns (archives, bytes)."""
-    removed = 0
-    freed = 0
+def clean(*, extracted: bool = True) -> tuple[int, int, int]:
+    """Empty the archive cache (parts of live downloads excepted).
+
+    Returns:
+        (archives removed, extracted copies removed, bytes freed).
+
+    With *extracted*, the extracted copies of every archive ``predict`` or ``serve``
+    opened go too (``<cache>/extracted``): they are most of the disk a cache uses.
+    """
+    removed = copies = freed = 0
     for entry in entries():
-        freed += remove(entry.path)
+        freed += remove(entry.path, extracted=False)
         removed += 1
+    if extracted:
+        from mmsctl.archive.model_archive import clean_extracted
+
+        copies, size = clean_extracted()
+        freed += size
     freed += sweep_parts()
     urls = archives_dir() / "urls"
     if urls.is_dir():
         for folder in urls.iterdir():
             if folder.is_dir() and not any(folder.iterdir()):
                 shutil.rmtree(folder, ignore_errors=True)
-    return removed, freed
+    return removed, copies, freed

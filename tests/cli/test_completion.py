@@ -49,3 +49,11 @@ def test_bash_completion_commands_and_live_model_names(tmp_path) -> None:
         assert _complete("mmsctl scale sq", env) == ["squeezenet"]
     # server gone: completion stays silent, no traceback in the shell
     assert _complete("mmsctl scale sq", env) == []
+
+
+def test_context_names_complete_and_remove_offers_only_removable_ones(capsys) -> None:
+    assert invoke(capsys, "context", "add", "prod", "--inference", "http://10.0.0.5:8080",
+                  "--management", "http://10.0.0.5:8081").code == 0
+    env = {key: os.environ[key] for key in ("MMSCTL_CONFIG_DIR", "MMSCTL_STATE_DIR")}
+    assert _complete("mmsctl context use ", env) == ["local", "prod"]
+    assert _complete("mmsctl context remove ", env) == ["prod"]  # `local` is built in

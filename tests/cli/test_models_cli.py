@@ -122,3 +122,5 @@ def test_unreachable_server_is_one_line(capsys, monkeypatch) -> None:
     r = invoke(capsys, "models", "list")
     assert r.code == 5
     assert r.stderr.splitlines()[0] == f"error: cannot connect to 127.0.0.1:{port}: connection refused"
+    # The hint names the command that really checks every context (plain `ping` checks only the current one).
+    assert r.stderr.splitlines()[1] == "hint: is the server running? `mmsctl ping --all` checks every context"

@@ -15,19 +15,14 @@ import pytest
 
 from mmsctl.cli.main import run
 from tests.engine.helpers import build_tiny_checkpoint, handler_archive, png_bytes
+from tests.support.cli import CliResult, run_mmsctl
 
 
 def invoke(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *args: str,
-           stdin: Optional[bytes] = None) -> tuple[int, str, str]:
+           stdin: Optional[bytes] = None) -> CliResult:
     if stdin is not None:
         monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
-    code = 0
-    try:
-        run(list(args))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_mmsctl(capsys, *args)
 
 
 @pytest.fixture(scope="module")
@@ -282,3 +277,12 @@ def test_context_unreachable_is_one_line(capsys, monkeypatch, images: Path) -> N
                             str(images / "img1.png"))
     assert code == 5 and out == ""
     assert err.startswith("error: ")
+
+
+def test_help_paragraphs_are_reflowed(capsys, monkeypatch) -> None:
+    """Hard line breaks inside a help paragraph showed as ragged half-lines in a terminal."""
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, _ = invoke(capsys, monkeypatch, "predict", "--help")
+    assert code == 0
+    assert "a model folder or an MXNet checkpoint folder" in out
+    assert "so the answer is what `curl -T INPUT http://host:8080/predictions/MODEL`" in out

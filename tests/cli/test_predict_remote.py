@@ -16,7 +16,8 @@ from typing import Iterator
 import pytest
 import yaml
 
-from tests.client.clirun import CliResult, invoke
+from tests.client.clirun import invoke
+from tests.support.cli import one_error_line
 from tests.support.mmsctl_server import ServerInfo, free_port, make_noop_archive, running_mmsctl_server
 
 pytestmark = [pytest.mark.xdist_group("predict-remote")]  # one server for the module
@@ -54,13 +55,6 @@ def inputs(tmp_path: Path) -> Path:
     (folder / "pics" / "1.jpg").write_bytes(b"first")
     (folder / "pics" / "notes.txt").write_text("not an image: skipped")
     return folder
-
-
-def one_error_line(r: CliResult) -> str:
-    assert "Traceback" not in r.stderr
-    lines = r.stderr.splitlines()
-    assert lines and lines[0].startswith("error: ") and all(x.startswith("hint: ") for x in lines[1:]), r.stderr
-    return lines[0]
 
 
 def test_one_input_every_output_format(srv: ServerInfo, inputs: Path, capsys) -> None:

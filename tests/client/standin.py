@@ -10,7 +10,6 @@ it fail (``fail_next`` 503s, ``slow_ping`` seconds).
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,11 +17,7 @@ from typing import Any, Iterator, Optional
 
 from aiohttp import web
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.support._proc import any_free_port, free_ports
 
 
 @dataclass
@@ -178,7 +173,7 @@ def running_standin(standin: Optional[StandIn] = None) -> Iterator[StandIn]:
     standin = standin or StandIn()
     loop = asyncio.new_event_loop()
     runners: list[web.AppRunner] = []
-    ports = (_free_port(), _free_port())
+    ports = free_ports(2, pick=any_free_port)
 
     async def start() -> None:
         for app, port in zip(standin.apps(), ports):

@@ -30,8 +30,10 @@ def test_describe_unwraps_torchserve_list_and_versions(standin: StandIn, context
         detail = client.describe("nin")
         assert (detail.name, detail.version, detail.ready_workers) == ("nin", "1.0", 1)
         assert client.describe("nin", "1.0").version == "1.0"
-        with pytest.raises(RemoteModelNotFound, match="model nin not found on 127.0.0.1:.*9.9 does not exist"):
+        # The model is there, the version is not: say so, and do not send the user to `models list`.
+        with pytest.raises(RemoteModelNotFound, match="model nin has no such version on 127.0.0.1:.*9.9 does not exist") as version:
             client.describe("nin", "9.9")
+        assert version.value.hint is not None and "leave out --version" in version.value.hint
         with pytest.raises(RemoteModelNotFound) as info:
             client.describe("nope")
     assert info.value.exit_code == 3

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +12,8 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+
+from tests.support._proc import any_free_port
 
 REPO = Path(__file__).resolve().parents[2]
 MOTO_SERVER = Path(sys.executable).with_name("moto_server")
@@ -27,12 +28,6 @@ FAKE_AWS = {
     "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
     "AWS_EC2_METADATA_DISABLED": "true",
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -54,7 +49,7 @@ class Moto:
 def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moto]:
     if not MOTO_SERVER.exists():
         pytest.skip(f"moto_server not installed beside {sys.executable} (pip install 'moto[server]')")
-    port = _free_port()
+    port = any_free_port()
     log = tmp_path_factory.mktemp("moto") / "moto.log"
     with open(log, "wb") as fh:
         proc = subprocess.Popen([str(MOTO_SERVER), "-H", "127.0.0.1", "-p", str(port)], stdout=fh, stderr=fh)

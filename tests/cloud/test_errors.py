@@ -60,3 +60,24 @@ def test_accelerator_choices() -> None:
         check_ei_region(region)
     with pytest.raises(UnsupportedRegion):
         check_ei_region("eu-central-1")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["ec2", "terminate"], "error: name the instances to terminate (INSTANCE_ID…), or pass --all"),
+        (["ec2", "terminate", "i-0123456789abcdef0", "--all"], "error: pass INSTANCE_IDs or --all, not both"),
+        (["ec2", "launch", "--server", "torchserve", "--dry-run"],
+         "error: unknown --server 'torchserve'; choose one of: mmsctl, mms"),
+    ],
+)
+def test_usage_errors_come_before_aws(capsys, monkeypatch, args: list[str], message: str) -> None:
+    """A wrong command line is exit 2 with its own message, not a region/credentials error (exit 9)."""
+    from tests.client.clirun import invoke
+
+    for key, value in {"AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+                       "AWS_EC2_METADATA_DISABLED": "true"}.items():
+        monkeypatch.setenv(key, value)
+    r = invoke(capsys, *args)
+    assert (r.code, r.stdout) == (2, "")
+    assert r.stderr.splitlines()[0] == message

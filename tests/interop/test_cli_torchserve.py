@@ -15,7 +15,8 @@ import pytest
 
 from mmsctl.client.contexts import resolve_context
 from mmsctl.client.management import ManagementClient
-from tests.client.clirun import CliResult, invoke
+from tests.client.clirun import invoke
+from tests.support.cli import one_error_line
 from tests.support.fixtures_mms import torchserve_server  # noqa: F401
 from tests.support.torchserve import TorchServeInstance, running_torchserve
 
@@ -34,13 +35,6 @@ def ts(torchserve_server: TorchServeInstance, capsys) -> TorchServeInstance:
     with ManagementClient(resolve_context("ts")) as client:
         client.wait_for_workers("noop", 1, timeout=90, poll_interval=0.2)
     return server
-
-
-def one_error_line(r: CliResult) -> str:
-    assert "Traceback" not in r.stderr
-    lines = r.stderr.splitlines()
-    assert lines and lines[0].startswith("error: ") and all(x.startswith("hint: ") for x in lines[1:]), r.stderr
-    return lines[0]
 
 
 def host(url: str) -> str:

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 from tests.recipes.conftest import RECIPES, RecipeRun
+from tests.support.archives import squeezenet_mar
 from tests.support.http_mirror import serving_folder
 
 SCRIPT = RECIPES / "air-gapped-mirror.sh"
@@ -16,16 +17,7 @@ def test_mirror_is_built_checked_and_works_offline(
     recipe: RecipeRun, tmp_path: Path, squeezenet_dir: Path, kitten_jpg: Path
 ) -> None:
     upstream = tmp_path / "upstream"  # stands in for the MMS zoo on the connected side
-    made = recipe.mmsctl(
-        "archive",
-        "create",
-        str(squeezenet_dir),
-        "-n",
-        "squeezenet_v1.1",
-        "--export-path",
-        str(upstream),
-    )
-    assert made.returncode == 0, made.stderr
+    squeezenet_mar(recipe.mmsctl, squeezenet_dir, upstream)
     dest = tmp_path / "mirror"
 
     with serving_folder(upstream) as zoo:

@@ -12,7 +12,9 @@ import pytest
 from mmsctl.server.config import parse_properties
 from tests.recipes.conftest import RECIPES, RecipeRun
 from tests.support._proc import http_request
-from tests.support.mms import _java, describe, mms_skip_reason, running_mms, wait_for_prediction
+from tests.support.archives import squeezenet_mar
+from tests.support.mms import describe, mms_skip_reason, running_mms, wait_for_prediction
+from tests.support.refserver import java as find_java
 
 CONFIG = RECIPES / "mms-config" / "config.properties"
 
@@ -34,7 +36,7 @@ public class PropsDump {
 
 
 def _java_properties(path: Path, tmp_path: Path) -> dict[str, str]:
-    java = _java()
+    java = find_java()
     if java is None:
         pytest.skip(
             "no `java` on PATH and no JAVA_HOME: cannot check the file with java.util.Properties"
@@ -63,19 +65,6 @@ def _with_ports(text: str, recipe: RecipeRun) -> str:
     return text
 
 
-def _store_with_squeezenet(recipe: RecipeRun, squeezenet_dir: Path, store: Path) -> None:
-    made = recipe.mmsctl(
-        "archive",
-        "create",
-        str(squeezenet_dir),
-        "-n",
-        "squeezenet_v1.1",
-        "--export-path",
-        str(store),
-    )
-    assert made.returncode == 0, made.stderr
-
-
 def test_java_reads_the_same_properties_as_mmsctl(tmp_path: Path) -> None:
     ours = parse_properties(CONFIG.read_text())
     assert _java_properties(CONFIG, tmp_path) == ours
@@ -94,7 +83,7 @@ def test_mmsctl_serves_with_the_config(
     folder.mkdir()
     config = folder / "config.properties"
     config.write_text(_with_ports(CONFIG.read_text(), recipe))
-    _store_with_squeezenet(recipe, squeezenet_dir, folder / "model-store")
+    squeezenet_mar(recipe.mmsctl, squeezenet_dir, folder / "model-store")
 
     started = recipe.mmsctl("serve", "start", "--config", str(config), timeout=180)
     assert started.returncode == 0, started.stderr
@@ -128,7 +117,7 @@ def test_real_mms_loads_the_config(
     if reason:
         pytest.skip(reason)
     store = tmp_path / "model-store"
-    _store_with_squeezenet(recipe, squeezenet_dir, store)
+    squeezenet_mar(recipe.mmsctl, squeezenet_dir, store)
     props = parse_properties(CONFIG.read_text())
     # running_mms picks free ports and passes --model-store; every other key is the recipe's.
     extra = {k: v for k, v in props.items() if not k.endswith("_address") and k != "model_store"}

@@ -7,6 +7,7 @@ import socket
 from pathlib import Path
 
 from tests.recipes.conftest import RECIPES, RecipeRun
+from tests.support.archives import squeezenet_mar
 from tests.support.mmsctl_server import make_noop_archive
 
 SCRIPT = RECIPES / "quickstart.sh"
@@ -38,16 +39,7 @@ def test_quickstart_serves_squeezenet_from_the_zoo(
 ) -> None:
     # An offline zoo mirror holding the real squeezenet: the name `squeezenet` resolves offline.
     mirror = recipe.cwd / "mirror"
-    made = recipe.mmsctl(
-        "archive",
-        "create",
-        str(squeezenet_dir),
-        "-n",
-        "squeezenet_v1.1",
-        "--export-path",
-        str(mirror),
-    )
-    assert made.returncode == 0, made.stderr
+    squeezenet_mar(recipe.mmsctl, squeezenet_dir, mirror)
 
     result = recipe.run(SCRIPT, "squeezenet", str(kitten_jpg), MMSCTL_ZOO_URL=str(mirror))
 

@@ -153,3 +153,15 @@ def test_config_properties_are_used(tmp_path: Path, noop: Path) -> None:
     d = httpx.get(f"http://127.0.0.1:{management}/models/noop").json()
     assert len(d["workers"]) == 2 and d["queueStatus"]["capacity"] == 7
     assert _mmsctl("serve", "stop", "--name", str(inference)).returncode == 0
+
+
+def test_not_an_archive_names_the_model_once(tmp_path: Path) -> None:
+    """The error used to read "model 'bad=/x/bad.jpg' failed to start: /x/bad.jpg: …"."""
+    junk = tmp_path / "bad.jpg"
+    junk.write_text("hello")
+    flags, _, _ = _addresses()
+    result = _mmsctl("serve", "start", "--models", f"bad={junk}", *flags, "--timeout", "60")
+    assert result.returncode == 1
+    error = next(line for line in result.stderr.splitlines() if line.startswith("error:"))
+    assert error == (f"error: server failed to start: start-up model 'bad': {junk}: not a model archive "
+                     "(expected a .mar/.model zip, a .tar.gz or a folder)")

@@ -25,8 +25,11 @@ from typing import Any, Callable, Optional
 
 __all__ = [
     "HttpReply",
+    "any_free_port",
     "free_port",
+    "free_ports",
     "http_request",
+    "remove_tree",
     "short_tmp_dir",
     "stop_process_group",
     "tail",
@@ -46,6 +49,23 @@ def free_port(low: int = 20000, high: int = 32000) -> int:
                 continue
             return port
     raise RuntimeError(f"no free port in {low}..{high}")
+
+
+def any_free_port() -> int:
+    """A TCP port the kernel just handed out on 127.0.0.1 (for servers without MMS's port limit)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def free_ports(count: int, pick: Callable[[], int] = free_port) -> list[int]:
+    """*count* distinct free ports, each from *pick*."""
+    ports: list[int] = []
+    while len(ports) < count:
+        port = pick()
+        if port not in ports:
+            ports.append(port)
+    return ports
 
 
 def short_tmp_dir(prefix: str) -> Path:
@@ -154,4 +174,5 @@ def tail(path: Path, lines: int = 30) -> str:
 
 
 def remove_tree(path: Path) -> None:
+    """Delete a scratch folder; one already gone (or half gone) is fine."""
     shutil.rmtree(path, ignore_errors=True)

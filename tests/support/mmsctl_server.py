@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional
+
+from tests.support._proc import any_free_port as free_port
+from tests.support._proc import free_ports
 
 __all__ = ["ServerInfo", "ServerStartError", "free_port", "make_noop_archive", "running_mmsctl_server"]
 
@@ -47,13 +49,6 @@ class ServerInfo:
             return self.log_file.read_text(errors="replace")
         except OSError:
             return ""
-
-
-def free_port() -> int:
-    """A TCP port that was free a moment ago on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 NOOP_HANDLER = '''
@@ -148,9 +143,7 @@ def running_mmsctl_server(
 
     tmp_dir = Path(tmp_dir)
     state_dir = tmp_dir / "mmsctl-state"
-    ports = [free_port() for _ in range(3)]
-    while len(set(ports)) < 3:
-        ports = [free_port() for _ in range(3)]
+    ports = free_ports(3, pick=free_port)
     name = f"test-{ports[0]}"
     settings = dict(extra_config or {})
     token_file = None

@@ -14,32 +14,22 @@ from ``key_file.json`` in the run folder (``ts.keys``, ``ts.key_file``);
 ``disable_token_authorization=True``, ``enable_model_api=True`` and
 ``metrics_mode="prometheus"`` change the config. Mark tests
 ``@pytest.mark.interop`` and ``@pytest.mark.xdist_group("mms")``; the generic
-helpers in ``tests.support.mms`` (``predict``, ``describe``, ``wait_for_workers``,
-``register_model`` …) take ``headers=`` for the bearer token.
+helpers in ``tests.support.refserver`` (also importable from ``tests.support.mms``:
+``predict``, ``describe``, ``wait_for_workers``, ``register_model`` …) take
+``headers=`` for the bearer token.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import textwrap
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, ClassVar, Iterator, Optional
 
-from tests.support._proc import (
-    free_port,
-    http_request,
-    remove_tree,
-    short_tmp_dir,
-    stop_process_group,
-    tail,
-    wait_until,
-)
-from tests.support.mms import _java
+from tests.support._proc import http_request
 from tests.support.paths import TS_VENV
+from tests.support.refserver import ECHO_HANDLER_SOURCE, Launcher, RefServerInstance, archive_handler, java, serving
 
 __all__ = [
     "TorchServeInstance",
@@ -51,32 +41,10 @@ __all__ = [
 
 TS_BIN = TS_VENV / "bin" / "torchserve"
 TS_ARCHIVER_BIN = TS_VENV / "bin" / "torch-model-archiver"
+TORCHSERVE = Launcher("TorchServe", TS_BIN, "ts")
 
 # Module-level ``handle`` (TorchServe's function entry point); echoes each body back.
-TS_NOOP_HANDLER_SOURCE = textwrap.dedent(
-    '''
-    """Echo handler for interop tests (TorchServe hands JSON bodies over already parsed)."""
-    import json
-
-
-    def handle(data, context):
-        if not data:
-            return None
-        out = []
-        for item in data:
-            body = item.get("body")
-            if body is None:
-                body = item.get("data")
-            if body is None:
-                body = b""
-            if isinstance(body, (dict, list)):
-                body = json.dumps(body)
-            if isinstance(body, str):
-                body = body.encode("utf-8")
-            out.append(bytes(body))
-        return out
-    '''
-).lstrip()
+TS_NOOP_HANDLER_SOURCE = ECHO_HANDLER_SOURCE
 
 
 def ts_skip_reason() -> Optional[str]:
@@ -85,22 +53,18 @@ def ts_skip_reason() -> Optional[str]:
         return f"TorchServe 0.12 not installed: {TS_BIN} is missing (run `make reference-servers`)"
     if not TS_ARCHIVER_BIN.exists():
         return f"torch-model-archiver not installed: {TS_ARCHIVER_BIN} is missing"
-    if _java() is None:
+    if java() is None:
         return "TorchServe needs Java: no `java` on PATH and no JAVA_HOME"
     return None
 
 
 @dataclass
-class TorchServeInstance:
+class TorchServeInstance(RefServerInstance):
     """A running TorchServe: addresses, files, and its API keys (empty when auth is off)."""
 
-    inference_url: str
-    management_url: str
-    metrics_url: str
-    model_store: Path
-    tmp_dir: Path
-    pid: int
-    log_dir: Path
+    LOG_NAMES: ClassVar[tuple[str, ...]] = ("ts_log.log", "model_log.log")
+
+    metrics_url: str = ""
     key_file: Optional[Path] = None
     keys: dict[str, str] = field(default_factory=dict)
 
@@ -112,29 +76,14 @@ class TorchServeInstance:
         key = self.keys.get("management")
         return {"Authorization": f"Bearer {key}"} if key else {}
 
-    def logs(self, lines: int = 40) -> str:
-        parts = []
-        for name in ("ts_log.log", "model_log.log"):
-            text = tail(self.log_dir / name, lines)
-            if text:
-                parts.append(f"--- {name}\n{text}")
-        text = tail(self.tmp_dir / "launcher.out", lines)
-        if text:
-            parts.append(f"--- launcher\n{text}")
-        return "\n".join(parts)
-
 
 def build_noop_ts_mar(
     export_dir: Path, name: str = "noop", *, version: str = "1.0", handler_source: str = TS_NOOP_HANDLER_SOURCE
 ) -> Path:
     """Archive the echo handler with ``torch-model-archiver``; returns the ``.mar`` path."""
-    export_dir.mkdir(parents=True, exist_ok=True)
-    src = export_dir / f".{name}-src"
-    src.mkdir(exist_ok=True)
-    handler = src / "noop_handler.py"
-    handler.write_text(handler_source)
-    subprocess.run(
-        [
+    return archive_handler(
+        export_dir, name, handler_source, "noop_handler.py",
+        lambda handler: [
             str(TS_ARCHIVER_BIN),
             "--model-name", name,
             "--version", version,
@@ -142,12 +91,8 @@ def build_noop_ts_mar(
             "--export-path", str(export_dir),
             "--force",
         ],
-        check=True,
-        capture_output=True,
         timeout=120,
     )
-    remove_tree(src)
-    return export_dir / f"{name}.mar"
 
 
 def read_keys(key_file: Path) -> dict[str, str]:
@@ -182,13 +127,10 @@ def running_torchserve(
     log_dir = tmp_dir / "logs"
     log_dir.mkdir(exist_ok=True)
     key_file = tmp_dir / "key_file.json"
-    last_error: Optional[BaseException] = None
-    for _attempt in range(3):
-        private_tmp = short_tmp_dir("ts")
-        ports: set[int] = set()
-        while len(ports) < 5:  # gRPC too: its default 7070/7071 clash between runs
-            ports.add(free_port())
-        inference_port, management_port, metrics_port, grpc_inference, grpc_management = sorted(ports)
+
+    def prepare(ports: list[int]) -> tuple[list[str], TorchServeInstance]:
+        # gRPC too: its default 7070/7071 clash between runs
+        inference_port, management_port, metrics_port, grpc_inference, grpc_management = ports
         props: dict[str, Any] = {
             "inference_address": f"http://127.0.0.1:{inference_port}",
             "management_address": f"http://127.0.0.1:{management_port}",
@@ -210,74 +152,38 @@ def running_torchserve(
         config = tmp_dir / "config.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         key_file.unlink(missing_ok=True)
-        env = dict(os.environ)
-        env.update(
-            TMPDIR=str(private_tmp),
-            TEMP=str(private_tmp),
-            LOG_LOCATION=str(log_dir),
-            METRICS_LOCATION=str(log_dir),
-            PYTHONUNBUFFERED="1",
-        )
-        for key in [k for k in env if k.startswith("MMSCTL_")]:
-            env.pop(key)
         cmd = [str(TS_BIN), "--start", "--foreground", "--ncs", "--ts-config", str(config)]
         if models:
             cmd += ["--models", *(f"{name}={where}" for name, where in models.items())]
-        out = open(tmp_dir / "launcher.out", "ab")
-        proc = subprocess.Popen(
-            cmd, cwd=tmp_dir, env=env, stdout=out, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True,
-        )
-        out.close()
         instance = TorchServeInstance(
             inference_url=f"http://127.0.0.1:{inference_port}",
             management_url=f"http://127.0.0.1:{management_port}",
             metrics_url=f"http://127.0.0.1:{metrics_port}",
             model_store=model_store,
             tmp_dir=tmp_dir,
-            pid=proc.pid,
+            pid=0,
             log_dir=log_dir,
         )
+        return cmd, instance
 
-        def ready() -> bool:
-            if not disable_token_authorization:
-                if not key_file.exists():
-                    return False
-                instance.key_file = key_file
-                instance.keys = read_keys(key_file)
-            reply = http_request("GET", instance.inference_url + "/ping", headers=instance.inference_headers(), timeout=2)
-            return reply.status == 200
+    def ready(instance: TorchServeInstance) -> bool:
+        if not disable_token_authorization:
+            if not key_file.exists():
+                return False
+            instance.key_file = key_file
+            instance.keys = read_keys(key_file)
+        reply = http_request("GET", instance.inference_url + "/ping", headers=instance.inference_headers(), timeout=2)
+        return reply.status == 200
 
-        try:
-            try:
-                wait_until(
-                    ready,
-                    timeout=start_timeout,
-                    what="TorchServe /ping",
-                    alive=lambda: None if proc.poll() is None else f"TorchServe exited with {proc.returncode}",
-                )
-            except RuntimeError as exc:
-                last_error = exc
-                continue
-            except TimeoutError as exc:
-                raise TimeoutError(f"{exc}\n{instance.logs()}") from None
-            yield instance
-            return
-        finally:
-            try:
-                subprocess.run([str(TS_BIN), "--stop"], env=env, cwd=tmp_dir, capture_output=True, timeout=30)
-            except (subprocess.TimeoutExpired, OSError):
-                pass
-            stop_process_group(proc)
-            remove_tree(private_tmp)
-    raise RuntimeError(f"TorchServe did not start: {last_error}\n{tail(tmp_dir / 'launcher.out')}")
+    with serving(TORCHSERVE, port_count=5, prepare=prepare, ready=ready, start_timeout=start_timeout) as instance:
+        yield instance
 
 
 if __name__ == "__main__":  # a manual smoke run: python -m tests.support.torchserve
     import sys
     import tempfile
 
-    from tests.support.mms import wait_for_prediction
+    from tests.support.refserver import wait_for_prediction
 
     work = Path(tempfile.mkdtemp(prefix="ts-smoke-"))
     build_noop_ts_mar(work / "store")

@@ -11,8 +11,8 @@ import pytest
 
 from mmsctl.tui.source import Endpoints, HttpSource
 from tests.support.fixtures_mms import mms_server  # noqa: F401 - a fixture
+from tests.support.fixtures_mms import torchserve_with_noop
 from tests.support.mms import register_model, unregister_model, wait_for_prediction
-from tests.support.torchserve import build_noop_ts_mar, running_torchserve, ts_skip_reason
 
 pytestmark = [pytest.mark.interop, pytest.mark.xdist_group("mms")]
 
@@ -53,15 +53,7 @@ def test_real_mms_shows_describe_and_no_metrics(mms_server: Any) -> None:  # noq
 
 @pytest.fixture(scope="module")
 def torchserve_metrics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    reason = ts_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    root = tmp_path_factory.mktemp("ts-top")
-    store = root / "store"
-    build_noop_ts_mar(store, "noop")
-    with running_torchserve(root / "run", model_store=store, models={"noop": "noop.mar"},
-                            metrics_mode="prometheus") as ts:
-        yield ts
+    yield from torchserve_with_noop(tmp_path_factory, "ts-top", metrics_mode="prometheus")
 
 
 def test_torchserve_metrics_with_token_auth(torchserve_metrics: Any) -> None:

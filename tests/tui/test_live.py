@@ -128,7 +128,21 @@ def test_once_against_no_server_is_one_clear_line() -> None:
                           capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 5
     assert proc.stdout == ""
-    assert proc.stderr.startswith("error: cannot reach") and "Traceback" not in proc.stderr
+    # The same words as `mmsctl models list` against a server that is down.
+    assert proc.stderr.splitlines()[0] == f"error: cannot connect to 127.0.0.1:{port}: connection refused"
+    assert "Traceback" not in proc.stderr
+
+
+def test_once_against_an_unknown_host_says_so(capsys, monkeypatch) -> None:
+    """A typo in the host name is "cannot resolve", not "connection refused"."""
+    from tests.client.clirun import invoke
+
+    monkeypatch.setenv("MMSCTL_INFERENCE_URL", "http://no-such-host.invalid:18080")
+    monkeypatch.setenv("MMSCTL_MANAGEMENT_URL", "http://no-such-host.invalid:18081")
+    r = invoke(capsys, "top", "--once", "-o", "json")
+    assert (r.code, r.stdout) == (5, "")
+    assert r.stderr.startswith("error: cannot resolve no-such-host.invalid:1808"), r.stderr
+    assert "connection refused" not in r.stderr
 
 
 def test_top_without_a_terminal_says_how_to_script_it() -> None:

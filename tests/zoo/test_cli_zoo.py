@@ -5,25 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 import yaml
 
-from mmsctl.cli.main import run
 from mmsctl.zoo import cache
+from tests.support.cli import run_mmsctl as mmsctl
 from tests.support.http_mirror import Mirror
 from tests.zoo.conftest import cached_files
-
-
-def mmsctl(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """Run the CLI in-process; returns (exit code, stdout, stderr)."""
-    capsys.readouterr()
-    code = 0
-    try:
-        run(list(args))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_list_table_is_plain_columns_when_piped(capsys) -> None:
@@ -111,3 +98,59 @@ def test_rm_and_clean(capsys, http_mirror: Mirror) -> None:
     code, _, err = mmsctl(capsys, "zoo", "clean")
     assert code == 0 and "removed 1 archive," in err
     assert cached_files() == []
+
+
+def _real_mar(path: Path) -> Path:
+    """A minimal model-archiver 1.0 .mar that open_archive accepts."""
+    import zipfile
+
+    manifest = {"runtime": "python", "model": {"modelName": path.stem, "handler": "h:handle"}}
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("MAR-INF/MANIFEST.json", json.dumps(manifest))
+        zf.writestr("h.py", "def handle(data, context):\n    return data\n")
+    return path
+
+
+def _extracted() -> list[Path]:
+    root = cache.archives_dir().parent / "extracted"
+    return sorted(root.iterdir()) if root.is_dir() else []
+
+
+def test_rm_and_clean_free_the_extracted_copies(capsys, http_mirror: Mirror, mirror_dir: Path,
+                                                tmp_path: Path) -> None:
+    from mmsctl.archive import open_archive
+
+    _real_mar(mirror_dir / "squeezenet_v1.1.mar")
+    mmsctl(capsys, "-q", "zoo", "pull", "squeezenet")
+    open_archive(cache.zoo_path("squeezenet_v1.1.mar"))  # what predict and serve do
+    assert len(_extracted()) == 1
+    code, _, err = mmsctl(capsys, "zoo", "rm", "squeezenet")
+    assert code == 0 and _extracted() == []
+
+    mmsctl(capsys, "-q", "zoo", "pull", "squeezenet")
+    open_archive(cache.zoo_path("squeezenet_v1.1.mar"))
+    open_archive(_real_mar(tmp_path / "local.mar"))  # a local archive predict opened
+    assert len(_extracted()) == 2
+    code, _, err = mmsctl(capsys, "zoo", "clean")
+    assert code == 0 and "removed 1 archive and 2 extracted copies" in err
+    assert _extracted() == [] and cached_files() == []
+
+
+def test_clean_keeps_extracted_copies_while_a_server_runs(capsys, tmp_path: Path) -> None:
+    import os
+
+    from mmsctl.archive import open_archive
+    from mmsctl.server.instances import Instance, InstanceState
+
+    open_archive(_real_mar(tmp_path / "served.mar"))
+    Instance("18999").write_state(InstanceState(name="18999", pid=os.getpid(), status="ready"))
+    code, _, err = mmsctl(capsys, "zoo", "clean")
+    assert code == 0 and len(_extracted()) == 1
+    assert "warning: kept the extracted model copies: mmsctl server 18999 is running" in err
+
+
+def test_list_cached_when_nothing_is_cached_says_so(capsys) -> None:
+    code, out, err = mmsctl(capsys, "zoo", "list", "--cached")
+    assert code == 0 and out == "" and "no archives in the cache" in err
+    code, out, _ = mmsctl(capsys, "zoo", "list", "--cached", "-o", "json")
+    assert code == 0 and json.loads(out) == []
