@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -96,14 +96,37 @@ def hoist_global_switches(args: list[str]) -> list[str]:
     return switches + rest + args[end:]
 
 
+def _click_exceptions() -> Any:
+    """The click exception classes typer raises (typer >= 0.17 vendors its own click)."""
+    try:
+        from typer._click import exceptions
+    except ImportError:  # pragma: no cover - a typer that uses plain click
+        from click import exceptions
+    return exceptions
+
+
 def run(argv: Optional[list[str]] = None) -> None:
     """Entry point of the ``mmsctl`` console script."""
     from mmsctl.errors import MmsError
 
     set_ui(UI())
     args = hoist_global_switches(list(sys.argv[1:] if argv is None else argv))
+    click_exc = _click_exceptions()
     try:
-        app(args=args, prog_name="mmsctl")
+        code = app(args=args, prog_name="mmsctl", standalone_mode=False)
+    except click_exc.NoArgsIsHelpError as exc:  # `mmsctl models`: the group's help, like kubectl
+        get_ui().err.file.write(exc.format_message() + "\n")
+        sys.exit(exit_codes.SUCCESS)
+    except click_exc.UsageError as exc:  # bad flag, missing argument, bad value: one line
+        where = f"`{exc.ctx.command_path} --help`" if exc.ctx is not None else "`mmsctl --help`"
+        get_ui().error(exc.format_message(), f"see {where}")
+        sys.exit(exit_codes.USAGE)
+    except click_exc.ClickException as exc:
+        get_ui().error(exc.format_message())
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        get_ui().error("interrupted")
+        sys.exit(exit_codes.INTERRUPTED)
     except MmsError as exc:
         ui = get_ui()
         if ui.debug:
@@ -113,11 +136,6 @@ def run(argv: Optional[list[str]] = None) -> None:
     except KeyboardInterrupt:
         get_ui().error("interrupted")
         sys.exit(exit_codes.INTERRUPTED)
-    except SystemExit as exc:
-        # typer turns Ctrl-C inside a command into a silent exit 130: say what happened.
-        if exc.code == exit_codes.INTERRUPTED:
-            get_ui().error("interrupted")
-        raise
     except BrokenPipeError:
         sys.exit(exit_codes.SUCCESS)
     except Exception as exc:  # noqa: BLE001 - the last line of defence: never a traceback
@@ -126,3 +144,8 @@ def run(argv: Optional[list[str]] = None) -> None:
             raise
         ui.error(f"internal error: {type(exc).__name__}: {exc}", "run again with --debug for the traceback")
         sys.exit(exit_codes.ERROR)
+    # typer returns the code of a typer.Exit; Ctrl-C inside a command arrives as a silent 130.
+    if isinstance(code, int) and code != exit_codes.SUCCESS:
+        if code == exit_codes.INTERRUPTED:
+            get_ui().error("interrupted")
+        sys.exit(code)

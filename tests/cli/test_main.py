@@ -31,3 +31,28 @@ def test_warnings_do_not_read_user_text_as_markup() -> None:
     ui = UI(err=Console(file=buf, no_color=True, width=200))
     ui.warn("model [bold]x[/bold] kept")
     assert "model [bold]x[/bold] kept" in buf.getvalue()
+
+
+def _mmsctl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mmsctl", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_usage_errors_are_one_line_with_where_to_look() -> None:
+    for args, message, where in [
+        (("zoo", "list", "--bogus"), "No such option: --bogus", "mmsctl zoo list --help"),
+        (("scale", "m", "--min-workers", "many"), "Invalid value for '--min-workers'", "mmsctl scale --help"),
+        (("predict", "squeezenet"), "Missing argument", "mmsctl predict --help"),
+        (("nosuch",), "No such command 'nosuch'", "mmsctl --help"),
+    ]:
+        proc = _mmsctl(*args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        lines = proc.stderr.strip().splitlines()
+        assert lines[0].startswith("error: ") and message in lines[0], (args, lines)
+        assert lines[1:] == [f"hint: see `{where}`"], (args, lines)
+        assert proc.stdout == ""
+
+
+def test_a_group_without_a_command_shows_its_help() -> None:
+    proc = _mmsctl("models")
+    assert proc.returncode == 0
+    assert "Usage: mmsctl models" in proc.stdout + proc.stderr
