@@ -32,6 +32,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+from mmsctl.cli import exit_codes as codes  # the numbers live with the CLI that returns them
+
 __all__ = [
     "ApiError",
     "ArchiveError",
@@ -61,7 +63,7 @@ __all__ = [
 class MmsError(Exception):
     """Base of everything mmsctl raises on purpose."""
 
-    exit_code: int = 1
+    exit_code: int = codes.ERROR
     reference: str = "mmsctl-error"
 
     def __init__(self, message: str, *, hint: Optional[str] = None) -> None:
@@ -76,14 +78,14 @@ class MmsError(Exception):
 class UsageError(MmsError):
     """A flag value or argument that cannot be used."""
 
-    exit_code = 2
+    exit_code = codes.USAGE
     reference = "usage"
 
 
 class NotFoundError(MmsError):
     """Something named by the user does not exist."""
 
-    exit_code = 3
+    exit_code = codes.NOT_FOUND
     reference = "not-found"
 
 
@@ -102,7 +104,7 @@ class InputNotFoundError(NotFoundError):
 class PartialFailure(MmsError):
     """Some items of a batch failed; the others succeeded and were printed."""
 
-    exit_code = 4
+    exit_code = codes.PARTIAL_FAILURE
     reference = "partial-failure"
 
 
@@ -169,28 +171,28 @@ class ClientError(MmsError):
 class ConnectionFailed(ClientError):
     """Connection refused, DNS failure or TLS error."""
 
-    exit_code = 5
+    exit_code = codes.UNREACHABLE
     reference = "connection-failed"
 
 
 class AuthenticationFailed(ClientError):
     """The server refused our token."""
 
-    exit_code = 6
+    exit_code = codes.AUTH_FAILED
     reference = "authentication-failed"
 
 
 class RequestTimeout(ClientError):
     """The server did not answer in time."""
 
-    exit_code = 7
+    exit_code = codes.TIMEOUT
     reference = "timeout"
 
 
 class ApiError(ClientError):
     """The server answered with an MMS error body ``{"code", "type", "message"}``."""
 
-    exit_code = 8
+    exit_code = codes.SERVER_ERROR
     reference = "api-error"
 
     def __init__(
@@ -209,12 +211,12 @@ class ApiError(ClientError):
 class ConfigError(MmsError):
     """A config file, context or environment value that cannot be used."""
 
-    exit_code = 2
+    exit_code = codes.USAGE
     reference = "config"
 
 
 class CloudError(MmsError):
     """AWS refused or could not do what was asked."""
 
-    exit_code = 9
+    exit_code = codes.CLOUD_ERROR
     reference = "cloud"

@@ -319,7 +319,7 @@ def ping(
 
     from mmsctl.client.contexts import ContextStore, local_context
     from mmsctl.client.inference import InferenceClient, PingResult
-    from mmsctl.errors import ClientError, MmsError
+    from mmsctl.errors import ApiError, ClientError, MmsError
 
     if all_contexts:
         store = ContextStore()
@@ -349,9 +349,8 @@ def ping(
     failed = [(ctx, r) for ctx, r in zip(contexts, results) if not r.healthy]
     if failed:
         ctx, first = failed[0]
-        error = first.error or ClientError(f"{ctx.name} ({first.url}) is not healthy: {first.status}")
-        if first.error is None:
-            error.exit_code = 8
+        # A server that answered but is not healthy is an error answer (exit 8).
+        error = first.error or ApiError(f"{ctx.name} ({first.url}) is not healthy: {first.status}")
         if len(contexts) > 1:
             error = _with_code(ClientError(f"{len(failed)} of {len(contexts)} servers not healthy"), error.exit_code)
         raise error
