@@ -1,6 +1,6 @@
 """One httpx client per API, with retries that are safe and errors that are translated.
 
-Retry policy (attempts 1 + ``retries``, backoff 0.2 s, 0.4 s, …):
+Retry policy (attempts 1 + ``retries``, backoff 0.2 s, 0.4 s, …; run by tenacity):
 
 - the connection could not be made (refused, DNS, connect timeout): any method is
   retried, because nothing reached the server;
@@ -16,8 +16,8 @@ Retry policy (attempts 1 + ``retries``, backoff 0.2 s, 0.4 s, …):
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from mmsctl.client._errors import error_from_response, error_from_transport
 from mmsctl.errors import UsageError
@@ -51,6 +51,8 @@ class HttpApi:
     backoff: float = 0.2
     transport: Optional["httpx.BaseTransport"] = None
     verify: Any = True
+    #: the backoff clock; tests pass a recorder instead of waiting.
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
 
     def __post_init__(self) -> None:
         import httpx
@@ -90,44 +92,54 @@ class HttpApi:
     ) -> "httpx.Response":
         """Send one call; return the response for a 2xx (or *ok_statuses*), else raise an mmsctl error."""
         import httpx
+        from tenacity import (
+            Retrying,
+            retry_if_exception,
+            retry_if_result,
+            stop_after_attempt,
+            wait_exponential,
+        )
 
         method = method.upper()
-        attempts = 1 + (self.retries if retries is None else retries)
+        idempotent = method in IDEMPOTENT
         clean_params = {k: _param(v) for k, v in (params or {}).items() if v is not None}
         kwargs: dict[str, Any] = {}
         if timeout is not None:
             kwargs["timeout"] = httpx.Timeout(timeout, connect=min(timeout, 10.0))
-        url = self.base_url + path
-        for attempt in range(attempts):
-            last = attempt == attempts - 1
-            try:
-                response = self.client.request(
-                    method, path, params=clean_params, content=content, headers=headers, **kwargs
-                )
-            except httpx.InvalidURL as exc:
-                raise UsageError(f"bad server URL {url!r}: {exc}") from None
-            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-                if last:
-                    raise error_from_transport(exc, url, timeout or self.timeout) from None
-                self._sleep(attempt)
-                continue
-            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
-                if last or method not in IDEMPOTENT:
-                    raise error_from_transport(exc, url, timeout or self.timeout) from None
-                self._sleep(attempt)
-                continue
-            except httpx.HTTPError as exc:
-                raise error_from_transport(exc, url, timeout or self.timeout) from None
-            if response.is_success or response.status_code in ok_statuses:
-                return response
-            if response.status_code in RETRY_STATUS and method in IDEMPOTENT and not last:
-                self._sleep(attempt)
-                continue
-            raise error_from_response(response, model=model, operation=operation)
-        raise AssertionError("unreachable")  # pragma: no cover
 
-    def _sleep(self, attempt: int) -> None:
-        time.sleep(self.backoff * (2**attempt))
+        def send() -> "httpx.Response":
+            return self.client.request(
+                method, path, params=clean_params, content=content, headers=headers, **kwargs
+            )
+
+        def resend_after(exc: BaseException) -> bool:
+            if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
+                return True  # nothing reached the server
+            broken = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+            return idempotent and isinstance(exc, broken)
+
+        def answer_again(response: "httpx.Response") -> bool:
+            wanted = response.is_success or response.status_code in ok_statuses
+            return idempotent and not wanted and response.status_code in RETRY_STATUS
+
+        retrying = Retrying(
+            stop=stop_after_attempt(1 + (self.retries if retries is None else retries)),
+            wait=wait_exponential(multiplier=self.backoff, exp_base=2),
+            retry=retry_if_exception(resend_after) | retry_if_result(answer_again),
+            sleep=self.sleep,
+            # Out of attempts: hand back the last response, or raise the last exception.
+            retry_error_callback=lambda state: state.outcome.result(),  # type: ignore[union-attr]
+        )
+        url = self.base_url + path
+        try:
+            response: httpx.Response = retrying(send)
+        except httpx.InvalidURL as exc:
+            raise UsageError(f"bad server URL {url!r}: {exc}") from None
+        except httpx.HTTPError as exc:
+            raise error_from_transport(exc, url, timeout or self.timeout) from None
+        if response.is_success or response.status_code in ok_statuses:
+            return response
+        raise error_from_response(response, model=model, operation=operation)
 
     def close(self) -> None:
         self.client.close()

@@ -123,61 +123,21 @@ def parse_address(address: str, *, key: str = "address") -> tuple[str, int]:
 
 
 # -- Java properties ------------------------------------------------------------------------
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+def parse_properties(text: str, *, source: str = "config") -> dict[str, str]:
+    """Parse Java ``.properties`` text as ``java.util.Properties.load`` does (via jproperties).
 
+    ``key=value``, ``key: value`` or ``key value``; ``#``/``!`` comments, backslash
+    continuations, ``\\t``-style and ``\\uXXXX`` escapes. A malformed ``\\u`` escape is an
+    error, as in Java, rather than a silently different value.
+    """
+    import jproperties
 
-def _logical_lines(text: str) -> list[str]:
-    """Join backslash-continued lines; drop comments and blanks (java.util.Properties rules)."""
-    out: list[str] = []
-    pending = ""
-    for raw in text.splitlines():
-        line = raw.lstrip() if not pending else raw.lstrip()
-        if not pending and (not line or line[0] in "#!"):
-            continue
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2 == 1:
-            pending += line[:-1]
-            continue
-        out.append(pending + line)
-        pending = ""
-    if pending:
-        out.append(pending)
-    return out
-
-
-def _unescape(text: str) -> str:
-    result: list[str] = []
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\" and i + 1 < len(text):
-            nxt = text[i + 1]
-            if nxt == "u" and i + 6 <= len(text):
-                try:
-                    result.append(chr(int(text[i + 2 : i + 6], 16)))
-                    i += 6
-                    continue
-                except ValueError:
-                    pass
-            result.append(_ESCAPES.get(nxt, nxt))
-            i += 2
-            continue
-        result.append(ch)
-        i += 1
-    return "".join(result)
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java ``.properties`` text (``key=value``, ``key: value`` or ``key value``)."""
-    props: dict[str, str] = {}
-    for line in _logical_lines(text):
-        match = re.match(r"((?:\\.|[^=:\s\\])*)\s*[=:\s]?\s*(.*)$", line, re.S)
-        if not match:
-            continue
-        key, value = _unescape(match.group(1)), _unescape(match.group(2))
-        if key:
-            props[key] = value
-    return props
+    props = jproperties.Properties()
+    try:
+        props.load(text)
+    except jproperties.ParseError as exc:
+        raise ConfigError(f"{source}: line {exc.line_number}: malformed \\uxxxx escape") from None
+    return {key: value.data for key, value in props.items()}
 
 
 def _int(props: dict[str, str], key: str, path: Path) -> Optional[int]:
@@ -197,7 +157,7 @@ def load_properties(path: Path, base: Optional[ServerConfig] = None) -> ServerCo
         raise ConfigError(f"config file not found: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from exc
-    props = parse_properties(text)
+    props = parse_properties(text, source=str(path))
     cfg = base or ServerConfig()
     for key in ("inference_address", "management_address", "metrics_address"):
         if props.get(key):

@@ -75,25 +75,33 @@ def download(
         Unreachable: the host cannot be reached (DNS, routing, connect timeout).
     """
     import httpx
+    from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
     opts = options or DownloadOptions()
     attempts = max(0, opts.retries) + 1
-    last: Optional[DownloadError] = None
-    for attempt in range(attempts):
-        if attempt:
-            sleep(opts.backoff * (2 ** (attempt - 1)))
+
+    def attempt() -> Path:
         part = cache.new_part_file(target)
         try:
             digest = _fetch_once(httpx, url, part, opts)
             return cache.publish(part, target, url=url, sha256=digest)
-        except _Transient as exc:
-            last = exc.error
         finally:
             part.unlink(missing_ok=True)
-    assert last is not None
+
+    retrying = Retrying(
+        stop=stop_after_attempt(attempts),
+        wait=wait_exponential(multiplier=opts.backoff, exp_base=2),  # 0.5 s, 1 s, 2 s, …
+        retry=retry_if_exception_type(_Transient),
+        sleep=sleep,
+        reraise=True,
+    )
+    try:
+        return retrying(attempt)
+    except _Transient as exc:
+        error = exc.error
     if attempts > 1:
-        last.message += f" (after {attempts} attempts)"
-    raise last
+        error.message += f" (after {attempts} attempts)"
+    raise error
 
 
 def _is_loopback(host: str) -> bool:
