@@ -13,11 +13,17 @@ Importing this package is light (stdlib only); ONNX and mxnet load only in ``imp
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
 from mmsctl.archive.info import ArchiveInfo, describe_archive
 from mmsctl.archive.manifest import Manifest, check_model_name, parse_manifest
 from mmsctl.archive.model_archive import ArchiveFile, ModelArchive, extract_archive, open_archive
 from mmsctl.archive.pack import ARCHIVE_FORMATS, CreatedArchive, create_archive
 from mmsctl.archive.unpack import Limits
+
+if TYPE_CHECKING:
+    from mmsctl.archive.onnx_import import OnnxImport
 
 __all__ = [
     "ARCHIVE_FORMATS",
@@ -37,8 +43,10 @@ __all__ = [
 ]
 
 
-def import_onnx(*args, **kwargs):  # type: ignore[no-untyped-def]
+def import_onnx(
+    onnx_file: Path | str, out_dir: Path, *, prefix: str = "model", synset: Optional[Path] = None
+) -> OnnxImport:
     """Lazy alias of :func:`mmsctl.archive.onnx_import.import_onnx` (keeps onnx/mxnet out of imports)."""
     from mmsctl.archive.onnx_import import import_onnx as _impl
 
-    return _impl(*args, **kwargs)
+    return _impl(onnx_file, out_dir, prefix=prefix, synset=synset)

@@ -98,16 +98,12 @@ def launch_cmd(
     check_output(output)
     from mmsctl.cloud import ec2
     from mmsctl.cloud.accelerators import choose
-    from mmsctl.cloud.userdata import parse_models
+    from mmsctl.cloud.userdata import parse_models, server_kind
 
-    from mmsctl.cloud.userdata import SERVERS
-    from mmsctl.errors import UsageError
-
-    if server not in SERVERS:  # a usage error, before any AWS call (or credential check)
-        raise UsageError(f"unknown --server {server!r}; choose one of: {', '.join(SERVERS)}")
+    kind = server_kind(server)
     choice = choose(accelerator, eia)
     req = ec2.LaunchRequest(accelerator=choice, models=parse_models(models), instance_type=instance_type,
-                            subnet=subnet, key_name=key_name, ami=ami, count=count, server=server,  # type: ignore[arg-type]
+                            subnet=subnet, key_name=key_name, ami=ami, count=count, server=kind,
                             allow_cidrs=list(allow), name=name, pip_spec=pip_spec)
     ui = get_ui()
     aws = _session(region, profile, dry_run)
@@ -271,10 +267,11 @@ def user_data_cmd(
 ) -> None:
     """Print the boot script `launch` would pass to the instance (readable bash; no AWS call)."""
     from mmsctl.cloud.accelerators import choose
-    from mmsctl.cloud.userdata import UserDataSpec, parse_models, render_user_data
+    from mmsctl.cloud.userdata import UserDataSpec, parse_models, render_user_data, server_kind
 
+    kind = server_kind(server)
     choice = choose(accelerator, eia)
-    text = render_user_data(UserDataSpec(models=parse_models(models), server=server,  # type: ignore[arg-type]
+    text = render_user_data(UserDataSpec(models=parse_models(models), server=kind,
                                          accelerator=choice.label, pip_spec=pip_spec))
     out = get_ui().out.file
     out.write(text)

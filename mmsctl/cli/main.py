@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any, Optional
+from types import ModuleType
+from typing import Optional
 
 import typer
 
@@ -96,13 +97,11 @@ def hoist_global_switches(args: list[str]) -> list[str]:
     return switches + rest + args[end:]
 
 
-def _click_exceptions() -> Any:
+def _click_exceptions() -> ModuleType:
     """The click exception classes typer raises (typer >= 0.17 vendors its own click)."""
-    try:
-        from typer._click import exceptions
-    except ImportError:  # pragma: no cover - a typer that uses plain click
-        from click import exceptions
-    return exceptions
+    from mmsctl.cli.options import click_module
+
+    return click_module("exceptions")
 
 
 def run(argv: Optional[list[str]] = None) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
 from typing import Optional
 
 import typer
 
-__all__ = ["ContextOpt", "OutputOpt", "WideOutputOpt", "global_context"]
+__all__ = ["ContextOpt", "OutputOpt", "WideOutputOpt", "click_module", "global_context"]
 
 OutputOpt = typer.Option(
     "table", "--output", "-o", help="Output format: table, wide, json or yaml.", metavar="FORMAT"
@@ -21,15 +23,20 @@ ContextOpt: Optional[str] = typer.Option(
 )
 
 
+def click_module(name: str) -> ModuleType:
+    """``typer._click.<name>``: typer >= 0.17 vendors its own click, whose context stack and
+    exceptions are the live ones; ``click.<name>`` for a typer that uses plain click."""
+    try:
+        return importlib.import_module(f"typer._click.{name}")
+    except ImportError:  # pragma: no cover - a typer that uses plain click
+        return importlib.import_module(f"click.{name}")
+
+
 def global_context(explicit: Optional[str]) -> Optional[str]:
     """The context named on this command, else the one given to ``mmsctl --context``."""
     if explicit:
         return explicit
-    try:  # typer >= 0.17 vendors its own click; its context stack is the live one
-        from typer._click.globals import get_current_context
-    except ImportError:  # pragma: no cover - a typer that uses plain click
-        from click import get_current_context
-    ctx = get_current_context(silent=True)
+    ctx = click_module("globals").get_current_context(silent=True)
     while ctx is not None:
         obj = ctx.obj
         if isinstance(obj, dict) and obj.get("context"):

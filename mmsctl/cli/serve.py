@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
 from mmsctl.cli.options import OutputOpt, check_output
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
+
+if TYPE_CHECKING:
+    from mmsctl.server.config import ServerConfig
 
 __all__ = ["register"]
 
@@ -70,10 +73,10 @@ def start(
         ui.message(f"  models:     {', '.join(state.models)}")
 
 
-def _log_hint(config: object) -> str:
+def _log_hint(config: ServerConfig) -> str:
     from mmsctl.server.instances import Instance
 
-    return str(Instance(config.instance_name).log_file)  # type: ignore[attr-defined]
+    return str(Instance(config.instance_name).log_file)
 
 
 @serve_app.command("stop")

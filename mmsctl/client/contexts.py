@@ -199,10 +199,8 @@ def local_context() -> Context:
 
 def _running_instance(name: Optional[str] = None) -> Optional[Context]:
     """The first running ``mmsctl serve`` instance (or the one called *name*) as a context."""
-    try:
-        from mmsctl.server.instances import list_instances
-    except ImportError:  # the server package is optional for remote-only use
-        return None
+    from mmsctl.server.instances import list_instances
+
     try:
         instances = list_instances()
     except OSError:

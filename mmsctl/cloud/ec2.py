@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Callable, Optional
 
 from mmsctl.cloud import tags
@@ -179,7 +180,7 @@ def _row(instance: dict[str, Any]) -> dict[str, Any]:
         "server": t.get(tags.SERVER),
         "image": instance.get("ImageId"),
         "key": instance.get("KeyName"),
-        "launched": launched.isoformat() if hasattr(launched, "isoformat") else launched,
+        "launched": launched.isoformat() if isinstance(launched, datetime) else launched,
         "inference_url": f"http://{public}:{INFERENCE_PORT}" if public else None,
     }
 

@@ -85,10 +85,8 @@ def translate(exc: BaseException, *, service: str = "", operation: str = "") -> 
         service: the service name (``ec2``), for the message.
         operation: the snake-case operation (``run_instances``), for the message.
     """
-    try:
-        import botocore.exceptions as bce
-    except ImportError:  # pragma: no cover - boto3 is a dependency
-        return None
+    import botocore.exceptions as bce
+
     call = _call_name(service, operation)
     if isinstance(exc, (bce.NoCredentialsError, bce.PartialCredentialsError)):
         return NoCredentials(

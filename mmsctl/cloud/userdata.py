@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 
 from mmsctl.errors import UsageError
 
-__all__ = ["ModelSpec", "UserDataSpec", "parse_models", "render_user_data"]
+__all__ = ["ModelSpec", "UserDataSpec", "parse_models", "render_user_data", "server_kind"]
 
 ServerKind = Literal["mmsctl", "mms"]
 SERVERS: tuple[ServerKind, ...] = ("mmsctl", "mms")
@@ -28,6 +28,14 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _ZOO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
 MMS_VERSION = "1.1.11"
 EC2_USER_DATA_LIMIT = 16 * 1024  # RunInstances refuses more (before base64)
+
+
+def server_kind(value: str) -> ServerKind:
+    """A ``--server`` value checked (a usage error before any AWS call or credential check)."""
+    for kind in SERVERS:
+        if value == kind:
+            return kind
+    raise UsageError(f"unknown --server {value!r}; choose one of: {', '.join(SERVERS)}")
 
 
 class _Template(string.Template):

@@ -49,7 +49,7 @@ def cache_file() -> Optional[Path]:
 
 def _with_handle(code: CodeType, handle: int) -> tuple[CodeType, int]:
     """*code* with the placeholder constant replaced by *handle* (and how many were replaced)."""
-    consts = []
+    consts: list[object] = []
     found = 0
     for const in code.co_consts:
         if type(const) is int and const == _PLACEHOLDER:

@@ -253,7 +253,7 @@ def load_legacy_handler(
     with scope:
         try:
             module = _module_from_file(name, path)
-            from mms.model_service.mxnet_model_service import SingleNodeService  # type: ignore
+            from mms.model_service.mxnet_model_service import SingleNodeService
         except Exception as exc:  # noqa: BLE001
             raise _import_error(f"legacy service {service_file!r}", exc) from exc
         classes = [c for c in _classes_of(module) if issubclass(c, SingleNodeService)]

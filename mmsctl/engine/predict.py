@@ -17,11 +17,14 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
 
 from mmsctl.engine.inputs import InputSource
 from mmsctl.engine.protocol import Parameter, RequestItem, ResponseItem
-from mmsctl.errors import ArchiveError, MmsError, ModelNotFoundError
+from mmsctl.errors import MmsError
+
+if TYPE_CHECKING:
+    from mmsctl.archive import Manifest, ModelArchive
 
 __all__ = [
     "LocalModel", "Prediction", "open_model", "pool_spec", "predict_local", "predict_remote", "truncate_top_k",
@@ -114,15 +117,15 @@ class LocalModel:
     name: str
     root: Path
     handler: Optional[str]
-    archive: Any = None
+    archive: Optional[ModelArchive] = None  # None: a bare checkpoint folder
 
     @property
     def model_name(self) -> str:
         return self.name
 
     @property
-    def manifest(self) -> Any:
-        return getattr(self.archive, "manifest", None)
+    def manifest(self) -> Optional[Manifest]:
+        return self.archive.manifest if self.archive is not None else None
 
 
 def _is_checkpoint_folder(path: Path) -> bool:
@@ -133,16 +136,6 @@ def _is_checkpoint_folder(path: Path) -> bool:
         and (path / "signature.json").is_file()
         and any(path.glob("*-symbol.json"))
     )
-
-
-def _open_folder(path: Path, name: str) -> LocalModel:
-    manifest_file = path / "MAR-INF" / "MANIFEST.json"
-    try:
-        manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
-        model = manifest.get("model", {})
-    except (OSError, ValueError, AttributeError) as exc:
-        raise ArchiveError(f"{path}: not a model folder (no readable MAR-INF/MANIFEST.json)") from exc
-    return LocalModel(str(model.get("modelName") or name), path.resolve(), model.get("handler"))
 
 
 def open_model(location: str, *, progress: bool = True) -> LocalModel:
@@ -163,30 +156,15 @@ def open_model(location: str, *, progress: bool = True) -> LocalModel:
     path = Path(target).expanduser()
     if _is_checkpoint_folder(path):
         return LocalModel(name_override or path.name.split("-")[0], path.resolve(), None)
-    try:
-        from mmsctl.zoo import resolve_model  # type: ignore[attr-defined]
-    except ImportError:
-        resolve_model = None
-    if resolve_model is not None:
-        resolved = resolve_model(location, progress=progress)
-        path, model_name = Path(resolved.path), resolved.name
-    else:  # the zoo is not there yet: local paths only
-        if not path.exists():
-            raise ModelNotFoundError(
-                f"model not found: {location}", hint="give a .mar/.tar.gz/.model file or a model folder"
-            )
-        model_name = name_override or path.name.split(".")[0]
+    from mmsctl.archive import open_archive
+    from mmsctl.zoo import resolve_model
+
+    resolved = resolve_model(location, progress=progress)
+    path = Path(resolved.path)
     if _is_checkpoint_folder(path):
-        return LocalModel(name_override or model_name, path.resolve(), None)
-    try:
-        from mmsctl.archive import open_archive  # type: ignore[attr-defined]
-    except ImportError:
-        if path.is_dir():  # the archive module is not there yet: an extracted folder still works
-            return _open_folder(path, name_override or model_name)
-        raise ArchiveError(f"cannot open {path}: the archive module is not available") from None
+        return LocalModel(name_override or resolved.name, path.resolve(), None)
     archive = open_archive(path)
-    name = name_override or getattr(archive, "model_name", None) or model_name
-    return LocalModel(name, Path(archive.root), getattr(archive, "handler", None), archive)
+    return LocalModel(name_override or archive.model_name or resolved.name, archive.root, archive.handler, archive)
 
 
 def pool_spec(model: LocalModel, *, batch_size: int, handler: Optional[str] = None) -> Any:

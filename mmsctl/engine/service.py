@@ -40,7 +40,8 @@ PREDICTION_METRIC = "PredictionTime"
 class ArchiveLike(Protocol):
     """What the engine needs of :class:`mmsctl.archive.ModelArchive`."""
 
-    root: Path
+    @property
+    def root(self) -> Path: ...
 
     @property
     def model_name(self) -> str: ...

@@ -15,7 +15,6 @@ import logging
 import os
 import signal
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -51,7 +50,6 @@ class Server:
         self.force_exit = False
         self._wake: Optional[asyncio.Event] = None
         self._runners: list[Any] = []
-        self.workdir = Path(tempfile.mkdtemp(prefix="mmsctl-server-"))
 
     # -- signals -----------------------------------------------------------------------------
     def _on_signal(self) -> None:
@@ -71,7 +69,7 @@ class Server:
 
         self.metrics = ServerMetrics(lambda: self.manager.models)
         self.manager = ModelManager(self.config, self.metrics)
-        self.frontend = Frontend(self.config, self.manager, self.metrics, self.workdir)
+        self.frontend = Frontend(self.config, self.manager, self.metrics)
         apps = [
             ("inference", self.config.inference_address, self.frontend.inference_app()),
             ("management", self.config.management_address, self.frontend.management_app()),
@@ -108,7 +106,7 @@ class Server:
         for spec in self._startup_specs():
             name, location = split_model_spec(spec)
             try:
-                archive = await loop.run_in_executor(None, resolve_archive, location, self.config, self.workdir)
+                archive = await loop.run_in_executor(None, resolve_archive, location, self.config)
                 model_name = name or archive.model_name or Path(location.rstrip("/")).name.split(".")[0]
                 model = Model(name=model_name, url=location, archive=archive, handler=archive.handler,
                               response_timeout=self.config.default_response_timeout,
@@ -168,9 +166,6 @@ class Server:
             await asyncio.sleep(0.02)
         for runner in self._runners:
             await runner.cleanup()
-        import shutil
-
-        shutil.rmtree(self.workdir, ignore_errors=True)
 
     async def serve(self) -> int:
         loop = asyncio.get_running_loop()
@@ -238,7 +233,7 @@ def run_server(config: ServerConfig, instance: Optional[Instance] = None) -> int
         pass
     _setup_logging()
     try:
-        import uvloop  # type: ignore[import-not-found]
+        import uvloop  # optional: a faster event loop where installed
 
         uvloop.install()
     except ImportError:

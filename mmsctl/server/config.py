@@ -172,9 +172,9 @@ def load_properties(path: Path, base: Optional[ServerConfig] = None) -> ServerCo
     for key in ("default_workers_per_model", "job_queue_size", "max_request_size",
                 "default_response_timeout", "number_of_gpu", "metric_time_interval",
                 "unregister_model_timeout"):
-        value = _int(props, key, path)
-        if value is not None:
-            setattr(cfg, key, value)
+        number = _int(props, key, path)
+        if number is not None:
+            setattr(cfg, key, number)
     if props.get("allowed_urls"):
         cfg.allowed_urls = [u.strip() for u in props["allowed_urls"].split(",") if u.strip()]
     if props.get("key_file") or props.get("token_file"):

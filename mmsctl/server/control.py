@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, TextIO
+from typing import IO, Any, Callable, Iterator, Optional
 
 from mmsctl.errors import NotFoundError, ServerError, UsageError
 from mmsctl.server.config import ServerConfig, load_properties, parse_address
@@ -223,7 +223,7 @@ def status_rows(name: Optional[str]) -> list[dict[str, Any]]:
     return rows
 
 
-def print_logs(name: Optional[str], *, follow: bool, tail: int, out: TextIO) -> None:
+def print_logs(name: Optional[str], *, follow: bool, tail: int, out: IO[str]) -> None:
     candidates = _select(name, running_only=False)
     if not candidates:
         raise NotFoundError("no mmsctl server instance", hint="start one with `mmsctl serve start`")

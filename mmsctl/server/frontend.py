@@ -122,12 +122,10 @@ def _timeout_param(params: Any, key: str, default_seconds: int) -> int:
 class Frontend:
     """Builds the three aiohttp applications around one ModelManager."""
 
-    def __init__(self, config: ServerConfig, manager: ModelManager, metrics: ServerMetrics,
-                 workdir: Path) -> None:
+    def __init__(self, config: ServerConfig, manager: ModelManager, metrics: ServerMetrics) -> None:
         self.config = config
         self.manager = manager
         self.metrics = metrics
-        self.workdir = workdir
         self.tokens = load_tokens(config.token_file)
         self.draining = False
         self.in_flight = 0
@@ -367,7 +365,7 @@ class Frontend:
         synchronous = _bool_param(p, "synchronous", True)
         response_timeout = _timeout_param(p, "response_timeout", self.config.default_response_timeout)
         loop = asyncio.get_running_loop()
-        archive = await loop.run_in_executor(None, resolve_archive, url, self.config, self.workdir)
+        archive = await loop.run_in_executor(None, resolve_archive, url, self.config)
         name = str(p.get("model_name") or archive.model_name or Path(url.rstrip("/")).name.split(".")[0])
         model = Model(name=name, url=url, archive=archive, handler=p.get("handler") or archive.handler,
                       batch_size=batch_size, max_batch_delay=max_batch_delay,

@@ -78,7 +78,7 @@ class ServerMetrics:
                                        buckets=_LATENCY_BUCKETS, registry=self.registry)
         self.batch_size = Histogram("mmsctl_batch_size", "Requests per batch", ["model"],
                                     buckets=(1, 2, 4, 8, 16, 32, 64), registry=self.registry)
-        self.registry.register(_LiveCollector(models))  # type: ignore[arg-type]
+        self.registry.register(_LiveCollector(models))
         self._status_counts = {"2XX": 0, "4XX": 0, "5XX": 0}
         self._hostname = socket.gethostname()
 

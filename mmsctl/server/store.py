@@ -8,12 +8,10 @@ for zoo names (``squeezenet``). Archives are opened (and extracted) with
 
 from __future__ import annotations
 
-import json
 import re
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from mmsctl.server.config import ServerConfig
 from mmsctl.server.errors import BadRequest, DownloadFailed, InvalidModel, ModelNotFound
@@ -67,11 +65,8 @@ def _locate(url: str, config: ServerConfig) -> Path:
 
 
 def _from_zoo(location: str) -> Path:
-    try:
-        from mmsctl.zoo import resolve_model  # type: ignore[attr-defined]
-    except ImportError:
-        raise ModelNotFound(f"Invalid model url: {location}") from None
     from mmsctl.errors import MmsError, NotFoundError, ZooError
+    from mmsctl.zoo import resolve_model
 
     try:
         return Path(resolve_model(location, progress=False).path)
@@ -83,57 +78,27 @@ def _from_zoo(location: str) -> Path:
         raise InvalidModel(exc.message) from None
 
 
-def _open(path: Path, workdir: Optional[Path]) -> ArchiveInfo:
-    try:
-        from mmsctl.archive import open_archive  # type: ignore[attr-defined]
-    except ImportError:
-        return _open_minimal(path, workdir)
+def _open(path: Path) -> ArchiveInfo:
+    from mmsctl.archive import open_archive
     from mmsctl.errors import MmsError
 
     try:
-        archive: Any = open_archive(path)  # extracted once into the cache, keyed by content
+        archive = open_archive(path)  # extracted once into the cache, keyed by content
     except MmsError as exc:
         raise InvalidModel(exc.message) from None
     manifest = archive.manifest
     return ArchiveInfo(
         source=str(path),
-        root=Path(archive.root),
+        root=archive.root,
         model_name=archive.model_name or None,
         handler=archive.handler or None,
-        runtime=getattr(manifest, "runtime", None) or "python",
-        engine=getattr(manifest, "engine_name", None) or None,
-        model_version=getattr(manifest, "model_version", None) or None,
+        runtime=manifest.runtime or "python",
+        engine=manifest.engine_name or None,
+        model_version=manifest.model_version or None,
     )
 
 
-def _open_minimal(path: Path, workdir: Optional[Path]) -> ArchiveInfo:
-    """Folder or .mar with a model-archiver 1.0 manifest (used while mmsctl.archive is absent)."""
-    root = path
-    if path.is_file():
-        if not zipfile.is_zipfile(path):
-            raise InvalidModel(f"not a model archive: {path.name}")
-        import tempfile
-
-        root = Path(tempfile.mkdtemp(prefix=path.stem + "-", dir=workdir))
-        with zipfile.ZipFile(path) as zf:
-            for member in zf.namelist():
-                if member.startswith("/") or ".." in Path(member).parts:
-                    raise InvalidModel(f"unsafe archive member {member!r}")
-            zf.extractall(root)
-    manifest_file = root / "MAR-INF" / "MANIFEST.json"
-    if not manifest_file.is_file():
-        raise InvalidModel("Missing manifest file in model archive.")
-    try:
-        data = json.loads(manifest_file.read_text())
-    except ValueError as exc:
-        raise InvalidModel(f"Failed to parse manifest: {exc}") from None
-    model = data.get("model") or {}
-    engine = data.get("engine") or {}
-    return ArchiveInfo(str(path), root, model.get("modelName"), model.get("handler"),
-                       data.get("runtime") or "python", engine.get("engineName"), model.get("modelVersion"))
-
-
-def resolve_archive(url: str, config: ServerConfig, workdir: Optional[Path] = None) -> ArchiveInfo:
+def resolve_archive(url: str, config: ServerConfig) -> ArchiveInfo:
     """Find and open the archive a register ``url`` names.
 
     Raises:
@@ -141,4 +106,4 @@ def resolve_archive(url: str, config: ServerConfig, workdir: Optional[Path] = No
     """
     if not url:
         raise BadRequest("Parameter url is required.")
-    return _open(_locate(url, config), workdir)
+    return _open(_locate(url, config))

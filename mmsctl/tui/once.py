@@ -43,7 +43,7 @@ def rows_for_table(snapshot: Snapshot) -> list[dict[str, Optional[str]]]:
     """The models as the table shows them (same formatting as the live view)."""
     from mmsctl.tui.format import fmt_count, fmt_int, fmt_ms, fmt_rate, fmt_workers
 
-    rows = []
+    rows: list[dict[str, Optional[str]]] = []
     for r in snapshot.models:
         rows.append({
             "name": r.name,

@@ -250,8 +250,8 @@ def load_from_metrics(
             if previous is not None and before is None:
                 before = {}
             for q, attr in ((0.5, "p50_ms"), (0.99, "p99_ms")):
-                value = histogram_quantile(q, before, buckets)
-                setattr(row, attr, None if value is None else value * names.latency_scale_ms)
+                quantile = histogram_quantile(q, before, buckets)
+                setattr(row, attr, None if quantile is None else quantile * names.latency_scale_ms)
             if previous is not None:
                 mean = mean_from_counters(prev_sum.get(model, 0.0), cur_sum.get(model),
                                           prev_cnt.get(model, 0.0), cur_cnt.get(model))
@@ -274,10 +274,10 @@ def load_from_metrics(
     workers_name = current.first_present(names.workers)
     if workers_name is not None:
         for labels, value in current.get(workers_name):
-            model = _label(labels, _MODEL_LABELS)
-            if model is None:
+            worker_model = _label(labels, _MODEL_LABELS)
+            if worker_model is None:
                 continue
-            row = load(model)
+            row = load(worker_model)
             state = (labels.get("state") or labels.get("status") or "").upper()
             row.workers_total = (row.workers_total or 0) + int(value)
             if state in ("READY", "BUSY"):  # a busy worker is up and serving
@@ -310,15 +310,15 @@ def host_from_metrics(kind: ServerKind, index: Optional[MetricIndex]) -> Optiona
         return HostStats(cpu, used, total, "server")
     if kind == "mmsctl":
         cpu = gauge("mmsctl_host_cpu_percent", "mmsctl_host_cpu_utilization_percent")
-        used = gauge("mmsctl_host_memory_used_bytes")
-        total = gauge("mmsctl_host_memory_total_bytes")
-        available = gauge("mmsctl_host_memory_available_bytes")
-        if total is None and used is not None and available is not None:
-            total = used + available
-        if cpu is None and used is None:
+        used_b = gauge("mmsctl_host_memory_used_bytes")
+        total_b = gauge("mmsctl_host_memory_total_bytes")
+        available_b = gauge("mmsctl_host_memory_available_bytes")
+        if total_b is None and used_b is not None and available_b is not None:
+            total_b = used_b + available_b
+        if cpu is None and used_b is None:
             return None
-        return HostStats(cpu, int(used) if used is not None else None,
-                         int(total) if total is not None else None, "server")
+        return HostStats(cpu, int(used_b) if used_b is not None else None,
+                         int(total_b) if total_b is not None else None, "server")
     return None
 
 

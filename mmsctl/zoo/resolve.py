@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 from urllib.parse import unquote, urlsplit
 
 from mmsctl.config import setting
@@ -33,6 +33,9 @@ from mmsctl.errors import (
 )
 from mmsctl.zoo import cache
 from mmsctl.zoo.catalog import ZooEntry, lookup, unknown_model_message
+
+if TYPE_CHECKING:
+    from mmsctl.zoo.download import DownloadOptions
 
 __all__ = [
     "ResolvedModel",
@@ -89,7 +92,7 @@ def mirror_url() -> Optional[str]:
     return value or None
 
 
-def _download_options(progress: bool):  # type: ignore[no-untyped-def]
+def _download_options(progress: bool) -> DownloadOptions:
     from mmsctl.zoo.download import DownloadOptions
 
     def number(key: str, default: float) -> float:
@@ -249,10 +252,12 @@ def _resolve_name(loc: str, *, offline: Optional[bool], progress: bool, refresh:
     if mirror is not None and not _is_url(mirror):
         return _from_folder(_mirror_folder(mirror), loc, name, filename, entry)
 
-    if entry is None and mirror is None:
+    if mirror is not None:
+        url = mirror.rstrip("/") + "/" + filename
+    elif entry is not None:
+        url = entry.url
+    else:
         raise ModelNotFoundError(unknown_model_message(loc), hint="see `mmsctl zoo list` for every name")
-
-    url = mirror.rstrip("/") + "/" + filename if mirror else entry.url  # type: ignore[union-attr]
     if is_offline(offline):
         reason = "mmsctl is offline (MMSCTL_OFFLINE)"
         # Offline refuses http(s) mirrors too: only a folder can help here.

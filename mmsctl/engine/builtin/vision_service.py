@@ -218,7 +218,7 @@ class VisionService(object):
         ]
 
     def handle(self, data, context):
-        results = [None] * len(data)
+        results: list[object] = [None] * len(data)
         images, positions, top_ks = [], [], []
         for idx, request in enumerate(data):
             try:

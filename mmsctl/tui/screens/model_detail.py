@@ -18,6 +18,7 @@ from mmsctl.tui.widgets.status_line import StatusLine
 
 if TYPE_CHECKING:
     from mmsctl.tui.app import TopApp
+    from mmsctl.tui.model import ModelRow
 
 __all__ = ["ModelScreen"]
 
@@ -102,7 +103,7 @@ class ModelScreen(Screen[None]):
             values = series.values(row.key, attribute)
             self.query_one(f"#{chart_id}", LoadChart).show(values, available=available or bool(values), window=window)
 
-    def _show_workers(self, row) -> None:  # type: ignore[no-untyped-def]
+    def _show_workers(self, row: ModelRow) -> None:
         table = self.query_one("#workers", DataTable)
         cells = [
             (w.id, fmt_int(w.pid), w.status, w.start_time or "n/a", fmt_bytes(w.memory),
