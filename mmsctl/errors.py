@@ -57,6 +57,7 @@ __all__ = [
     "UnsafeArchiveError",
     "UsageError",
     "ZooError",
+    "causes",
 ]
 
 
@@ -220,3 +221,17 @@ class CloudError(MmsError):
 
     exit_code = codes.CLOUD_ERROR
     reference = "cloud"
+
+
+def causes(exc: BaseException) -> list[BaseException]:
+    """*exc* and the exceptions it was raised from, outermost first (cycles cut).
+
+    Where errors from httpx and friends are translated, the useful reason
+    (``ConnectionRefusedError``, ``socket.gaierror``) is often a few links down.
+    """
+    chain: list[BaseException] = []
+    current: Optional[BaseException] = exc
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain

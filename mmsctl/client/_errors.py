@@ -25,6 +25,7 @@ from mmsctl.errors import (
     ConnectionFailed,
     ModelNotFoundError,
     RequestTimeout,
+    causes,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -118,16 +119,6 @@ def error_from_response(
     return ApiError(f"{what} on {server}: {detail} ({kind or 'HTTP'} {status})", status=status, type=kind or "")
 
 
-def _causes(exc: BaseException) -> list[BaseException]:
-    """*exc* and the exceptions it was raised from, outermost first (cycles cut)."""
-    seen: list[BaseException] = []
-    current: Optional[BaseException] = exc
-    while current is not None and current not in seen:
-        seen.append(current)
-        current = current.__cause__ or current.__context__
-    return seen
-
-
 def error_from_transport(exc: "httpx.HTTPError", url: str, timeout: Optional[float] = None) -> Exception:
     """The mmsctl error for a request that got no HTTP answer."""
     import httpx
@@ -145,15 +136,15 @@ def error_from_transport(exc: "httpx.HTTPError", url: str, timeout: Optional[flo
     if "certificate" in lowered or "ssl" in lowered or "tls" in lowered:
         return ConnectionFailed(f"TLS error talking to {server}: {text}")
     if isinstance(exc, httpx.ConnectError):
-        causes = _causes(exc)
-        if "refused" in lowered or "errno 111" in lowered or any(isinstance(c, ConnectionRefusedError) for c in causes):
+        chain = causes(exc)
+        if "refused" in lowered or "errno 111" in lowered or any(isinstance(c, ConnectionRefusedError) for c in chain):
             # the async client (mmsctl top) says only "All connection attempts failed"; the cause says why
             return ConnectionFailed(
                 f"cannot connect to {server}: connection refused",
                 hint="is the server running? `mmsctl ping --all` checks every context",
             )
         if ("name or service not known" in lowered or "nodename nor servname" in lowered or "getaddrinfo" in lowered
-                or any(isinstance(c, socket.gaierror) for c in causes)):
+                or any(isinstance(c, socket.gaierror) for c in chain)):
             return ConnectionFailed(f"cannot resolve {server}: {text}")
         return ConnectionFailed(f"cannot connect to {server}: {text}")
     if isinstance(exc, httpx.UnsupportedProtocol) or isinstance(exc, httpx.InvalidURL):

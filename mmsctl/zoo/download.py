@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 from urllib.parse import urlsplit
 
-from mmsctl.errors import DownloadError
+from mmsctl.errors import DownloadError, causes
 from mmsctl.zoo import cache
 
 __all__ = ["DownloadOptions", "Unreachable", "download"]
@@ -194,17 +194,8 @@ def _content_length(response: Any) -> Optional[int]:
         return None
 
 
-def _causes(exc: BaseException) -> list[BaseException]:
-    chain: list[BaseException] = []
-    seen: Optional[BaseException] = exc
-    while seen is not None and seen not in chain:
-        chain.append(seen)
-        seen = seen.__cause__ or seen.__context__
-    return chain
-
-
 def _unreachable(exc: BaseException) -> bool:
-    for cause in _causes(exc):
+    for cause in causes(exc):
         if isinstance(cause, socket.gaierror):
             return True
         if isinstance(cause, OSError) and cause.errno in _UNREACHABLE_ERRNOS:
@@ -220,7 +211,7 @@ def _unreachable(exc: BaseException) -> bool:
 def _reason(exc: BaseException) -> str:
     text = str(exc).lower()
     if "connection refused" in text or any(
-        isinstance(c, ConnectionRefusedError) for c in _causes(exc)
+        isinstance(c, ConnectionRefusedError) for c in causes(exc)
     ):
         return "connection refused"
     detail = str(exc).strip()
