@@ -28,6 +28,13 @@ def _json_values(text: str) -> list[object]:
         i += 1
     return values
 
+def _create_adder(export: Path) -> list[str]:
+    """The recipe's `mmsctl archive create` arguments for the adder, written to *export*."""
+    return ["archive", "create", str(FOLDER / "sum_service"), "--model-name", "adder",
+            "--handler", "handler:handle", "--extra-files", str(FOLDER / "settings.json"),
+            "--export-path", str(export)]
+
+
 
 def test_custom_handler_recipe_archives_predicts_and_serves(
     recipe: RecipeRun, tmp_path: Path
@@ -55,19 +62,7 @@ def test_settings_json_is_read_at_load_time(recipe: RecipeRun, tmp_path: Path) -
     """--extra-files settings.json reaches the handler: its round_digits=4 rounds the sum."""
     numbers = tmp_path / "thirds.json"
     numbers.write_text(json.dumps([1 / 3, 1 / 3]))
-    made = recipe.mmsctl(
-        "archive",
-        "create",
-        str(FOLDER / "sum_service"),
-        "--model-name",
-        "adder",
-        "--handler",
-        "handler:handle",
-        "--extra-files",
-        str(FOLDER / "settings.json"),
-        "--export-path",
-        str(tmp_path),
-    )
+    made = recipe.mmsctl(*_create_adder(tmp_path))
     assert made.returncode == 0, made.stderr
     out = recipe.mmsctl("predict", str(tmp_path / "adder.mar"), str(numbers), "-o", "json")
     assert out.returncode == 0, out.stderr
@@ -82,20 +77,7 @@ def test_the_recipe_archive_serves_in_real_mms(tmp_path: Path) -> None:
         pytest.skip(reason)
     store = tmp_path / "store"
     subprocess.run(
-        [
-            *mmsctl_command().split(),
-            "archive",
-            "create",
-            str(FOLDER / "sum_service"),
-            "--model-name",
-            "adder",
-            "--handler",
-            "handler:handle",
-            "--extra-files",
-            str(FOLDER / "settings.json"),
-            "--export-path",
-            str(store),
-        ],
+        [*mmsctl_command().split(), *_create_adder(store)],
         check=True,
         capture_output=True,
         timeout=60,
