@@ -14,11 +14,11 @@ knows which one answered.
 
 from __future__ import annotations
 
-import json
 import socket
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 from urllib.parse import urlsplit
 
+from mmsctl.error_body import parse_error_body
 from mmsctl.errors import (
     ApiError,
     AuthenticationFailed,
@@ -62,20 +62,6 @@ def server_label(url: str) -> str:
     """``host:port`` of a URL, for messages."""
     parts = urlsplit(url)
     return parts.netloc or url
-
-
-def parse_error_body(body: bytes) -> tuple[Optional[str], Optional[str]]:
-    """``(type, message)`` from an MMS/TorchServe error body; ``(None, None)`` if it is not one."""
-    try:
-        data: Any = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        text = body.decode("utf-8", "replace").strip()
-        return None, (text[:300] or None)
-    if isinstance(data, dict):
-        kind = data.get("type")
-        message = data.get("message") or data.get("status")
-        return (str(kind) if kind else None), (str(message) if message else None)
-    return None, None
 
 
 def error_from_response(

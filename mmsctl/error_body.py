@@ -1,0 +1,57 @@
+"""MMS's error body ``{"code", "type", "message"}``: built and parsed in this one place.
+
+The server's front end, its supervisor, the engine (a failed batch) and every
+client speak it. ``type`` is the Java exception name MMS sends
+(``ModelNotFoundException``...); clients switch on it, so it is kept verbatim.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Optional
+
+__all__ = ["ErrorBody", "error_body", "parse_error_body"]
+
+#: How much of a body that is not an error body a parser keeps for a message.
+_MAX_TEXT = 300
+
+
+@dataclass(frozen=True)
+class ErrorBody:
+    """One MMS error answer."""
+
+    code: int
+    type: str
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "type": self.type, "message": self.message}
+
+    def encode(self) -> bytes:
+        """Pretty-printed as MMS's front end writes it (two-space indent, trailing newline)."""
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False).encode("utf-8") + b"\n"
+
+
+def error_body(code: int, type: str, message: str) -> bytes:
+    """The encoded body for *code*, *type* and *message*."""
+    return ErrorBody(code, type, message).encode()
+
+
+def parse_error_body(body: bytes) -> tuple[Optional[str], Optional[str]]:
+    """``(type, message)`` from an MMS/TorchServe error body.
+
+    A JSON object without ``message`` may carry ``status`` (MMS's plain answers);
+    a body that is not JSON gives ``(None, its first 300 characters)``; anything
+    else ``(None, None)``.
+    """
+    try:
+        data: Any = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        text = body.decode("utf-8", "replace").strip()
+        return None, (text[:_MAX_TEXT] or None)
+    if isinstance(data, dict):
+        kind = data.get("type")
+        message = data.get("message") or data.get("status")
+        return (str(kind) if kind else None), (str(message) if message else None)
+    return None, None
