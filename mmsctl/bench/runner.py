@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence
 from mmsctl.bench.inputs import Body, read_bodies
 from mmsctl.bench.loadgen import build_requests
 from mmsctl.bench.results import BenchRun, Level, save_run
-from mmsctl.bench.sweep import Plan, Target, Tick, run_sweep, stop_on_sigint
+from mmsctl.bench.sweep import Plan, Target, Tick, event_loop_name, run_sweep, stop_on_sigint
 from mmsctl.errors import MmsError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -91,7 +91,8 @@ def _settings(request: BenchRequest, bodies: Sequence[Body], noop_names: dict[st
         "inputs": [b.name for b in bodies][:20] + ([f"... {len(bodies) - 20} more"] if len(bodies) > 20 else []),
         "noop": request.noop,
         "noop_models": noop_names,
-        "host": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "host": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+                 "event_loop": event_loop_name()},
     }
 
 
