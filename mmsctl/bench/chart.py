@@ -63,11 +63,11 @@ def render_chart(sweeps: Sequence[Sweep], width: int = 100) -> str:
         tops.append(max((v for v in found if v is not None), default=0.0))
     for value in values:
         for n, sweep in enumerate(sweeps):
-            level = next((lvl for lvl in sweep.levels if lvl.value == value), None)
+            found_level = next((lvl for lvl in sweep.levels if lvl.value == value), None)
             head = (labels[value] if n == 0 else "").rjust(label_w)
             cells = []
             for (_title, get, fmt), top in zip(_FIGURES, tops):
-                figure = get(level) if level is not None else None
+                figure = get(found_level) if found_level is not None else None
                 number = "-" if figure is None else fmt.format(figure)
                 cells.append(_bar(figure, top, bar_w, _MARKS[n]) + " " + number.rjust(number_w) + " ")
             lines.append(head + " " + "".join(c.ljust(panel_w) for c in cells).rstrip())

@@ -29,13 +29,13 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Protocol, Sequence
 from urllib.parse import quote, urlsplit
 
 from mmsctl.bench.histogram import LatencyHistogram
 from mmsctl.errors import UsageError
 
-__all__ = ["Endpoint", "LevelResult", "LoadSpec", "build_requests", "run_load"]
+__all__ = ["Endpoint", "LevelResult", "LoadSpec", "StopFlag", "build_requests", "run_load"]
 
 _TICK_S = 0.05  # how often deadlines, the stop flag and progress are checked
 _RETRY_PAUSE_S = 0.01  # after a refused or failed connection, so a dead server is not a busy loop
@@ -43,6 +43,12 @@ MAX_CONNECTIONS = 10_000
 #: Ceilings on what a user can ask of one level (every loop is bounded).
 MAX_CONCURRENCY = 10_000
 MAX_RATE = 100_000.0
+
+
+class StopFlag(Protocol):
+    """A threading.Event or a multiprocessing one: read once per tick, never per request."""
+
+    def is_set(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -206,10 +212,10 @@ class _Connection(asyncio.Protocol):
 class _Driver:
     """Decides what each free connection does next, and keeps the counts."""
 
-    def __init__(self, endpoint: Endpoint, spec: LoadSpec, stop: threading.Event) -> None:
+    def __init__(self, endpoint: Endpoint, spec: LoadSpec) -> None:
         self.endpoint = endpoint
         self.spec = spec
-        self.stop = stop
+        self.stopping = False  # the stop flag as of the last tick (a process-shared flag costs a lock to read)
         self.result = LevelResult()
         self.requests = endpoint.requests
         self.next_body = 0
@@ -242,7 +248,7 @@ class _Driver:
 
     def issuing(self) -> bool:
         """Closed loop: may another request start now?"""
-        if self.stop.is_set():
+        if self.stopping:
             return False
         if self.spec.requests is not None:
             return self.measured_issued < self.spec.requests
@@ -336,7 +342,7 @@ class _Driver:
         """Queue every request due by *now*; False once the schedule is over."""
         spec = self.spec
         while True:
-            if self.stop.is_set():
+            if self.stopping:
                 return False
             t = self._due(self.scheduled)
             if spec.requests is not None and t >= self.warm_end and self.measured_issued >= spec.requests:
@@ -424,7 +430,7 @@ async def run_load(
     endpoint: Endpoint,
     spec: LoadSpec,
     *,
-    stop: Optional[threading.Event] = None,
+    stop: Optional[StopFlag] = None,
     on_progress: Optional[Callable[[LevelResult, float], None]] = None,
 ) -> LevelResult:
     """Run one level and return what it measured.
@@ -437,7 +443,7 @@ async def run_load(
         on_progress: called every 50 ms with the counts so far and the seconds elapsed.
     """
     stop = stop or threading.Event()
-    driver = _Driver(endpoint, spec, stop)
+    driver = _Driver(endpoint, spec)
     loop = asyncio.get_running_loop()
     if spec.concurrency is not None:
         workers = [loop.create_task(driver.client()) for _ in range(spec.concurrency)]
@@ -448,6 +454,7 @@ async def run_load(
         while True:
             await asyncio.sleep(_TICK_S)
             now = time.perf_counter()
+            driver.stopping = driver.stopping or stop.is_set()
             driver.expire(now)
             for conn in [c for c in driver.conns if c.closed.done()]:
                 driver.forget(conn)
@@ -461,7 +468,7 @@ async def run_load(
             if issuing:
                 continue
             if drain_deadline is None:  # sending is over: wait for the answers still due
-                drain_deadline = now + (0.5 if stop.is_set() else spec.timeout_s + 1.0)
+                drain_deadline = now + (0.5 if driver.stopping else spec.timeout_s + 1.0)
             if driver.in_flight() == 0 or now > drain_deadline:
                 break
     finally:
@@ -473,7 +480,7 @@ async def run_load(
             w.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
     result = driver.result
-    result.interrupted = stop.is_set()
+    result.interrupted = driver.stopping
     if spec.duration_s is not None and not result.interrupted:
         result.duration_s = spec.duration_s
     else:

@@ -22,6 +22,7 @@ from typing import Any, Callable, Coroutine, Iterator, Optional, Sequence, TypeV
 
 from mmsctl.bench.errors import BenchInterrupted, LevelFailed
 from mmsctl.bench.loadgen import MAX_CONCURRENCY, MAX_RATE, Endpoint, LevelResult, LoadSpec, run_load
+from mmsctl.bench.pool import MAX_PROCESSES, LoadPool, auto_processes
 from mmsctl.bench.results import Level, Sweep
 from mmsctl.bench.server_side import ServerProbe
 from mmsctl.errors import MmsError, UsageError
@@ -92,10 +93,13 @@ class Plan:
     warmup_s: float = 2.0
     timeout_s: float = 30.0
     max_connections: int = 1000
+    processes: Optional[int] = None  # load-generator processes per level; None: as many as the level needs
 
     def __post_init__(self) -> None:
         if self.requests is not None and not 1 <= self.requests <= MAX_REQUESTS:
             raise UsageError(f"--requests must be 1 to {MAX_REQUESTS:,}")
+        if self.processes is not None and not 1 <= self.processes <= MAX_PROCESSES:
+            raise UsageError(f"--processes must be auto or 1 to {MAX_PROCESSES}")
         for value in self.levels:  # LoadSpec checks every figure once, here, before anything runs
             self.spec(value)
 
@@ -117,7 +121,11 @@ class Plan:
     def settings(self) -> dict[str, Any]:
         return {"mode": self.mode, "levels": list(self.levels), "duration_s": self.duration_s
                 if self.requests is None else None, "requests": self.requests, "warmup_s": self.warmup_s,
-                "timeout_s": self.timeout_s, "max_connections": self.max_connections if self.open_loop else None}
+                "timeout_s": self.timeout_s, "max_connections": self.max_connections if self.open_loop else None,
+                "processes": self.processes or "auto"}
+
+    def processes_for(self, spec: LoadSpec) -> int:
+        return self.processes or auto_processes(spec)
 
 
 @dataclass
@@ -225,6 +233,20 @@ def run_sweep(
     stop = stop or threading.Event()
     sweeps = [Sweep(target=t.label, url=t.url, model=t.model, server_kind=t.kind, mode=plan.mode)
               for t in targets]
+    pool: Optional[LoadPool] = None
+    size = max(plan.processes_for(plan.spec(v)) for v in plan.levels)
+    try:
+        if size > 1:
+            pool = LoadPool(size)
+        return _levels(targets, plan, sweeps, stop, pool, on_tick, on_level)
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+def _levels(targets: Sequence[Target], plan: Plan, sweeps: list[Sweep], stop: threading.Event,
+            pool: Optional[LoadPool], on_tick: Optional[Callable[[Tick], None]],
+            on_level: Optional[Callable[[Target, Level], None]]) -> tuple[list[Sweep], Optional[MmsError]]:
     failures: list[str] = []
     for index, value in enumerate(plan.levels):
         order = list(range(len(targets)))
@@ -244,7 +266,11 @@ def run_sweep(
                                  spec.requests, result.errors))
 
             before = target.probe.scrape() if target.probe else None
-            result = run_in_loop(run_load(target.endpoint, spec, stop=stop, on_progress=tick))
+            parts = plan.processes_for(spec)
+            if pool is not None and parts > 1:
+                result = pool.run(target.endpoint, spec, parts, stop=stop, on_progress=tick)
+            else:
+                result = run_in_loop(run_load(target.endpoint, spec, stop=stop, on_progress=tick))
             after = target.probe.scrape() if target.probe and before is not None else None
             level = _level(plan, value, result, target.probe.figures(before, after) if target.probe else {})
             if level.complete or level.sent:

@@ -172,6 +172,17 @@ class _Live:
             self.ui.message(text)
 
 
+def _processes(text: str) -> Optional[int]:
+    from mmsctl.errors import UsageError
+
+    if text == "auto":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise UsageError(f"bad --processes {text!r}: a number or auto") from None
+
+
 @bench_app.command("run")
 def run_cmd(
     model: Optional[str] = typer.Argument(None, help="Model to load (with --noop: the no-op model's name).",
@@ -191,6 +202,9 @@ def run_cmd(
     timeout: str = typer.Option("30s", "--timeout", metavar="TIME", help="Per request; a late answer is an error."),
     max_connections: int = typer.Option(1000, "--max-connections", metavar="N",
                                         help="Open loop: connections at most (requests queue behind them)."),
+    processes: str = typer.Option("auto", "--processes", metavar="N|auto",
+                                  help="Load-generator processes per level (auto: one per 50 clients or 2000 "
+                                  "requests/s, at most one per CPU, up to 4)."),
     noop: bool = typer.Option(False, "--noop", help="Register a no-op model, measure pure serving overhead, "
                               "unregister it (also after Ctrl-C or an error)."),
     noop_url: Optional[str] = typer.Option(None, "--noop-url", metavar="LOCATION",
@@ -223,6 +237,7 @@ def run_cmd(
         warmup_s=parse_duration(warmup, "--warmup"),
         timeout_s=parse_duration(timeout, "--timeout"),
         max_connections=max_connections,
+        processes=_processes(processes),
     )
     ui = get_ui()
     first = global_context(context)
