@@ -482,7 +482,11 @@ async def run_load(
     result = driver.result
     result.interrupted = driver.stopping
     if spec.duration_s is not None and not result.interrupted:
-        result.duration_s = spec.duration_s
+        # closed loop: as many requests are in flight at the window's end as at its start, so the
+        # window is the fair divisor; open loop: answers drain after the schedule ends, and an
+        # overloaded server must not look as fast as the rate it was offered
+        result.duration_s = spec.duration_s if spec.rate is None else \
+            max(spec.duration_s, driver.last_done - driver.warm_end)
     else:
         result.duration_s = max(0.0, min(driver.last_done, driver.stop_at) - driver.warm_end) \
             if spec.duration_s is not None else max(0.0, driver.last_done - driver.warm_end)

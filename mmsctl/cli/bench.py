@@ -81,6 +81,10 @@ def _ms(value: Optional[float]) -> Optional[str]:
     return None if value is None else f"{value:,.1f} ms" if value >= 10 else f"{value:.2f} ms"
 
 
+def _times(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
 def _table_rows(run: "BenchRun") -> list[dict[str, Any]]:
     from mmsctl.bench.report import level_rows
 
@@ -117,8 +121,10 @@ def _render(run: "BenchRun", output: str) -> None:
     if len(sweeps) == 2:
         a, b = sweeps
         ui.out.file.write(f"\nB/A: {b.target} against {a.target}\n")
-        ratios = [{k: ("-" if v is None else f"{v:.2f}x" if k.endswith("ratio") else v) for k, v in r.items()}
-                  for r in compare_rows(a, b)]
+        ratios = [{"level": r["level"], "goodput_a": f"{r['goodput_a']:,.1f}", "goodput_b": f"{r['goodput_b']:,.1f}",
+                   "goodput_ratio": _times(r["goodput_ratio"]), "p99_a": _ms(r["p99_a"]), "p99_b": _ms(r["p99_b"]),
+                   "p99_ratio": _times(r["p99_ratio"]), "success_a": f"{r['success_a']:.1f}%",
+                   "success_b": f"{r['success_b']:.1f}%"} for r in compare_rows(a, b)]
         render_table(ratios, _RATIO_COLUMNS)
     chart = render_chart(sweeps, width=min(ui.out.width, 140))
     if chart:

@@ -115,3 +115,12 @@ def test_requests_carry_the_token_and_content_type() -> None:
     assert head.startswith(b"POST /predictions/my%20model/2.0 HTTP/1.1\r\nHost: models.example:8443")
     assert b"Authorization: Bearer t0k" in head and b"Content-Type: image/jpeg" in head
     assert b"Content-Length: 3" in head and body == b"abc"
+
+
+def test_open_loop_goodput_is_what_the_server_served_not_what_it_was_offered(answers: Answers) -> None:
+    # 10 requests offered in 1 s to a server that serves one per 0.3 s on one connection: the last
+    # answer cannot come before 3.0 s, so the level's window stretches to it and OK/s stays <= 3.4
+    result = _run(answers.url, "slow", LoadSpec(rate=10, duration_s=1.0, max_connections=1, timeout_s=30))
+    assert result.ok == 10
+    assert result.duration_s >= 3.0
+    assert result.ok / result.duration_s <= 10 / 3.0
