@@ -143,6 +143,7 @@ def run_bench(request: BenchRequest, hooks: Optional[Hooks] = None) -> tuple[Ben
                                       token=read_token(context.token_file, "inference"), version=request.version)
             probe = ServerProbe(context, kind, model)
             stack.callback(probe.close)
+            probe.scrape()  # a metrics URL that does not answer is said now, not discovered per level
             if probe.unavailable:
                 hooks.message(f"{label}: no server-side figures ({probe.unavailable})")
             targets.append(Target(label, context.inference_url, model, kind, endpoint, probe))

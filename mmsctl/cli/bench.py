@@ -252,7 +252,8 @@ def run_cmd(
                            noop_workers=noop_workers, version=version, save=save)
     with _Live() as live:
         hooks = Hooks(message=ui.message, warning=ui.warn, tick=live.tick, level=live.level,
-                      interrupted=lambda: ui.message("stopping after this moment (Ctrl-C again to quit at once)"))
+                      interrupted=lambda: ui.message("stopping: keeping what was measured so far "
+                                                       "(Ctrl-C again quits at once)"))
         run, stopped = run_bench(request, hooks)
     _render(run, output)
     if stopped is not None:
