@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
@@ -285,6 +286,11 @@ def cost_cmd(
                                       metavar="SIZE"),
     throughput: Optional[float] = typer.Option(None, "--throughput", help="Measured requests per second.",
                                                metavar="RPS"),
+    from_bench: Optional[Path] = typer.Option(None, "--from-bench", metavar="FILE",
+                                              help="Take the throughput from a saved `mmsctl bench --save` run "
+                                              "(its peak OK/s)."),
+    bench_target: Optional[str] = typer.Option(None, "--bench-target", metavar="NAME",
+                                               help="With --from-bench: the server of a --compare run to use."),
     price: Optional[float] = typer.Option(None, "--price", help="Total hourly price in USD (skips the table).",
                                           metavar="USD"),
     table_name: Optional[str] = typer.Option(None, "--table", help="Print a published table (resnet152).",
@@ -297,11 +303,23 @@ def cost_cmd(
     """Cost per 100,000 requests from an hourly price and a throughput.
 
     Example: mmsctl ec2 cost --instance-type m5.large --eia medium --throughput 19.08
+    (or --from-bench run.json: the peak OK/s of a saved `mmsctl bench` run)
     """
     check_output(output)
     from mmsctl.cloud import cost
     from mmsctl.cloud.accelerators import parse_eia
     from mmsctl.errors import UsageError
+
+    if from_bench is not None:
+        if throughput is not None:
+            raise UsageError("pass --throughput or --from-bench, not both")
+        from mmsctl.bench.results import load_run
+
+        throughput = load_run(from_bench).peak_goodput(bench_target)
+        if throughput <= 0:
+            raise UsageError(f"{from_bench}: no request succeeded in that run, so there is no throughput to price")
+    elif bench_target is not None:
+        raise UsageError("--bench-target goes with --from-bench")
 
     title: Optional[str] = None
     if table_name:
