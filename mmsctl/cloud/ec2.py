@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Optional
 
-from mmsctl.cloud import iam, tags
+from mmsctl.cloud import asg, iam, tags
 from mmsctl.cloud._session import AwsSession
 from mmsctl.cloud.accelerators import AcceleratorChoice
 from mmsctl.cloud.ami import AmiChoice
@@ -329,13 +329,18 @@ def cleanup(aws: AwsSession, *, sleep: Callable[[float], None] = time.sleep,
             timeout: float = 300.0) -> CleanupResult:
     """Delete the endpoints, security groups, role and instance profile mmsctl created; nothing else.
 
-    Refuses while mmsctl instances still live (they use the groups).
+    Refuses while mmsctl instances, or fleets with Elastic Inference, still live (they use the groups).
     """
     live = list_instances(aws)
     if live:
         raise CloudError(f"{len(live)} mmsctl instance(s) still exist in {aws.region}: "
                          f"{', '.join(str(r['id']) for r in live)}",
                          hint="terminate them first: mmsctl ec2 terminate --all --wait")
+    ei_fleets = sorted(tags.as_dict(g.get("Tags")).get(tags.FLEET, "?") for g in asg.groups_tagged(aws, tags.FLEET)
+                       if tags.as_dict(g.get("Tags")).get(tags.ACCELERATOR, "").startswith("eia"))
+    if ei_fleets:
+        raise CloudError(f"fleet(s) {', '.join(ei_fleets)} use the Elastic Inference endpoint and group in {aws.region}",
+                         hint=f"destroy them first: mmsctl fleet destroy {ei_fleets[0]}")
     result = CleanupResult()
     endpoints = aws.call("ec2", "describe_vpc_endpoints", Filters=tags.managed_filter(tags.EI_ENDPOINT))
     endpoint_ids = [e["VpcEndpointId"] for e in endpoints.get("VpcEndpoints", [])
@@ -371,7 +376,7 @@ def _cleanup_iam(aws: AwsSession, result: CleanupResult) -> None:
     profiles = aws.paginate("iam", "list_instance_profiles", "InstanceProfiles", PathPrefix=IAM_PATH)
     for profile in profiles:
         name = profile["InstanceProfileName"]
-        if iam.resource_tags(aws, "instance-profile", name).get(tags.MANAGED) != "true":
+        if _tag(iam.find(aws, "instance-profile", name), tags.MANAGED) != "true":
             result.kept.append({"kind": "instance-profile", "id": name})
             continue
         iam.delete_instance_profile(aws, name, [r["RoleName"] for r in profile.get("Roles", [])])
@@ -379,8 +384,12 @@ def _cleanup_iam(aws: AwsSession, result: CleanupResult) -> None:
     roles = aws.paginate("iam", "list_roles", "Roles", PathPrefix=IAM_PATH)
     for role in roles:
         name = role["RoleName"]
-        if iam.resource_tags(aws, "role", name).get(tags.MANAGED) != "true":
+        if _tag(iam.find(aws, "role", name), tags.MANAGED) != "true":
             result.kept.append({"kind": "iam-role", "id": name})
             continue
         iam.delete_role(aws, name)
         result.deleted.append({"kind": "iam-role", "id": name})
+
+
+def _tag(resource: Optional[dict[str, Any]], key: str) -> Optional[str]:
+    return tags.as_dict((resource or {}).get("Tags")).get(key)

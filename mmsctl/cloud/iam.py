@@ -9,7 +9,7 @@ someone edited), and an instance profile holding the role.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 from mmsctl.cloud import tags
 from mmsctl.cloud._session import AwsSession
@@ -21,7 +21,7 @@ __all__ = [
     "delete_instance_profile",
     "delete_role",
     "ensure_instance_role",
-    "resource_tags",
+    "find",
 ]
 
 EC2_TRUST: dict[str, Any] = {
@@ -80,16 +80,15 @@ def ensure_instance_role(
     return str(profile["Arn"])
 
 
-def resource_tags(aws: AwsSession, kind: str, name: str) -> dict[str, str]:
-    """The tags of role or instance profile *name* (the List* calls do not return them); {} when it is gone."""
+def find(aws: AwsSession, kind: str, name: str) -> Optional[dict[str, Any]]:
+    """Role (*kind* ``role``) or instance profile *name* with its tags (the List* calls do not
+    return tags); None when it is not there."""
     try:
         if kind == "role":
-            found = aws.call("iam", "get_role", RoleName=name)["Role"]
-        else:
-            found = aws.call("iam", "get_instance_profile", InstanceProfileName=name)["InstanceProfile"]
+            return dict(aws.call("iam", "get_role", RoleName=name)["Role"])
+        return dict(aws.call("iam", "get_instance_profile", InstanceProfileName=name)["InstanceProfile"])
     except ResourceNotFound:
-        return {}
-    return tags.as_dict(found.get("Tags"))
+        return None
 
 
 def delete_instance_profile(aws: AwsSession, name: str, roles: list[str]) -> None:
