@@ -410,3 +410,68 @@ def test_refusals_that_need_aws(aws: dict[str, Any]) -> None:
     assert _nothing_tagged(aws, "half") != []
     assert run_cli(moto, "fleet", "destroy", "half").returncode == 0
     assert _nothing_tagged(aws, "half") == []
+
+
+def test_context_for_a_fleet_finds_its_balancer_and_members(aws: dict[str, Any], capsys) -> None:
+    """`context add --fleet`: predict's URL is the balancer; the members (found when a command runs)
+    are the group's in-service instances at their private addresses. Nothing here contacts them:
+    moto's instances have no servers, and tests talk to 127.0.0.1 only."""
+    from mmsctl.cli.fanout import fleet_members
+    from mmsctl.client.contexts import ContextStore
+    from tests.client.clirun import invoke
+
+    _create(aws, "prod", "-m", "squeezenet", "--min", "3", "--max", "3")
+    added = invoke(capsys, "context", "add", "prod", "--fleet", "prod")
+    assert added.code == 0, added.stderr
+    ctx = ContextStore().get("prod")
+    assert (ctx.fleet, ctx.region, ctx.members, ctx.management_url) == ("prod", "us-east-1", (), "")
+    assert ctx.inference_url == f"http://{_lb(aws, 'prod')['DNSName']}" and ctx.is_fleet
+    ips = {i["InstanceId"]: i["PrivateIpAddress"] for r in aws["ec2"].describe_instances(
+        InstanceIds=[i["InstanceId"] for i in _asg(aws, "prod")["Instances"]])["Reservations"] for i in r["Instances"]}
+    assert {(m.name, m.management_url, m.inference_url) for m in fleet_members(ctx)} == {
+        (iid, f"http://{ip}:8081", f"http://{ip}:8080") for iid, ip in ips.items()}
+    listed = invoke(capsys, "context", "list")
+    assert "fleet prod (us-east-1)" in listed.stdout
+    missing = invoke(capsys, "context", "add", "nope", "--fleet", "nope")
+    assert missing.code == 9 and "no fleet 'nope' in us-east-1" in missing.stderr
+    both = invoke(capsys, "context", "add", "x", "--fleet", "prod", "--members", "http://h:8081")
+    assert both.code == 2 and "pass --members or --fleet, not both" in both.stderr
+    # A fleet scaled to zero has no member to manage: a clear error, not an empty table.
+    aws["asg"].update_auto_scaling_group(AutoScalingGroupName="mmsctl-fleet-prod", MinSize=0, DesiredCapacity=0)
+    from mmsctl.errors import CloudError
+
+    with pytest.raises(CloudError, match="fleet 'prod' has no in-service instance to manage"):
+        fleet_members(ContextStore().get("prod"))
+
+
+def test_ssh_config_tunnels_each_member_and_names_the_context(aws: dict[str, Any], capsys) -> None:
+    from tests.client.clirun import invoke
+
+    _create(aws, "prod", "-m", "squeezenet", "--min", "2", "--key-name", "me")
+    proc = run_cli(aws["moto"], "fleet", "ssh-config", "prod", "--local-port", "28080")
+    assert proc.returncode == 0, proc.stderr
+    ids = sorted(i["InstanceId"] for i in _asg(aws, "prod")["Instances"])
+    for i, iid in enumerate(ids):
+        assert f"Host mmsctl-fleet-prod-{iid}\n" in proc.stdout
+        assert f"LocalForward {28080 + 2 * i} 127.0.0.1:8080\n    LocalForward {28081 + 2 * i} 127.0.0.1:8081" in proc.stdout
+    assert "IdentityFile ~/.ssh/me.pem" in proc.stdout
+    command = proc.stdout.strip().splitlines()[-1].removeprefix("# then: mmsctl ").split()
+    assert command[:3] == ["context", "add", "prod-tunnel"]
+    assert invoke(capsys, *command).code == 0  # the printed command is a working context
+
+
+def test_fleet_cost_from_a_fleet_and_a_saved_bench_run(aws: dict[str, Any], tmp_path) -> None:
+    from mmsctl.bench.results import BenchRun, Level, Sweep, save_run
+
+    run = tmp_path / "bench.json"
+    save_run(BenchRun(sweeps=[Sweep("local", "http://127.0.0.1:8080", "squeezenet", levels=[
+        Level(concurrency=1, duration_s=10.0, sent=100, ok=100), Level(concurrency=8, duration_s=10.0, sent=300, ok=250),
+    ])]), run)
+    _create(aws, "prod", "-m", "squeezenet", "--min", "2", "--desired", "3", "--max", "8")
+    proc = run_cli(aws["moto"], "fleet", "cost", "prod", "--from-bench", str(run), "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    assert [(r["instances"], r["instance_type"], r["throughput_per_instance"]) for r in rows] == [
+        (2, "c5.xlarge", 25.0), (3, "c5.xlarge", 25.0), (8, "c5.xlarge", 25.0)]
+    assert rows[2]["hourly_price"] == pytest.approx(8 * 0.17 + 0.0225)
+    assert rows[2]["cost_per_100k"] == pytest.approx((8 * 0.17 + 0.0225) / (8 * 25.0 * 3600) * 100_000, abs=1e-4)
