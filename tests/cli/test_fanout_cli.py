@@ -198,3 +198,9 @@ def test_health_check_path_choice(ours: Ours, mms_server: MmsInstance) -> None: 
         assert http_request("GET", f"{a.inference_url}/ping", timeout=5).status == 200
     finally:
         http_request("DELETE", f"{a.management_url}/models/idle", timeout=60)
+
+
+def test_top_refuses_a_fleet_context_with_one_line(capsys) -> None:
+    assert invoke(capsys, "context", "add", "lab", "--members", "http://127.0.0.1:1").code == 0
+    r = invoke(capsys, "top", "--once", "--context", "lab")
+    assert r.code == 2 and one_error_line(r) == "error: context 'lab' is a fleet; `mmsctl top` watches one server"
