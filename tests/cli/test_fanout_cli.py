@@ -204,3 +204,17 @@ def test_top_refuses_a_fleet_context_with_one_line(capsys) -> None:
     assert invoke(capsys, "context", "add", "lab", "--members", "http://127.0.0.1:1").code == 0
     r = invoke(capsys, "top", "--once", "--context", "lab")
     assert r.code == 2 and one_error_line(r) == "error: context 'lab' is a fleet; `mmsctl top` watches one server"
+
+
+def test_context_add_needs_both_urls_unless_it_is_a_fleet(capsys) -> None:
+    r = invoke(capsys, "context", "add", "x", "--inference", "http://h:8080")
+    assert r.code == 2 and one_error_line(r) == (
+        "error: pass --inference and --management (or --members / --fleet for a fleet)")
+    r = invoke(capsys, "context", "add", "x", "--members", "http://h:8081", "--region", "us-east-1")
+    assert r.code == 2 and one_error_line(r) == "error: --region goes with --fleet"
+    r = invoke(capsys, "context", "add", "lab", "--members", "http://a:9081,http://b=http://b:9081")
+    assert r.code == 0
+    listed = invoke(capsys, "context", "list", "-o", "json")
+    lab = next(c for c in json.loads(listed.stdout) if c["name"] == "lab")
+    assert (lab["inference_url"], lab["members"]) == ("http://a:8080", ["http://a:9081", "http://b=http://b:9081"])
+    assert "2 members" in invoke(capsys, "context", "list").stdout

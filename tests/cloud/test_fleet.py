@@ -475,3 +475,27 @@ def test_fleet_cost_from_a_fleet_and_a_saved_bench_run(aws: dict[str, Any], tmp_
         (2, "c5.xlarge", 25.0), (3, "c5.xlarge", 25.0), (8, "c5.xlarge", 25.0)]
     assert rows[2]["hourly_price"] == pytest.approx(8 * 0.17 + 0.0225)
     assert rows[2]["cost_per_100k"] == pytest.approx((8 * 0.17 + 0.0225) / (8 * 25.0 * 3600) * 100_000, abs=1e-4)
+
+
+def test_an_elastic_inference_fleet_shares_ec2s_endpoint_and_keeps_cleanup_off_it(aws: dict[str, Any]) -> None:
+    ec2, iam, moto = aws["ec2"], aws["iam"], aws["moto"]
+    out = _create(aws, "ei", "-m", "squeezenet", "--eia", "medium", "--min", "1")
+    assert out["accelerator"] == "eia1.medium" and out["instance_type"] == "m5.large"
+    assert any("retired" in w for w in out["warnings"])
+    [template] = ec2.describe_launch_templates(Filters=[{"Name": f"tag:{FLEET}", "Values": ["ei"]}])["LaunchTemplates"]
+    data = ec2.describe_launch_template_versions(LaunchTemplateId=template["LaunchTemplateId"])[
+        "LaunchTemplateVersions"][0]["LaunchTemplateData"]
+    assert data["ElasticInferenceAccelerators"] == [{"Type": "eia1.medium", "Count": 1}]
+    ei_sg = ec2.describe_security_groups(Filters=[{"Name": "tag:mmsctl:component", "Values": ["ei-security-group"]}])[
+        "SecurityGroups"][0]["GroupId"]
+    assert data["SecurityGroupIds"] == [_groups(aws, "ei")["fleet-instance-security-group"]["GroupId"], ei_sg]
+    assert sorted(iam.list_role_policies(RoleName="mmsctl-fleet-ei")["PolicyNames"]) == [
+        "mmsctl-elastic-inference-connect", "mmsctl-session-manager"]
+    refused = run_cli(moto, "ec2", "cleanup")
+    assert refused.returncode == 9 and "fleet(s) ei use the Elastic Inference endpoint" in refused.stderr
+    assert run_cli(moto, "fleet", "destroy", "ei").returncode == 0
+    assert _nothing_tagged(aws, "ei") == []
+    assert len(ec2.describe_vpc_endpoints()["VpcEndpoints"]) == 1  # shared with `ec2 launch`: ec2 cleanup's
+    cleaned = run_cli(moto, "ec2", "cleanup", "-o", "json")
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert sorted(d["kind"] for d in json.loads(cleaned.stdout)["deleted"]) == ["security-group", "vpc-endpoint"]
