@@ -388,14 +388,14 @@ def cost_cmd(
 
     if (from_bench is None) == (throughput is None):
         raise UsageError("pass --from-bench FILE or --throughput RPS (one instance's throughput)")
-    if from_bench is not None:
+    if throughput is not None:
+        per_instance = throughput
+    else:
         from mmsctl.bench.results import load_run
 
-        per_instance = load_run(Path(from_bench)).peak_goodput(bench_target)
+        per_instance = load_run(Path(str(from_bench))).peak_goodput(bench_target)
         if per_instance <= 0:
             raise UsageError(f"{from_bench}: no successful requests, so no throughput to price")
-    else:
-        per_instance = float(throughput)  # type: ignore[arg-type]
     accel = parse_eia(eia) if eia else None
     if name is not None:
         from mmsctl.cloud.fleet.query import describe

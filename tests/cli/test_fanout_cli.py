@@ -112,6 +112,11 @@ def test_fleet_of_mmsctl_servers(ours: Ours, dead: str, capsys, tmp_path: Path,
     assert (predicted.code, predicted.stdout) == (0, "hello fleet\n")
     invoke(capsys, "context", "add", "via-dead", "--members", _member(a), "--inference", dead)
     assert invoke(capsys, "predict", "noop", str(body), "--context", "via-dead").code == 5
+    # ping checks that URL too, beside the members, when it is not one of them.
+    pinged = invoke(capsys, "ping", "--context", "via-dead", "-o", "json")
+    assert pinged.code == 4
+    assert [(p["member"], p["url"], p["healthy"]) for p in _json(pinged)] == [
+        (names[0], a.inference_url, True), ("(balancer)", dead, False)]
 
     gone = invoke(capsys, "models", "unregister", "noop")
     assert gone.code == 4 and [line.split()[1] for line in gone.stdout.splitlines()[1:]] == [
