@@ -276,6 +276,9 @@ def unregister_model(
     with _management(context, timeout) as client:
         result = client.unregister(model, version)
         server = client.server
+    if render_data({"status": result.status, "message": result.message, "modelName": model, "version": version},
+                   output):
+        return
     state = "unregistering" if result.in_progress else "unregistered"
     _answer(f"{model}{'/' + version if version else ''} {state} on {server}")
 

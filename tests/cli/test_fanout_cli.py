@@ -124,6 +124,13 @@ def test_fleet_of_mmsctl_servers(ours: Ours, dead: str, capsys, tmp_path: Path,
     left = _json(invoke(capsys, "models", "list", "-o", "json"))
     assert [d["models"] for d in left[:2]] == [[], []]
 
+    # A one-server context is untouched by all this (unregister now also takes -o json).
+    invoke(capsys, "context", "add", "one", "--inference", a.inference_url, "--management", a.management_url)
+    assert invoke(capsys, "models", "register", "noop", "--context", "one").code == 0
+    single = invoke(capsys, "models", "unregister", "noop", "--context", "one", "-o", "json")
+    assert single.code == 0 and {k: v for k, v in _json(single).items() if k != "message"} == {
+        "status": 200, "modelName": "noop", "version": None}
+
     # Every member unreachable: the unreachable exit code, and the message says so.
     invoke(capsys, "context", "add", "down", "--members", dead)
     down = invoke(capsys, "models", "list", "--context", "down")
