@@ -10,7 +10,8 @@ from typing import Any
 import boto3
 import pytest
 
-from tests.cloud.conftest import Moto, run_cli
+from tests.cloud.conftest import Moto
+from tests.support.cli import CliResult, run_mmsctl
 
 PARAM = "/mmsctl-test/dlami"
 FLEET = "mmsctl:fleet"
@@ -21,19 +22,33 @@ def _tags(resource: dict[str, Any]) -> dict[str, str]:
 
 
 @pytest.fixture
-def aws(moto: Moto) -> dict[str, Any]:
+def cli(moto: Moto, capsys: pytest.CaptureFixture[str]) -> Any:
+    """``mmsctl ARGS`` in this process (the real entry point), talking to moto."""
+    def run(*args: str) -> CliResult:
+        return run_mmsctl(capsys, *args)
+
+    return run
+
+
+_IMAGE: list[str] = []  # moto's AMI ids survive a reset; listing them all takes seconds, so once
+
+
+@pytest.fixture
+def aws(moto: Moto, cli: Any) -> dict[str, Any]:
     """boto3 clients on moto, and a 'DLAMI' id published in an SSM parameter (moto reserves /aws/…)."""
     ec2 = boto3.client("ec2")
-    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    if not _IMAGE:
+        _IMAGE.append(ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"])
+    image = _IMAGE[0]
     boto3.client("ssm").put_parameter(Name=PARAM, Value=image, Type="String")
     vpc = ec2.describe_vpcs(Filters=[{"Name": "isDefault", "Values": ["true"]}])["Vpcs"][0]
     return {"ec2": ec2, "elb": boto3.client("elbv2"), "asg": boto3.client("autoscaling"),
-            "iam": boto3.client("iam"), "image": image, "moto": moto, "vpc": vpc}
+            "iam": boto3.client("iam"), "image": image, "moto": moto, "vpc": vpc, "cli": cli}
 
 
 def _create(aws: dict[str, Any], name: str, *args: str) -> dict[str, Any]:
-    proc = run_cli(aws["moto"], "fleet", "create", name, "--ami", f"resolve:ssm:{PARAM}", "-o", "json", *args)
-    assert proc.returncode == 0, proc.stderr
+    proc = aws["cli"]("fleet", "create", name, "--ami", f"resolve:ssm:{PARAM}", "-o", "json", *args)
+    assert proc.code == 0, proc.stderr
     return json.loads(proc.stdout)
 
 
@@ -172,9 +187,9 @@ def test_https_internal_and_ssh(aws: dict[str, Any]) -> None:
 
 
 def test_dry_run_lists_every_call_and_changes_nothing(aws: dict[str, Any]) -> None:
-    proc = run_cli(aws["moto"], "fleet", "create", "plan", "-m", "squeezenet", "--ami", aws["image"],
+    proc = aws["cli"]("fleet", "create", "plan", "-m", "squeezenet", "--ami", aws["image"],
                    "--dry-run", "--wait", "-o", "json")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.code == 0, proc.stderr
     assert "--wait skipped" in proc.stderr
     plan = json.loads(proc.stdout)
     planned = [(c["service"], c["operation"]) for c in plan["calls"] if not c["executed"]]
@@ -234,9 +249,9 @@ def _nothing_tagged(aws: dict[str, Any], name: str) -> list[str]:
 
 
 def test_wait_returns_the_endpoint_when_targets_are_healthy(aws: dict[str, Any]) -> None:
-    proc = run_cli(aws["moto"], "fleet", "create", "web", "-m", "squeezenet", "--ami", aws["image"],
+    proc = aws["cli"]("fleet", "create", "web", "-m", "squeezenet", "--ami", aws["image"],
                    "--min", "2", "--desired", "3", "--max", "4", "--wait", "--wait-timeout", "60")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.code == 0, proc.stderr
     endpoint = f"http://{_lb(aws, 'web')['DNSName']}"
     assert f"Endpoint        {endpoint}" in proc.stdout and "Healthy         3/3" in proc.stdout
     assert "web: 3/3 targets healthy" in proc.stderr
@@ -279,49 +294,49 @@ def test_waiter_polls_until_every_target_is_healthy(aws: dict[str, Any]) -> None
 
 
 def test_list_describe_members_and_scale(aws: dict[str, Any]) -> None:
-    moto = aws["moto"]
+    cli = aws["cli"]
     _create(aws, "prod", "-m", "squeezenet", "--min", "2", "--max", "5")
-    listed = json.loads(run_cli(moto, "fleet", "list", "-o", "json").stdout)
+    listed = json.loads(cli("fleet", "list", "-o", "json").stdout)
     assert [(f["name"], f["in_service"], f["min"], f["max"], f["models"]) for f in listed] == [
         ("prod", 2, 2, 5, "squeezenet=squeezenet")]
-    desc = json.loads(run_cli(moto, "fleet", "describe", "prod", "-o", "json").stdout)
+    desc = json.loads(cli("fleet", "describe", "prod", "-o", "json").stdout)
     assert desc["target_group"]["health_check_path"] == "/ping/squeezenet" and desc["target_group"]["healthy"] == 2
     assert desc["scaling_policy"]["metric"] == "ALBRequestCountPerTarget"
     assert {g["component"] for g in desc["security_groups"]} == {
         "fleet-lb-security-group", "fleet-instance-security-group", "fleet-admin-security-group"}
-    table = run_cli(moto, "fleet", "describe", "prod").stdout
+    table = cli("fleet", "describe", "prod").stdout
     assert "GET /ping/squeezenet → 200 every 15s" in table and "HTTP:80 forward" in table
 
     # Members: the group's in-service instances at their private addresses.
-    members = json.loads(run_cli(moto, "fleet", "members", "prod", "-o", "json").stdout)
+    members = json.loads(cli("fleet", "members", "prod", "-o", "json").stdout)
     described = {i["InstanceId"]: i["PrivateIpAddress"] for r in aws["ec2"].describe_instances(
         InstanceIds=[i["InstanceId"] for i in _asg(aws, "prod")["Instances"]])["Reservations"] for i in r["Instances"]}
     assert {m["id"]: m["private_ip"] for m in members} == described
     assert {m["management_url"] for m in members} == {f"http://{ip}:8081" for ip in described.values()}
 
-    scaled = run_cli(moto, "fleet", "scale", "prod", "--desired", "4", "-o", "json")
-    assert scaled.returncode == 0, scaled.stderr
+    scaled = cli("fleet", "scale", "prod", "--desired", "4", "-o", "json")
+    assert scaled.code == 0, scaled.stderr
     assert json.loads(scaled.stdout)["after"] == {"min": 2, "desired": 4, "max": 5}
     group = _asg(aws, "prod")
     assert (group["MinSize"], group["DesiredCapacity"], group["MaxSize"]) == (2, 4, 5)
     # A new max below the desired size moves it down; a dry run changes nothing.
-    plan = json.loads(run_cli(moto, "fleet", "scale", "prod", "--max", "3", "--dry-run", "-o", "json").stdout)
+    plan = json.loads(cli("fleet", "scale", "prod", "--max", "3", "--dry-run", "-o", "json").stdout)
     assert [c["parameters"] for c in plan["calls"] if c["operation"] == "UpdateAutoScalingGroup"] == [
         {"AutoScalingGroupName": "mmsctl-fleet-prod", "MinSize": 2, "MaxSize": 3, "DesiredCapacity": 3}]
     assert _asg(aws, "prod")["MaxSize"] == 5
-    bad = run_cli(moto, "fleet", "scale", "prod", "--min", "6")
-    assert bad.returncode == 2 and "min (6) <= desired" in bad.stderr
-    ghost = run_cli(moto, "fleet", "scale", "ghost", "--min", "1")
-    assert ghost.returncode == 9 and "no fleet 'ghost' in us-east-1" in ghost.stderr
+    bad = cli("fleet", "scale", "prod", "--min", "6")
+    assert bad.code == 2 and "min (6) <= desired" in bad.stderr
+    ghost = cli("fleet", "scale", "ghost", "--min", "1")
+    assert ghost.code == 9 and "no fleet 'ghost' in us-east-1" in ghost.stderr
 
 
 def test_destroy_leaves_nothing_tagged_and_twice_is_a_no_op(aws: dict[str, Any]) -> None:
-    moto = aws["moto"]
+    cli = aws["cli"]
     cert = boto3.client("acm").request_certificate(DomainName="models.example.com")["CertificateArn"]
     _create(aws, "prod", "-m", "squeezenet", "--certificate-arn", cert)
     _create(aws, "other", "-m", "squeezenet", "--min", "1")
-    plan = run_cli(moto, "fleet", "destroy", "prod", "--dry-run", "-o", "json")
-    assert plan.returncode == 0, plan.stderr
+    plan = cli("fleet", "destroy", "prod", "--dry-run", "-o", "json")
+    assert plan.code == 0, plan.stderr
     planned = [c["operation"] for c in json.loads(plan.stdout)["calls"] if not c["executed"]]
     assert planned == ["DeletePolicy", "DeleteAutoScalingGroup", "DeleteListener", "DeleteListener",
                        "DeleteLoadBalancer", "DeleteTargetGroup", "DeleteLaunchTemplate",
@@ -330,40 +345,40 @@ def test_destroy_leaves_nothing_tagged_and_twice_is_a_no_op(aws: dict[str, Any])
                        "DeleteInstanceProfile", "DeleteRolePolicy", "DeleteRole"]
     assert len(_nothing_tagged(aws, "prod")) > 10  # the dry run deleted nothing
 
-    done = run_cli(moto, "fleet", "destroy", "prod", "-o", "json")
-    assert done.returncode == 0, done.stderr
+    done = cli("fleet", "destroy", "prod", "-o", "json")
+    assert done.code == 0, done.stderr
     kinds = [d["kind"] for d in json.loads(done.stdout)["deleted"]]
     assert kinds == ["scaling-policy", "auto-scaling-group", "listener", "listener", "load-balancer", "target-group",
                      "launch-template", "security-group", "security-group", "security-group", "instance-profile",
                      "iam-role"]
     assert _nothing_tagged(aws, "prod") == []
     assert len(_nothing_tagged(aws, "other")) > 10  # the other fleet is untouched
-    again = run_cli(moto, "fleet", "destroy", "prod")
-    assert again.returncode == 0 and again.stdout == "" and "nothing left of fleet prod in us-east-1" in again.stderr
-    assert run_cli(moto, "fleet", "describe", "prod").returncode == 9
+    again = cli("fleet", "destroy", "prod")
+    assert again.code == 0 and again.stdout == "" and "nothing left of fleet prod in us-east-1" in again.stderr
+    assert cli("fleet", "describe", "prod").code == 9
 
 
 def test_same_named_resources_without_the_tag_are_never_touched(aws: dict[str, Any]) -> None:
-    moto, iam = aws["moto"], aws["iam"]
+    cli, iam = aws["cli"], aws["iam"]
     iam.create_role(RoleName="mmsctl-fleet-ghost", Path="/mmsctl-fleet/", AssumeRolePolicyDocument="{}")
-    refused = run_cli(moto, "fleet", "create", "ghost", "-m", "squeezenet", "--ami", aws["image"])
-    assert refused.returncode == 9 and "not tagged mmsctl:fleet=ghost: role mmsctl-fleet-ghost" in refused.stderr
-    kept = run_cli(moto, "fleet", "destroy", "ghost")
-    assert kept.returncode == 0, kept.stderr
+    refused = cli("fleet", "create", "ghost", "-m", "squeezenet", "--ami", aws["image"])
+    assert refused.code == 9 and "not tagged mmsctl:fleet=ghost: role mmsctl-fleet-ghost" in refused.stderr
+    kept = cli("fleet", "destroy", "ghost")
+    assert kept.code == 0, kept.stderr
     assert "kept role mmsctl-fleet-ghost: it has the fleet's name but not its mmsctl:fleet=ghost tag" in kept.stderr
     assert iam.get_role(RoleName="mmsctl-fleet-ghost")["Role"]["Path"] == "/mmsctl-fleet/"
     assert iam.list_role_policies(RoleName="mmsctl-fleet-ghost")["PolicyNames"] == []
 
 
 def test_ec2_commands_leave_fleets_alone(aws: dict[str, Any]) -> None:
-    moto = aws["moto"]
+    cli = aws["cli"]
     _create(aws, "prod", "-m", "squeezenet", "--min", "1")
     iid = _asg(aws, "prod")["Instances"][0]["InstanceId"]
-    assert json.loads(run_cli(moto, "ec2", "list", "-o", "json").stdout) == []
-    refused = run_cli(moto, "ec2", "terminate", iid)
-    assert refused.returncode == 9 and "belongs to fleet 'prod'" in refused.stderr
+    assert json.loads(cli("ec2", "list", "-o", "json").stdout) == []
+    refused = cli("ec2", "terminate", iid)
+    assert refused.code == 9 and "belongs to fleet 'prod'" in refused.stderr
     assert "mmsctl fleet scale prod" in refused.stderr
-    assert run_cli(moto, "ec2", "cleanup").returncode == 0
+    assert cli("ec2", "cleanup").code == 0
     assert len(_groups(aws, "prod")) == 3
 
 
@@ -384,31 +399,31 @@ def test_ec2_commands_leave_fleets_alone(aws: dict[str, Any]) -> None:
         (["fleet", "scale", "ghost"], 2, "pass --min, --max or --desired"),
     ],
 )
-def test_errors_are_one_line(moto: Moto, args: list[str], code: int, message: str) -> None:
-    proc = run_cli(moto, *args)
-    assert proc.returncode == code, proc.stderr
+def test_errors_are_one_line(cli: Any, args: list[str], code: int, message: str) -> None:
+    proc = cli(*args)
+    assert proc.code == code, proc.stderr
     first = proc.stderr.strip().splitlines()[0]
     assert first.startswith("error: ") and message in first, proc.stderr
     assert "Traceback" not in proc.stderr
 
 
 def test_refusals_that_need_aws(aws: dict[str, Any]) -> None:
-    moto = aws["moto"]
+    cli = aws["cli"]
     subnet = aws["ec2"].describe_subnets(Filters=[{"Name": "default-for-az", "Values": ["true"]}])["Subnets"][0]
-    one_zone = run_cli(moto, "fleet", "create", "x", "-m", "squeezenet", "--ami", aws["image"],
+    one_zone = cli("fleet", "create", "x", "-m", "squeezenet", "--ami", aws["image"],
                        "--subnets", subnet["SubnetId"])
-    assert one_zone.returncode == 2 and "subnets in 2 availability zones at least" in one_zone.stderr
+    assert one_zone.code == 2 and "subnets in 2 availability zones at least" in one_zone.stderr
     _create(aws, "prod", "-m", "squeezenet", "--min", "1")
-    again = run_cli(moto, "fleet", "create", "prod", "-m", "squeezenet", "--ami", aws["image"])
-    assert again.returncode == 9 and "fleet 'prod' already exists in us-east-1" in again.stderr
+    again = cli("fleet", "create", "prod", "-m", "squeezenet", "--ami", aws["image"])
+    assert again.code == 9 and "fleet 'prod' already exists in us-east-1" in again.stderr
     # AWS refuses a step half-way: the error says how to remove what was made, and destroy does.
     bad_cert = "arn:aws:acm:us-east-1:123456789012:certificate/not-there"
-    half = run_cli(moto, "fleet", "create", "half", "-m", "squeezenet", "--ami", aws["image"],
+    half = cli("fleet", "create", "half", "-m", "squeezenet", "--ami", aws["image"],
                    "--certificate-arn", bad_cert)
-    assert half.returncode == 9, half.stderr
+    assert half.code == 9, half.stderr
     assert "CreateListener" in half.stderr and "`mmsctl fleet destroy half` removes whatever exists" in half.stderr
     assert _nothing_tagged(aws, "half") != []
-    assert run_cli(moto, "fleet", "destroy", "half").returncode == 0
+    assert cli("fleet", "destroy", "half").code == 0
     assert _nothing_tagged(aws, "half") == []
 
 
@@ -448,8 +463,8 @@ def test_ssh_config_tunnels_each_member_and_names_the_context(aws: dict[str, Any
     from tests.client.clirun import invoke
 
     _create(aws, "prod", "-m", "squeezenet", "--min", "2", "--key-name", "me")
-    proc = run_cli(aws["moto"], "fleet", "ssh-config", "prod", "--local-port", "28080")
-    assert proc.returncode == 0, proc.stderr
+    proc = aws["cli"]("fleet", "ssh-config", "prod", "--local-port", "28080")
+    assert proc.code == 0, proc.stderr
     ids = sorted(i["InstanceId"] for i in _asg(aws, "prod")["Instances"])
     for i, iid in enumerate(ids):
         assert f"Host mmsctl-fleet-prod-{iid}\n" in proc.stdout
@@ -468,8 +483,8 @@ def test_fleet_cost_from_a_fleet_and_a_saved_bench_run(aws: dict[str, Any], tmp_
         Level(concurrency=1, duration_s=10.0, sent=100, ok=100), Level(concurrency=8, duration_s=10.0, sent=300, ok=250),
     ])]), run)
     _create(aws, "prod", "-m", "squeezenet", "--min", "2", "--desired", "3", "--max", "8")
-    proc = run_cli(aws["moto"], "fleet", "cost", "prod", "--from-bench", str(run), "-o", "json")
-    assert proc.returncode == 0, proc.stderr
+    proc = aws["cli"]("fleet", "cost", "prod", "--from-bench", str(run), "-o", "json")
+    assert proc.code == 0, proc.stderr
     rows = json.loads(proc.stdout)
     assert [(r["instances"], r["instance_type"], r["throughput_per_instance"]) for r in rows] == [
         (2, "c5.xlarge", 25.0), (3, "c5.xlarge", 25.0), (8, "c5.xlarge", 25.0)]
@@ -478,7 +493,7 @@ def test_fleet_cost_from_a_fleet_and_a_saved_bench_run(aws: dict[str, Any], tmp_
 
 
 def test_an_elastic_inference_fleet_shares_ec2s_endpoint_and_keeps_cleanup_off_it(aws: dict[str, Any]) -> None:
-    ec2, iam, moto = aws["ec2"], aws["iam"], aws["moto"]
+    ec2, iam, cli = aws["ec2"], aws["iam"], aws["cli"]
     out = _create(aws, "ei", "-m", "squeezenet", "--eia", "medium", "--min", "1")
     assert out["accelerator"] == "eia1.medium" and out["instance_type"] == "m5.large"
     assert any("retired" in w for w in out["warnings"])
@@ -491,11 +506,11 @@ def test_an_elastic_inference_fleet_shares_ec2s_endpoint_and_keeps_cleanup_off_i
     assert data["SecurityGroupIds"] == [_groups(aws, "ei")["fleet-instance-security-group"]["GroupId"], ei_sg]
     assert sorted(iam.list_role_policies(RoleName="mmsctl-fleet-ei")["PolicyNames"]) == [
         "mmsctl-elastic-inference-connect", "mmsctl-session-manager"]
-    refused = run_cli(moto, "ec2", "cleanup")
-    assert refused.returncode == 9 and "fleet(s) ei use the Elastic Inference endpoint" in refused.stderr
-    assert run_cli(moto, "fleet", "destroy", "ei").returncode == 0
+    refused = cli("ec2", "cleanup")
+    assert refused.code == 9 and "fleet(s) ei use the Elastic Inference endpoint" in refused.stderr
+    assert cli("fleet", "destroy", "ei").code == 0
     assert _nothing_tagged(aws, "ei") == []
     assert len(ec2.describe_vpc_endpoints()["VpcEndpoints"]) == 1  # shared with `ec2 launch`: ec2 cleanup's
-    cleaned = run_cli(moto, "ec2", "cleanup", "-o", "json")
-    assert cleaned.returncode == 0, cleaned.stderr
+    cleaned = cli("ec2", "cleanup", "-o", "json")
+    assert cleaned.code == 0, cleaned.stderr
     assert sorted(d["kind"] for d in json.loads(cleaned.stdout)["deleted"]) == ["security-group", "vpc-endpoint"]
