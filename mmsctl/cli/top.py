@@ -50,6 +50,13 @@ def top(
         raise UsageError(f"--interval must be at least 0.1 seconds, not {interval:g}")
     if timeout <= 0:
         raise UsageError("--timeout must be greater than 0")
+    from mmsctl.client.contexts import resolve_context
+
+    fleet = resolve_context(global_context(context))
+    if fleet.is_fleet:  # the fleet view (models across members, a members view) is not built yet
+        raise UsageError(f"context {fleet.name!r} is a fleet; `mmsctl top` watches one server",
+                         hint="`mmsctl models list` and `mmsctl ping` show every member; for one member add "
+                              "a context with its --inference and --management URLs")
     from mmsctl.tui.source import HttpSource, endpoints_for
 
     endpoints = endpoints_for(global_context(context))
