@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from mmsctl.cli import exit_codes as codes  # the numbers live with the CLI that returns them
+from mmsctl import exit_codes as codes
 
 __all__ = [
     "ApiError",
