@@ -74,7 +74,7 @@ def start(
 
 
 def _log_hint(config: ServerConfig) -> str:
-    from mmsctl.server.instances import Instance
+    from mmsctl.instances import Instance
 
     return str(Instance(config.instance_name).log_file)
 

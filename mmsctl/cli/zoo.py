@@ -166,7 +166,7 @@ def clean() -> None:
 
 def _running_servers() -> list[str]:
     """Names of running `mmsctl serve` instances: their workers load from the extracted copies."""
-    from mmsctl.server.instances import list_instances
+    from mmsctl.instances import list_instances
 
     return [i.name for i in list_instances() if i.running_state() is not None]
 

@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 from mmsctl.errors import MmsError, ServerError
 from mmsctl.server.config import ServerConfig, parse_address
-from mmsctl.server.instances import Instance, InstanceState
+from mmsctl.instances import Instance, InstanceState
 
 __all__ = ["Server", "STARTUP_FAILURE", "main", "run_server"]
 
@@ -176,7 +176,7 @@ class Server:
             inference_url=_url(self.config.inference_address),
             management_url=_url(self.config.management_address),
             metrics_url=_url(self.config.metrics_address),
-            log_file=str(self.instance.log_file),
+            log_file=str(self.instance.log_file), token_file=self.config.token_file,
         ))
         try:
             startup = asyncio.ensure_future(self.startup())

@@ -17,7 +17,7 @@ from typing import IO, Any, Callable, Iterator, Optional
 
 from mmsctl.errors import NotFoundError, ServerError, UsageError
 from mmsctl.server.config import ServerConfig, load_properties, parse_address
-from mmsctl.server.instances import Instance, InstanceState, list_instances, pid_alive
+from mmsctl.instances import Instance, InstanceState, list_instances, pid_alive
 
 __all__ = ["build_config", "print_logs", "start_background", "start_foreground", "status_rows",
            "stop_instances"]

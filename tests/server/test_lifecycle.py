@@ -14,7 +14,7 @@ from typing import Iterator
 import httpx
 import pytest
 
-from mmsctl.server.instances import pid_alive
+from mmsctl.instances import pid_alive
 from tests.support.mmsctl_server import free_port, make_noop_archive
 
 
