@@ -28,9 +28,10 @@ from mmsctl.engine import mxnet_compat
 from mmsctl.engine.context import Context, MetricsStore, RequestProcessor
 from mmsctl.engine.loader import LoadedHandler, load_handler, load_legacy_handler, split_handler
 from mmsctl.engine.protocol import RequestItem, ResponseItem
+from mmsctl.error_body import error_body
 from mmsctl.errors import EngineError, HandlerError
 
-__all__ = ["ArchiveLike", "ModelService", "error_body", "load_service"]
+__all__ = ["ArchiveLike", "ModelService", "load_service"]
 
 log = logging.getLogger("mmsctl.engine")
 
@@ -50,13 +51,8 @@ class ArchiveLike(Protocol):
     def handler(self) -> Optional[str]: ...
 
 
-def error_body(code: int, message: str, type: str = "InternalServerException") -> bytes:
-    """MMS's error body ``{"code", "type", "message"}``, pretty-printed like MMS's front end."""
-    return json.dumps({"code": code, "type": type, "message": message}, indent=2).encode("utf-8")
-
-
 def _error_item(code: int, message: str, type: str = "InternalServerException") -> ResponseItem:
-    return ResponseItem(status=code, body=error_body(code, message, type), content_type="application/json")
+    return ResponseItem(status=code, body=error_body(code, type, message), content_type="application/json")
 
 
 def _mime(content_type: Optional[str]) -> str:

@@ -19,6 +19,7 @@ from typing import Any, Awaitable, Callable, Optional
 from aiohttp import web
 
 from mmsctl.engine.protocol import Parameter, RequestItem, ResponseItem
+from mmsctl.error_body import error_body
 from mmsctl.server import openapi
 from mmsctl.server.config import ServerConfig
 from mmsctl.server.errors import (
@@ -47,7 +48,7 @@ def _status(message: str, status: int = 200, reason: Optional[str] = None) -> we
 
 
 def _error(status: int, type_: str, message: str) -> web.Response:
-    return _json({"code": status, "type": type_, "message": message}, status)
+    return web.Response(status=status, body=error_body(status, type_, message), content_type="application/json")
 
 
 def load_tokens(path: Optional[str]) -> dict[str, str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import json
 import logging
 import os
 import socket
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from mmsctl.engine.protocol import RequestItem, ResponseItem
+from mmsctl.error_body import error_body
 from mmsctl.server import protocol
 from mmsctl.server.batching import Job, next_batch, until_stopped
 from mmsctl.server.config import ServerConfig
@@ -34,10 +34,9 @@ log = logging.getLogger("mmsctl.server")
 BACK_OFF = (0, 1, 1, 2, 3, 5, 8, 13, 21, 34, 55)
 
 
-def error_response(status: int, type_: str, message: str, **headers: str) -> ResponseItem:
+def error_response(status: int, type_: str, message: str) -> ResponseItem:
     """An MMS error body ``{"code", "type", "message"}`` as a ResponseItem."""
-    body = json.dumps({"code": status, "type": type_, "message": message}, indent=2).encode() + b"\n"
-    return ResponseItem(status, body, "application/json", dict(headers))
+    return ResponseItem(status, error_body(status, type_, message), "application/json")
 
 
 class WorkerState(str, enum.Enum):
