@@ -97,9 +97,29 @@ class ServerConfig:
                 raise ConfigError(f"allowed_urls: bad regular expression {pattern!r}: {exc}") from exc
         if self.model_store and not Path(self.model_store).is_dir():
             raise ConfigError(f"model_store {self.model_store!r} is not a folder")
-        if self.token_file and not Path(self.token_file).is_file():
-            raise ConfigError(f"token file {self.token_file!r} not found")
+        if self.token_file:
+            self.api_keys()
         return self
+
+    def api_keys(self) -> dict[str, str]:
+        """The Bearer key each API checks (``{}`` without a token file; metrics stays open, as in MMS).
+
+        Raises:
+            ConfigError: the token file does not give a usable key for both the inference and
+                the management API (a server never starts half-protected).
+        """
+        if not self.token_file:
+            return {}
+        from mmsctl.tokens import read_token_file
+
+        tokens = read_token_file(self.token_file)
+        try:
+            return {api: tokens.key(api) for api in ("inference", "management")}
+        except ConfigError as exc:
+            raise ConfigError(
+                f"{exc.message}: the server needs a key for both the inference and the management API",
+                hint="use one token on the first line, or a key_file.json with 'inference' and 'management' keys",
+            ) from None
 
 
 def parse_address(address: str, *, key: str = "address") -> tuple[str, int]:

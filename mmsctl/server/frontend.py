@@ -30,7 +30,7 @@ from mmsctl.server.metrics import ServerMetrics
 from mmsctl.server.store import resolve_archive
 from mmsctl.server.supervisor import Model, ModelManager
 
-__all__ = ["Frontend", "load_tokens"]
+__all__ = ["Frontend"]
 
 log = logging.getLogger("mmsctl.server")
 access_log = logging.getLogger("mmsctl.access")
@@ -49,29 +49,6 @@ def _status(message: str, status: int = 200, reason: Optional[str] = None) -> we
 
 def _error(status: int, type_: str, message: str) -> web.Response:
     return web.Response(status=status, body=error_body(status, type_, message), content_type="application/json")
-
-
-def load_tokens(path: Optional[str]) -> dict[str, str]:
-    """Bearer tokens per API from a plain token file or a TorchServe ``key_file.json``."""
-    if not path:
-        return {}
-    text = Path(path).read_text().strip()
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return {"inference": text, "management": text}
-    if isinstance(data, dict):
-        tokens = {}
-        for api in ("inference", "management"):
-            entry = data.get(api)
-            if isinstance(entry, dict) and entry.get("key"):
-                tokens[api] = str(entry["key"])
-            elif isinstance(entry, str):
-                tokens[api] = entry
-        if not tokens and data.get("token"):
-            tokens = {"inference": str(data["token"]), "management": str(data["token"])}
-        return tokens
-    return {"inference": str(data), "management": str(data)}
 
 
 # -- query parameters ---------------------------------------------------------------------------
@@ -127,7 +104,7 @@ class Frontend:
         self.config = config
         self.manager = manager
         self.metrics = metrics
-        self.tokens = load_tokens(config.token_file)
+        self.tokens = config.api_keys()
         self.draining = False
         self.in_flight = 0
 

@@ -135,6 +135,29 @@ def test_bad_config_file_is_a_usage_error(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "model_store" in missing.stderr
 
 
+@pytest.mark.parametrize("text, reason", [
+    (None, "not found"),
+    ("", "is empty"),
+    ('{"inference": {"key": "only-inference"}}', "no 'management' key"),
+    ('{"management": {"key": ""}, "inference": {"key": "k"}}', "management key is empty"),
+    ("null", "expected a token or a JSON object"),
+    ("two words", "characters a Bearer token cannot have"),
+])
+def test_a_token_file_without_both_keys_refuses_to_start(tmp_path: Path, text: str | None, reason: str) -> None:
+    """A server never starts half-protected: one error line, exit 2, nothing listening."""
+    token = tmp_path / "token"
+    if text is not None:
+        token.write_text(text)
+    flags, inference, _ = _addresses()
+    result = _mmsctl("serve", "start", "--token-file", str(token), *flags, "--timeout", "30")
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert lines[0].startswith(f"error: token file {token}") and reason in lines[0], lines
+    assert all(line.startswith("hint: ") for line in lines[1:]) and "Traceback" not in result.stderr
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{inference}/ping", timeout=2)
+
+
 def test_config_properties_are_used(tmp_path: Path, noop: Path) -> None:
     flags, inference, management = _addresses()
     props = tmp_path / "config.properties"

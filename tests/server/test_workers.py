@@ -150,15 +150,23 @@ def test_batching_groups_concurrent_requests(tmp_path: Path) -> None:
         assert count < 8  # fewer batches than requests: they were grouped
 
 
-@pytest.mark.parametrize("token_kind", ["plain"])
-def test_token_auth(tmp_path: Path, token_kind: str) -> None:
+@pytest.mark.parametrize("token_text, inference_key, management_key", [
+    ("s3cret\n", "s3cret", "s3cret"),
+    ('{"inference": {"key": "i-s3cret"}, "management": {"key": "m-s3cret"}}', "i-s3cret", "m-s3cret"),
+], ids=["plain", "key_file.json"])
+def test_token_auth(tmp_path: Path, token_text: str, inference_key: str, management_key: str) -> None:
     noop = make_noop_archive(tmp_path / "noop")
-    with running_mmsctl_server(tmp_path, models={"noop": str(noop)}, token="s3cret") as srv:
+    with running_mmsctl_server(tmp_path, models={"noop": str(noop)}, token=token_text) as srv:
         assert httpx.get(f"{srv.inference_url}/ping").status_code == 200  # health checks stay open
         resp = httpx.post(f"{srv.inference_url}/predictions/noop", content=b"x")
         assert resp.status_code == 401 and resp.json()["type"] == "InvalidKeyException"
         resp = httpx.get(f"{srv.management_url}/models", headers={"Authorization": "Bearer wrong"})
         assert resp.status_code == 401
         ok = httpx.post(f"{srv.inference_url}/predictions/noop", content=b"x",
-                        headers={"Authorization": "Bearer s3cret"})
+                        headers={"Authorization": f"Bearer {inference_key}"})
         assert ok.status_code == 200
+        ok = httpx.get(f"{srv.management_url}/models", headers={"Authorization": f"Bearer {management_key}"})
+        assert ok.status_code == 200
+        if inference_key != management_key:  # each API takes only its own key
+            resp = httpx.get(f"{srv.management_url}/models", headers={"Authorization": f"Bearer {inference_key}"})
+            assert resp.status_code == 401
