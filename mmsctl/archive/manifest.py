@@ -17,11 +17,11 @@ Legacy MMS 0.4 manifests are turned into this form by :mod:`mmsctl.archive.legac
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from mmsctl.errors import ArchiveError, UsageError
+from mmsctl.names import MODEL_NAME_PATTERN
 
 __all__ = [
     "MANIFEST_DIR",
@@ -37,8 +37,6 @@ __all__ = [
 MANIFEST_DIR = "MAR-INF"
 MANIFEST_NAME = "MANIFEST.json"
 MANIFEST_PATH = f"{MANIFEST_DIR}/{MANIFEST_NAME}"
-#: The model names model-archiver accepts (MMS uses them in URLs and file names).
-MODEL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-.]*$")
 #: ``--runtime`` values, as in model-archiver's RuntimeType.
 RUNTIMES = ("python", "python2", "python3")
 

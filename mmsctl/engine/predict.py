@@ -149,17 +149,16 @@ def open_model(location: str, *, progress: bool = True) -> LocalModel:
         ModelNotFoundError: nothing by that name or path.
         ArchiveError: the archive cannot be read.
     """
-    name_override: Optional[str] = None
-    target = location
-    if "=" in location and not Path(location).exists():
-        name_override, target = location.split("=", 1)
+    from mmsctl.names import split_named
+
+    name_override, target = split_named(location)
     path = Path(target).expanduser()
     if _is_checkpoint_folder(path):
         return LocalModel(name_override or path.name.split("-")[0], path.resolve(), None)
     from mmsctl.archive import open_archive
     from mmsctl.zoo import resolve_model
 
-    resolved = resolve_model(location, progress=progress)
+    resolved = resolve_model(target, progress=progress)
     path = Path(resolved.path)
     if _is_checkpoint_folder(path):
         return LocalModel(name_override or resolved.name, path.resolve(), None)

@@ -22,6 +22,7 @@ from typing import Any, Optional
 from mmsctl.errors import MmsError, ServerError
 from mmsctl.server.config import ServerConfig, parse_address
 from mmsctl.instances import Instance, InstanceState
+from mmsctl.names import split_named
 
 __all__ = ["Server", "STARTUP_FAILURE", "main", "run_server"]
 
@@ -30,14 +31,6 @@ log = logging.getLogger("mmsctl.server")
 STARTUP_FAILURE = 3
 #: Seconds to drain on SIGTERM when ``serve stop`` did not say.
 DEFAULT_DRAIN_TIMEOUT = 30.0
-
-
-def split_model_spec(spec: str) -> tuple[Optional[str], str]:
-    """``name=location`` → (name, location); ``location`` → (None, location)."""
-    name, sep, location = spec.partition("=")
-    if sep and name and "/" not in name:
-        return name, location
-    return None, spec
 
 
 class Server:
@@ -104,7 +97,7 @@ class Server:
 
         loop = asyncio.get_running_loop()
         for spec in self._startup_specs():
-            name, location = split_model_spec(spec)
+            name, location = split_named(spec)
             try:
                 archive = await loop.run_in_executor(None, resolve_archive, location, self.config)
                 model_name = name or archive.model_name or Path(location.rstrip("/")).name.split(".")[0]

@@ -18,6 +18,7 @@ from typing import IO, Any, Callable, Iterator, Optional
 from mmsctl.errors import NotFoundError, ServerError, UsageError
 from mmsctl.server.config import ServerConfig, load_properties, parse_address
 from mmsctl.instances import Instance, InstanceState, list_instances, pid_alive
+from mmsctl.names import split_named
 
 __all__ = ["build_config", "print_logs", "start_background", "start_foreground", "status_rows",
            "stop_instances"]
@@ -25,9 +26,7 @@ __all__ = ["build_config", "print_logs", "start_background", "start_foreground",
 
 def _model_spec(spec: str) -> str:
     """Make a local path in ``name=location`` absolute (the server runs elsewhere)."""
-    name, sep, location = spec.partition("=")
-    if not sep or not name or "/" in name:
-        name, location = "", spec
+    name, location = split_named(spec)
     if location and not location.startswith(("http://", "https://")):
         path = Path(location).expanduser()
         if path.exists():
