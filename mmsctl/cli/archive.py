@@ -8,7 +8,7 @@ from typing import Any, List, Optional
 import typer
 
 from mmsctl.cli.options import OutputOpt, check_output
-from mmsctl.cli.render import Column, get_ui, render_data, render_table
+from mmsctl.cli.render import Column, get_ui, human_size, render_data, render_table
 
 __all__ = ["register"]
 
@@ -19,15 +19,6 @@ archive_app = typer.Typer(
 )
 
 _FILE_COLUMNS = (Column("Path", "path"), Column("Size", "size", justify="right"), Column("Bytes", "bytes", wide=True, justify="right"))
-
-
-def _human(size: int) -> str:
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{size} B"  # pragma: no cover
 
 
 def _split(values: Optional[List[str]]) -> list[Path]:
@@ -135,7 +126,7 @@ def create(
         return
     ui.message(
         f"created {result.path.name}: model {result.manifest.model_name}, handler {result.manifest.handler}, "
-        f"{len(result.files)} files, {_human(result.size)}"
+        f"{len(result.files)} files, {human_size(result.size)}"
     )
     ui.out.file.write(f"{result.path}\n")
     ui.out.file.flush()
@@ -191,7 +182,7 @@ def inspect(
         ("Description", info.manifest.description or "-"),
         ("Format", f"{data['format']}{' (legacy MMS 0.x)' if info.manifest.legacy else ''}"
          f"{'' if info.has_manifest else ', no manifest'}"),
-        ("Size", f"{_human(info.size)} ({_human(info.total_size)} uncompressed, {len(info.files)} files)"),
+        ("Size", f"{human_size(info.size)} ({human_size(info.total_size)} uncompressed, {len(info.files)} files)"),
         ("Signature", sig_text or "-"),
         ("Source", str(info.source)),
     ]
@@ -205,7 +196,7 @@ def inspect(
     out.write("\n")
     out.flush()
     render_table(
-        [{"path": f.path, "size": _human(f.size), "bytes": f.size} for f in info.files],
+        [{"path": f.path, "size": human_size(f.size), "bytes": f.size} for f in info.files],
         _FILE_COLUMNS,
         wide=output == "wide",
     )
