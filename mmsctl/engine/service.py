@@ -141,10 +141,6 @@ class ModelService:
         return self.context.model_name
 
     @property
-    def handler_description(self) -> str:
-        return self._handler.description
-
-    @property
     def batch_size(self) -> int:
         return int(self.context.system_properties["batch_size"])
 

@@ -103,7 +103,7 @@ class Server:
                 model_name = name or archive.model_name or Path(location.rstrip("/")).name.split(".")[0]
                 model = Model(name=model_name, url=location, archive=archive, handler=archive.handler,
                               response_timeout=self.config.default_response_timeout,
-                              queue_size=self.config.job_queue_size, loaded_at_startup=True)
+                              queue_size=self.config.job_queue_size)
                 self.manager.startup_models.add(model_name)
                 await self.frontend.add_model(model, self.config.default_workers_per_model, True)
             except ApiException as exc:

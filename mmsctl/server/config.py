@@ -14,7 +14,7 @@ import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 from urllib.parse import urlsplit
 
 from mmsctl.errors import ConfigError
@@ -203,11 +203,3 @@ def load_properties(path: Path, base: Optional[ServerConfig] = None) -> ServerCo
     cfg.extra.update({k: v for k, v in props.items() if k not in known})
     return cfg
 
-
-def config_from_any(data: dict[str, Any]) -> ServerConfig:
-    """Build a config from a plain mapping (used by tests' ``extra_config``)."""
-    known = set(ServerConfig.__dataclass_fields__)
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ConfigError(f"unknown server setting(s): {', '.join(unknown)}")
-    return ServerConfig(**data)

@@ -238,7 +238,6 @@ class Model:
     min_workers: int = 0
     max_workers: int = 0
     queue_size: int = 1000
-    loaded_at_startup: bool = False
     queue: "asyncio.Queue[Job]" = field(init=False)
     workers: list[Worker] = field(default_factory=list)
     removed: bool = False
@@ -251,7 +250,6 @@ class Model:
     restarting: int = 0
     idle_since: float = field(default_factory=time.monotonic)
     requests: int = 0
-    rejected: int = 0
 
     def __post_init__(self) -> None:
         self.queue = asyncio.Queue(self.queue_size)
@@ -276,7 +274,6 @@ class ModelManager:
         self.models: dict[str, Model] = {}
         self.startup_models: set[str] = set()
         self._gpu_next = 0
-        self._tasks: set[asyncio.Future[Any]] = set()
 
     # -- registration ----------------------------------------------------------------------
     def add(self, model: Model) -> None:
@@ -507,7 +504,6 @@ class ModelManager:
         try:
             model.queue.put_nowait(Job(item, future, loop.time()))
         except asyncio.QueueFull:
-            model.rejected += 1
             raise ServiceUnavailable(
                 f"No worker is available to serve request for model: {model.name}. "
                 "Consider increasing job queue size.",
