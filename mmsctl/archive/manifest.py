@@ -20,6 +20,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from mmsctl.archive.legacy import legacy_fields
 from mmsctl.errors import ArchiveError, UsageError
 from mmsctl.names import MODEL_NAME_PATTERN
 
@@ -193,9 +194,7 @@ def parse_manifest(raw: bytes, *, where: str = MANIFEST_PATH) -> Manifest:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ArchiveError(f"{where}: not valid JSON: {exc}") from exc
     if isinstance(data, dict) and "model" not in data and "Model" in data:
-        from mmsctl.archive.legacy import manifest_from_legacy
-
-        return manifest_from_legacy(data)
+        return Manifest(**legacy_fields(data))
     try:
         return Manifest.from_dict(data)
     except ArchiveError as exc:
