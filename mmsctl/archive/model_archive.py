@@ -23,6 +23,7 @@ from typing import Any, Optional
 from mmsctl.archive.legacy import LEGACY_MANIFEST_NAME
 from mmsctl.archive.manifest import MANIFEST_DIR, MANIFEST_NAME, MANIFEST_PATH, Manifest, parse_manifest
 from mmsctl.archive.unpack import DEFAULT_LIMITS, ArchiveFormat, Limits, detect_format, extract_into
+from mmsctl.engine.spec import ServiceSpec
 from mmsctl.errors import ArchiveError, InputNotFoundError, UsageError
 
 __all__ = [
@@ -70,6 +71,28 @@ class ModelArchive:
     @property
     def handler(self) -> Optional[str]:
         return self.manifest.handler
+
+    def service_spec(
+        self, *, name: Optional[str] = None, handler: Optional[str] = None, batch_size: int = 1,
+        gpu_id: Optional[int] = None,
+    ) -> ServiceSpec:
+        """What a process needs to load this archive (:func:`mmsctl.engine.service.load_service`).
+
+        Args:
+            name: the name requests use (default: the manifest's model name).
+            handler: a handler chosen instead of the archive's (``--handler``).
+            batch_size, gpu_id: how the model runs.
+        """
+        return ServiceSpec(
+            root=self.root,
+            model_name=name or self.model_name,
+            handler=self.handler,
+            handler_override=handler,
+            legacy=self.manifest.legacy,
+            manifest=self.manifest.to_dict(),
+            batch_size=batch_size,
+            gpu_id=gpu_id,
+        )
 
     @property
     def signature_file(self) -> str:

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Optional
 
 from mmsctl.engine.protocol import RequestItem, ResponseItem
+from mmsctl.engine.spec import ServiceSpec
 from mmsctl.errors import EngineError, HandlerError, MmsError
 
-__all__ = ["POOL_MIN_INPUTS", "PoolSpec", "ServicePool", "choose_workers", "cpu_count"]
+__all__ = ["POOL_MIN_INPUTS", "ServicePool", "choose_workers", "cpu_count"]
 
 #: Batches queued per worker beyond the one it is running (keeps every core busy).
 _AHEAD_PER_WORKER = 2
@@ -54,51 +54,19 @@ def choose_workers(requested: Optional[int], inputs: int, batch_size: int, *, gp
     return max(1, min(cpu_count(), batches))
 
 
-@dataclass(frozen=True)
-class PoolSpec:
-    """What a worker needs to load the model (plain values: it is pickled to each worker)."""
-
-    root: str
-    model_name: str
-    handler: Optional[str]
-    batch_size: int
-    legacy: bool = False
-    threads: int = 1
-
-
-class _FolderModel:
-    """The archive-like object load_service wants, rebuilt from a PoolSpec in the worker."""
-
-    def __init__(self, spec: PoolSpec) -> None:
-        from pathlib import Path
-
-        self.root = Path(spec.root)
-        self.model_name = spec.model_name
-        self.handler = spec.handler
-        self.manifest = _Legacy() if spec.legacy else None
-
-
-class _Legacy:
-    legacy = True
-
-    def to_dict(self) -> None:
-        return None
-
-
 # -- in the worker process -------------------------------------------------------------------
 
 _service: Any = None
 _load_error: Optional[tuple[str, str, Optional[str]]] = None
 
 
-def _init_worker(spec: PoolSpec) -> None:
+def _init_worker(spec: ServiceSpec) -> None:
     """Load the model once per worker; a failure is reported instead of answers."""
     global _service, _load_error
     try:
         from mmsctl.engine.service import load_service
 
-        _service = load_service(_FolderModel(spec), model_name=spec.model_name,
-                                batch_size=spec.batch_size, handler=spec.handler)
+        _service = load_service(spec)
     except MmsError as exc:
         _load_error = (type(exc).__name__, exc.message, exc.hint)
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it
@@ -145,7 +113,7 @@ class _Worker:
     worker is blocked sending an answer back.
     """
 
-    def __init__(self, spec: PoolSpec, number: int) -> None:
+    def __init__(self, spec: ServiceSpec, number: int, threads: int) -> None:
         import socket
         import subprocess
         import threading
@@ -154,7 +122,7 @@ class _Worker:
 
         parent, child = socket.socketpair()
         env = dict(os.environ)
-        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(spec.threads)
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "mmsctl.engine.pool", str(child.fileno())],
@@ -214,14 +182,14 @@ class ServicePool:
         ...         ...
     """
 
-    def __init__(self, spec: PoolSpec, *, workers: int) -> None:
+    def __init__(self, spec: ServiceSpec, *, workers: int, threads: int = 1) -> None:
         self.spec = spec
         #: "ExcType: message" of the last batch that failed as a whole in a worker.
         self.last_exception: Optional[str] = None
         self._workers: list[_Worker] = []
         try:
             for number in range(workers):
-                self._workers.append(_Worker(spec, number))
+                self._workers.append(_Worker(spec, number, threads))
         except BaseException:
             self.close()
             raise

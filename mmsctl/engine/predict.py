@@ -15,19 +15,17 @@ from __future__ import annotations
 import json
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 from mmsctl.engine.inputs import InputSource
 from mmsctl.engine.protocol import Parameter, RequestItem, ResponseItem
+from mmsctl.engine.spec import ServiceSpec
 from mmsctl.errors import MmsError
 
-if TYPE_CHECKING:
-    from mmsctl.archive import Manifest, ModelArchive
-
 __all__ = [
-    "LocalModel", "Prediction", "open_model", "pool_spec", "predict_local", "predict_remote", "truncate_top_k",
+    "Prediction", "open_model", "predict_local", "predict_remote", "start_service", "truncate_top_k",
 ]
 
 _READ_AHEAD = 4  # batches read ahead of the one running
@@ -110,24 +108,6 @@ def truncate_top_k(prediction: Prediction, top_k: Optional[int]) -> Prediction:
 # -- the model ------------------------------------------------------------------------------
 
 
-@dataclass
-class LocalModel:
-    """A model folder ready for :func:`load_service` (an opened archive or a bare checkpoint)."""
-
-    name: str
-    root: Path
-    handler: Optional[str]
-    archive: Optional[ModelArchive] = None  # None: a bare checkpoint folder
-
-    @property
-    def model_name(self) -> str:
-        return self.name
-
-    @property
-    def manifest(self) -> Optional[Manifest]:
-        return self.archive.manifest if self.archive is not None else None
-
-
 def _is_checkpoint_folder(path: Path) -> bool:
     return (
         path.is_dir()
@@ -138,12 +118,15 @@ def _is_checkpoint_folder(path: Path) -> bool:
     )
 
 
-def open_model(location: str, *, progress: bool = True) -> LocalModel:
+def open_model(location: str, *, progress: bool = True) -> ServiceSpec:
     """Find a model by zoo name, path, URL or ``name=location`` and open it.
 
     A bare MXNet checkpoint folder (``signature.json``, ``*-symbol.json``,
     ``*.params``, ``synset.txt``, no manifest) is served with the built-in vision
     handler as it is.
+
+    Returns:
+        What :func:`start_service` loads.
 
     Raises:
         ModelNotFoundError: nothing by that name or path.
@@ -154,32 +137,23 @@ def open_model(location: str, *, progress: bool = True) -> LocalModel:
     name_override, target = split_named(location)
     path = Path(target).expanduser()
     if _is_checkpoint_folder(path):
-        return LocalModel(name_override or path.name.split("-")[0], path.resolve(), None)
+        return ServiceSpec(path.resolve(), name_override or path.name.split("-")[0])
     from mmsctl.archive import open_archive
     from mmsctl.zoo import resolve_model
 
     resolved = resolve_model(target, progress=progress)
     path = Path(resolved.path)
     if _is_checkpoint_folder(path):
-        return LocalModel(name_override or resolved.name, path.resolve(), None)
+        return ServiceSpec(path.resolve(), name_override or resolved.name)
     archive = open_archive(path)
-    return LocalModel(name_override or archive.model_name or resolved.name, archive.root, archive.handler, archive)
-
-
-def pool_spec(model: LocalModel, *, batch_size: int, handler: Optional[str] = None) -> Any:
-    """What :class:`~mmsctl.engine.pool.ServicePool` workers need to load *model* themselves."""
-    from mmsctl.engine.pool import PoolSpec
-    from mmsctl.engine.service import _is_legacy
-
-    legacy = handler is None and _is_legacy(model)
-    return PoolSpec(str(model.root), model.name, handler or model.handler, batch_size, legacy)
+    return archive.service_spec(name=name_override or archive.model_name or resolved.name)
 
 
 #: Inputs per forward pass for the built-in image handler (others get 1, as MMS's examples need).
 AUTO_BATCH = 16
 
 
-def default_batch_size(model: LocalModel, handler: Optional[str] = None) -> int:
+def default_batch_size(model: ServiceSpec, handler: Optional[str] = None) -> int:
     """The batch size `predict` uses when none is given."""
     from mmsctl.engine.builtin import VISION_HANDLER_MODULE
     from mmsctl.engine.loader import split_handler
@@ -191,7 +165,7 @@ def default_batch_size(model: LocalModel, handler: Optional[str] = None) -> int:
 
 
 def start_service(
-    model: LocalModel,
+    model: ServiceSpec,
     inputs: int,
     *,
     batch_size: Optional[int] = None,
@@ -207,14 +181,15 @@ def start_service(
     from mmsctl.engine.pool import choose_workers
 
     size = max(1, min(batch_size or default_batch_size(model, handler), inputs))
+    spec = replace(model, batch_size=size, handler_override=handler, gpu_id=gpu)
     processes = choose_workers(workers, inputs, size, gpu=gpu)
     if processes > 1:
         from mmsctl.engine.pool import ServicePool
 
-        return ServicePool(pool_spec(model, batch_size=size, handler=handler), workers=processes), size
+        return ServicePool(spec, workers=processes), size
     from mmsctl.engine.service import load_service
 
-    return load_service(model, model_name=model.name, batch_size=size, gpu_id=gpu, handler=handler), size
+    return load_service(spec), size
 
 
 # -- running ----------------------------------------------------------------------------------

@@ -92,7 +92,7 @@ class Server:
 
     async def _load_startup_models(self) -> None:
         from mmsctl.server.errors import ApiException
-        from mmsctl.server.store import resolve_archive
+        from mmsctl.server.store import resolve_archive, served_spec
         from mmsctl.server.supervisor import Model
 
         loop = asyncio.get_running_loop()
@@ -101,8 +101,10 @@ class Server:
             try:
                 archive = await loop.run_in_executor(None, resolve_archive, location, self.config)
                 model_name = name or archive.model_name or Path(location.rstrip("/")).name.split(".")[0]
-                model = Model(name=model_name, url=location, archive=archive, handler=archive.handler,
-                              response_timeout=self.config.default_response_timeout,
+                model = Model(name=model_name, url=location, spec=served_spec(archive, name=model_name),
+                              version=archive.manifest.model_version or "1.0",
+                              runtime=archive.manifest.runtime or "python",
+                              engine=archive.manifest.engine_name or None, response_timeout=self.config.default_response_timeout,
                               queue_size=self.config.job_queue_size)
                 self.manager.startup_models.add(model_name)
                 await self.frontend.add_model(model, self.config.default_workers_per_model, True)

@@ -27,7 +27,7 @@ from mmsctl.server.errors import (
     RequestTooLarge, ResourceNotFound, ServiceUnavailable,
 )
 from mmsctl.server.metrics import ServerMetrics
-from mmsctl.server.store import resolve_archive
+from mmsctl.server.store import resolve_archive, served_spec
 from mmsctl.server.supervisor import Model, ModelManager
 
 __all__ = ["Frontend"]
@@ -345,11 +345,12 @@ class Frontend:
         loop = asyncio.get_running_loop()
         archive = await loop.run_in_executor(None, resolve_archive, url, self.config)
         name = str(p.get("model_name") or archive.model_name or Path(url.rstrip("/")).name.split(".")[0])
-        model = Model(name=name, url=url, archive=archive, handler=p.get("handler") or archive.handler,
-                      batch_size=batch_size, max_batch_delay=max_batch_delay,
+        handler = str(p["handler"]) if p.get("handler") else None
+        model = Model(name=name, url=url, spec=served_spec(archive, name=name, handler=handler, batch_size=batch_size),
+                      version=archive.manifest.model_version or "1.0",
+                      runtime=str(runtime).lower() if runtime else archive.manifest.runtime or "python",
+                      engine=archive.manifest.engine_name or None, max_batch_delay=max_batch_delay,
                       response_timeout=response_timeout, queue_size=self.config.job_queue_size)
-        if runtime:
-            model.archive.runtime = str(runtime).lower()
         return await self.add_model(model, initial_workers, synchronous)
 
     async def add_model(self, model: Model, workers: int, synchronous: bool) -> web.Response:
@@ -373,16 +374,15 @@ class Frontend:
         return _json(self.describe_model(model))
 
     def describe_model(self, model: Model) -> dict[str, Any]:
-        a = model.archive
         data: dict[str, Any] = {
             "modelName": model.name,
-            "modelVersion": a.model_version or "1.0",
+            "modelVersion": model.version,
             "modelUrl": model.url,
         }
-        if a.engine:
-            data["engine"] = a.engine
+        if model.engine:
+            data["engine"] = model.engine
         data.update({
-            "runtime": a.runtime or "python",
+            "runtime": model.runtime,
             "minWorkers": model.min_workers,
             "maxWorkers": model.max_workers,
             "batchSize": model.batch_size,

@@ -11,10 +11,9 @@ from __future__ import annotations
 import pickle
 import socket
 import struct
-from dataclasses import dataclass
 from typing import Any, Optional
 
-__all__ = ["LoadSpec", "decode", "encode", "read_frame_blocking", "HEADER"]
+__all__ = ["decode", "encode", "read_frame_blocking", "HEADER"]
 
 HEADER = struct.Struct(">I")
 
@@ -26,18 +25,6 @@ BATCH = "batch"
 RESULT = "result"
 FAILED = "failed"
 EXIT = "exit"
-
-
-@dataclass
-class LoadSpec:
-    """What a worker needs to load its model (picklable)."""
-
-    archive_root: str
-    model_name: str
-    handler: Optional[str] = None
-    batch_size: int = 1
-    gpu_id: Optional[int] = None
-    worker_id: str = ""
 
 
 def encode(kind: str, payload: Any = None) -> bytes:

@@ -16,15 +16,15 @@ import os
 import socket
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 from mmsctl.engine.protocol import RequestItem, ResponseItem
+from mmsctl.engine.spec import ServiceSpec
 from mmsctl.error_body import error_body
 from mmsctl.server import protocol
 from mmsctl.server.batching import Job, next_batch, until_stopped
 from mmsctl.server.config import ServerConfig
-from mmsctl.server.store import ArchiveInfo
 
 __all__ = ["Model", "ModelManager", "Worker", "WorkerState", "error_response"]
 
@@ -106,8 +106,8 @@ class Worker:
         self.pid = self.proc.pid
         self.reader, self.writer = await asyncio.open_unix_connection(sock=parent, limit=2**26)
         m = self.model
-        spec = protocol.LoadSpec(str(m.archive.root), m.name, m.handler, m.batch_size, self.gpu_id, self.id)
-        self.writer.write(protocol.encode(protocol.LOAD, spec))
+        spec = replace(m.spec, gpu_id=self.gpu_id)
+        self.writer.write(protocol.encode(protocol.LOAD, (spec, f"[{m.name} W-{self.id}]")))
         try:
             kind, payload = await asyncio.wait_for(self._read(), config.worker_start_timeout)
         except asyncio.TimeoutError:
@@ -226,13 +226,15 @@ async def _acquire_unless(lock: asyncio.Lock, stop: asyncio.Event) -> bool:
 
 @dataclass
 class Model:
-    """A registered model: its archive, batching settings, queue and workers."""
+    """A registered model: what its workers load, batching settings, queue and workers."""
 
     name: str
     url: str
-    archive: ArchiveInfo
-    handler: Optional[str]
-    batch_size: int = 1
+    #: What each worker loads (its GPU is chosen per worker); ``spec.batch_size`` is the batch size.
+    spec: ServiceSpec
+    version: str = "1.0"
+    runtime: str = "python"
+    engine: Optional[str] = None
     max_batch_delay: int = 100
     response_timeout: int = 120
     min_workers: int = 0
@@ -253,6 +255,10 @@ class Model:
 
     def __post_init__(self) -> None:
         self.queue = asyncio.Queue(self.queue_size)
+
+    @property
+    def batch_size(self) -> int:
+        return self.spec.batch_size
 
     def live_workers(self) -> list[Worker]:
         return [w for w in self.workers if w.alive and not w.stop_event.is_set()]
@@ -291,7 +297,7 @@ class ModelManager:
         model = self.models.get(name)
         if model is None:
             raise ModelNotFound(f"Model not found: {name}")
-        if version is not None and version != (model.archive.model_version or "1.0"):
+        if version is not None and version != model.version:
             raise ModelVersionNotFound(f"Model version: {version} does not exist for model: {name}")
         return model
 

@@ -12,23 +12,19 @@ import signal
 import socket
 import sys
 import traceback
-from pathlib import Path
 from typing import Any
 
+from mmsctl.engine.spec import ServiceSpec
 from mmsctl.server import protocol
 
 __all__ = ["main"]
 
 
-def _load(spec: protocol.LoadSpec) -> Any:
-    """Load the model through the engine contract (``load_service(open_archive(...))``)."""
+def _load(spec: ServiceSpec) -> Any:
+    """Load the model through the engine contract (``load_service``)."""
     from mmsctl.engine.service import load_service
-    from mmsctl.archive import open_archive
 
-    root = Path(spec.archive_root)
-    archive = open_archive(root)
-    return load_service(archive, model_name=spec.model_name, batch_size=spec.batch_size,
-                        gpu_id=spec.gpu_id, handler=spec.handler, server_name="mmsctl")
+    return load_service(spec, server_name="mmsctl")
 
 
 def _describe(exc: BaseException) -> str:
@@ -43,8 +39,8 @@ def main(argv: list[str]) -> int:
     first = protocol.read_frame_blocking(sock)
     if first is None or first[0] != protocol.LOAD:
         return 2
-    spec: protocol.LoadSpec = first[1]
-    tag = f"[{spec.model_name} W-{spec.worker_id} pid {os.getpid()}]"
+    spec, name = first[1]
+    tag = f"{name[:-1]} pid {os.getpid()}]"
     try:
         service = _load(spec)
     except BaseException as exc:  # noqa: BLE001 - every load failure is reported to the server

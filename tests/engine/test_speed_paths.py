@@ -14,12 +14,14 @@ from pathlib import Path
 import pytest
 
 from mmsctl.engine import _opcache
-from mmsctl.engine.predict import Prediction, pool_spec, predict_local
+from dataclasses import replace
+
+from mmsctl.engine.predict import Prediction, predict_local
 from mmsctl.engine.inputs import expand_inputs
 from mmsctl.engine.pool import ServicePool, choose_workers
-from mmsctl.engine.service import load_service
 from mmsctl.errors import HandlerError
-from tests.engine.helpers import FolderArchive, body_item, build_tiny_checkpoint, handler_archive, png_bytes
+from mmsctl.engine.spec import ServiceSpec
+from tests.engine.helpers import load, body_item, build_tiny_checkpoint, handler_archive, png_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -93,9 +95,8 @@ def _bodies(predictions: list[Prediction]) -> list[tuple[str, int, object]]:
 
 def test_pool_answers_like_one_process_in_input_order(tiny_dir: Path, image_dir: Path) -> None:
     sources = expand_inputs([str(image_dir), str(image_dir / "missing.png")])
-    model = FolderArchive(tiny_dir, "tiny")
-    alone = list(predict_local(load_service(model, batch_size=4), sources, batch_size=4, top_k=3))
-    spec = pool_spec(_local(tiny_dir), batch_size=4)
+    spec = ServiceSpec(tiny_dir, "tiny", batch_size=4)
+    alone = list(predict_local(load(spec), sources, batch_size=4, top_k=3))
     with ServicePool(spec, workers=2) as pool:
         pooled = list(predict_local(pool, sources, batch_size=4, top_k=3))
     assert [p.input for p in pooled] == [s.name for s in sources]
@@ -113,8 +114,7 @@ def test_pool_answers_like_one_process_in_input_order(tiny_dir: Path, image_dir:
 def test_pool_reports_a_handler_that_cannot_load(tmp_path: Path, image_dir: Path) -> None:
     bad = handler_archive(tmp_path / "bad", {"h.py": "def handle(d, c):\n    raise RuntimeError('no GPU here')\n"},
                           handler="h:handle")
-    spec = pool_spec(_local(bad.root, "bad", "h:handle"), batch_size=1)
-    with ServicePool(spec, workers=2) as pool, pytest.raises(HandlerError, match="no GPU here"):
+    with ServicePool(replace(bad, model_name="bad"), workers=2) as pool, pytest.raises(HandlerError, match="no GPU here"):
         list(predict_local(pool, expand_inputs([str(image_dir)]), batch_size=1))
 
 
@@ -125,17 +125,11 @@ def test_worker_count_defaults() -> None:
     assert choose_workers(None, 500, 16, gpu=None) >= 1
 
 
-def _local(root: Path, name: str = "tiny", handler: object = None) -> object:
-    from mmsctl.engine.predict import LocalModel
-
-    return LocalModel(name, root, handler)  # type: ignore[arg-type]
-
-
 # -- padded batches in the built-in handler ----------------------------------------------------
 
 
 def test_partial_batches_are_padded_then_bound(tiny_dir: Path) -> None:
-    svc = load_service(FolderArchive(tiny_dir, "tiny"), batch_size=8)
+    svc = load(ServiceSpec(tiny_dir, "tiny"), batch_size=8)
     vision = svc._handler.module._service
     images = [png_bytes(i) for i in range(8)]
     singles = [json.loads(svc.handle([body_item("s", b)])[0].body) for b in images[:3]]
