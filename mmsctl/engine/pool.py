@@ -5,7 +5,7 @@ other cores for its engine), and decoding images in Python adds to that core's
 work. With one process per core, each with one OpenMP thread, every core decodes
 and runs its own batches, the same way a server spreads requests over workers.
 
-Each worker loads the model through :func:`~mmsctl.engine.service.load_service`,
+Each worker is the same worker process the server runs (:mod:`mmsctl.engine.worker`),
 so handlers see exactly what they see in-process and in the server. Batches go
 out in order, several in flight, and answers come back in input order.
 """
@@ -13,12 +13,13 @@ out in order, several in flight, and answers come back in input order.
 from __future__ import annotations
 
 import os
-import sys
-from typing import Any, Iterable, Iterator, Optional
+from collections import deque
+from typing import Iterable, Iterator, Optional
 
 from mmsctl.engine.protocol import RequestItem, ResponseItem
 from mmsctl.engine.spec import ServiceSpec
-from mmsctl.errors import EngineError, HandlerError, MmsError
+from mmsctl.engine.worker import FAILED, LOAD_FAILED, READY, BatchResult, WorkerExited, WorkerProcess
+from mmsctl.errors import EngineError
 
 __all__ = ["POOL_MIN_INPUTS", "ServicePool", "choose_workers", "cpu_count"]
 
@@ -54,127 +55,54 @@ def choose_workers(requested: Optional[int], inputs: int, batch_size: int, *, gp
     return max(1, min(cpu_count(), batches))
 
 
-# -- in the worker process -------------------------------------------------------------------
-
-_service: Any = None
-_load_error: Optional[tuple[str, str, Optional[str]]] = None
-
-
-def _init_worker(spec: ServiceSpec) -> None:
-    """Load the model once per worker; a failure is reported instead of answers."""
-    global _service, _load_error
-    try:
-        from mmsctl.engine.service import load_service
-
-        _service = load_service(spec)
-    except MmsError as exc:
-        _load_error = (type(exc).__name__, exc.message, exc.hint)
-    except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it
-        _load_error = ("HandlerError", f"{type(exc).__name__}: {exc}", None)
-
-
-def _run_batch(items: list[RequestItem]) -> tuple[list[ResponseItem], Optional[tuple[str, str]]]:
-    """Answer one batch: the responses, and the batch's failure (type, text) if it failed whole."""
-    responses = _service.handle(items)
-    detail = _service.last_exception
-    return responses, ((type(detail).__name__, str(detail)) if detail is not None else None)
-
-
-def _worker_main(fd: int) -> int:
-    """``python -m mmsctl.engine.pool FD``: load the model, then answer ``(index, items)`` messages."""
-    from multiprocessing.connection import Connection
-
-    conn = Connection(fd)
-    _init_worker(conn.recv())
-    conn.send(("ready", _load_error))
-    if _load_error is None:
-        while True:
-            try:
-                message = conn.recv()
-            except EOFError:
-                break
-            if message is None:
-                break
-            index, items = message
-            conn.send((index,) + _run_batch(items))
-    conn.close()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)  # the parent waits for nothing more; skip tearing mxnet down
-
-
-# -- in mmsctl ------------------------------------------------------------------------------
-
-
-class _Worker:
-    """One worker process, its connection, and a thread that sends it batches in order.
+class _PoolWorker:
+    """One worker process, the batches it holds (in the order sent), and a thread that sends them.
 
     Sending from a thread means the main thread never blocks on a full pipe while the
     worker is blocked sending an answer back.
     """
 
     def __init__(self, spec: ServiceSpec, number: int, threads: int) -> None:
-        import socket
-        import subprocess
         import threading
-        from multiprocessing.connection import Connection
         from queue import SimpleQueue
 
-        parent, child = socket.socketpair()
-        env = dict(os.environ)
-        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
-        try:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "mmsctl.engine.pool", str(child.fileno())],
-                pass_fds=(child.fileno(),), env=env, stdin=subprocess.DEVNULL,
-                stdout=2,  # handler prints must not mix with the answers on stdout
-            )
-        finally:
-            child.close()
         self.number = number
-        self.conn = Connection(parent.detach())
-        self.outstanding = 0
+        self.process = WorkerProcess(spec, threads=threads)
+        self.held: deque[int] = deque()
         self.ready = False
-        self._outbox: SimpleQueue[Any] = SimpleQueue()
-        self._outbox.put(spec)
+        self._outbox: SimpleQueue[Optional[list[RequestItem]]] = SimpleQueue()
         self._sender = threading.Thread(target=self._send_loop, name=f"mmsctl-pool-{number}", daemon=True)
         self._sender.start()
 
+    @property
+    def outstanding(self) -> int:
+        return len(self.held)
+
     def _send_loop(self) -> None:
         while True:
-            message = self._outbox.get()
-            try:
-                self.conn.send(message)
-            except (OSError, ValueError):  # the worker is gone; the reader reports it
+            items = self._outbox.get()
+            if items is None:
+                self.process.ask_to_stop()
                 return
-            if message is None:
+            try:
+                self.process.send_batch(items)
+            except (OSError, ValueError):  # the worker is gone; the reader reports it
                 return
 
     def submit(self, index: int, items: list[RequestItem]) -> None:
-        self.outstanding += 1
-        self._outbox.put((index, items))
+        self.held.append(index)
+        self._outbox.put(items)
 
     def ask_to_stop(self) -> None:
         self._outbox.put(None)
-
-    def stop(self, timeout: float = 10.0) -> None:
-        import subprocess
-
-        self.ask_to_stop()
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self.conn.close()
 
 
 class ServicePool:
     """*workers* processes each running the model; :meth:`map` answers batches in order.
 
-    Workers are plain ``python -m mmsctl.engine.pool`` processes (not ``multiprocessing``
-    children, which would re-run the caller's main script), with one OpenMP thread each.
-    A batch goes to the worker with the fewest batches outstanding.
+    Workers are :class:`~mmsctl.engine.worker.WorkerProcess` es with *threads* OpenMP
+    threads each (one by default: one process per core). A batch goes to the worker with
+    the fewest batches outstanding.
 
     Example:
         >>> with ServicePool(spec, workers=2) as pool:
@@ -186,10 +114,10 @@ class ServicePool:
         self.spec = spec
         #: "ExcType: message" of the last batch that failed as a whole in a worker.
         self.last_exception: Optional[str] = None
-        self._workers: list[_Worker] = []
+        self._workers: list[_PoolWorker] = []
         try:
             for number in range(workers):
-                self._workers.append(_Worker(spec, number, threads))
+                self._workers.append(_PoolWorker(spec, number, threads))
         except BaseException:
             self.close()
             raise
@@ -198,34 +126,32 @@ class ServicePool:
     def workers(self) -> int:
         return len(self._workers)
 
-    def _receive(self, done: dict[int, Any]) -> None:
+    def _receive(self, done: dict[int, BatchResult]) -> None:
         """Wait for at least one message from any worker and file it under its batch index."""
         from multiprocessing.connection import wait
 
-        by_conn = {w.conn: w for w in self._workers if w.outstanding or not w.ready}
+        by_conn = {w.process.conn: w for w in self._workers if w.outstanding or not w.ready}
         for conn in wait(list(by_conn)):
             worker = by_conn[conn]  # type: ignore[index]
             try:
-                message = worker.conn.recv()
-            except (EOFError, OSError):
-                code = worker.process.poll()
+                kind, payload = worker.process.receive()
+            except WorkerExited as exc:
                 raise EngineError(
-                    f"predict worker {worker.number} (pid {worker.process.pid}) died"
-                    + (f" with exit code {code}" if code is not None else ""),
+                    f"predict worker {worker.number} ({exc}) died",
                     hint="run again with --workers 1 to see the error in this process",
                 ) from None
-            if message[0] == "ready":
+            if kind == READY:
                 worker.ready = True
-                if message[1] is not None:
-                    kind, text, hint = message[1]
-                    raise (EngineError if kind == "EngineError" else HandlerError)(text, hint=hint)
-                continue
-            worker.outstanding -= 1
-            done[message[0]] = message[1:]
+            elif kind == LOAD_FAILED:
+                raise payload.error()
+            elif kind == FAILED:
+                raise EngineError(f"predict worker {worker.number}: the batch failed: {payload}")
+            else:
+                done[worker.held.popleft()] = payload
 
     def map(self, batches: Iterable[list[RequestItem]]) -> Iterator[list[ResponseItem]]:
         """The responses of each batch, in the order the batches came."""
-        done: dict[int, Any] = {}
+        done: dict[int, BatchResult] = {}
         sent = 0
         wanted = 0
         limit = 1 + _AHEAD_PER_WORKER
@@ -243,25 +169,22 @@ class ServicePool:
                 return
             while wanted not in done:
                 self._receive(done)
-            responses, problem = done.pop(wanted)
+            result = done.pop(wanted)
             wanted += 1
-            self.last_exception = f"{problem[0]}: {problem[1]}" if problem else None
-            yield responses
+            self.last_exception = result.failure
+            yield result.responses
 
     def close(self) -> None:
-        """Stop the workers (they finish the batch they hold)."""
+        """Stop the workers (they finish the batches they hold)."""
         for worker in self._workers:
             worker.ask_to_stop()
         for worker in self._workers:
-            worker.stop()
+            worker._sender.join(10.0)
+            worker.process.stop()
         self._workers = []
 
-    def __enter__(self) -> "ServicePool":
+    def __enter__(self) -> ServicePool:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-if __name__ == "__main__":
-    sys.exit(_worker_main(int(sys.argv[1])))

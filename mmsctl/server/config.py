@@ -47,7 +47,7 @@ class ServerConfig:
     allowed_urls: list[str] = field(default_factory=list)
     #: Bearer-token file (plain token, or TorchServe ``key_file.json``); None: no auth.
     token_file: Optional[str] = None
-    #: Threads per worker for OpenMP/MKL (``OMP_NUM_THREADS``).
+    #: OpenMP/MKL threads per worker (``serve start`` takes ``OMP_NUM_THREADS`` where it is set).
     worker_threads: int = 1
     #: Seconds a worker may take to load its model.
     worker_start_timeout: float = 180.0
@@ -85,7 +85,8 @@ class ServerConfig:
                 "inference_address and management_address must differ",
                 hint="MMS serves them on two ports: 8080 and 8081 by default",
             )
-        for key in ("default_workers_per_model", "job_queue_size", "max_request_size", "default_response_timeout"):
+        for key in ("default_workers_per_model", "job_queue_size", "max_request_size", "default_response_timeout",
+                    "worker_threads"):
             value = getattr(self, key)
             minimum = 0 if key == "default_workers_per_model" else 1
             if not isinstance(value, int) or value < minimum:

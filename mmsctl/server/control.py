@@ -57,7 +57,14 @@ def build_config(*, models: list[str], model_store: Optional[Path], config_file:
         config.token_file = str(token_file.expanduser().resolve())
     if name:
         config.name = name
+    config.worker_threads = _worker_threads(config.worker_threads)
     return config.validate()
+
+
+def _worker_threads(default: int) -> int:
+    """``OMP_NUM_THREADS`` where the user set it (each worker gets that many), else *default*."""
+    value = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else default
 
 
 def start_foreground(config: ServerConfig) -> int:

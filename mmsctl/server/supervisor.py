@@ -1,9 +1,9 @@
 """Models and their worker processes: register, scale, restart, drain, unregister.
 
 Every model has one bounded asyncio queue. Every worker is a real process
-(``python -m mmsctl.server.worker``) with a socketpair to this one, plus an
-asyncio task here that pulls batches from the queue, sends them and awaits the
-answer. A worker that dies or overruns ``response_timeout`` fails only the
+(:class:`mmsctl.engine.worker.AsyncWorkerProcess`, the runtime ``predict`` uses too),
+plus an asyncio task here that pulls batches from the queue, sends them and awaits
+the answer. A worker that dies or overruns ``response_timeout`` fails only the
 batch it held (503 / 504) and is replaced; queued jobs wait for the next worker.
 """
 
@@ -12,17 +12,14 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-import os
-import socket
-import sys
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 from mmsctl.engine.protocol import RequestItem, ResponseItem
 from mmsctl.engine.spec import ServiceSpec
+from mmsctl.engine.worker import AsyncWorkerProcess, BatchFailed, WorkerExited
 from mmsctl.error_body import error_body
-from mmsctl.server import protocol
 from mmsctl.server.batching import Job, next_batch, until_stopped
 from mmsctl.server.config import ServerConfig
 
@@ -52,7 +49,7 @@ class WorkerStartError(Exception):
 
 
 class Worker:
-    """One worker process and the task that feeds it batches."""
+    """One worker process (:class:`~mmsctl.engine.worker.AsyncWorkerProcess`) and the task that feeds it."""
 
     def __init__(self, model: "Model", worker_id: str, gpu_id: Optional[int]) -> None:
         self.model = model
@@ -61,9 +58,7 @@ class Worker:
         self.state = WorkerState.STARTING
         self.start_time = time.time()
         self.pid: Optional[int] = None
-        self.proc: Optional[asyncio.subprocess.Process] = None
-        self.reader: Optional[asyncio.StreamReader] = None
-        self.writer: Optional[asyncio.StreamWriter] = None
+        self.process: Optional[AsyncWorkerProcess] = None
         self.stop_event = asyncio.Event()
         self.task: Optional["asyncio.Task[str]"] = None
         self.batches = 0
@@ -83,59 +78,31 @@ class Worker:
         except Exception:  # noqa: BLE001 - gone or not permitted
             return 0
 
-    async def _read(self) -> tuple[str, Any]:
-        assert self.reader is not None
-        head = await self.reader.readexactly(protocol.HEADER.size)
-        (size,) = protocol.HEADER.unpack(head)
-        return protocol.decode(await self.reader.readexactly(size))
-
     async def spawn(self, config: ServerConfig) -> None:
         """Start the process and wait until it says READY (raise WorkerStartError if not)."""
-        parent, child = socket.socketpair()
-        env = dict(os.environ)
-        env.setdefault("OMP_NUM_THREADS", str(config.worker_threads))
-        env.setdefault("MKL_NUM_THREADS", str(config.worker_threads))
-        env["PYTHONUNBUFFERED"] = "1"
-        try:
-            self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "mmsctl.server.worker", str(child.fileno()),
-                pass_fds=(child.fileno(),), env=env, stdin=asyncio.subprocess.DEVNULL,
-            )
-        finally:
-            child.close()
-        self.pid = self.proc.pid
-        self.reader, self.writer = await asyncio.open_unix_connection(sock=parent, limit=2**26)
         m = self.model
-        spec = replace(m.spec, gpu_id=self.gpu_id)
-        self.writer.write(protocol.encode(protocol.LOAD, (spec, f"[{m.name} W-{self.id}]")))
+        self.process = await AsyncWorkerProcess.start(
+            replace(m.spec, gpu_id=self.gpu_id), threads=config.worker_threads, tag=f"[{m.name} W-{self.id}]")
+        self.pid = self.process.pid
         try:
-            kind, payload = await asyncio.wait_for(self._read(), config.worker_start_timeout)
+            failure = await asyncio.wait_for(self.process.wait_ready(), config.worker_start_timeout)
         except asyncio.TimeoutError:
             self.kill()
             raise WorkerStartError(f"worker did not load the model in {config.worker_start_timeout:g} s") from None
-        except (asyncio.IncompleteReadError, ConnectionError):
-            code = await self._exit_code()
+        except WorkerExited:
+            code = await self.process.exit_code()
             raise WorkerStartError(f"worker exited while loading the model (exit code {code}); see the server log") from None
-        if kind != protocol.READY:
-            await self._exit_code()
-            raise WorkerStartError(str(payload))
+        if failure is not None:
+            await self.process.exit_code()
+            raise WorkerStartError(failure.message)
         self.state = WorkerState.READY
 
-    async def _exit_code(self) -> Optional[int]:
-        if self.proc is None:
-            return None
-        try:
-            return await asyncio.wait_for(self.proc.wait(), 5)
-        except asyncio.TimeoutError:
-            self.kill()
-            return None
+    async def exit_code(self) -> Optional[int]:
+        return await self.process.exit_code() if self.process is not None else None
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.returncode is None:
-            try:
-                self.proc.kill()
-            except ProcessLookupError:
-                pass
+        if self.process is not None:
+            self.process.kill()
 
     async def _next_batch(self) -> Optional[list[Job]]:
         """The next batch; with batching, one worker at a time gathers (as MMS's aggregator does).
@@ -157,7 +124,7 @@ class Worker:
         """Feed batches until stopped ("stopped"), dead ("died") or too slow ("timeout")."""
         m = self.model
         loop = asyncio.get_running_loop()
-        assert self.writer is not None
+        assert self.process is not None
         while True:
             jobs = await self._next_batch()
             if jobs is None:
@@ -168,51 +135,39 @@ class Worker:
                 job.started = started
                 metrics.observe_queue(m.name, started - job.enqueued)
             try:
-                self.writer.write(protocol.encode(protocol.BATCH, [j.item for j in jobs]))
-                kind, payload = await asyncio.wait_for(self._read(), m.response_timeout)
+                result = await asyncio.wait_for(self.process.run_batch([j.item for j in jobs]), m.response_timeout)
             except asyncio.TimeoutError:
                 log.warning("%s W-%s: no answer in %s s; killing pid %s", m.name, self.id, m.response_timeout, self.pid)
                 self.kill()
-                for job in jobs:
-                    job.answer(error_response(504, "RequestTimeoutException",
-                                              "Backend worker did not respond in given time"))
+                _answer_all(jobs, error_response(504, "RequestTimeoutException",
+                                                 "Backend worker did not respond in given time"))
                 return "timeout"
-            except (asyncio.IncompleteReadError, ConnectionError, OSError):
-                for job in jobs:
-                    job.answer(error_response(503, "ServiceUnavailableException", "Worker died."))
+            except WorkerExited:
+                _answer_all(jobs, error_response(503, "ServiceUnavailableException", "Worker died."))
                 return "died"
+            except BatchFailed as exc:
+                _answer_all(jobs, error_response(503, "ServiceUnavailableException", f"Prediction failed: {exc}"))
+            else:
+                for job, response in zip(jobs, result.responses):
+                    job.answer(response)
             finally:
                 for _ in jobs:
                     m.queue.task_done()
             self.batches += 1
             metrics.observe_inference(m.name, loop.time() - started, len(jobs))
-            if kind == protocol.RESULT and isinstance(payload, list) and len(payload) == len(jobs):
-                for job, response in zip(jobs, payload):
-                    job.answer(response)
-            else:
-                message = payload if kind == protocol.FAILED else "number of batch response mismatched"
-                for job in jobs:
-                    job.answer(error_response(503, "ServiceUnavailableException", f"Prediction failed: {message}"))
             self.state = WorkerState.READY
 
     async def close(self, grace: float = 5.0) -> None:
         """Ask the process to exit, then kill it if it lingers."""
         self.state = WorkerState.STOPPING
-        if self.writer is not None:
-            try:
-                self.writer.write(protocol.encode(protocol.EXIT))
-                await self.writer.drain()
-            except (ConnectionError, OSError, RuntimeError):
-                pass
-        if self.proc is not None:
-            try:
-                await asyncio.wait_for(self.proc.wait(), grace)
-            except asyncio.TimeoutError:
-                self.kill()
-                await self.proc.wait()
-        if self.writer is not None:
-            self.writer.close()
+        if self.process is not None:
+            await self.process.close(grace)
         self.state = WorkerState.STOPPED
+
+
+def _answer_all(jobs: list[Job], response: ResponseItem) -> None:
+    for job in jobs:
+        job.answer(response)
 
 
 async def _acquire_unless(lock: asyncio.Lock, stop: asyncio.Event) -> bool:
@@ -362,11 +317,11 @@ class ModelManager:
         self._forget(worker)
         self._after_worker_exit(model, crashed=True)
         model.failures += 1
-        code = await worker._exit_code()
+        code = await worker.exit_code()
         model.last_error = f"worker {worker.id} {outcome} (exit code {code})"
         log.error("%s W-%s %s (pid %s, exit code %s)", model.name, worker.id, outcome, worker.pid, code)
-        if worker.writer is not None:
-            worker.writer.close()
+        if worker.process is not None:
+            worker.process.close_connection()
         return outcome
 
     def _forget(self, worker: Worker) -> None:
@@ -415,7 +370,7 @@ class ModelManager:
         victims = sorted(model.live_workers(), key=lambda w: (order.get(w.state, 3), -w.start_time))[:count]
         for worker in victims:
             worker.stop_event.set()
-            if worker.state == WorkerState.STARTING and worker.proc is not None:
+            if worker.state == WorkerState.STARTING and worker.process is not None:
                 worker.kill()
 
     async def wait_for_workers(self, model: Model, count: int, timeout: float) -> Optional[str]:
@@ -428,7 +383,7 @@ class ModelManager:
             if model.removed:
                 return "model was unregistered"
             if model.last_error and model.failures > 0 and model.restarting == 0:
-                starting = [w for w in model.live_workers() if w.state == WorkerState.STARTING and w.proc is not None]
+                starting = [w for w in model.live_workers() if w.state == WorkerState.STARTING and w.process is not None]
                 if not starting:
                     return model.last_error
             remaining = deadline - time.monotonic()
