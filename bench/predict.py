@@ -187,9 +187,9 @@ def bench_throughput(work: Path, count: int, batch: int, runs: int, in_process: 
 
 def _bench_in_process(folder: Path, count: int, batch: int, runs: int) -> None:
     """The predict pipeline inside this process (model loaded, no start-up) against raw forward here."""
-    from mmsctl.engine.inputs import expand_inputs
+    from mmsctl.predict.inputs import expand_inputs
     from mmsctl.engine.mxnet_compat import import_mxnet
-    from mmsctl.engine.predict import open_model, predict_local
+    from mmsctl.predict import open_model, predict_local
     from mmsctl.engine.service import load_service
 
     sources = expand_inputs([str(folder)])

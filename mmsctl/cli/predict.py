@@ -186,8 +186,8 @@ def predict(
                                                 help="With --context: the model version to call."),
 ) -> None:
     output = check_output(output, PREDICT_OUTPUTS)
-    from mmsctl.engine.inputs import expand_inputs
-    from mmsctl.engine.predict import open_model, predict_local, predict_remote, start_service
+    from mmsctl.predict.inputs import expand_inputs
+    from mmsctl.predict import open_model, predict_local, predict_remote, start_service
 
     ui = get_ui()
     sources = expand_inputs(list(inputs))

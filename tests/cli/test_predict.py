@@ -189,7 +189,7 @@ def test_progress_bar_only_on_a_terminal() -> None:
 
     from mmsctl.cli.predict import _emit
     from mmsctl.cli.render import UI
-    from mmsctl.engine.predict import Prediction
+    from mmsctl.predict import Prediction
 
     def answers() -> Iterator[Prediction]:
         for i in range(3):

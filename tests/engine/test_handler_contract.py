@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from mmsctl.engine.protocol import Parameter, RequestItem
-from mmsctl.errors import EngineError, HandlerError
 from mmsctl.engine.spec import ServiceSpec
-from tests.engine.helpers import load, body_item, handler_archive
+from mmsctl.errors import EngineError, HandlerError
+from tests.engine.helpers import body_item, handler_archive, load
 
 PROBE = '''
 import json

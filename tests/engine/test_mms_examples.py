@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from mmsctl.engine.spec import ServiceSpec
-from tests.engine.helpers import load, body_item, link_checkpoint, write_manifest
+from tests.engine.helpers import body_item, link_checkpoint, load, write_manifest
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "mms_examples"
 

@@ -9,19 +9,18 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from mmsctl.engine import _opcache
-from dataclasses import replace
-
-from mmsctl.engine.predict import Prediction, predict_local
-from mmsctl.engine.inputs import expand_inputs
-from mmsctl.engine.pool import ServicePool, choose_workers
-from mmsctl.errors import HandlerError
 from mmsctl.engine.spec import ServiceSpec
-from tests.engine.helpers import load, body_item, build_tiny_checkpoint, handler_archive, png_bytes
+from mmsctl.errors import HandlerError
+from mmsctl.predict import Prediction, predict_local
+from mmsctl.predict.inputs import expand_inputs
+from mmsctl.predict.pool import ServicePool, choose_workers
+from tests.engine.helpers import body_item, build_tiny_checkpoint, handler_archive, load, png_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 

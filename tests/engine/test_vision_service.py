@@ -9,7 +9,7 @@ import pytest
 
 from mmsctl.engine.builtin import VISION_HANDLER, VISION_HANDLER_FILE
 from mmsctl.engine.spec import ServiceSpec
-from tests.engine.helpers import load, TINY_CLASSES, body_item, build_tiny_checkpoint, png_bytes
+from tests.engine.helpers import TINY_CLASSES, body_item, build_tiny_checkpoint, load, png_bytes
 
 CATS = {"n02123045 tabby, tabby cat", "n02123159 tiger cat", "n02124075 Egyptian cat"}
 
