@@ -24,7 +24,7 @@ from mmsctl.archive.legacy import LEGACY_MANIFEST_NAME
 from mmsctl.archive.manifest import MANIFEST_DIR, MANIFEST_NAME, MANIFEST_PATH, Manifest, parse_manifest
 from mmsctl.archive.unpack import DEFAULT_LIMITS, ArchiveFormat, Limits, detect_format, extract_into
 from mmsctl.engine.spec import ServiceSpec
-from mmsctl.errors import ArchiveError, InputNotFoundError, UsageError
+from mmsctl.errors import AlreadyExistsError, ArchiveError, InputNotFoundError, UsageError
 
 __all__ = [
     "ArchiveFile",
@@ -334,7 +334,7 @@ def extract_archive(
         dest = Path.cwd() / stem_of(source)
     dest = Path(dest).expanduser()
     if dest.exists() and not (dest.is_dir() and not any(dest.iterdir())) and not force:
-        raise ArchiveError(f"{dest} already exists", hint="use --force to replace it")
+        raise AlreadyExistsError(f"{dest} already exists", hint="pass force=True to replace it")
     if dest.exists() and not dest.is_dir() and force:
         raise ArchiveError(f"{dest} exists and is not a folder; remove it first")
     tmp = extract_into(source, fmt, dest.parent, limits)

@@ -35,7 +35,7 @@ from typing import Optional, Sequence
 from mmsctl.archive.manifest import MANIFEST_DIR, MANIFEST_NAME, MANIFEST_PATH, RUNTIMES, Manifest, check_model_name
 from mmsctl.archive.model_archive import ArchiveFile
 from mmsctl.archive.unpack import temp_sibling
-from mmsctl.errors import ArchiveError, InputNotFoundError, UsageError
+from mmsctl.errors import AlreadyExistsError, ArchiveError, InputNotFoundError, NoCheckpointError, UsageError
 
 __all__ = [
     "ARCHIVE_FORMATS",
@@ -103,10 +103,10 @@ def find_checkpoint(folder: Path) -> Checkpoint:
     """
     symbols = sorted(p for p in folder.glob("*-symbol.json") if p.is_file())
     if not symbols:
-        raise ArchiveError(
+        raise NoCheckpointError(
             f"{folder}: no MXNet symbol file (*-symbol.json)",
             hint="export a checkpoint with HybridBlock.export() or Module.save_checkpoint(), "
-            "or pass --handler for a folder with your own handler",
+            "or give a handler for a folder with your own handler",
         )
     if len(symbols) > 1:
         names = ", ".join(p.name for p in symbols)
@@ -174,7 +174,7 @@ def _extra(files: dict[str, Path], extra_files: Sequence[Path], skip: set[Path])
     for extra in extra_files:
         extra = Path(extra).expanduser()
         if not extra.exists():
-            raise InputNotFoundError(f"{extra}: no such file or folder (--extra-files)")
+            raise InputNotFoundError(f"{extra}: no such file or folder", param="extra_files")
         if extra.is_dir():
             for rel, path in _walk(extra, skip).items():
                 _add(files, f"{extra.resolve().name}/{rel}", path)
@@ -299,8 +299,9 @@ def create_archive(
     if not folder.exists():
         raise InputNotFoundError(f"{folder}: no such folder")
     if not folder.is_dir():
-        hint = "use --from-onnx for an ONNX file" if folder.suffix.lower() == ".onnx" else None
-        raise UsageError(f"{folder}: not a folder (--model-path takes the folder with the model files)", hint=hint)
+        hint = "import it first (mmsctl.archive.import_onnx)" if folder.suffix.lower() == ".onnx" else None
+        raise UsageError(f"{folder}: not a folder (give the folder with the model files)", hint=hint,
+                         param="model_path")
     folder = folder.resolve()
     name = check_model_name(model_name or folder.name)
     if archive_format not in ARCHIVE_FORMATS:
@@ -310,15 +311,16 @@ def create_archive(
     if runtime not in RUNTIMES:
         raise UsageError(f"unknown runtime {runtime!r}; choose one of: {', '.join(RUNTIMES)}")
     if handler is not None and not handler.strip():
-        raise UsageError("--handler is empty; give module:function or leave it out for the built-in handler")
+        raise UsageError("the handler is empty; give module:function or leave it out for the built-in handler",
+                         param="handler")
     export = Path(export_path).expanduser() if export_path is not None else Path.cwd()
     if export.exists() and not export.is_dir():
-        raise UsageError(f"{export}: not a folder (--export-path)")
+        raise UsageError(f"{export}: not a folder", param="export_path")
     export.mkdir(parents=True, exist_ok=True)
     out = output_path(export.resolve(), name, archive_format)
     if out.exists() or out.is_symlink():
         if not force:
-            raise ArchiveError(f"{out} already exists", hint="use --force to overwrite it")
+            raise AlreadyExistsError(f"{out} already exists", hint="pass force=True to overwrite it")
         if archive_format == "no-archive" and not out.is_dir():
             raise ArchiveError(f"{out} exists and is not a folder; remove it first")
 
@@ -350,7 +352,7 @@ def create_archive(
     if synset is not None:
         synset = Path(synset).expanduser()
         if not synset.is_file():
-            raise InputNotFoundError(f"{synset}: no such file (--synset)")
+            raise InputNotFoundError(f"{synset}: no such file", param="synset")
         files["synset.txt"] = synset
     module = _handler_module(handler)
     if "." not in module and f"{module}.py" not in files and f"{module}/__init__.py" not in files:

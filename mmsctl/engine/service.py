@@ -30,7 +30,7 @@ from mmsctl.engine.loader import LoadedHandler, load_handler, load_legacy_handle
 from mmsctl.engine.protocol import RequestItem, ResponseItem
 from mmsctl.engine.spec import ServiceSpec
 from mmsctl.error_body import error_body
-from mmsctl.errors import EngineError, HandlerError
+from mmsctl.errors import EngineError, HandlerError, NoHandlerError
 
 __all__ = ["ModelService", "load_service"]
 
@@ -84,7 +84,7 @@ def _check_gpu(gpu_id: Optional[int]) -> None:
     if gpu_id is None:
         return
     if gpu_id < 0:
-        raise EngineError(f"--gpu {gpu_id}: a GPU id is 0 or more")
+        raise EngineError(f"GPU {gpu_id}: a GPU id is 0 or more", param="gpu_id")
     from mmsctl.engine.mxnet_compat import import_mxnet
 
     mx = import_mxnet()
@@ -94,11 +94,12 @@ def _check_gpu(gpu_id: Optional[int]) -> None:
         count = 0
     if count == 0:
         raise EngineError(
-            f"--gpu {gpu_id}: no GPU available (this mxnet build has no CUDA support or no GPU is visible)",
-            hint="drop --gpu to run on the CPU, or install a CUDA build such as mxnet-cu112",
+            f"GPU {gpu_id}: no GPU available (this mxnet build has no CUDA support or no GPU is visible)",
+            hint="run on the CPU, or install a CUDA build such as mxnet-cu112",
+            param="gpu_id",
         )
     if gpu_id >= count:
-        raise EngineError(f"--gpu {gpu_id}: only {count} GPU(s) visible (ids 0..{count - 1})")
+        raise EngineError(f"GPU {gpu_id}: only {count} GPU(s) visible (ids 0..{count - 1})", param="gpu_id")
 
 
 class ModelService:
@@ -330,10 +331,10 @@ def _start_handler(spec: ServiceSpec, context: Context) -> LoadedHandler:
     root = Path(spec.root)
     chosen = spec.chosen_handler
     if not chosen and not _looks_like_checkpoint(root):
-        raise HandlerError(
+        raise NoHandlerError(
             f"model {context.model_name!r} names no handler and is not an MXNet checkpoint "
             "(signature.json + *-symbol.json)",
-            hint="pass --handler module:function, or set one with `mmsctl archive create --handler`",
+            hint="give it a handler (module:function) in its manifest",
         )
     handler_name, handler_file = _locate_handler(chosen, root, override=spec.handler_override is not None)
     _preload_mxnet(handler_name, root, handler_file)

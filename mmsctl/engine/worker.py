@@ -189,8 +189,12 @@ class WorkerProcess:
             raise WorkerExited(self.exit_text()) from None
         return message
 
-    def exit_text(self) -> str:
-        code = self.process.poll()
+    def exit_text(self, wait: float = 5.0) -> str:
+        """``pid N, exit code C`` of a worker whose connection closed (it is exiting: wait a little)."""
+        try:
+            code: Optional[int] = self.process.wait(wait)
+        except subprocess.TimeoutExpired:
+            code = None
         return f"pid {self.pid}" + (f", exit code {code}" if code is not None else "")
 
     def ask_to_stop(self) -> None:

@@ -19,7 +19,7 @@ from typing import Iterable, Iterator, Optional
 from mmsctl.engine.protocol import RequestItem, ResponseItem
 from mmsctl.engine.spec import ServiceSpec
 from mmsctl.engine.worker import FAILED, LOAD_FAILED, READY, BatchResult, WorkerExited, WorkerProcess
-from mmsctl.errors import EngineError
+from mmsctl.errors import EngineError, WorkerDiedError
 
 __all__ = ["POOL_MIN_INPUTS", "ServicePool", "choose_workers", "cpu_count"]
 
@@ -41,7 +41,7 @@ def cpu_count() -> int:
 def choose_workers(requested: Optional[int], inputs: int, batch_size: int, *, gpu: Optional[int]) -> int:
     """How many processes run the model: 1 means in this process, no pool.
 
-    An explicit ``--workers`` wins (but never more than there are batches); by default a
+    An explicit number wins (but never more than there are batches); by default a
     run of :data:`POOL_MIN_INPUTS` or more inputs on the CPU gets one worker per core.
     A GPU run stays in this process.
     """
@@ -136,10 +136,7 @@ class ServicePool:
             try:
                 kind, payload = worker.process.receive()
             except WorkerExited as exc:
-                raise EngineError(
-                    f"predict worker {worker.number} ({exc}) died",
-                    hint="run again with --workers 1 to see the error in this process",
-                ) from None
+                raise WorkerDiedError(f"predict worker {worker.number} ({exc}) died") from None
             if kind == READY:
                 worker.ready = True
             elif kind == LOAD_FAILED:

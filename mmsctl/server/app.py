@@ -79,7 +79,7 @@ class Server:
             except OSError as exc:
                 reason = "address already in use" if exc.errno == errno.EADDRINUSE else exc.strerror or str(exc)
                 raise ServerError(f"cannot listen on {host}:{port} ({api} API): {reason}",
-                                  hint=f"choose another port with --{api}-address") from None
+                                  hint="choose another port", param=f"{api}_address") from None
             log.info("%s API bound to http://%s:%s", api.capitalize(), host, port)
         await self._load_startup_models()
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Optional
 
-from mmsctl.errors import NotFoundError, ServerError, UsageError
+from mmsctl.errors import AmbiguousInstanceError, InstanceRunningError, NotFoundError, ServerError
 from mmsctl.server.config import ServerConfig, load_properties, parse_address
 from mmsctl.instances import Instance, InstanceState, list_instances, pid_alive
 from mmsctl.names import split_named
@@ -80,8 +80,8 @@ def start_foreground(config: ServerConfig) -> int:
 def _refuse_running(instance: Instance) -> None:
     state = instance.running_state()
     if state is not None:
-        raise UsageError(f"server {instance.name} is already running (pid {state.pid})",
-                         hint="stop it with `mmsctl serve stop`, or choose another --name and ports")
+        raise InstanceRunningError(f"server {instance.name} is already running (pid {state.pid})",
+                                   hint="stop it first, or start another instance on other ports")
 
 
 def _check_ports(config: ServerConfig) -> None:
@@ -95,9 +95,8 @@ def _check_ports(config: ServerConfig) -> None:
             try:
                 s.bind((host, port))
             except OSError as exc:
-                flag = "--" + key.replace("_", "-")
                 raise ServerError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
-                                  hint=f"another server may be running there; choose another port with {flag}") from None
+                                  hint="another server may be running there; choose another port", param=key) from None
 
 
 def start_background(config: ServerConfig, *, timeout: float = 300.0,
@@ -132,7 +131,7 @@ def start_background(config: ServerConfig, *, timeout: float = 300.0,
                 if state.status == "failed":
                     proc.wait(30)
                     raise ServerError(f"server failed to start: {state.error}",
-                                      hint=f"see the log: mmsctl serve logs --name {instance.name}")
+                                      hint=f"see the log: {instance.log_file}")
             code = proc.poll()
             if code is not None:
                 raise ServerError(f"server exited during start-up (exit code {code})",
@@ -173,7 +172,7 @@ def stop_instances(name: Optional[str], *, all_: bool, timeout: float) -> Iterat
     candidates = _select(name, running_only=True)
     if not name and not all_ and len(candidates) > 1:
         names = ", ".join(i.name for i in candidates)
-        raise UsageError(f"several servers are running ({names}); say which with --name, or use --all")
+        raise AmbiguousInstanceError(f"several servers are running ({names}); say which", param="name")
     if not candidates:
         if name:
             raise NotFoundError(f"server {name} is not running")
@@ -236,7 +235,7 @@ def print_logs(name: Optional[str], *, follow: bool, tail: int, out: IO[str]) ->
     if len(candidates) > 1:
         running = [i for i in candidates if i.running_state() is not None]
         if len(running) != 1:
-            raise UsageError("several server instances; say which with --name")
+            raise AmbiguousInstanceError("several server instances; say which", param="name")
         candidates = running
     instance = candidates[0]
     try:

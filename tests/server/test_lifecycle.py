@@ -53,6 +53,7 @@ def test_start_returns_ready_then_status_then_stop(noop: Path) -> None:
 
     again = _mmsctl("serve", "start", "--models", f"noop={noop}", *flags)
     assert again.returncode != 0 and "already running" in again.stderr
+    assert "hint: stop it with `mmsctl serve stop`, or choose another --name and ports" in again.stderr
 
     logs = _mmsctl("serve", "logs", "--tail", "50")
     assert "READY" in logs.stdout
@@ -98,6 +99,7 @@ def test_two_servers_side_by_side(noop: Path) -> None:
         assert httpx.post(f"http://127.0.0.1:{port}/predictions/noop", content=b"x").text == "x"
     ambiguous = _mmsctl("serve", "stop")
     assert ambiguous.returncode == 2 and "--name" in ambiguous.stderr
+    assert ambiguous.stderr.splitlines()[1] == "hint: say which with --name, or use --all"
     assert _mmsctl("serve", "stop", "--name", "second").returncode == 0
     assert httpx.get(f"http://127.0.0.1:{a_port}/ping").status_code == 200
 
@@ -110,6 +112,7 @@ def test_port_taken_is_a_clear_error(noop: Path) -> None:
         result = _mmsctl("serve", "start", "--models", f"noop={noop}", *flags)
     assert result.returncode == 1
     assert "error:" in result.stderr and str(inference) in result.stderr
+    assert result.stderr.splitlines()[0].endswith("(--inference-address)")  # the flag to change
     assert "Traceback" not in result.stderr
 
 
