@@ -295,6 +295,45 @@ def create_archive(
     Example:
         >>> create_archive(Path("squeezenet_v1.1"), model_name="squeezenet", export_path=Path("store"))
     """
+    folder, name, out = _checked_target(model_path, model_name, handler, runtime, export_path,
+                                        archive_format, force)
+    skip = {out}
+    if handler is None:
+        files, engine, warnings = _builtin_handler_files(folder, name, skip, with_synset=synset is not None)
+        from mmsctl.engine.builtin import VISION_HANDLER
+
+        handler = VISION_HANDLER
+    else:
+        files, engine, warnings = _walk(folder, skip), None, []
+        if any(n.endswith("-symbol.json") for n in files):
+            engine = {"engineName": "MXNet"}
+    _extra(files, extra_files, skip)
+    if synset is not None:
+        synset = Path(synset).expanduser()
+        if not synset.is_file():
+            raise InputNotFoundError(f"{synset}: no such file", param="synset")
+        files["synset.txt"] = synset
+    module = _handler_module(handler)
+    if "." not in module and f"{module}.py" not in files and f"{module}/__init__.py" not in files:
+        warnings.append(
+            f"handler module {module}.py is not in the archive; "
+            "it must be importable where the model is served"
+        )
+    manifest = Manifest(model_name=name, handler=handler, runtime=runtime, engine=engine,
+                        description=description, model_version=model_version)
+    payload = manifest.to_json().encode("utf-8")
+    _write(out, archive_format, files, payload, name)
+    listing = [ArchiveFile(n, files[n].stat().st_size) for n in files] + [ArchiveFile(MANIFEST_PATH, len(payload))]
+    size = out.stat().st_size if out.is_file() else sum(f.size for f in listing)
+    return CreatedArchive(path=out, format=archive_format, manifest=manifest,
+                          files=sorted(listing, key=lambda f: f.path), size=size, warnings=warnings)
+
+
+def _checked_target(
+    model_path: Path | str, model_name: Optional[str], handler: Optional[str], runtime: str,
+    export_path: Optional[Path], archive_format: str, force: bool,
+) -> tuple[Path, str, Path]:
+    """Check the arguments before anything is read: the model folder, the model name, the output."""
     folder = Path(model_path).expanduser()
     if not folder.exists():
         raise InputNotFoundError(f"{folder}: no such folder")
@@ -323,53 +362,34 @@ def create_archive(
             raise AlreadyExistsError(f"{out} already exists", hint="pass force=True to overwrite it")
         if archive_format == "no-archive" and not out.is_dir():
             raise ArchiveError(f"{out} exists and is not a folder; remove it first")
+    return folder, name, out
 
-    warnings: list[str] = []
-    skip = {out}
-    engine = None
-    if handler is None:
-        from mmsctl.engine.builtin import VISION_HANDLER, VISION_HANDLER_FILE, VISION_HANDLER_MODULE
 
-        ckpt = find_checkpoint(folder)
-        _check_signature(folder / "signature.json")
-        other_params = {p.resolve() for p in folder.glob(f"{_glob_escape(ckpt.prefix)}-*.params")}
-        files = _walk(folder, skip | other_params)
-        files.pop(ckpt.symbol.name, None)
-        files[f"{name}-symbol.json"] = ckpt.symbol
-        files[f"{name}-0000.params"] = ckpt.params
-        if not VISION_HANDLER_FILE.is_file():
-            raise ArchiveError(f"the built-in vision handler is missing from this install ({VISION_HANDLER_FILE})")
-        files[f"{VISION_HANDLER_MODULE}.py"] = VISION_HANDLER_FILE
-        handler = VISION_HANDLER
-        engine = {"engineName": "MXNet"}
-        if "synset.txt" not in files and synset is None:
-            warnings.append("no synset.txt: predictions will show class numbers, not labels")
-    else:
-        files = _walk(folder, skip)
-        if any(n.endswith("-symbol.json") for n in files):
-            engine = {"engineName": "MXNet"}
-    _extra(files, extra_files, skip)
-    if synset is not None:
-        synset = Path(synset).expanduser()
-        if not synset.is_file():
-            raise InputNotFoundError(f"{synset}: no such file", param="synset")
-        files["synset.txt"] = synset
-    module = _handler_module(handler)
-    if "." not in module and f"{module}.py" not in files and f"{module}/__init__.py" not in files:
-        warnings.append(
-            f"handler module {module}.py is not in the archive; "
-            "it must be importable where the model is served"
-        )
-    manifest = Manifest(
-        model_name=name,
-        handler=handler,
-        runtime=runtime,
-        engine=engine,
-        description=description,
-        model_version=model_version,
-    )
-    payload = manifest.to_json().encode("utf-8")
+def _builtin_handler_files(
+    folder: Path, name: str, skip: set[Path], *, with_synset: bool
+) -> tuple[dict[str, Path], dict[str, str], list[str]]:
+    """A checkpoint folder's files for the built-in handler: the checkpoint under the model's
+    name, the handler itself, the engine entry and any warnings."""
+    from mmsctl.engine.builtin import VISION_HANDLER_FILE, VISION_HANDLER_MODULE
 
+    ckpt = find_checkpoint(folder)
+    _check_signature(folder / "signature.json")
+    other_params = {p.resolve() for p in folder.glob(f"{_glob_escape(ckpt.prefix)}-*.params")}
+    files = _walk(folder, skip | other_params)
+    files.pop(ckpt.symbol.name, None)
+    files[f"{name}-symbol.json"] = ckpt.symbol
+    files[f"{name}-0000.params"] = ckpt.params
+    if not VISION_HANDLER_FILE.is_file():
+        raise ArchiveError(f"the built-in vision handler is missing from this install ({VISION_HANDLER_FILE})")
+    files[f"{VISION_HANDLER_MODULE}.py"] = VISION_HANDLER_FILE
+    warnings = []
+    if "synset.txt" not in files and not with_synset:
+        warnings.append("no synset.txt: predictions will show class numbers, not labels")
+    return files, {"engineName": "MXNet"}, warnings
+
+
+def _write(out: Path, archive_format: str, files: dict[str, Path], payload: bytes, name: str) -> None:
+    """Write the archive to a temporary sibling, then rename it into place (nothing half-written)."""
     if archive_format == "no-archive":
         tmp = temp_sibling(out)
         writer = lambda: _write_folder(tmp, files, payload)  # noqa: E731
@@ -389,14 +409,3 @@ def create_archive(
             shutil.rmtree(tmp, ignore_errors=True)
         elif tmp.exists():
             tmp.unlink()
-
-    listing = [ArchiveFile(n, files[n].stat().st_size) for n in files] + [ArchiveFile(MANIFEST_PATH, len(payload))]
-    size = out.stat().st_size if out.is_file() else sum(f.size for f in listing)
-    return CreatedArchive(
-        path=out,
-        format=archive_format,
-        manifest=manifest,
-        files=sorted(listing, key=lambda f: f.path),
-        size=size,
-        warnings=warnings,
-    )
