@@ -297,28 +297,7 @@ def create_archive(
     """
     folder, name, out = _checked_target(model_path, model_name, handler, runtime, export_path,
                                         archive_format, force)
-    skip = {out}
-    if handler is None:
-        files, engine, warnings = _builtin_handler_files(folder, name, skip, with_synset=synset is not None)
-        from mmsctl.engine.builtin import VISION_HANDLER
-
-        handler = VISION_HANDLER
-    else:
-        files, engine, warnings = _walk(folder, skip), None, []
-        if any(n.endswith("-symbol.json") for n in files):
-            engine = {"engineName": "MXNet"}
-    _extra(files, extra_files, skip)
-    if synset is not None:
-        synset = Path(synset).expanduser()
-        if not synset.is_file():
-            raise InputNotFoundError(f"{synset}: no such file", param="synset")
-        files["synset.txt"] = synset
-    module = _handler_module(handler)
-    if "." not in module and f"{module}.py" not in files and f"{module}/__init__.py" not in files:
-        warnings.append(
-            f"handler module {module}.py is not in the archive; "
-            "it must be importable where the model is served"
-        )
+    files, handler, engine, warnings = _model_files(folder, name, handler, {out}, extra_files, synset)
     manifest = Manifest(model_name=name, handler=handler, runtime=runtime, engine=engine,
                         description=description, model_version=model_version)
     payload = manifest.to_json().encode("utf-8")
@@ -363,6 +342,35 @@ def _checked_target(
         if archive_format == "no-archive" and not out.is_dir():
             raise ArchiveError(f"{out} exists and is not a folder; remove it first")
     return folder, name, out
+
+
+def _model_files(
+    folder: Path, name: str, handler: Optional[str], skip: set[Path], extra_files: Sequence[Path],
+    synset: Optional[Path],
+) -> tuple[dict[str, Path], str, Optional[dict[str, str]], list[str]]:
+    """What goes into the archive (name -> file), the handler, the manifest's engine, warnings."""
+    if handler is None:
+        from mmsctl.engine.builtin import VISION_HANDLER
+
+        files, engine, warnings = _builtin_handler_files(folder, name, skip, with_synset=synset is not None)
+        handler = VISION_HANDLER
+    else:
+        files, engine, warnings = _walk(folder, skip), None, []
+        if any(n.endswith("-symbol.json") for n in files):
+            engine = {"engineName": "MXNet"}
+    _extra(files, extra_files, skip)
+    if synset is not None:
+        synset = Path(synset).expanduser()
+        if not synset.is_file():
+            raise InputNotFoundError(f"{synset}: no such file", param="synset")
+        files["synset.txt"] = synset
+    module = _handler_module(handler)
+    if "." not in module and f"{module}.py" not in files and f"{module}/__init__.py" not in files:
+        warnings.append(
+            f"handler module {module}.py is not in the archive; "
+            "it must be importable where the model is served"
+        )
+    return files, handler, engine, warnings
 
 
 def _builtin_handler_files(
