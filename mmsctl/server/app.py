@@ -92,7 +92,7 @@ class Server:
 
     async def _load_startup_models(self) -> None:
         from mmsctl.server.errors import ApiException
-        from mmsctl.server.store import resolve_archive, served_spec
+        from mmsctl.server.store import resolve_archive
         from mmsctl.server.supervisor import Model
 
         loop = asyncio.get_running_loop()
@@ -101,13 +101,12 @@ class Server:
             try:
                 archive = await loop.run_in_executor(None, resolve_archive, location, self.config)
                 model_name = name or archive.model_name or Path(location.rstrip("/")).name.split(".")[0]
-                model = Model(name=model_name, url=location, spec=served_spec(archive, name=model_name),
-                              version=archive.manifest.model_version or "1.0",
-                              runtime=archive.manifest.runtime or "python",
-                              engine=archive.manifest.engine_name or None, response_timeout=self.config.default_response_timeout,
-                              queue_size=self.config.job_queue_size)
+                model = Model.from_archive(model_name, location, archive,
+                                           response_timeout=self.config.default_response_timeout,
+                                           queue_size=self.config.job_queue_size)
                 self.manager.startup_models.add(model_name)
-                await self.frontend.add_model(model, self.config.default_workers_per_model, True)
+                await self.manager.register(model, self.config.default_workers_per_model, synchronous=True,
+                                            timeout=self.config.worker_start_timeout)
             except ApiException as exc:
                 self.manager.startup_models.discard(name or "")
                 raise ServerError(f"start-up model {name or location!r}: {exc.message}") from None
@@ -144,7 +143,7 @@ class Server:
         log.info("shutting down: draining for up to %g s", timeout)
         frontend = getattr(self, "frontend", None)
         if frontend is not None:
-            frontend.draining = True
+            frontend.traffic.draining = True
         manager = getattr(self, "manager", None)
         if manager is not None:
             drain = asyncio.ensure_future(manager.shutdown(timeout))
@@ -157,7 +156,7 @@ class Server:
                     break
         # Let the handlers whose futures were just answered send their responses.
         deadline = time.monotonic() + 2.0
-        while frontend is not None and frontend.in_flight > 0 and time.monotonic() < deadline:
+        while frontend is not None and frontend.traffic.in_flight > 0 and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
         for runner in self._runners:
             await runner.cleanup()

@@ -9,18 +9,15 @@ for zoo names (``squeezenet``). Archives are opened (and extracted) with
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
-
-from mmsctl.engine.spec import ServiceSpec
+from typing import TYPE_CHECKING
 from mmsctl.server.config import ServerConfig
 from mmsctl.server.errors import BadRequest, DownloadFailed, InvalidModel, ModelNotFound
 
 if TYPE_CHECKING:
     from mmsctl.archive import ModelArchive
 
-__all__ = ["resolve_archive", "served_spec"]
+__all__ = ["resolve_archive"]
 
 
 def _is_url(url: str) -> bool:
@@ -77,16 +74,6 @@ def _open(path: Path) -> ModelArchive:
         return open_archive(path)  # extracted once into the cache, keyed by content
     except MmsError as exc:
         raise InvalidModel(exc.message) from None
-
-
-def served_spec(archive: ModelArchive, *, name: str, handler: Optional[str] = None, batch_size: int = 1) -> ServiceSpec:
-    """What the server's workers load: a register ``handler`` replaces the manifest's one.
-
-    Unlike ``predict --handler``, it is looked up inside the archive only: a request can
-    never make the server import a file from elsewhere on its disk.
-    """
-    spec = archive.service_spec(name=name, batch_size=batch_size)
-    return replace(spec, handler=handler, legacy=False) if handler else spec
 
 
 def resolve_archive(url: str, config: ServerConfig) -> ModelArchive:

@@ -14,7 +14,7 @@ import enum
 import logging
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from mmsctl.engine.protocol import RequestItem, ResponseItem
 from mmsctl.engine.spec import ServiceSpec
@@ -24,6 +24,9 @@ from mmsctl.server.batching import Job, next_batch, until_stopped
 from mmsctl.server.config import ServerConfig
 
 __all__ = ["Model", "ModelManager", "Worker", "WorkerState", "error_response"]
+
+if TYPE_CHECKING:
+    from mmsctl.archive import ModelArchive
 
 log = logging.getLogger("mmsctl.server")
 
@@ -211,6 +214,23 @@ class Model:
     def __post_init__(self) -> None:
         self.queue = asyncio.Queue(self.queue_size)
 
+    @classmethod
+    def from_archive(cls, name: str, url: str, archive: ModelArchive, *, handler: Optional[str] = None,
+                     batch_size: int = 1, runtime: Optional[str] = None, **settings: Any) -> "Model":
+        """A model registered from an opened archive.
+
+        A register ``handler`` replaces the manifest's one and is looked up inside the archive
+        only: unlike ``predict --handler``, a request can never make the server import a file
+        from elsewhere on its disk.
+        """
+        spec = archive.service_spec(name=name, batch_size=batch_size)
+        if handler:
+            spec = replace(spec, handler=handler, legacy=False)
+        manifest = archive.manifest
+        return cls(name=name, url=url, spec=spec, version=manifest.model_version or "1.0",
+                   runtime=runtime or manifest.runtime or "python", engine=manifest.engine_name or None,
+                   **settings)
+
     @property
     def batch_size(self) -> int:
         return self.spec.batch_size
@@ -244,6 +264,30 @@ class ModelManager:
             raise ConflictError(f"Model {model.name} is already registered.")
         self.models[model.name] = model
         log.info("Model %s loaded.", model.name)
+
+    async def register(self, model: Model, workers: int, *, synchronous: bool, timeout: float) -> bool:
+        """Add *model* and start *workers* workers; with *synchronous*, wait until they are READY.
+
+        Returns:
+            False while the workers are still starting (not *synchronous*), else True.
+
+        Raises:
+            ConflictError: a model by that name exists.
+            InternalServerError: the workers could not start (the model is removed again).
+        """
+        from mmsctl.server.errors import InternalServerError
+
+        self.add(model)
+        if workers <= 0:
+            return True
+        await self.scale(model, workers, workers)
+        if not synchronous:
+            return False
+        error = await self.wait_for_workers(model, workers, timeout)
+        if error:
+            await self.unregister(model.name, 0)
+            raise InternalServerError(f'Failed to start workers for model "{model.name}": {error}')
+        return True
 
     def get(self, name: str, version: Optional[str] = None) -> Model:
         """The model called *name*; with *version*, only if that is its version (else 404)."""
