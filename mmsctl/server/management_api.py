@@ -19,7 +19,8 @@ from mmsctl.server.config import ServerConfig
 from mmsctl.server.errors import BadRequest, InternalServerError
 from mmsctl.server.http import bool_param, int_param, json_response, params, status_response, timeout_param
 from mmsctl.server.store import resolve_archive
-from mmsctl.server.supervisor import Model, ModelManager
+from mmsctl.server.model import Model
+from mmsctl.server.supervisor import ModelManager
 
 __all__ = ["ManagementApi"]
 
