@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -64,14 +65,25 @@ def test_start_returns_ready_then_status_then_stop(noop: Path) -> None:
     assert json.loads(_mmsctl("serve", "status", "-o", "json").stdout)[0]["status"] == "stopped"
 
 
+def _wait_for_queue(management: int, model: str, pending: int, timeout: float = 30) -> None:
+    """Poll describe until *pending* requests wait in the model's queue (bounded)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        described = httpx.get(f"http://127.0.0.1:{management}/models/{model}", timeout=10).json()
+        if described["queueStatus"]["pendingRequests"] >= pending:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{model}: never {pending} requests queued")
+
+
 def test_stop_drains_in_flight_and_queued_requests(noop: Path) -> None:
-    flags, inference, _ = _addresses()
+    flags, inference, management = _addresses()
     assert _mmsctl("serve", "start", "--models", f"noop={noop}", *flags).returncode == 0
     results: list[int] = []
 
     def call() -> None:
         try:
-            r = httpx.post(f"http://127.0.0.1:{inference}/predictions/noop", content=b"sleep:0.4", timeout=30)
+            r = httpx.post(f"http://127.0.0.1:{inference}/predictions/noop", content=b"sleep:0.6", timeout=30)
             results.append(r.status_code)
         except httpx.HTTPError as exc:  # a dropped request is a failure of the test
             results.append(-1)
@@ -80,9 +92,7 @@ def test_stop_drains_in_flight_and_queued_requests(noop: Path) -> None:
     threads = [threading.Thread(target=call) for _ in range(5)]
     for t in threads:
         t.start()
-    import time
-
-    time.sleep(0.5)  # one in flight, the rest queued on the single worker
+    _wait_for_queue(management, "noop", 4)  # one in flight, the rest queued on the single worker
     stopped = _mmsctl("serve", "stop", "--timeout", "20")
     for t in threads:
         t.join(30)

@@ -7,6 +7,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 import httpx
 import pytest
@@ -36,6 +37,26 @@ async def _until_busy(client: httpx.AsyncClient, server: ServerInfo, model: str 
             return
         await asyncio.sleep(0.05)
     raise AssertionError("the worker never became busy")
+
+
+async def _until(client: httpx.AsyncClient, server: ServerInfo, what: str,
+                 check: Callable[[dict[str, Any]], bool], model: str = "noop", timeout: float = 60) -> dict[str, Any]:
+    """Poll the model's description until *check* holds (bounded); fail with what was awaited."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        resp = await client.get(f"{server.management_url}/models/{model}")
+        if resp.status_code == 200 and check(resp.json()):
+            return resp.json()  # type: ignore[no-any-return]
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{model}: never {what}; log:\n{server.log_text()[-2000:]}")
+
+
+def _pending(description: dict[str, Any]) -> int:
+    return int(description["queueStatus"]["pendingRequests"])
+
+
+def _ready(description: dict[str, Any]) -> int:
+    return sum(1 for w in description["workers"] if w["status"] == "READY")
 
 
 async def _fire(url: str, bodies: list[bytes], timeout: float = 60) -> list[httpx.Response]:
@@ -89,14 +110,17 @@ def test_scale_up_and_down_under_load_loses_nothing(tmp_path: Path) -> None:
         url = f"{srv.inference_url}/predictions/noop"
 
         async def scenario() -> list[httpx.Response]:
-            load = asyncio.ensure_future(_fire(url, [f"sleep:0.02-{i}".encode()[:10] for i in range(150)]))
+            load = asyncio.ensure_future(_fire(url, [b"sleep:0.05"] * 150))  # ~7.5 s on one worker
             async with httpx.AsyncClient(timeout=60) as client:
-                await asyncio.sleep(0.2)
+                await _until(client, srv, "had requests queued", lambda d: _pending(d) > 0)
                 up = await client.put(f"{srv.management_url}/models/noop", params={"min_worker": "3"})
                 assert up.status_code == 202
-                await asyncio.sleep(1.0)
+                described = await _until(client, srv, "had 3 READY workers", lambda d: _ready(d) == 3)
+                # The scaling happened under load: requests still wait (else this test proves nothing).
+                assert not load.done() and _pending(described) > 0
                 down = await client.put(f"{srv.management_url}/models/noop", params={"min_worker": "1"})
                 assert down.status_code == 202
+                await _until(client, srv, "went back to 1 worker", lambda d: len(d["workers"]) == 1)
             return await load
 
         responses = asyncio.run(scenario())
@@ -110,9 +134,10 @@ def test_unregister_under_load_answers_every_request(tmp_path: Path) -> None:
         url = f"{srv.inference_url}/predictions/noop"
 
         async def scenario() -> tuple[list[httpx.Response], httpx.Response]:
-            load = asyncio.ensure_future(_fire(url, [b"sleep:0.01"] * 100))
-            await asyncio.sleep(0.3)
+            load = asyncio.ensure_future(_fire(url, [b"sleep:0.02"] * 100))  # ~1 s on two workers
             async with httpx.AsyncClient(timeout=60) as client:
+                await _until(client, srv, "had requests queued", lambda d: _pending(d) > 0)
+                assert not load.done()  # the delete comes under load (else this test proves nothing)
                 gone = await client.delete(f"{srv.management_url}/models/noop")
             return await load, gone
 
