@@ -8,6 +8,7 @@ package (``engine``) or a top-level module (``errors``).
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 from typing import Iterator
 
@@ -158,3 +159,11 @@ def test_each_package_imports_only_layers_below_it() -> None:
 def test_the_package_root_imports_nothing_of_mmsctl() -> None:
     """Everyone imports ``mmsctl`` for ``__version__``; it must stay at the bottom."""
     assert UNIT_GRAPH.get("mmsctl", set()) == set()
+
+
+def test_the_docs_diagram_names_every_package() -> None:
+    """docs/index.md draws these layers; a package missing from its diagram makes the map wrong."""
+    text = (PACKAGE.parent / "docs" / "index.md").read_text(encoding="utf-8")
+    diagram = text.split("## Architecture", 1)[1].split("```", 2)[1]
+    words = set(re.findall(r"[a-z_]+", diagram))
+    assert sorted(set().union(*LAYERS) - {"__main__"} - words) == []

@@ -13,28 +13,22 @@ Two ways in:
 
 Output formats are model-archiver's: ``default`` (``<name>.mar``, a zip),
 ``tgz`` (``<name>.tar.gz``, files under ``<name>/``) and ``no-archive`` (a
-folder ``<name>/``). Zips and tarballs are deterministic: members sorted, fixed
-timestamps and modes, so the same inputs give the same bytes. Outputs are
-written to a temporary file and renamed into place.
+folder ``<name>/``), written by :mod:`mmsctl.archive.write`: deterministic (the same
+inputs give the same bytes) and renamed into place only when complete.
 """
 
 from __future__ import annotations
 
-import gzip
-import io
 import json
 import os
 import re
-import shutil
-import tarfile
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-from mmsctl.archive.manifest import MANIFEST_DIR, MANIFEST_NAME, MANIFEST_PATH, RUNTIMES, Manifest, check_model_name
+from mmsctl.archive.manifest import MANIFEST_NAME, MANIFEST_PATH, RUNTIMES, Manifest, check_model_name
 from mmsctl.archive.model_archive import ArchiveFile
-from mmsctl.archive.unpack import temp_sibling
+from mmsctl.archive.write import write_archive
 from mmsctl.errors import AlreadyExistsError, ArchiveError, InputNotFoundError, NoCheckpointError, UsageError
 
 __all__ = [
@@ -49,12 +43,9 @@ __all__ = [
 #: ``--archive-format`` value -> file name suffix (as in model-archiver).
 ARCHIVE_FORMATS: dict[str, str] = {"default": ".mar", "tgz": ".tar.gz", "no-archive": ""}
 
-_ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 _UNWANTED_DIRS = {"__MACOSX", "__pycache__"}
 _UNWANTED_SUFFIXES = (".pyc", ".DS_Store", ".mar")
 _PARAMS_RE = re.compile(r"^(?P<prefix>.+)-(?P<epoch>\d{4})\.params$")
-_CHUNK = 1024 * 1024
-_BIG = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -190,71 +181,6 @@ def _handler_module(handler: str) -> str:
     return module.split("/")[-1]
 
 
-def _write_zip(target: Path, files: dict[str, Path], manifest: bytes) -> None:
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
-        entries: dict[str, Optional[Path]] = {**files, MANIFEST_PATH: None}
-        for name in sorted(entries):
-            info = zipfile.ZipInfo(name, date_time=_ZIP_EPOCH)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.create_system = 3  # unix, so the mode bits below mean something
-            src = entries[name]
-            executable = src is not None and os.access(src, os.X_OK)
-            info.external_attr = ((0o100755 if executable else 0o100644) & 0xFFFF) << 16
-            if src is None:
-                zf.writestr(info, manifest)
-                continue
-            size = os.path.getsize(src)
-            # Weights barely compress and deflate's higher levels are 6x slower on them (2.4 s vs
-            # 0.4 s for SqueezeNet's 5 MB at level 6 vs 1) for 6% smaller output: big files get level 1.
-            info._compresslevel = 1 if size > _BIG else 6  # type: ignore[attr-defined]
-            with open(src, "rb") as fh, zf.open(info, "w", force_zip64=size > 2**31) as out:
-                shutil.copyfileobj(fh, out, _CHUNK)
-
-
-def _write_tgz(target: Path, files: dict[str, Path], manifest: bytes, top: str) -> None:
-    with open(target, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=1) as gz:
-        with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tf:
-            entries: dict[str, Optional[Path]] = {**files, MANIFEST_PATH: None}
-            for name in sorted(entries):
-                src = entries[name]
-                info = tarfile.TarInfo(f"{top}/{name}")
-                info.mtime = 0
-                info.uid = info.gid = 0
-                info.uname = info.gname = ""
-                executable = src is not None and os.access(src, os.X_OK)
-                info.mode = 0o755 if executable else 0o644
-                if src is None:
-                    info.size = len(manifest)
-                    tf.addfile(info, io.BytesIO(manifest))
-                    continue
-                info.size = src.stat().st_size
-                with open(src, "rb") as fh:
-                    tf.addfile(info, fh)
-
-
-def _write_folder(target: Path, files: dict[str, Path], manifest: bytes) -> None:
-    for name, src in files.items():
-        dest = target / name
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dest)
-        if os.access(src, os.X_OK):
-            dest.chmod(0o755)
-    (target / MANIFEST_DIR).mkdir(exist_ok=True)
-    (target / MANIFEST_PATH).write_bytes(manifest)
-
-
-def _replace(tmp: Path, out: Path) -> None:
-    """Move *tmp* to *out*, replacing a file or folder already there (``--force`` was checked)."""
-    if out.is_dir() and not out.is_symlink():
-        old = temp_sibling(out)
-        old.rmdir()
-        os.rename(out, old)
-        os.rename(tmp, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, out)
-
-
 def create_archive(
     model_path: Path | str,
     *,
@@ -301,7 +227,7 @@ def create_archive(
     manifest = Manifest(model_name=name, handler=handler, runtime=runtime, engine=engine,
                         description=description, model_version=model_version)
     payload = manifest.to_json().encode("utf-8")
-    _write(out, archive_format, files, payload, name)
+    write_archive(out, archive_format, files, payload, name)
     listing = [ArchiveFile(n, files[n].stat().st_size) for n in files] + [ArchiveFile(MANIFEST_PATH, len(payload))]
     size = out.stat().st_size if out.is_file() else sum(f.size for f in listing)
     return CreatedArchive(path=out, format=archive_format, manifest=manifest,
@@ -394,26 +320,3 @@ def _builtin_handler_files(
     if "synset.txt" not in files and not with_synset:
         warnings.append("no synset.txt: predictions will show class numbers, not labels")
     return files, {"engineName": "MXNet"}, warnings
-
-
-def _write(out: Path, archive_format: str, files: dict[str, Path], payload: bytes, name: str) -> None:
-    """Write the archive to a temporary sibling, then rename it into place (nothing half-written)."""
-    if archive_format == "no-archive":
-        tmp = temp_sibling(out)
-        writer = lambda: _write_folder(tmp, files, payload)  # noqa: E731
-    else:
-        tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-        if archive_format == "tgz":
-            writer = lambda: _write_tgz(tmp, files, payload, name)  # noqa: E731
-        else:
-            writer = lambda: _write_zip(tmp, files, payload)  # noqa: E731
-    try:
-        writer()
-        _replace(tmp, out)
-    except OSError as exc:
-        raise ArchiveError(f"cannot write {out}: {exc.strerror or exc}") from exc
-    finally:
-        if tmp.is_dir():
-            shutil.rmtree(tmp, ignore_errors=True)
-        elif tmp.exists():
-            tmp.unlink()
