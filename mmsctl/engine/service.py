@@ -29,7 +29,6 @@ from mmsctl.engine.context import Context, MetricsStore, RequestProcessor
 from mmsctl.engine.loader import LoadedHandler, load_handler, load_legacy_handler, split_handler
 from mmsctl.engine.protocol import RequestItem, ResponseItem
 from mmsctl.engine.spec import ServiceSpec
-from mmsctl.error_body import error_body
 from mmsctl.errors import EngineError, HandlerError, NoHandlerError
 
 __all__ = ["ModelService", "load_service"]
@@ -37,10 +36,6 @@ __all__ = ["ModelService", "load_service"]
 log = logging.getLogger("mmsctl.engine")
 
 PREDICTION_METRIC = "PredictionTime"
-
-
-def _error_item(code: int, message: str, type: str = "InternalServerException") -> ResponseItem:
-    return ResponseItem(status=code, body=error_body(code, type, message), content_type="application/json")
 
 
 def _mime(content_type: Optional[str]) -> str:
@@ -148,7 +143,7 @@ class ModelService:
             try:
                 data, headers = self._to_input(item)
             except (ValueError, UnicodeDecodeError) as exc:
-                results[pos] = _error_item(400, f"Invalid request body: {exc}", "BadRequestException")
+                results[pos] = ResponseItem.error(400, "BadRequestException", f"Invalid request body: {exc}")
                 continue
             inputs.append(data)
             processors.append(RequestProcessor(headers))
@@ -157,7 +152,8 @@ class ModelService:
             answered = self._run(inputs, processors, [batch[p].request_id for p in positions])
             for pos, response in zip(positions, answered):
                 results[pos] = response
-        return [r if r is not None else _error_item(503, "Prediction failed") for r in results]
+        failed = ResponseItem.error(503, "InternalServerException", "Prediction failed")
+        return [r if r is not None else failed for r in results]
 
     def _run(
         self, inputs: list[dict[str, Any]], processors: list[RequestProcessor], request_ids: list[str]
@@ -181,30 +177,31 @@ class ModelService:
         if not isinstance(ret, list):
             self.last_exception = TypeError(f"handler returned {type(ret).__name__}, not a list")
             log.warning("model %s: invalid return type %s", ctx.model_name, type(ret))
-            return [_error_item(503, "Invalid model predict output")] * n
+            return [ResponseItem.error(503, "InternalServerException", "Invalid model predict output")] * n
         if len(ret) != n:
             self.last_exception = ValueError(f"handler returned {len(ret)} results for {n} requests")
             log.warning("model %s: batch of %d got %d responses", ctx.model_name, n, len(ret))
-            return [_error_item(503, "number of batch response mismatched")] * n
+            return [ResponseItem.error(503, "InternalServerException", "number of batch response mismatched")] * n
         metrics.add_time(PREDICTION_METRIC, round((time.perf_counter() - start) * 1000, 2))
         try:
             return [_encode(value, proc) for value, proc in zip(ret, processors)]
         except (TypeError, ValueError) as exc:
             self.last_exception = exc
             log.warning("model %s: cannot serialise output", ctx.model_name, exc_info=True)
-            return [_error_item(503, "Unsupported model output data type.")] * n
+            return [ResponseItem.error(503, "InternalServerException", "Unsupported model output data type.")] * n
 
     def _failure(self, exc: Exception) -> ResponseItem:
         """The answer for every request of a batch whose handler raised *exc* (MMS's codes)."""
         name = self.context.model_name
         if isinstance(exc, MemoryError):
             log.error("model %s: out of memory", name, exc_info=True)
-            return _error_item(507, "Out of resources")
+            return ResponseItem.error(507, "InternalServerException", "Out of resources")
         if type(exc).__name__ == "PredictionException" and hasattr(exc, "error_code"):
             log.error("model %s: prediction error", name, exc_info=True)
-            return _error_item(int(getattr(exc, "error_code", 500)), str(getattr(exc, "message", exc)))
+            code = int(getattr(exc, "error_code", 500))
+            return ResponseItem.error(code, "InternalServerException", str(getattr(exc, "message", exc)))
         log.warning("model %s: invoking the handler failed", name, exc_info=True)
-        return _error_item(503, "Prediction failed")
+        return ResponseItem.error(503, "InternalServerException", "Prediction failed")
 
     def close(self) -> None:
         """Drop the handler and its modules (MMS ``unload``); the service cannot be used after."""

@@ -19,21 +19,15 @@ from typing import TYPE_CHECKING, Any, Optional
 from mmsctl.engine.protocol import ResponseItem
 from mmsctl.engine.spec import ServiceSpec
 from mmsctl.engine.worker import AsyncWorkerProcess, BatchFailed, WorkerExited
-from mmsctl.error_body import error_body
 from mmsctl.server.batching import Job, next_batch, until_stopped
 from mmsctl.server.config import ServerConfig
 
 if TYPE_CHECKING:
     from mmsctl.archive import ModelArchive
 
-__all__ = ["Model", "Worker", "WorkerStartError", "WorkerState", "error_response"]
+__all__ = ["Model", "Worker", "WorkerStartError", "WorkerState"]
 
 log = logging.getLogger("mmsctl.server")
-
-
-def error_response(status: int, type_: str, message: str) -> ResponseItem:
-    """An MMS error body ``{"code", "type", "message"}`` as a ResponseItem."""
-    return ResponseItem(status, error_body(status, type_, message), "application/json")
 
 
 class WorkerState(str, enum.Enum):
@@ -139,14 +133,14 @@ class Worker:
             except asyncio.TimeoutError:
                 log.warning("%s W-%s: no answer in %s s; killing pid %s", m.name, self.id, m.response_timeout, self.pid)
                 self.kill()
-                _answer_all(jobs, error_response(504, "RequestTimeoutException",
+                _answer_all(jobs, ResponseItem.error(504, "RequestTimeoutException",
                                                  "Backend worker did not respond in given time"))
                 return "timeout"
             except WorkerExited:
-                _answer_all(jobs, error_response(503, "ServiceUnavailableException", "Worker died."))
+                _answer_all(jobs, ResponseItem.error(503, "ServiceUnavailableException", "Worker died."))
                 return "died"
             except BatchFailed as exc:
-                _answer_all(jobs, error_response(503, "ServiceUnavailableException", f"Prediction failed: {exc}"))
+                _answer_all(jobs, ResponseItem.error(503, "ServiceUnavailableException", f"Prediction failed: {exc}"))
             else:
                 for job, response in zip(jobs, result.responses):
                     job.answer(response)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
+
 from mmsctl.server.config import ServerConfig
 from mmsctl.server.errors import BadRequest, DownloadFailed, InvalidModel, ModelNotFound
 

@@ -16,7 +16,7 @@ from typing import Any, Optional
 from mmsctl.engine.protocol import RequestItem, ResponseItem
 from mmsctl.server.batching import Job
 from mmsctl.server.config import ServerConfig
-from mmsctl.server.model import Model, Worker, WorkerStartError, WorkerState, error_response
+from mmsctl.server.model import Model, Worker, WorkerStartError, WorkerState
 
 __all__ = ["BACK_OFF", "ModelManager"]
 
@@ -173,7 +173,7 @@ class ModelManager:
             except asyncio.QueueEmpty:
                 return
             model.queue.task_done()
-            job.answer(error_response(503, "ServiceUnavailableException", message))
+            job.answer(ResponseItem.error(503, "ServiceUnavailableException", message))
 
     async def scale(self, model: Model, min_workers: int, max_workers: int) -> None:
         """Set the worker range and start or stop workers to reach ``min_workers``."""
