@@ -37,10 +37,11 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from mmsctl.engine.protocol import RequestItem, ResponseItem
 from mmsctl.engine.spec import ServiceSpec
+from mmsctl import errors
 from mmsctl.errors import EngineError, HandlerError, MmsError
 
 if TYPE_CHECKING:
-    # asyncio only where an event loop drives workers: a worker process starts ~60 ms sooner without it.
+    # asyncio only where an event loop drives workers: a worker process starts tens of ms sooner without it.
     import asyncio
 
     from mmsctl.engine.service import ModelService
@@ -69,15 +70,26 @@ Message = tuple[str, Any]
 
 @dataclass(frozen=True)
 class LoadFailure:
-    """Why a worker could not load its model (the error's class name, message and hint)."""
+    """Why a worker could not load its model: the mmsctl error's class name, message, hint and param."""
 
     kind: str
     message: str
     hint: Optional[str] = None
+    param: Optional[str] = None
+
+    @classmethod
+    def of(cls, exc: BaseException) -> LoadFailure:
+        """An mmsctl error as it is; anything else (user code) as a HandlerError."""
+        if isinstance(exc, MmsError):
+            return cls(type(exc).__name__, _describe(exc), exc.hint, exc.param)
+        return cls(HandlerError.__name__, _describe(exc))
 
     def error(self) -> MmsError:
-        """The error to raise in the parent: an EngineError where the worker had one, else a HandlerError."""
-        return (EngineError if self.kind == "EngineError" else HandlerError)(self.message, hint=self.hint)
+        """The error to raise in the parent, of the type the worker raised (an EngineError at least)."""
+        kind = getattr(errors, self.kind, None)
+        if not (isinstance(kind, type) and issubclass(kind, EngineError)):
+            kind = EngineError
+        return kind(self.message, hint=self.hint, param=self.param)
 
 
 @dataclass(frozen=True)
@@ -337,8 +349,7 @@ def _load(spec: ServiceSpec, tag: Optional[str]) -> tuple[Optional[ModelService]
     try:
         return load_service(spec), (READY, None)
     except BaseException as exc:  # noqa: BLE001 - every load failure is reported to the parent
-        failure = LoadFailure(type(exc).__name__ if isinstance(exc, MmsError) else "HandlerError",
-                              _describe(exc), getattr(exc, "hint", None))
+        failure = LoadFailure.of(exc)
         if tag:
             print(f"{tag} model failed to load: {failure.message}", file=sys.stderr, flush=True)
             if not isinstance(exc, MmsError):

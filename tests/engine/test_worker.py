@@ -156,3 +156,18 @@ def test_an_async_worker_that_cannot_load_says_why(tmp_path: Path) -> None:
 
     asyncio.run(scenario())
 
+
+
+def test_a_load_failure_keeps_its_mmsctl_type_across_the_process(tmp_path: Path) -> None:
+    """The parent raises what the worker raised (so the CLI can add its hint for that type)."""
+    from mmsctl.errors import NoHandlerError
+
+    nothing = handler_archive(tmp_path / "nothing", {"notes.txt": "no handler, no checkpoint"}, handler=None)
+    worker = WorkerProcess(nothing)
+    try:
+        kind, failure = worker.receive()
+    finally:
+        worker.stop()
+    assert kind == LOAD_FAILED
+    error = failure.error()
+    assert isinstance(error, NoHandlerError) and "names no handler" in error.message and error.hint
