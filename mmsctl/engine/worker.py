@@ -222,9 +222,10 @@ class WorkerProcess:
         except (OSError, ValueError):  # already gone
             pass
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Ask the worker to exit, wait up to *timeout*, then kill it."""
-        self.ask_to_stop()
+    def stop(self, timeout: float = 10.0, *, ask: bool = True) -> None:
+        """Ask the worker to exit (unless it was asked already), wait up to *timeout*, then kill it."""
+        if ask:
+            self.ask_to_stop()
         try:
             self.process.wait(timeout)
         except subprocess.TimeoutExpired:

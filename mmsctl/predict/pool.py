@@ -174,10 +174,9 @@ class ServicePool:
     def close(self) -> None:
         """Stop the workers (they finish the batches they hold)."""
         for worker in self._workers:
-            worker.ask_to_stop()
+            worker.ask_to_stop()  # the sender thread sends EXIT after the batches it holds
         for worker in self._workers:
-            worker._sender.join(10.0)
-            worker.process.stop()
+            worker.process.stop(ask=False)
         self._workers = []
 
     def __enter__(self) -> ServicePool:
