@@ -222,6 +222,11 @@ class WorkerProcess:
         except (OSError, ValueError):  # already gone
             pass
 
+    def kill(self) -> None:
+        """End the worker now (SIGKILL): what it holds is lost."""
+        if self.process.poll() is None:
+            self.process.kill()
+
     def stop(self, timeout: float = 10.0, *, ask: bool = True) -> None:
         """Ask the worker to exit (unless it was asked already), wait up to *timeout*, then kill it."""
         if ask:

@@ -172,9 +172,12 @@ class ServicePool:
             yield result.responses
 
     def close(self) -> None:
-        """Stop the workers (they finish the batches they hold)."""
+        """Stop the workers: idle ones exit when asked; ones that still hold batches nobody will
+        read (an interrupted or failed run) are killed, so Ctrl+C never waits for them."""
         for worker in self._workers:
-            worker.ask_to_stop()  # the sender thread sends EXIT after the batches it holds
+            if worker.outstanding:
+                worker.process.kill()
+            worker.ask_to_stop()  # the sender thread sends EXIT after what it holds
         for worker in self._workers:
             worker.process.stop(ask=False)
         self._workers = []

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import pytest
 
 from mmsctl.engine import _opcache
 from mmsctl.engine.spec import ServiceSpec
-from mmsctl.errors import HandlerError
+from mmsctl.errors import HandlerError, MmsError
 from mmsctl.predict import Prediction, predict_local
 from mmsctl.predict.inputs import expand_inputs
 from mmsctl.predict.pool import ServicePool, choose_workers
@@ -115,6 +116,35 @@ def test_pool_reports_a_handler_that_cannot_load(tmp_path: Path, image_dir: Path
                           handler="h:handle")
     with ServicePool(replace(bad, model_name="bad"), workers=2) as pool, pytest.raises(HandlerError, match="no GPU here"):
         list(predict_local(pool, expand_inputs([str(image_dir)]), batch_size=1))
+
+
+def test_closing_a_pool_with_batches_in_flight_ends_those_workers(tmp_path: Path) -> None:
+    """An interrupted run (Ctrl+C, an error) must not wait for answers nobody will read."""
+    import threading
+
+    slow = handler_archive(tmp_path / "slow", {"h.py": "import time\n\ndef handle(d, c):\n"
+                                               "    if d is not None:\n        time.sleep(120)\n    return d\n"},
+                           handler="h:handle")
+    pool = ServicePool(slow, workers=2)
+    answers = pool.map([[body_item("a", b"a")], [body_item("b", b"b")]])
+
+    def read() -> None:
+        try:
+            next(answers, None)
+        except (MmsError, OSError, ValueError):  # the pool was closed under it, as an interrupt does
+            pass
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 30
+    while not all(w.outstanding for w in pool._workers) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    processes = [w.process.process for w in pool._workers]
+    assert all(w.outstanding for w in pool._workers)
+    pool.close()
+    assert [p.returncode for p in processes] == [-9, -9]  # killed, not waited for
+    reader.join(30)
+    assert not reader.is_alive()
 
 
 def test_worker_count_defaults() -> None:
