@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -186,13 +187,13 @@ def bench_throughput(work: Path, count: int, batch: int, runs: int, in_process: 
 
 def _bench_in_process(folder: Path, count: int, batch: int, runs: int) -> None:
     """The predict pipeline inside this process (model loaded, no start-up) against raw forward here."""
-    from mmsctl.engine.inputs import expand_inputs
+    from mmsctl.predict.inputs import expand_inputs
     from mmsctl.engine.mxnet_compat import import_mxnet
-    from mmsctl.engine.predict import open_model, predict_local
+    from mmsctl.predict import open_model, predict_local
     from mmsctl.engine.service import load_service
 
     sources = expand_inputs([str(folder)])
-    service = load_service(open_model(str(SQUEEZENET_DIR)), batch_size=batch)
+    service = load_service(replace(open_model(str(SQUEEZENET_DIR)), batch_size=batch))
     list(predict_local(service, sources[:batch], batch_size=batch))  # warm-up (first forward)
     mx = import_mxnet()
     sym, args, aux = mx.model.load_checkpoint(str(SQUEEZENET_DIR / "squeezenet_v1.1"), 0)

@@ -4,20 +4,30 @@ The core never prints: it raises one of these, and ``mmsctl/cli/main.py`` turns
 it into a one-line message (plus an optional hint) and a named exit code.
 Errors from httpx, botocore and mxnet are translated where they come in.
 
+The core never names a CLI flag either: an error says which argument of the call it
+is about (``param="synset"``) or has a type of its own (``AlreadyExistsError``), and
+the command that called it adds its flags (``mmsctl/cli/hints.py``).
+
     MmsError                        exit 1
     ├── UsageError                  exit 2   bad flag values, bad input paths
+    │   ├── InstanceRunningError        a server instance by that name is already running
+    │   └── AmbiguousInstanceError      several server instances, and none was named
     ├── NotFoundError               exit 3
     │   ├── ModelNotFoundError          unknown model name / zoo entry
     │   └── InputNotFoundError          a file or folder that is not there
     ├── PartialFailure              exit 4   some items of a batch failed
     ├── ArchiveError                exit 1   a .mar/.model that cannot be read or written
-    │   └── UnsafeArchiveError          zip-slip, links, devices, zip bombs
+    │   ├── UnsafeArchiveError          zip-slip, links, devices, zip bombs
+    │   ├── AlreadyExistsError          the output is there and may not be replaced
+    │   └── NoCheckpointError           no MXNet checkpoint for the built-in handler
     ├── ZooError                    exit 1
     │   ├── DownloadError               network or HTTP failure while downloading
     │   └── OfflineError                offline and not cached
     ├── EngineError                 exit 1   mxnet missing, model fails to load
     │   ├── HandlerError                a handler that cannot be imported or called
-    │   └── InputDecodeError            an image/body the handler cannot decode
+    │   │   └── NoHandlerError              no handler, and not a checkpoint the built-in one serves
+    │   ├── InputDecodeError            an image/body the handler cannot decode
+    │   └── WorkerDiedError             a worker process died
     ├── ServerError                 exit 1   the embedded server fails to start/stop
     ├── ClientError                 exit 1   talking to a remote server
     │   ├── ConnectionFailed        exit 5   refused, DNS, TLS
@@ -32,9 +42,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from mmsctl.cli import exit_codes as codes  # the numbers live with the CLI that returns them
+from mmsctl import exit_codes as codes
 
 __all__ = [
+    "AlreadyExistsError",
+    "AmbiguousInstanceError",
     "ApiError",
     "ArchiveError",
     "AuthenticationFailed",
@@ -47,8 +59,11 @@ __all__ = [
     "HandlerError",
     "InputDecodeError",
     "InputNotFoundError",
+    "InstanceRunningError",
     "MmsError",
     "ModelNotFoundError",
+    "NoCheckpointError",
+    "NoHandlerError",
     "NotFoundError",
     "OfflineError",
     "PartialFailure",
@@ -56,6 +71,7 @@ __all__ = [
     "ServerError",
     "UnsafeArchiveError",
     "UsageError",
+    "WorkerDiedError",
     "ZooError",
     "causes",
 ]
@@ -67,10 +83,13 @@ class MmsError(Exception):
     exit_code: int = codes.ERROR
     reference: str = "mmsctl-error"
 
-    def __init__(self, message: str, *, hint: Optional[str] = None) -> None:
+    def __init__(self, message: str, *, hint: Optional[str] = None, param: Optional[str] = None) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        #: The argument of the failed call this error is about, by its Python name
+        #: (``synset``, ``gpu_id``): a CLI names the flag that sets it.
+        self.param = param
 
     def __str__(self) -> str:
         return self.message
@@ -81,6 +100,18 @@ class UsageError(MmsError):
 
     exit_code = codes.USAGE
     reference = "usage"
+
+
+class InstanceRunningError(UsageError):
+    """A server instance with that name (or those ports) is already running."""
+
+    reference = "instance-running"
+
+
+class AmbiguousInstanceError(UsageError):
+    """Several server instances, and the request did not say which one."""
+
+    reference = "ambiguous-instance"
 
 
 class NotFoundError(MmsError):
@@ -121,6 +152,18 @@ class UnsafeArchiveError(ArchiveError):
     reference = "unsafe-archive"
 
 
+class AlreadyExistsError(ArchiveError):
+    """An output that is already there, and replacing it was not asked for."""
+
+    reference = "already-exists"
+
+
+class NoCheckpointError(ArchiveError):
+    """A folder without the MXNet checkpoint (``*-symbol.json`` + ``*.params``) the built-in handler needs."""
+
+    reference = "no-checkpoint"
+
+
 class ZooError(MmsError):
     """The model zoo or cache cannot provide a model."""
 
@@ -149,6 +192,18 @@ class HandlerError(EngineError):
     """A handler that cannot be imported, initialised or called."""
 
     reference = "handler"
+
+
+class NoHandlerError(HandlerError):
+    """A model that names no handler and is not a checkpoint the built-in handler can serve."""
+
+    reference = "no-handler"
+
+
+class WorkerDiedError(EngineError):
+    """A worker process that ran the model died."""
+
+    reference = "worker-died"
 
 
 class InputDecodeError(EngineError):

@@ -11,17 +11,17 @@ Such a manifest looks like::
      "Created-By": {"Author": "...", "Author-Email": "..."}}
 
 We translate it the way MMS 1.x does when it loads one (``LegacyManifest.migrate``):
-the service file becomes the handler and the model version is ``snapshot``.
+the service file becomes the handler and the model version is ``snapshot``. This module
+only maps fields; :func:`mmsctl.archive.manifest.parse_manifest` builds the ``Manifest``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from mmsctl.archive.manifest import Manifest
 from mmsctl.errors import ArchiveError
 
-__all__ = ["LEGACY_MANIFEST_NAME", "manifest_from_legacy"]
+__all__ = ["LEGACY_MANIFEST_NAME", "legacy_fields"]
 
 LEGACY_MANIFEST_NAME = "MANIFEST.json"
 
@@ -34,8 +34,8 @@ def _handler(service: Any) -> str | None:
     return text[:-3] if text.endswith(".py") else text
 
 
-def manifest_from_legacy(data: dict[str, Any]) -> Manifest:
-    """Translate a legacy (MMS 0.4) manifest.
+def legacy_fields(data: dict[str, Any]) -> dict[str, Any]:
+    """The :class:`~mmsctl.archive.manifest.Manifest` fields of a legacy (MMS 0.4) manifest.
 
     Raises:
         ArchiveError: no ``Model`` section or no model name.
@@ -55,7 +55,7 @@ def manifest_from_legacy(data: dict[str, Any]) -> Manifest:
     publisher = None
     if isinstance(created, dict):
         publisher = {"author": created.get("Author"), "email": created.get("Author-Email")}
-    return Manifest(
+    return dict(
         model_name=str(name),
         handler=_handler(model.get("Service")),
         runtime="python",

@@ -17,11 +17,12 @@ Legacy MMS 0.4 manifests are turned into this form by :mod:`mmsctl.archive.legac
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from mmsctl.archive.legacy import legacy_fields
 from mmsctl.errors import ArchiveError, UsageError
+from mmsctl.names import MODEL_NAME_PATTERN
 
 __all__ = [
     "MANIFEST_DIR",
@@ -37,8 +38,6 @@ __all__ = [
 MANIFEST_DIR = "MAR-INF"
 MANIFEST_NAME = "MANIFEST.json"
 MANIFEST_PATH = f"{MANIFEST_DIR}/{MANIFEST_NAME}"
-#: The model names model-archiver accepts (MMS uses them in URLs and file names).
-MODEL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-.]*$")
 #: ``--runtime`` values, as in model-archiver's RuntimeType.
 RUNTIMES = ("python", "python2", "python3")
 
@@ -195,9 +194,7 @@ def parse_manifest(raw: bytes, *, where: str = MANIFEST_PATH) -> Manifest:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ArchiveError(f"{where}: not valid JSON: {exc}") from exc
     if isinstance(data, dict) and "model" not in data and "Model" in data:
-        from mmsctl.archive.legacy import manifest_from_legacy
-
-        return manifest_from_legacy(data)
+        return Manifest(**legacy_fields(data))
     try:
         return Manifest.from_dict(data)
     except ArchiveError as exc:

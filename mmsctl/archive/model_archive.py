@@ -23,7 +23,8 @@ from typing import Any, Optional
 from mmsctl.archive.legacy import LEGACY_MANIFEST_NAME
 from mmsctl.archive.manifest import MANIFEST_DIR, MANIFEST_NAME, MANIFEST_PATH, Manifest, parse_manifest
 from mmsctl.archive.unpack import DEFAULT_LIMITS, ArchiveFormat, Limits, detect_format, extract_into
-from mmsctl.errors import ArchiveError, InputNotFoundError, UsageError
+from mmsctl.engine.spec import ServiceSpec
+from mmsctl.errors import AlreadyExistsError, ArchiveError, InputNotFoundError, UsageError
 
 __all__ = [
     "ArchiveFile",
@@ -70,6 +71,28 @@ class ModelArchive:
     @property
     def handler(self) -> Optional[str]:
         return self.manifest.handler
+
+    def service_spec(
+        self, *, name: Optional[str] = None, handler: Optional[str] = None, batch_size: int = 1,
+        gpu_id: Optional[int] = None,
+    ) -> ServiceSpec:
+        """What a process needs to load this archive (:func:`mmsctl.engine.service.load_service`).
+
+        Args:
+            name: the name requests use (default: the manifest's model name).
+            handler: a handler chosen instead of the archive's (``--handler``).
+            batch_size, gpu_id: how the model runs.
+        """
+        return ServiceSpec(
+            root=self.root,
+            model_name=name or self.model_name,
+            handler=self.handler,
+            handler_override=handler,
+            legacy=self.manifest.legacy,
+            manifest=self.manifest.to_dict(),
+            batch_size=batch_size,
+            gpu_id=gpu_id,
+        )
 
     @property
     def signature_file(self) -> str:
@@ -311,7 +334,7 @@ def extract_archive(
         dest = Path.cwd() / stem_of(source)
     dest = Path(dest).expanduser()
     if dest.exists() and not (dest.is_dir() and not any(dest.iterdir())) and not force:
-        raise ArchiveError(f"{dest} already exists", hint="use --force to replace it")
+        raise AlreadyExistsError(f"{dest} already exists", hint="pass force=True to replace it")
     if dest.exists() and not dest.is_dir() and force:
         raise ArchiveError(f"{dest} exists and is not a folder; remove it first")
     tmp = extract_into(source, fmt, dest.parent, limits)

@@ -188,7 +188,7 @@ def import_onnx(
     if not src.is_file():
         raise InputNotFoundError(f"{src}: no such file")
     if synset is not None and not Path(synset).is_file():
-        raise InputNotFoundError(f"{synset}: no such file (--synset)")
+        raise InputNotFoundError(f"{synset}: no such file", param="synset")
     onnx = _load_onnx()
     try:
         model = onnx.load(str(src))

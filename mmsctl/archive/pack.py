@@ -13,29 +13,23 @@ Two ways in:
 
 Output formats are model-archiver's: ``default`` (``<name>.mar``, a zip),
 ``tgz`` (``<name>.tar.gz``, files under ``<name>/``) and ``no-archive`` (a
-folder ``<name>/``). Zips and tarballs are deterministic: members sorted, fixed
-timestamps and modes, so the same inputs give the same bytes. Outputs are
-written to a temporary file and renamed into place.
+folder ``<name>/``), written by :mod:`mmsctl.archive.write`: deterministic (the same
+inputs give the same bytes) and renamed into place only when complete.
 """
 
 from __future__ import annotations
 
-import gzip
-import io
 import json
 import os
 import re
-import shutil
-import tarfile
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-from mmsctl.archive.manifest import MANIFEST_DIR, MANIFEST_NAME, MANIFEST_PATH, RUNTIMES, Manifest, check_model_name
+from mmsctl.archive.manifest import MANIFEST_NAME, MANIFEST_PATH, RUNTIMES, Manifest, check_model_name
 from mmsctl.archive.model_archive import ArchiveFile
-from mmsctl.archive.unpack import temp_sibling
-from mmsctl.errors import ArchiveError, InputNotFoundError, UsageError
+from mmsctl.archive.write import write_archive
+from mmsctl.errors import AlreadyExistsError, ArchiveError, InputNotFoundError, NoCheckpointError, UsageError
 
 __all__ = [
     "ARCHIVE_FORMATS",
@@ -49,12 +43,9 @@ __all__ = [
 #: ``--archive-format`` value -> file name suffix (as in model-archiver).
 ARCHIVE_FORMATS: dict[str, str] = {"default": ".mar", "tgz": ".tar.gz", "no-archive": ""}
 
-_ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 _UNWANTED_DIRS = {"__MACOSX", "__pycache__"}
 _UNWANTED_SUFFIXES = (".pyc", ".DS_Store", ".mar")
 _PARAMS_RE = re.compile(r"^(?P<prefix>.+)-(?P<epoch>\d{4})\.params$")
-_CHUNK = 1024 * 1024
-_BIG = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -103,10 +94,10 @@ def find_checkpoint(folder: Path) -> Checkpoint:
     """
     symbols = sorted(p for p in folder.glob("*-symbol.json") if p.is_file())
     if not symbols:
-        raise ArchiveError(
+        raise NoCheckpointError(
             f"{folder}: no MXNet symbol file (*-symbol.json)",
             hint="export a checkpoint with HybridBlock.export() or Module.save_checkpoint(), "
-            "or pass --handler for a folder with your own handler",
+            "or give a handler for a folder with your own handler",
         )
     if len(symbols) > 1:
         names = ", ".join(p.name for p in symbols)
@@ -174,7 +165,7 @@ def _extra(files: dict[str, Path], extra_files: Sequence[Path], skip: set[Path])
     for extra in extra_files:
         extra = Path(extra).expanduser()
         if not extra.exists():
-            raise InputNotFoundError(f"{extra}: no such file or folder (--extra-files)")
+            raise InputNotFoundError(f"{extra}: no such file or folder", param="extra_files")
         if extra.is_dir():
             for rel, path in _walk(extra, skip).items():
                 _add(files, f"{extra.resolve().name}/{rel}", path)
@@ -188,71 +179,6 @@ def _handler_module(handler: str) -> str:
     if module.endswith(".py"):
         module = module[:-3]
     return module.split("/")[-1]
-
-
-def _write_zip(target: Path, files: dict[str, Path], manifest: bytes) -> None:
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
-        entries: dict[str, Optional[Path]] = {**files, MANIFEST_PATH: None}
-        for name in sorted(entries):
-            info = zipfile.ZipInfo(name, date_time=_ZIP_EPOCH)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.create_system = 3  # unix, so the mode bits below mean something
-            src = entries[name]
-            executable = src is not None and os.access(src, os.X_OK)
-            info.external_attr = ((0o100755 if executable else 0o100644) & 0xFFFF) << 16
-            if src is None:
-                zf.writestr(info, manifest)
-                continue
-            size = os.path.getsize(src)
-            # Weights barely compress and deflate's higher levels are 6x slower on them (2.4 s vs
-            # 0.4 s for SqueezeNet's 5 MB at level 6 vs 1) for 6% smaller output: big files get level 1.
-            info._compresslevel = 1 if size > _BIG else 6  # type: ignore[attr-defined]
-            with open(src, "rb") as fh, zf.open(info, "w", force_zip64=size > 2**31) as out:
-                shutil.copyfileobj(fh, out, _CHUNK)
-
-
-def _write_tgz(target: Path, files: dict[str, Path], manifest: bytes, top: str) -> None:
-    with open(target, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=1) as gz:
-        with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tf:
-            entries: dict[str, Optional[Path]] = {**files, MANIFEST_PATH: None}
-            for name in sorted(entries):
-                src = entries[name]
-                info = tarfile.TarInfo(f"{top}/{name}")
-                info.mtime = 0
-                info.uid = info.gid = 0
-                info.uname = info.gname = ""
-                executable = src is not None and os.access(src, os.X_OK)
-                info.mode = 0o755 if executable else 0o644
-                if src is None:
-                    info.size = len(manifest)
-                    tf.addfile(info, io.BytesIO(manifest))
-                    continue
-                info.size = src.stat().st_size
-                with open(src, "rb") as fh:
-                    tf.addfile(info, fh)
-
-
-def _write_folder(target: Path, files: dict[str, Path], manifest: bytes) -> None:
-    for name, src in files.items():
-        dest = target / name
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dest)
-        if os.access(src, os.X_OK):
-            dest.chmod(0o755)
-    (target / MANIFEST_DIR).mkdir(exist_ok=True)
-    (target / MANIFEST_PATH).write_bytes(manifest)
-
-
-def _replace(tmp: Path, out: Path) -> None:
-    """Move *tmp* to *out*, replacing a file or folder already there (``--force`` was checked)."""
-    if out.is_dir() and not out.is_symlink():
-        old = temp_sibling(out)
-        old.rmdir()
-        os.rename(out, old)
-        os.rename(tmp, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, out)
 
 
 def create_archive(
@@ -295,12 +221,31 @@ def create_archive(
     Example:
         >>> create_archive(Path("squeezenet_v1.1"), model_name="squeezenet", export_path=Path("store"))
     """
+    folder, name, out = _checked_target(model_path, model_name, handler, runtime, export_path,
+                                        archive_format, force)
+    files, handler, engine, warnings = _model_files(folder, name, handler, {out}, extra_files, synset)
+    manifest = Manifest(model_name=name, handler=handler, runtime=runtime, engine=engine,
+                        description=description, model_version=model_version)
+    payload = manifest.to_json().encode("utf-8")
+    write_archive(out, archive_format, files, payload, name)
+    listing = [ArchiveFile(n, files[n].stat().st_size) for n in files] + [ArchiveFile(MANIFEST_PATH, len(payload))]
+    size = out.stat().st_size if out.is_file() else sum(f.size for f in listing)
+    return CreatedArchive(path=out, format=archive_format, manifest=manifest,
+                          files=sorted(listing, key=lambda f: f.path), size=size, warnings=warnings)
+
+
+def _checked_target(
+    model_path: Path | str, model_name: Optional[str], handler: Optional[str], runtime: str,
+    export_path: Optional[Path], archive_format: str, force: bool,
+) -> tuple[Path, str, Path]:
+    """Check the arguments before anything is read: the model folder, the model name, the output."""
     folder = Path(model_path).expanduser()
     if not folder.exists():
         raise InputNotFoundError(f"{folder}: no such folder")
     if not folder.is_dir():
-        hint = "use --from-onnx for an ONNX file" if folder.suffix.lower() == ".onnx" else None
-        raise UsageError(f"{folder}: not a folder (--model-path takes the folder with the model files)", hint=hint)
+        hint = "import it first (mmsctl.archive.import_onnx)" if folder.suffix.lower() == ".onnx" else None
+        raise UsageError(f"{folder}: not a folder (give the folder with the model files)", hint=hint,
+                         param="model_path")
     folder = folder.resolve()
     name = check_model_name(model_name or folder.name)
     if archive_format not in ARCHIVE_FORMATS:
@@ -310,47 +255,40 @@ def create_archive(
     if runtime not in RUNTIMES:
         raise UsageError(f"unknown runtime {runtime!r}; choose one of: {', '.join(RUNTIMES)}")
     if handler is not None and not handler.strip():
-        raise UsageError("--handler is empty; give module:function or leave it out for the built-in handler")
+        raise UsageError("the handler is empty; give module:function or leave it out for the built-in handler",
+                         param="handler")
     export = Path(export_path).expanduser() if export_path is not None else Path.cwd()
     if export.exists() and not export.is_dir():
-        raise UsageError(f"{export}: not a folder (--export-path)")
+        raise UsageError(f"{export}: not a folder", param="export_path")
     export.mkdir(parents=True, exist_ok=True)
     out = output_path(export.resolve(), name, archive_format)
     if out.exists() or out.is_symlink():
         if not force:
-            raise ArchiveError(f"{out} already exists", hint="use --force to overwrite it")
+            raise AlreadyExistsError(f"{out} already exists", hint="pass force=True to overwrite it")
         if archive_format == "no-archive" and not out.is_dir():
             raise ArchiveError(f"{out} exists and is not a folder; remove it first")
+    return folder, name, out
 
-    warnings: list[str] = []
-    skip = {out}
-    engine = None
+
+def _model_files(
+    folder: Path, name: str, handler: Optional[str], skip: set[Path], extra_files: Sequence[Path],
+    synset: Optional[Path],
+) -> tuple[dict[str, Path], str, Optional[dict[str, str]], list[str]]:
+    """What goes into the archive (name -> file), the handler, the manifest's engine, warnings."""
     if handler is None:
-        from mmsctl.engine.builtin import VISION_HANDLER, VISION_HANDLER_FILE, VISION_HANDLER_MODULE
+        from mmsctl.engine.builtin import VISION_HANDLER
 
-        ckpt = find_checkpoint(folder)
-        _check_signature(folder / "signature.json")
-        other_params = {p.resolve() for p in folder.glob(f"{_glob_escape(ckpt.prefix)}-*.params")}
-        files = _walk(folder, skip | other_params)
-        files.pop(ckpt.symbol.name, None)
-        files[f"{name}-symbol.json"] = ckpt.symbol
-        files[f"{name}-0000.params"] = ckpt.params
-        if not VISION_HANDLER_FILE.is_file():
-            raise ArchiveError(f"the built-in vision handler is missing from this install ({VISION_HANDLER_FILE})")
-        files[f"{VISION_HANDLER_MODULE}.py"] = VISION_HANDLER_FILE
+        files, engine, warnings = _builtin_handler_files(folder, name, skip, with_synset=synset is not None)
         handler = VISION_HANDLER
-        engine = {"engineName": "MXNet"}
-        if "synset.txt" not in files and synset is None:
-            warnings.append("no synset.txt: predictions will show class numbers, not labels")
     else:
-        files = _walk(folder, skip)
+        files, engine, warnings = _walk(folder, skip), None, []
         if any(n.endswith("-symbol.json") for n in files):
             engine = {"engineName": "MXNet"}
     _extra(files, extra_files, skip)
     if synset is not None:
         synset = Path(synset).expanduser()
         if not synset.is_file():
-            raise InputNotFoundError(f"{synset}: no such file (--synset)")
+            raise InputNotFoundError(f"{synset}: no such file", param="synset")
         files["synset.txt"] = synset
     module = _handler_module(handler)
     if "." not in module and f"{module}.py" not in files and f"{module}/__init__.py" not in files:
@@ -358,43 +296,27 @@ def create_archive(
             f"handler module {module}.py is not in the archive; "
             "it must be importable where the model is served"
         )
-    manifest = Manifest(
-        model_name=name,
-        handler=handler,
-        runtime=runtime,
-        engine=engine,
-        description=description,
-        model_version=model_version,
-    )
-    payload = manifest.to_json().encode("utf-8")
+    return files, handler, engine, warnings
 
-    if archive_format == "no-archive":
-        tmp = temp_sibling(out)
-        writer = lambda: _write_folder(tmp, files, payload)  # noqa: E731
-    else:
-        tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-        if archive_format == "tgz":
-            writer = lambda: _write_tgz(tmp, files, payload, name)  # noqa: E731
-        else:
-            writer = lambda: _write_zip(tmp, files, payload)  # noqa: E731
-    try:
-        writer()
-        _replace(tmp, out)
-    except OSError as exc:
-        raise ArchiveError(f"cannot write {out}: {exc.strerror or exc}") from exc
-    finally:
-        if tmp.is_dir():
-            shutil.rmtree(tmp, ignore_errors=True)
-        elif tmp.exists():
-            tmp.unlink()
 
-    listing = [ArchiveFile(n, files[n].stat().st_size) for n in files] + [ArchiveFile(MANIFEST_PATH, len(payload))]
-    size = out.stat().st_size if out.is_file() else sum(f.size for f in listing)
-    return CreatedArchive(
-        path=out,
-        format=archive_format,
-        manifest=manifest,
-        files=sorted(listing, key=lambda f: f.path),
-        size=size,
-        warnings=warnings,
-    )
+def _builtin_handler_files(
+    folder: Path, name: str, skip: set[Path], *, with_synset: bool
+) -> tuple[dict[str, Path], dict[str, str], list[str]]:
+    """A checkpoint folder's files for the built-in handler: the checkpoint under the model's
+    name, the handler itself, the engine entry and any warnings."""
+    from mmsctl.engine.builtin import VISION_HANDLER_FILE, VISION_HANDLER_MODULE
+
+    ckpt = find_checkpoint(folder)
+    _check_signature(folder / "signature.json")
+    other_params = {p.resolve() for p in folder.glob(f"{_glob_escape(ckpt.prefix)}-*.params")}
+    files = _walk(folder, skip | other_params)
+    files.pop(ckpt.symbol.name, None)
+    files[f"{name}-symbol.json"] = ckpt.symbol
+    files[f"{name}-0000.params"] = ckpt.params
+    if not VISION_HANDLER_FILE.is_file():
+        raise ArchiveError(f"the built-in vision handler is missing from this install ({VISION_HANDLER_FILE})")
+    files[f"{VISION_HANDLER_MODULE}.py"] = VISION_HANDLER_FILE
+    warnings = []
+    if "synset.txt" not in files and not with_synset:
+        warnings.append("no synset.txt: predictions will show class numbers, not labels")
+    return files, {"engineName": "MXNet"}, warnings

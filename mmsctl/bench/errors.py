@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from mmsctl.cli import exit_codes
+from mmsctl import exit_codes
 from mmsctl.errors import MmsError, PartialFailure
 
 __all__ = ["BenchInterrupted", "LevelFailed"]

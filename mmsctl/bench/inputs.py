@@ -52,7 +52,7 @@ def read_bodies(args: Sequence[str], *, noop: bool = False) -> list[Body]:
             or more than :data:`MAX_INPUT_BYTES` in all.
         InputNotFoundError: a file, folder or glob that is not there.
     """
-    from mmsctl.engine.inputs import expand_inputs
+    from mmsctl.predict.inputs import expand_inputs
 
     if not args:
         if noop:

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence
 from mmsctl.bench.inputs import Body, read_bodies
 from mmsctl.bench.loadgen import build_requests
 from mmsctl.bench.results import BenchRun, Level, save_run
-from mmsctl.bench.sweep import Plan, Target, Tick, event_loop_name, run_sweep, stop_on_sigint
+from mmsctl.bench.loadgen import event_loop_name
+from mmsctl.bench.sweep import Plan, Target, Tick, run_sweep, stop_on_sigint
 from mmsctl.errors import MmsError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -12,28 +12,26 @@ the cut level marked partial.
 
 from __future__ import annotations
 
-import asyncio
 import re
 import signal
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Coroutine, Iterator, Optional, Sequence, TypeVar
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from mmsctl.bench.errors import BenchInterrupted, LevelFailed
-from mmsctl.bench.loadgen import MAX_CONCURRENCY, MAX_RATE, Endpoint, LevelResult, LoadSpec, run_load
+from mmsctl.bench.loadgen import MAX_CONCURRENCY, MAX_RATE, Endpoint, LevelResult, LoadSpec, run_in_loop, run_load
 from mmsctl.bench.pool import MAX_PROCESSES, LoadPool, auto_processes
 from mmsctl.bench.results import Level, Sweep
 from mmsctl.bench.server_side import ServerProbe
 from mmsctl.errors import MmsError, UsageError
 
-__all__ = ["Plan", "Target", "Tick", "event_loop_name", "parse_duration", "parse_levels", "run_in_loop", "run_sweep",
+__all__ = ["Plan", "Target", "Tick", "parse_duration", "parse_levels", "run_sweep",
            "stop_on_sigint"]
 
 MAX_LEVELS = 50
 MAX_DURATION_S = 24 * 3600.0
 MAX_REQUESTS = 100_000_000
-T = TypeVar("T")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
@@ -177,24 +175,6 @@ def stop_on_sigint(stop: threading.Event, on_first: Callable[[], None] = lambda:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-
-
-def event_loop_name() -> str:
-    """``uvloop`` where it is installed (it halves the load generator's CPU per request), else ``asyncio``."""
-    try:
-        import uvloop  # noqa: F401
-    except ImportError:
-        return "asyncio"
-    return "uvloop"
-
-
-def run_in_loop(coro: Coroutine[Any, Any, T]) -> T:
-    """Run *coro* in a fresh event loop: uvloop's where it is installed."""
-    if event_loop_name() == "uvloop":
-        import uvloop
-
-        return uvloop.run(coro)
-    return asyncio.run(coro)
 
 
 def _level(plan: Plan, value: float, result: LevelResult, server: dict[str, float]) -> Level:

@@ -7,8 +7,10 @@ from typing import Any, List, Optional
 
 import typer
 
+from mmsctl.cli.hints import CommandWords
 from mmsctl.cli.options import OutputOpt, check_output
-from mmsctl.cli.render import Column, get_ui, render_data, render_table
+from mmsctl.cli.render import Column, get_ui, human_size, render_data, render_table
+from mmsctl.errors import AlreadyExistsError, NoCheckpointError
 
 __all__ = ["register"]
 
@@ -21,15 +23,6 @@ archive_app = typer.Typer(
 _FILE_COLUMNS = (Column("Path", "path"), Column("Size", "size", justify="right"), Column("Bytes", "bytes", wide=True, justify="right"))
 
 
-def _human(size: int) -> str:
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{size} B"  # pragma: no cover
-
-
 def _split(values: Optional[List[str]]) -> list[Path]:
     """``--extra-files a,b --extra-files c`` -> [a, b, c] (model-archiver takes a comma list)."""
     out: list[Path] = []
@@ -38,55 +31,67 @@ def _split(values: Optional[List[str]]) -> list[Path]:
     return out
 
 
+# `archive create`'s options, named like model-archiver's.
+_ModelDirArg: Optional[Path] = typer.Argument(
+    None, help="Folder with the model files (an MXNet checkpoint, or your handler and files).", show_default=False,
+    metavar="MODEL_DIR")
+_ModelPathOpt: Optional[Path] = typer.Option(
+    None, "--model-path", help="Same as the MODEL_DIR argument (model-archiver's spelling).", show_default=False,
+    metavar="DIR")
+_FromOnnxOpt: Optional[Path] = typer.Option(
+    None, "--from-onnx", help="Import an ONNX model (fp16 weights become fp32) instead of a folder.",
+    show_default=False, metavar="FILE")
+_ModelNameOpt: Optional[str] = typer.Option(
+    None, "--model-name", "-n", help="Model name (default: the folder or ONNX file name).", show_default=False,
+    metavar="NAME")
+_HandlerOpt: Optional[str] = typer.Option(
+    None, "--handler", help="Your handler as module:function; leave out to use the built-in image classifier.",
+    show_default=False, metavar="MODULE:FN")
+_ExtraFilesOpt: Optional[List[str]] = typer.Option(
+    None, "--extra-files", help="More files or folders to include (comma list, may repeat).", show_default=False,
+    metavar="PATHS")
+_SynsetOpt: Optional[Path] = typer.Option(
+    None, "--synset", help="Labels file (one class per line), stored as synset.txt.", show_default=False,
+    metavar="FILE")
+_RuntimeOpt: str = typer.Option("python", "--runtime", help="python, python2 or python3.", metavar="RUNTIME")
+_ExportPathOpt: Optional[Path] = typer.Option(
+    None, "--export-path", help="Where to write the archive (default: current folder).", show_default=False,
+    metavar="DIR")
+_FormatOpt: str = typer.Option(
+    "default", "--archive-format", help="default (.mar), tgz (.tar.gz) or no-archive (a folder).", metavar="FORMAT")
+_DescriptionOpt: Optional[str] = typer.Option(
+    None, "--description", help="Model description.", show_default=False, metavar="TEXT")
+_VersionOpt: str = typer.Option("1.0", "--model-version", help="Model version written to the manifest.",
+                                metavar="VERSION")
+
+#: How `archive create` names the arguments of create_archive / import_onnx, and its fixes.
+_CREATE_WORDS = CommandWords(
+    flags={"model_path": "--model-path", "handler": "--handler", "extra_files": "--extra-files",
+           "synset": "--synset", "export_path": "--export-path"},
+    hints=(
+        (AlreadyExistsError, "use --force to overwrite it"),
+        (NoCheckpointError, "export a checkpoint with HybridBlock.export() or Module.save_checkpoint(), "
+                            "or pass --handler for a folder with your own handler"),
+    ),
+)
+_EXTRACT_WORDS = CommandWords(hints=((AlreadyExistsError, "use --force to replace it"),))
+
+
 @archive_app.command("create")
 def create(
-    model_dir: Optional[Path] = typer.Argument(
-        None, help="Folder with the model files (an MXNet checkpoint, or your handler and files).", show_default=False,
-        metavar="MODEL_DIR"
-    ),
-    model_path: Optional[Path] = typer.Option(
-        None, "--model-path", help="Same as the MODEL_DIR argument (model-archiver's spelling).", show_default=False,
-        metavar="DIR"
-    ),
-    from_onnx: Optional[Path] = typer.Option(
-        None, "--from-onnx", help="Import an ONNX model (fp16 weights become fp32) instead of a folder.", show_default=False,
-        metavar="FILE"
-    ),
-    model_name: Optional[str] = typer.Option(
-        None, "--model-name", "-n", help="Model name (default: the folder or ONNX file name).", show_default=False,
-        metavar="NAME"
-    ),
-    handler: Optional[str] = typer.Option(
-        None,
-        "--handler",
-        help="Your handler as module:function; leave out to use the built-in image classifier.",
-        show_default=False,
-        metavar="MODULE:FN",
-    ),
-    extra_files: Optional[List[str]] = typer.Option(
-        None, "--extra-files", help="More files or folders to include (comma list, may repeat).", show_default=False,
-        metavar="PATHS"
-    ),
-    synset: Optional[Path] = typer.Option(
-        None, "--synset", help="Labels file (one class per line), stored as synset.txt.", show_default=False,
-        metavar="FILE"
-    ),
-    runtime: str = typer.Option("python", "--runtime", help="python, python2 or python3.", metavar="RUNTIME"),
-    export_path: Optional[Path] = typer.Option(
-        None, "--export-path", help="Where to write the archive (default: current folder).", show_default=False,
-        metavar="DIR"
-    ),
-    archive_format: str = typer.Option(
-        "default", "--archive-format", help="default (.mar), tgz (.tar.gz) or no-archive (a folder).",
-        metavar="FORMAT"
-    ),
+    model_dir: Optional[Path] = _ModelDirArg,
+    model_path: Optional[Path] = _ModelPathOpt,
+    from_onnx: Optional[Path] = _FromOnnxOpt,
+    model_name: Optional[str] = _ModelNameOpt,
+    handler: Optional[str] = _HandlerOpt,
+    extra_files: Optional[List[str]] = _ExtraFilesOpt,
+    synset: Optional[Path] = _SynsetOpt,
+    runtime: str = _RuntimeOpt,
+    export_path: Optional[Path] = _ExportPathOpt,
+    archive_format: str = _FormatOpt,
     force: bool = typer.Option(False, "--force", "-f", help="Overwrite an existing archive."),
-    description: Optional[str] = typer.Option(
-        None, "--description", help="Model description.", show_default=False, metavar="TEXT"
-    ),
-    model_version: str = typer.Option(
-        "1.0", "--model-version", help="Model version written to the manifest.", metavar="VERSION"
-    ),
+    description: Optional[str] = _DescriptionOpt,
+    model_version: str = _VersionOpt,
     output: str = typer.Option("", "--output", "-o", help="Print the result as json or yaml.", metavar="FORMAT"),
 ) -> None:
     """Package a model as an MMS model archive (model-archiver 1.0 compatible).
@@ -99,35 +104,47 @@ def create(
 
       mmsctl archive create ./my_model --handler my_service:handle --extra-files vocab.txt
     """
-    from mmsctl.errors import UsageError
-
     if output:
         check_output(output, ("json", "yaml"))
+    folder = _model_folder(model_dir, model_path, from_onnx)
+    options: dict[str, Any] = dict(
+        handler=handler, extra_files=_split(extra_files), runtime=runtime, export_path=export_path,
+        archive_format=archive_format, force=force, description=description, model_version=model_version,
+    )
+    with _CREATE_WORDS.applied():
+        if from_onnx is not None:
+            result = _create_from_onnx(from_onnx, model_name, synset, options)
+        else:
+            from mmsctl.archive import create_archive
+
+            assert folder is not None
+            result = create_archive(folder, model_name=model_name, synset=synset, **options)
+    _show_created(result, output)
+
+
+def _model_folder(
+    model_dir: Optional[Path], model_path: Optional[Path], from_onnx: Optional[Path]
+) -> Optional[Path]:
+    """The one model folder given (argument or --model-path); None with --from-onnx."""
+    from mmsctl.errors import UsageError
+
     if model_dir is not None and model_path is not None and model_dir != model_path:
         raise UsageError("give the model folder once: as an argument or with --model-path, not both")
     folder = model_dir or model_path
-    if from_onnx is not None and folder is not None:
-        raise UsageError("--from-onnx and a model folder cannot be used together")
-    if from_onnx is None and folder is None:
-        raise UsageError("no model given", hint="mmsctl archive create MODEL_DIR  (or --from-onnx FILE.onnx)")
-    ui = get_ui()
-    kwargs: dict[str, Any] = dict(
-        handler=handler,
-        extra_files=_split(extra_files),
-        runtime=runtime,
-        export_path=export_path,
-        archive_format=archive_format,
-        force=force,
-        description=description,
-        model_version=model_version,
-    )
     if from_onnx is not None:
-        result = _create_from_onnx(from_onnx, model_name, synset, kwargs)
-    else:
-        from mmsctl.archive import create_archive
+        if folder is not None:
+            raise UsageError("--from-onnx and a model folder cannot be used together")
+        return None
+    if folder is None:
+        raise UsageError("no model given", hint="mmsctl archive create MODEL_DIR  (or --from-onnx FILE.onnx)")
+    if folder.is_file() and folder.suffix.lower() == ".onnx":
+        raise UsageError(f"{folder}: not a folder (--model-path takes the folder with the model files)",
+                         hint="use --from-onnx for an ONNX file")
+    return folder
 
-        assert folder is not None
-        result = create_archive(folder, model_name=model_name, synset=synset, **kwargs)
+
+def _show_created(result: Any, output: str) -> None:
+    ui = get_ui()
     for warning in result.warnings:
         ui.warn(warning)
     if output:
@@ -135,7 +152,7 @@ def create(
         return
     ui.message(
         f"created {result.path.name}: model {result.manifest.model_name}, handler {result.manifest.handler}, "
-        f"{len(result.files)} files, {_human(result.size)}"
+        f"{len(result.files)} files, {human_size(result.size)}"
     )
     ui.out.file.write(f"{result.path}\n")
     ui.out.file.flush()
@@ -191,7 +208,7 @@ def inspect(
         ("Description", info.manifest.description or "-"),
         ("Format", f"{data['format']}{' (legacy MMS 0.x)' if info.manifest.legacy else ''}"
          f"{'' if info.has_manifest else ', no manifest'}"),
-        ("Size", f"{_human(info.size)} ({_human(info.total_size)} uncompressed, {len(info.files)} files)"),
+        ("Size", f"{human_size(info.size)} ({human_size(info.total_size)} uncompressed, {len(info.files)} files)"),
         ("Signature", sig_text or "-"),
         ("Source", str(info.source)),
     ]
@@ -205,7 +222,7 @@ def inspect(
     out.write("\n")
     out.flush()
     render_table(
-        [{"path": f.path, "size": _human(f.size), "bytes": f.size} for f in info.files],
+        [{"path": f.path, "size": human_size(f.size), "bytes": f.size} for f in info.files],
         _FILE_COLUMNS,
         wide=output == "wide",
     )
@@ -222,7 +239,8 @@ def extract(
     """Extract an archive safely (no zip-slip, links, devices or zip bombs); MAR-INF/ lands at the top."""
     from mmsctl.archive import extract_archive
 
-    result = extract_archive(archive, dest, force=force)
+    with _EXTRACT_WORDS.applied():
+        result = extract_archive(archive, dest, force=force)
     files = result.files()
     get_ui().message(f"extracted {len(files)} files of {result.model_name} into {result.root}")
     out = get_ui().out.file

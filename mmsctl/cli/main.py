@@ -15,7 +15,7 @@ from typing import Optional
 import typer
 
 from mmsctl import __version__
-from mmsctl.cli import exit_codes
+from mmsctl import exit_codes
 from mmsctl.cli.render import UI, get_ui, set_ui
 
 __all__ = ["app", "run"]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import typer
 
 from mmsctl.cli.options import ContextOpt, OutputOpt, check_output, global_context
-from mmsctl.cli.render import Column, get_ui, render_data, render_table
+from mmsctl.cli.render import Column, get_ui, human_size, render_data, render_table
 
 if TYPE_CHECKING:  # pragma: no cover
     from mmsctl.client.contexts import Context
@@ -155,14 +155,6 @@ def _describe_rows(detail: "ModelDetail") -> list[dict[str, Any]]:
     ]
 
 
-def _memory(value: Optional[int]) -> Optional[str]:
-    if value is None:
-        return None
-    from rich.filesize import decimal
-
-    return decimal(int(value))
-
-
 @models_app.command("describe")
 def describe(
     model: str = ModelArg,
@@ -196,7 +188,7 @@ def describe(
             rows = [
                 {
                     "id": w.id, "status": w.status, "start_time": w.start_time,
-                    "gpu": "yes" if w.gpu else "no", "memory": _memory(w.memory_usage), "pid": w.pid,
+                    "gpu": "yes" if w.gpu else "no", "memory": human_size(w.memory_usage), "pid": w.pid,
                 }
                 for w in detail.workers
             ]

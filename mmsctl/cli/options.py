@@ -8,12 +8,11 @@ from typing import Optional
 
 import typer
 
-__all__ = ["ContextOpt", "OutputOpt", "WideOutputOpt", "click_module", "global_context"]
+__all__ = ["ContextOpt", "OutputOpt", "click_module", "global_context"]
 
 OutputOpt = typer.Option(
     "table", "--output", "-o", help="Output format: table, wide, json or yaml.", metavar="FORMAT"
 )
-WideOutputOpt = OutputOpt
 
 ContextOpt: Optional[str] = typer.Option(
     None,

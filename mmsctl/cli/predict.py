@@ -9,13 +9,21 @@ from typing import Any, Iterable, Iterator, List, Optional
 
 import typer
 
+from mmsctl.cli.hints import CommandWords
 from mmsctl.cli.options import ContextOpt, check_output, global_context
 from mmsctl.cli.render import UI, Column, get_ui, render_data, render_table
+from mmsctl.errors import NoHandlerError, WorkerDiedError
 
 __all__ = ["register"]
 
 PREDICT_OUTPUTS = ("table", "wide", "json", "jsonl", "yaml")
-#: Default batch for the built-in vision handler (other handlers get 1, as MMS's examples expect).
+_LOCAL_WORDS = CommandWords(
+    flags={"gpu_id": "--gpu"},
+    hints=(
+        (NoHandlerError, "pass --handler module:function, or set one with `mmsctl archive create --handler`"),
+        (WorkerDiedError, "run again with --workers 1 to see the error in this process"),
+    ),
+)
 
 _COLUMNS = (
     Column("Input", "input"),
@@ -186,8 +194,8 @@ def predict(
                                                 help="With --context: the model version to call."),
 ) -> None:
     output = check_output(output, PREDICT_OUTPUTS)
-    from mmsctl.engine.inputs import expand_inputs
-    from mmsctl.engine.predict import open_model, predict_local, predict_remote, start_service
+    from mmsctl.predict.inputs import expand_inputs
+    from mmsctl.predict import open_model, predict_local, predict_remote, start_service
 
     ui = get_ui()
     sources = expand_inputs(list(inputs))
@@ -206,14 +214,15 @@ def predict(
             client.close()
         return
 
-    local = open_model(model, progress=not ui.quiet)
-    readable = sum(1 for s in sources if s.error is None)
-    service, size = start_service(local, readable, batch_size=batch_size, handler=handler, gpu=gpu,
-                                  workers=workers)
-    try:
-        _emit(ui, output, len(sources), predict_local(service, sources, batch_size=size, top_k=top_k))
-    finally:
-        service.close()
+    with _LOCAL_WORDS.applied():
+        local = open_model(model, progress=not ui.quiet)
+        readable = sum(1 for s in sources if s.error is None)
+        service, size = start_service(local, readable, batch_size=batch_size, handler=handler, gpu=gpu,
+                                      workers=workers)
+        try:
+            _emit(ui, output, len(sources), predict_local(service, sources, batch_size=size, top_k=top_k))
+        finally:
+            service.close()
     _exit_now()
 
 

@@ -9,8 +9,6 @@ rich; ``-q`` silences messages but never data.
 from __future__ import annotations
 
 import json
-import os
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional, Sequence
 
@@ -21,6 +19,7 @@ __all__ = [
     "Column",
     "UI",
     "get_ui",
+    "human_size",
     "render_data",
     "render_table",
     "set_ui",
@@ -145,5 +144,10 @@ def render_data(data: Any, output: str, *, ui: Optional[UI] = None) -> bool:
     return True
 
 
-def stdout_is_terminal() -> bool:
-    return sys.stdout.isatty() and os.environ.get("TERM") != "dumb"
+def human_size(size: Optional[int]) -> Optional[str]:
+    """A byte count for people (rich's decimal units: ``2.9 MB``); None stays None."""
+    if size is None:
+        return None
+    from rich.filesize import decimal
+
+    return decimal(int(size))

@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
+from mmsctl.cli.hints import CommandWords
 from mmsctl.cli.options import OutputOpt, check_output
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
+from mmsctl.errors import AmbiguousInstanceError, InstanceRunningError
 
 if TYPE_CHECKING:
     from mmsctl.server.config import ServerConfig
@@ -20,6 +22,13 @@ serve_app = typer.Typer(
     help="Run the embedded model server (speaks the MMS 1.1 inference and management APIs).",
     no_args_is_help=True,
 )
+
+_START_WORDS = CommandWords(
+    flags={f"{api}_address": f"--{api}-address" for api in ("inference", "management", "metrics")},
+    hints=((InstanceRunningError, "stop it with `mmsctl serve stop`, or choose another --name and ports"),),
+)
+_STOP_WORDS = CommandWords(hints=((AmbiguousInstanceError, "say which with --name, or use --all"),))
+_LOGS_WORDS = CommandWords(hints=((AmbiguousInstanceError, "say which with --name"),))
 
 NameOpt: Optional[str] = typer.Option(
     None, "--name", help="Instance name (default: the inference port, e.g. 8080).", metavar="NAME"
@@ -55,16 +64,17 @@ def start(
     """Start a server; return once its APIs answer and the start-up models have READY workers."""
     from mmsctl.server.control import build_config, start_background, start_foreground
 
-    config = build_config(
-        models=models, model_store=model_store, config_file=config_file,
-        inference_address=inference_address, management_address=management_address,
-        metrics_address=metrics_address, workers=workers, token_file=token_file, name=name,
-    )
     ui = get_ui()
-    if foreground:
-        raise typer.Exit(start_foreground(config))
-    state = start_background(config, timeout=timeout, on_wait=lambda: ui.message(
-        f"starting mmsctl server {config.instance_name} (log: {_log_hint(config)}) ..."))
+    with _START_WORDS.applied():
+        config = build_config(
+            models=models, model_store=model_store, config_file=config_file,
+            inference_address=inference_address, management_address=management_address,
+            metrics_address=metrics_address, workers=workers, token_file=token_file, name=name,
+        )
+        if foreground:
+            raise typer.Exit(start_foreground(config))
+        state = start_background(config, timeout=timeout, on_wait=lambda: ui.message(
+            f"starting mmsctl server {config.instance_name} (log: {_log_hint(config)}) ..."))
     ui.message(f"server {state.name} ready (pid {state.pid})")
     ui.message(f"  inference:  {state.inference_url}")
     ui.message(f"  management: {state.management_url}")
@@ -74,7 +84,7 @@ def start(
 
 
 def _log_hint(config: ServerConfig) -> str:
-    from mmsctl.server.instances import Instance
+    from mmsctl.instances import Instance
 
     return str(Instance(config.instance_name).log_file)
 
@@ -90,8 +100,9 @@ def stop(
     """Stop a server after it has answered queued and in-flight requests."""
     from mmsctl.server.control import stop_instances
 
-    for stopped, forced in stop_instances(name, all_=all_, timeout=timeout):
-        get_ui().message(f"server {stopped} stopped" + (" (killed after the timeout)" if forced else ""))
+    with _STOP_WORDS.applied():
+        for stopped, forced in stop_instances(name, all_=all_, timeout=timeout):
+            get_ui().message(f"server {stopped} stopped" + (" (killed after the timeout)" if forced else ""))
 
 
 @serve_app.command("status")
@@ -126,7 +137,8 @@ def logs(
     """Print a server's log (worker output included)."""
     from mmsctl.server.control import print_logs
 
-    print_logs(name, follow=follow, tail=tail, out=get_ui().out.file)
+    with _LOGS_WORDS.applied():
+        print_logs(name, follow=follow, tail=tail, out=get_ui().out.file)
 
 
 def register(app: typer.Typer) -> None:

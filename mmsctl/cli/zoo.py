@@ -9,12 +9,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
 from mmsctl.cli.options import OutputOpt, check_output
-from mmsctl.cli.render import Column, get_ui, render_data, render_table
+from mmsctl.cli.render import Column, get_ui, human_size, render_data, render_table
 
 __all__ = ["register"]
 
@@ -39,14 +39,6 @@ _LIST_COLUMNS = (
 )
 
 
-def _human(size: Optional[int]) -> Optional[str]:
-    if size is None:
-        return None
-    from rich.filesize import decimal
-
-    return decimal(size)
-
-
 @zoo_app.command("list")
 def list_models(
     output: str = OutputOpt,
@@ -63,8 +55,8 @@ def list_models(
         get_ui().message("no archives in the cache" if cached else "the zoo catalog is empty")
         return
     for row in rows:
-        row["size_h"] = _human(row["size"]) if row["cached"] else (
-            "~" + _human(row["size"]) if row["size"] else None  # type: ignore[operator]
+        row["size_h"] = human_size(row["size"]) if row["cached"] else (
+            "~" + human_size(row["size"]) if row["size"] else None  # type: ignore[operator]
         )
         row["cached_h"] = "yes" if row["cached"] else "no"
     render_table(rows, _LIST_COLUMNS, wide=output == "wide")
@@ -97,7 +89,7 @@ def pull(
             continue
         size = model.path.stat().st_size if model.path.is_file() else None
         verb = {"download": "downloaded", "cache": "already cached", "mirror": "in the mirror folder"}
-        ui.message(f"{model.name}: {verb.get(model.source, model.source)} ({_human(size) or 'folder'})")
+        ui.message(f"{model.name}: {verb.get(model.source, model.source)} ({human_size(size) or 'folder'})")
         results.append(
             {"name": model.name, "path": str(model.path), "source": model.source,
              "origin": model.origin, "size": size}
@@ -148,7 +140,7 @@ def rm(
         if model is None:  # removed twice on one command line
             continue
         freed = cache.remove(model.path, extracted=not keep)
-        ui.message(f"removed {model.name} ({_human(freed)})")
+        ui.message(f"removed {model.name} ({human_size(freed)})")
     _warn_kept(keep)
 
 
@@ -160,13 +152,13 @@ def clean() -> None:
     keep = _running_servers()
     count, copies, freed = cache.clean(extracted=not keep)
     extracted = f" and {copies} extracted cop{'ies' if copies != 1 else 'y'}" if copies else ""
-    get_ui().message(f"removed {count} archive{'s' if count != 1 else ''}{extracted}, freed {_human(freed)}")
+    get_ui().message(f"removed {count} archive{'s' if count != 1 else ''}{extracted}, freed {human_size(freed)}")
     _warn_kept(keep)
 
 
 def _running_servers() -> list[str]:
     """Names of running `mmsctl serve` instances: their workers load from the extracted copies."""
-    from mmsctl.server.instances import list_instances
+    from mmsctl.instances import list_instances
 
     return [i.name for i in list_instances() if i.running_state() is not None]
 

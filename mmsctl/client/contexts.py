@@ -227,7 +227,7 @@ def local_context() -> Context:
 
 def _running_instance(name: Optional[str] = None) -> Optional[Context]:
     """The first running ``mmsctl serve`` instance (or the one called *name*) as a context."""
-    from mmsctl.server.instances import list_instances
+    from mmsctl.instances import list_instances
 
     try:
         instances = list_instances()
@@ -239,20 +239,12 @@ def _running_instance(name: Optional[str] = None) -> Optional[Context]:
         state = instance.running_state()
         if state is None or not state.inference_url or not state.management_url:
             continue
-        token_file = None
-        try:
-            import json
-
-            config = json.loads(instance.config_file.read_text())
-            token_file = config.get("token_file") or None
-        except (OSError, ValueError, AttributeError):
-            pass
         return Context(
             LOCAL if instance.name in ("default", LOCAL) else f"{LOCAL}:{instance.name}",
             state.inference_url,
             state.management_url,
             state.metrics_url or None,
-            token_file,
+            state.token_file or None,
             source="instance",
         )
     return None

@@ -18,6 +18,7 @@ from typing import Literal, Optional
 from urllib.parse import urlparse
 
 from mmsctl.errors import UsageError
+from mmsctl.names import split_named
 
 __all__ = ["ModelSpec", "UserDataSpec", "parse_models", "render_user_data", "server_kind"]
 
@@ -60,9 +61,8 @@ def parse_models(values: list[str]) -> list[ModelSpec]:
     for value in values:
         for item in (v for v in value.split(",") if v.strip()) if "://" not in value else [value]:
             item = item.strip()
-            name, sep, location = item.partition("=")
-            if not sep:
-                name, location = _default_name(item), item
+            named, location = split_named(item)
+            name = named or _default_name(item)
             if any(ch.isspace() or ord(ch) < 32 for ch in item):
                 raise UsageError(f"--models {item!r}: spaces and control characters are not allowed")
             scheme = urlparse(location).scheme

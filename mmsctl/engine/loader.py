@@ -168,68 +168,80 @@ def load_handler(
     if handler_file is not None:
         paths.append(os.path.abspath(handler_file.parent))
     scope = ModuleScope(paths)
-    what = f"handler module {module_name!r}"
     with scope:
-        try:
-            if handler_file is not None:
-                module = _module_from_file(module_name, handler_file)
-            else:
-                importlib.invalidate_caches()
-                module = importlib.import_module(module_name)
-        except HandlerError:
-            raise
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                raise HandlerError(
-                    f"{what} not found in {model_dir}",
-                    hint="the manifest's handler must name a .py file inside the archive "
-                    "(module or module:function)",
-                ) from exc
-            raise _import_error(what, exc) from exc
-        except BaseException as exc:  # noqa: BLE001 - any failure in user code is a handler error
-            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                raise
-            raise _import_error(what, exc) from exc
-
+        module = _import_handler(module_name, model_dir, handler_file)
         function = function or "handle"
         if hasattr(module, function):
-            entry = getattr(module, function)
-            if not callable(entry):
-                raise HandlerError(f"{module_name}:{function} is not callable")
-            context.metrics = MetricsStore({}, context.model_name)
-            try:
-                entry(None, context)  # MMS initialises function handlers with data=None
-            except Exception as exc:  # noqa: BLE001
-                raise HandlerError(
-                    f"handler {module_name}:{function} failed to initialise: {type(exc).__name__}: {exc}"
-                ) from exc
+            entry = _start_function(module, module_name, function, context)
             return LoadedHandler(entry, scope, module, None, f"{module_name}:{function}")
+        instance = _start_class(module, module_name, function, context)
+        return LoadedHandler(instance.handle, scope, module, instance,
+                             f"{module_name}.{type(instance).__name__}")
 
-        classes = _classes_of(module)
-        if len(classes) != 1:
-            names = ", ".join(c.__name__ for c in classes) or "none"
+
+def _import_handler(module_name: str, model_dir: Path, handler_file: Optional[Path]) -> ModuleType:
+    """Import the handler module (inside its scope); any failure of user code is a HandlerError."""
+    what = f"handler module {module_name!r}"
+    try:
+        if handler_file is not None:
+            return _module_from_file(module_name, handler_file)
+        importlib.invalidate_caches()
+        return importlib.import_module(module_name)
+    except HandlerError:
+        raise
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name:
             raise HandlerError(
-                f"{what} has no function {function!r} and defines {len(classes)} classes ({names}); "
-                "expected a function entry point or exactly one class"
-            )
-        cls = classes[0]
+                f"{what} not found in {model_dir}",
+                hint="the manifest's handler must name a .py file inside the archive "
+                "(module or module:function)",
+            ) from exc
+        raise _import_error(what, exc) from exc
+    except BaseException as exc:  # noqa: BLE001 - any failure in user code is a handler error
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        raise _import_error(what, exc) from exc
+
+
+def _start_function(module: ModuleType, module_name: str, function: str, context: Context) -> Callable[..., Any]:
+    """A function entry point, called once with ``(None, context)`` as MMS does at load time."""
+    entry = getattr(module, function)
+    if not callable(entry):
+        raise HandlerError(f"{module_name}:{function} is not callable")
+    context.metrics = MetricsStore({}, context.model_name)
+    try:
+        entry(None, context)  # MMS initialises function handlers with data=None
+    except Exception as exc:  # noqa: BLE001
+        raise HandlerError(
+            f"handler {module_name}:{function} failed to initialise: {type(exc).__name__}: {exc}"
+        ) from exc
+    return entry
+
+
+def _start_class(module: ModuleType, module_name: str, function: str, context: Context) -> Any:
+    """The module's one class, instantiated and initialised (it has ``handle(data, context)``)."""
+    classes = _classes_of(module)
+    if len(classes) != 1:
+        names = ", ".join(c.__name__ for c in classes) or "none"
+        raise HandlerError(
+            f"handler module {module_name!r} has no function {function!r} and defines {len(classes)} classes "
+            f"({names}); expected a function entry point or exactly one class"
+        )
+    cls = classes[0]
+    try:
+        instance = cls()
+    except Exception as exc:  # noqa: BLE001
+        raise HandlerError(f"handler class {cls.__name__}() failed: {type(exc).__name__}: {exc}") from exc
+    if not callable(getattr(instance, "handle", None)):
+        raise HandlerError(f"handler class {cls.__name__} has no handle(data, context) method")
+    initialize = getattr(instance, "initialize", None)
+    if callable(initialize):
         try:
-            instance = cls()
+            initialize(context)
         except Exception as exc:  # noqa: BLE001
-            raise HandlerError(f"handler class {cls.__name__}() failed: {type(exc).__name__}: {exc}") from exc
-        handle = getattr(instance, "handle", None)
-        if not callable(handle):
-            raise HandlerError(f"handler class {cls.__name__} has no handle(data, context) method")
-        initialize = getattr(instance, "initialize", None)
-        if callable(initialize):
-            try:
-                initialize(context)
-            except Exception as exc:  # noqa: BLE001
-                # MMS only logs this and fails every request later; failing the load is clearer.
-                raise HandlerError(
-                    f"{cls.__name__}.initialize() failed: {type(exc).__name__}: {exc}"
-                ) from exc
-        return LoadedHandler(handle, scope, module, instance, f"{module_name}.{cls.__name__}")
+            # MMS only logs this and fails every request later; failing the load is clearer.
+            raise HandlerError(f"{cls.__name__}.initialize() failed: {type(exc).__name__}: {exc}") from exc
+    return instance
 
 
 def load_legacy_handler(

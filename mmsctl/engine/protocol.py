@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
+from mmsctl.error_body import error_body
+
 __all__ = ["Parameter", "RequestItem", "ResponseItem"]
 
 
@@ -55,3 +57,8 @@ class ResponseItem:
     @property
     def ok(self) -> bool:
         return 200 <= self.status < 300
+
+    @classmethod
+    def error(cls, status: int, type: str, message: str) -> "ResponseItem":
+        """An answer carrying MMS's error body ``{"code", "type", "message"}``."""
+        return cls(status, error_body(status, type, message), "application/json")

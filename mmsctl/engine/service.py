@@ -21,42 +21,21 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any, Optional, Protocol
+from typing import Any, Optional
 
 import mmsctl
 from mmsctl.engine import mxnet_compat
 from mmsctl.engine.context import Context, MetricsStore, RequestProcessor
 from mmsctl.engine.loader import LoadedHandler, load_handler, load_legacy_handler, split_handler
 from mmsctl.engine.protocol import RequestItem, ResponseItem
-from mmsctl.errors import EngineError, HandlerError
+from mmsctl.engine.spec import ServiceSpec
+from mmsctl.errors import EngineError, HandlerError, NoHandlerError
 
-__all__ = ["ArchiveLike", "ModelService", "error_body", "load_service"]
+__all__ = ["ModelService", "load_service"]
 
 log = logging.getLogger("mmsctl.engine")
 
 PREDICTION_METRIC = "PredictionTime"
-
-
-class ArchiveLike(Protocol):
-    """What the engine needs of :class:`mmsctl.archive.ModelArchive`."""
-
-    @property
-    def root(self) -> Path: ...
-
-    @property
-    def model_name(self) -> str: ...
-
-    @property
-    def handler(self) -> Optional[str]: ...
-
-
-def error_body(code: int, message: str, type: str = "InternalServerException") -> bytes:
-    """MMS's error body ``{"code", "type", "message"}``, pretty-printed like MMS's front end."""
-    return json.dumps({"code": code, "type": type, "message": message}, indent=2).encode("utf-8")
-
-
-def _error_item(code: int, message: str, type: str = "InternalServerException") -> ResponseItem:
-    return ResponseItem(status=code, body=error_body(code, message, type), content_type="application/json")
 
 
 def _mime(content_type: Optional[str]) -> str:
@@ -82,21 +61,14 @@ def _read_manifest(root: Path, legacy: bool) -> Optional[dict[str, Any]]:
     return data if isinstance(data, dict) else None
 
 
-def _manifest_dict(archive: Any, legacy: bool) -> Optional[dict[str, Any]]:
-    found = _read_manifest(Path(archive.root), legacy)
-    if found is not None:
-        return found
-    manifest = getattr(archive, "manifest", None)
-    to_dict = getattr(manifest, "to_dict", None)
-    return to_dict() if callable(to_dict) else None
-
-
-def _is_legacy(archive: Any) -> bool:
-    manifest = getattr(archive, "manifest", None)
-    if getattr(manifest, "legacy", False):
-        return True
-    root = Path(archive.root)
-    return (root / "MANIFEST.json").is_file() and not (root / "MAR-INF" / "MANIFEST.json").is_file()
+def _is_legacy(spec: ServiceSpec) -> bool:
+    """An MMS 0.4 archive (its manifest at the top), unless the user chose another handler."""
+    if spec.handler_override is not None:
+        return False
+    root = Path(spec.root)
+    return spec.legacy or (
+        (root / "MANIFEST.json").is_file() and not (root / "MAR-INF" / "MANIFEST.json").is_file()
+    )
 
 
 def _looks_like_checkpoint(root: Path) -> bool:
@@ -107,7 +79,7 @@ def _check_gpu(gpu_id: Optional[int]) -> None:
     if gpu_id is None:
         return
     if gpu_id < 0:
-        raise EngineError(f"--gpu {gpu_id}: a GPU id is 0 or more")
+        raise EngineError(f"GPU {gpu_id}: a GPU id is 0 or more", param="gpu_id")
     from mmsctl.engine.mxnet_compat import import_mxnet
 
     mx = import_mxnet()
@@ -117,11 +89,12 @@ def _check_gpu(gpu_id: Optional[int]) -> None:
         count = 0
     if count == 0:
         raise EngineError(
-            f"--gpu {gpu_id}: no GPU available (this mxnet build has no CUDA support or no GPU is visible)",
-            hint="drop --gpu to run on the CPU, or install a CUDA build such as mxnet-cu112",
+            f"GPU {gpu_id}: no GPU available (this mxnet build has no CUDA support or no GPU is visible)",
+            hint="run on the CPU, or install a CUDA build such as mxnet-cu112",
+            param="gpu_id",
         )
     if gpu_id >= count:
-        raise EngineError(f"--gpu {gpu_id}: only {count} GPU(s) visible (ids 0..{count - 1})")
+        raise EngineError(f"GPU {gpu_id}: only {count} GPU(s) visible (ids 0..{count - 1})", param="gpu_id")
 
 
 class ModelService:
@@ -143,10 +116,6 @@ class ModelService:
     @property
     def model_name(self) -> str:
         return self.context.model_name
-
-    @property
-    def handler_description(self) -> str:
-        return self._handler.description
 
     @property
     def batch_size(self) -> int:
@@ -174,7 +143,7 @@ class ModelService:
             try:
                 data, headers = self._to_input(item)
             except (ValueError, UnicodeDecodeError) as exc:
-                results[pos] = _error_item(400, f"Invalid request body: {exc}", "BadRequestException")
+                results[pos] = ResponseItem.error(400, "BadRequestException", f"Invalid request body: {exc}")
                 continue
             inputs.append(data)
             processors.append(RequestProcessor(headers))
@@ -183,11 +152,13 @@ class ModelService:
             answered = self._run(inputs, processors, [batch[p].request_id for p in positions])
             for pos, response in zip(positions, answered):
                 results[pos] = response
-        return [r if r is not None else _error_item(503, "Prediction failed") for r in results]
+        failed = ResponseItem.error(503, "InternalServerException", "Prediction failed")
+        return [r if r is not None else failed for r in results]
 
     def _run(
         self, inputs: list[dict[str, Any]], processors: list[RequestProcessor], request_ids: list[str]
     ) -> list[ResponseItem]:
+        """Call the handler once for the batch and turn what it returned into responses."""
         ctx = self.context
         ctx.request_ids = dict(enumerate(request_ids))
         ctx.request_processor = processors
@@ -200,53 +171,37 @@ class ModelService:
         try:
             with self._handler.scope:
                 ret = self._handler.entry(inputs, ctx)
-        except MemoryError as exc:
-            log.error("model %s: out of memory", ctx.model_name, exc_info=True)
-            self.last_exception = exc
-            return [_error_item(507, "Out of resources")] * n
         except Exception as exc:  # noqa: BLE001 - user code: any failure fails the batch, as in MMS
             self.last_exception = exc
-            if type(exc).__name__ == "PredictionException" and hasattr(exc, "error_code"):
-                log.error("model %s: prediction error", ctx.model_name, exc_info=True)
-                code = int(getattr(exc, "error_code", 500))
-                return [_error_item(code, str(getattr(exc, "message", exc)))] * n
-            log.warning("model %s: invoking the handler failed", ctx.model_name, exc_info=True)
-            return [_error_item(503, "Prediction failed")] * n
+            return [self._failure(exc)] * n
         if not isinstance(ret, list):
             self.last_exception = TypeError(f"handler returned {type(ret).__name__}, not a list")
             log.warning("model %s: invalid return type %s", ctx.model_name, type(ret))
-            return [_error_item(503, "Invalid model predict output")] * n
+            return [ResponseItem.error(503, "InternalServerException", "Invalid model predict output")] * n
         if len(ret) != n:
             self.last_exception = ValueError(f"handler returned {len(ret)} results for {n} requests")
             log.warning("model %s: batch of %d got %d responses", ctx.model_name, n, len(ret))
-            return [_error_item(503, "number of batch response mismatched")] * n
+            return [ResponseItem.error(503, "InternalServerException", "number of batch response mismatched")] * n
         metrics.add_time(PREDICTION_METRIC, round((time.perf_counter() - start) * 1000, 2))
-        out: list[ResponseItem] = []
-        for idx, value in enumerate(ret):
-            if isinstance(value, (bytes, bytearray)):
-                body = bytes(value)
-            elif isinstance(value, str):
-                body = value.encode("utf-8")
-            else:
-                try:
-                    body = json.dumps(value, indent=2).encode("utf-8")
-                except (TypeError, ValueError) as exc:
-                    self.last_exception = exc
-                    log.warning("model %s: cannot serialise output", ctx.model_name, exc_info=True)
-                    return [_error_item(503, "Unsupported model output data type.")] * n
-            proc = processors[idx]
-            headers = dict(proc.get_response_headers())
-            content_type = headers.pop("content-type", None) or None
-            out.append(
-                ResponseItem(
-                    status=proc.get_response_status_code() or 200,
-                    body=body,
-                    content_type=content_type,
-                    headers=headers,
-                    reason=proc.get_response_status_phrase() or None,
-                )
-            )
-        return out
+        try:
+            return [_encode(value, proc) for value, proc in zip(ret, processors)]
+        except (TypeError, ValueError) as exc:
+            self.last_exception = exc
+            log.warning("model %s: cannot serialise output", ctx.model_name, exc_info=True)
+            return [ResponseItem.error(503, "InternalServerException", "Unsupported model output data type.")] * n
+
+    def _failure(self, exc: Exception) -> ResponseItem:
+        """The answer for every request of a batch whose handler raised *exc* (MMS's codes)."""
+        name = self.context.model_name
+        if isinstance(exc, MemoryError):
+            log.error("model %s: out of memory", name, exc_info=True)
+            return ResponseItem.error(507, "InternalServerException", "Out of resources")
+        if type(exc).__name__ == "PredictionException" and hasattr(exc, "error_code"):
+            log.error("model %s: prediction error", name, exc_info=True)
+            code = int(getattr(exc, "error_code", 500))
+            return ResponseItem.error(code, "InternalServerException", str(getattr(exc, "message", exc)))
+        log.warning("model %s: invoking the handler failed", name, exc_info=True)
+        return ResponseItem.error(503, "InternalServerException", "Prediction failed")
 
     def close(self) -> None:
         """Drop the handler and its modules (MMS ``unload``); the service cannot be used after."""
@@ -258,6 +213,29 @@ class ModelService:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _encode(value: Any, processor: RequestProcessor) -> ResponseItem:
+    """One handler result as a response: bytes as-is, str as UTF-8, anything else as JSON.
+
+    Raises:
+        TypeError, ValueError: the value cannot be serialised.
+    """
+    if isinstance(value, (bytes, bytearray)):
+        body = bytes(value)
+    elif isinstance(value, str):
+        body = value.encode("utf-8")
+    else:
+        body = json.dumps(value, indent=2).encode("utf-8")
+    headers = dict(processor.get_response_headers())
+    content_type = headers.pop("content-type", None) or None
+    return ResponseItem(
+        status=processor.get_response_status_code() or 200,
+        body=body,
+        content_type=content_type,
+        headers=headers,
+        reason=processor.get_response_status_phrase() or None,
+    )
 
 
 def _locate_handler(
@@ -301,27 +279,17 @@ def _preload_mxnet(handler: str, root: Path, handler_file: Optional[Path]) -> No
 
 
 def load_service(
-    archive: ArchiveLike,
+    spec: ServiceSpec,
     *,
-    model_name: Optional[str] = None,
-    batch_size: int = 1,
-    gpu_id: Optional[int] = None,
-    handler: Optional[str] = None,
     server_name: str = "mmsctl",
     server_version: str = mmsctl.__version__,
     decode_input: bool = True,
 ) -> ModelService:
-    """Start the handler of an (extracted) model archive.
+    """Start the handler of an (extracted) model folder.
 
     Args:
-        archive: an opened archive (``mmsctl.archive.open_archive``): its ``root`` folder,
-            manifest and handler are used.
-        model_name: the name requests use (default: the manifest's model name).
-        batch_size: the most requests per :meth:`ModelService.handle` call
-            (``context.system_properties["batch_size"]``).
-        gpu_id: run on this GPU; checked against what mxnet can see.
-        handler: override the manifest's handler (``module[:function]``, a path to a
-            ``.py`` file, optionally ``:function``).
+        spec: the folder, the handler and the batch size and GPU to run with
+            (:meth:`mmsctl.archive.ModelArchive.service_spec` makes one for an archive).
         server_name, server_version: what ``context.system_properties`` reports.
         decode_input: parse JSON and text bodies (MMS's ``MMS_DECODE_INPUT_REQUEST``).
 
@@ -333,34 +301,38 @@ def load_service(
         EngineError: a GPU was asked for and none is available.
 
     Example:
-        >>> svc = load_service(open_archive(Path("squeezenet.mar")), batch_size=8)
+        >>> svc = load_service(open_archive(Path("squeezenet.mar")).service_spec(batch_size=8))
         >>> svc.handle([RequestItem.from_body("1", jpeg_bytes)])[0].body
     """
-    if batch_size < 1:
-        raise EngineError(f"batch size must be 1 or more, not {batch_size}")
-    _check_gpu(gpu_id)
+    if spec.batch_size < 1:
+        raise EngineError(f"batch size must be 1 or more, not {spec.batch_size}")
+    _check_gpu(spec.gpu_id)
     mxnet_compat.prepare_imports()
-    root = Path(archive.root)
-    legacy = _is_legacy(archive) and handler is None
-    name = model_name or getattr(archive, "model_name", None) or root.name
-    manifest = _manifest_dict(archive, legacy)
-    context = Context(name, str(root), manifest, batch_size, gpu_id, server_version, server_name)
-
-    handler_name = handler or getattr(archive, "handler", None)
-    if legacy:
-        if not handler_name:
-            raise HandlerError("legacy archive names no service file (Model.Service in MANIFEST.json)")
-        mxnet_compat.import_mxnet()  # legacy services are mxnet services (mms.model_service)
-        loaded = load_legacy_handler(handler_name, root, manifest, context)
-        return ModelService(loaded, context, decode_input=decode_input)
-
-    if not handler_name and not _looks_like_checkpoint(root):
-        raise HandlerError(
-            f"model {name!r} names no handler and is not an MXNet checkpoint "
-            "(signature.json + *-symbol.json)",
-            hint="pass --handler module:function, or set one with `mmsctl archive create --handler`",
-        )
-    handler_name, handler_file = _locate_handler(handler_name, root, override=handler is not None)
-    _preload_mxnet(handler_name, root, handler_file)
-    loaded = load_handler(handler_name, root, context, handler_file=handler_file)
+    root = Path(spec.root)
+    legacy = _is_legacy(spec)
+    name = spec.model_name or root.name
+    manifest = _read_manifest(root, legacy) or spec.manifest
+    context = Context(name, str(root), manifest, spec.batch_size, spec.gpu_id, server_version, server_name)
+    loaded = _start_legacy(spec, context) if legacy else _start_handler(spec, context)
     return ModelService(loaded, context, decode_input=decode_input)
+
+
+def _start_legacy(spec: ServiceSpec, context: Context) -> LoadedHandler:
+    if not spec.handler:
+        raise HandlerError("legacy archive names no service file (Model.Service in MANIFEST.json)")
+    mxnet_compat.import_mxnet()  # legacy services are mxnet services (mms.model_service)
+    return load_legacy_handler(spec.handler, Path(spec.root), context.manifest, context)
+
+
+def _start_handler(spec: ServiceSpec, context: Context) -> LoadedHandler:
+    root = Path(spec.root)
+    chosen = spec.chosen_handler
+    if not chosen and not _looks_like_checkpoint(root):
+        raise NoHandlerError(
+            f"model {context.model_name!r} names no handler and is not an MXNet checkpoint "
+            "(signature.json + *-symbol.json)",
+            hint="give it a handler (module:function) in its manifest",
+        )
+    handler_name, handler_file = _locate_handler(chosen, root, override=spec.handler_override is not None)
+    _preload_mxnet(handler_name, root, handler_file)
+    return load_handler(handler_name, root, context, handler_file=handler_file)

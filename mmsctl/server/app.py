@@ -21,7 +21,8 @@ from typing import Any, Optional
 
 from mmsctl.errors import MmsError, ServerError
 from mmsctl.server.config import ServerConfig, parse_address
-from mmsctl.server.instances import Instance, InstanceState
+from mmsctl.instances import Instance, InstanceState
+from mmsctl.names import split_named
 
 __all__ = ["Server", "STARTUP_FAILURE", "main", "run_server"]
 
@@ -30,14 +31,6 @@ log = logging.getLogger("mmsctl.server")
 STARTUP_FAILURE = 3
 #: Seconds to drain on SIGTERM when ``serve stop`` did not say.
 DEFAULT_DRAIN_TIMEOUT = 30.0
-
-
-def split_model_spec(spec: str) -> tuple[Optional[str], str]:
-    """``name=location`` → (name, location); ``location`` → (None, location)."""
-    name, sep, location = spec.partition("=")
-    if sep and name and "/" not in name:
-        return name, location
-    return None, spec
 
 
 class Server:
@@ -86,7 +79,7 @@ class Server:
             except OSError as exc:
                 reason = "address already in use" if exc.errno == errno.EADDRINUSE else exc.strerror or str(exc)
                 raise ServerError(f"cannot listen on {host}:{port} ({api} API): {reason}",
-                                  hint=f"choose another port with --{api}-address") from None
+                                  hint="choose another port", param=f"{api}_address") from None
             log.info("%s API bound to http://%s:%s", api.capitalize(), host, port)
         await self._load_startup_models()
 
@@ -100,19 +93,20 @@ class Server:
     async def _load_startup_models(self) -> None:
         from mmsctl.server.errors import ApiException
         from mmsctl.server.store import resolve_archive
-        from mmsctl.server.supervisor import Model
+        from mmsctl.server.model import Model
 
         loop = asyncio.get_running_loop()
         for spec in self._startup_specs():
-            name, location = split_model_spec(spec)
+            name, location = split_named(spec)
             try:
                 archive = await loop.run_in_executor(None, resolve_archive, location, self.config)
                 model_name = name or archive.model_name or Path(location.rstrip("/")).name.split(".")[0]
-                model = Model(name=model_name, url=location, archive=archive, handler=archive.handler,
-                              response_timeout=self.config.default_response_timeout,
-                              queue_size=self.config.job_queue_size, loaded_at_startup=True)
+                model = Model.from_archive(model_name, location, archive,
+                                           response_timeout=self.config.default_response_timeout,
+                                           queue_size=self.config.job_queue_size)
                 self.manager.startup_models.add(model_name)
-                await self.frontend.add_model(model, self.config.default_workers_per_model, True)
+                await self.manager.register(model, self.config.default_workers_per_model, synchronous=True,
+                                            timeout=self.config.worker_start_timeout)
             except ApiException as exc:
                 self.manager.startup_models.discard(name or "")
                 raise ServerError(f"start-up model {name or location!r}: {exc.message}") from None
@@ -149,7 +143,7 @@ class Server:
         log.info("shutting down: draining for up to %g s", timeout)
         frontend = getattr(self, "frontend", None)
         if frontend is not None:
-            frontend.draining = True
+            frontend.traffic.draining = True
         manager = getattr(self, "manager", None)
         if manager is not None:
             drain = asyncio.ensure_future(manager.shutdown(timeout))
@@ -162,7 +156,7 @@ class Server:
                     break
         # Let the handlers whose futures were just answered send their responses.
         deadline = time.monotonic() + 2.0
-        while frontend is not None and frontend.in_flight > 0 and time.monotonic() < deadline:
+        while frontend is not None and frontend.traffic.in_flight > 0 and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
         for runner in self._runners:
             await runner.cleanup()
@@ -176,7 +170,7 @@ class Server:
             inference_url=_url(self.config.inference_address),
             management_url=_url(self.config.management_address),
             metrics_url=_url(self.config.metrics_address),
-            log_file=str(self.instance.log_file),
+            log_file=str(self.instance.log_file), token_file=self.config.token_file,
         ))
         try:
             startup = asyncio.ensure_future(self.startup())

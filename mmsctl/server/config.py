@@ -14,7 +14,7 @@ import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 from urllib.parse import urlsplit
 
 from mmsctl.errors import ConfigError
@@ -47,7 +47,7 @@ class ServerConfig:
     allowed_urls: list[str] = field(default_factory=list)
     #: Bearer-token file (plain token, or TorchServe ``key_file.json``); None: no auth.
     token_file: Optional[str] = None
-    #: Threads per worker for OpenMP/MKL (``OMP_NUM_THREADS``).
+    #: OpenMP/MKL threads per worker (``serve start`` takes ``OMP_NUM_THREADS`` where it is set).
     worker_threads: int = 1
     #: Seconds a worker may take to load its model.
     worker_start_timeout: float = 180.0
@@ -85,7 +85,8 @@ class ServerConfig:
                 "inference_address and management_address must differ",
                 hint="MMS serves them on two ports: 8080 and 8081 by default",
             )
-        for key in ("default_workers_per_model", "job_queue_size", "max_request_size", "default_response_timeout"):
+        for key in ("default_workers_per_model", "job_queue_size", "max_request_size", "default_response_timeout",
+                    "worker_threads"):
             value = getattr(self, key)
             minimum = 0 if key == "default_workers_per_model" else 1
             if not isinstance(value, int) or value < minimum:
@@ -97,9 +98,29 @@ class ServerConfig:
                 raise ConfigError(f"allowed_urls: bad regular expression {pattern!r}: {exc}") from exc
         if self.model_store and not Path(self.model_store).is_dir():
             raise ConfigError(f"model_store {self.model_store!r} is not a folder")
-        if self.token_file and not Path(self.token_file).is_file():
-            raise ConfigError(f"token file {self.token_file!r} not found")
+        if self.token_file:
+            self.api_keys()
         return self
+
+    def api_keys(self) -> dict[str, str]:
+        """The Bearer key each API checks (``{}`` without a token file; metrics stays open, as in MMS).
+
+        Raises:
+            ConfigError: the token file does not give a usable key for both the inference and
+                the management API (a server never starts half-protected).
+        """
+        if not self.token_file:
+            return {}
+        from mmsctl.tokens import read_token_file
+
+        tokens = read_token_file(self.token_file)
+        try:
+            return {api: tokens.key(api) for api in ("inference", "management")}
+        except ConfigError as exc:
+            raise ConfigError(
+                f"{exc.message}: the server needs a key for both the inference and the management API",
+                hint="use one token on the first line, or a key_file.json with 'inference' and 'management' keys",
+            ) from None
 
 
 def parse_address(address: str, *, key: str = "address") -> tuple[str, int]:
@@ -183,11 +204,3 @@ def load_properties(path: Path, base: Optional[ServerConfig] = None) -> ServerCo
     cfg.extra.update({k: v for k, v in props.items() if k not in known})
     return cfg
 
-
-def config_from_any(data: dict[str, Any]) -> ServerConfig:
-    """Build a config from a plain mapping (used by tests' ``extra_config``)."""
-    known = set(ServerConfig.__dataclass_fields__)
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ConfigError(f"unknown server setting(s): {', '.join(unknown)}")
-    return ServerConfig(**data)

@@ -15,9 +15,10 @@ import time
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Optional
 
-from mmsctl.errors import NotFoundError, ServerError, UsageError
+from mmsctl.errors import AmbiguousInstanceError, InstanceRunningError, NotFoundError, ServerError
 from mmsctl.server.config import ServerConfig, load_properties, parse_address
-from mmsctl.server.instances import Instance, InstanceState, list_instances, pid_alive
+from mmsctl.instances import Instance, InstanceState, list_instances, pid_alive
+from mmsctl.names import split_named
 
 __all__ = ["build_config", "print_logs", "start_background", "start_foreground", "status_rows",
            "stop_instances"]
@@ -25,9 +26,7 @@ __all__ = ["build_config", "print_logs", "start_background", "start_foreground",
 
 def _model_spec(spec: str) -> str:
     """Make a local path in ``name=location`` absolute (the server runs elsewhere)."""
-    name, sep, location = spec.partition("=")
-    if not sep or not name or "/" in name:
-        name, location = "", spec
+    name, location = split_named(spec)
     if location and not location.startswith(("http://", "https://")):
         path = Path(location).expanduser()
         if path.exists():
@@ -58,7 +57,14 @@ def build_config(*, models: list[str], model_store: Optional[Path], config_file:
         config.token_file = str(token_file.expanduser().resolve())
     if name:
         config.name = name
+    config.worker_threads = _worker_threads(config.worker_threads)
     return config.validate()
+
+
+def _worker_threads(default: int) -> int:
+    """``OMP_NUM_THREADS`` where the user set it (each worker gets that many), else *default*."""
+    value = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else default
 
 
 def start_foreground(config: ServerConfig) -> int:
@@ -74,8 +80,8 @@ def start_foreground(config: ServerConfig) -> int:
 def _refuse_running(instance: Instance) -> None:
     state = instance.running_state()
     if state is not None:
-        raise UsageError(f"server {instance.name} is already running (pid {state.pid})",
-                         hint="stop it with `mmsctl serve stop`, or choose another --name and ports")
+        raise InstanceRunningError(f"server {instance.name} is already running (pid {state.pid})",
+                                   hint="stop it first, or start another instance on other ports")
 
 
 def _check_ports(config: ServerConfig) -> None:
@@ -89,9 +95,8 @@ def _check_ports(config: ServerConfig) -> None:
             try:
                 s.bind((host, port))
             except OSError as exc:
-                flag = "--" + key.replace("_", "-")
                 raise ServerError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
-                                  hint=f"another server may be running there; choose another port with {flag}") from None
+                                  hint="another server may be running there; choose another port", param=key) from None
 
 
 def start_background(config: ServerConfig, *, timeout: float = 300.0,
@@ -126,7 +131,7 @@ def start_background(config: ServerConfig, *, timeout: float = 300.0,
                 if state.status == "failed":
                     proc.wait(30)
                     raise ServerError(f"server failed to start: {state.error}",
-                                      hint=f"see the log: mmsctl serve logs --name {instance.name}")
+                                      hint=f"see the log: {instance.log_file}")
             code = proc.poll()
             if code is not None:
                 raise ServerError(f"server exited during start-up (exit code {code})",
@@ -167,7 +172,7 @@ def stop_instances(name: Optional[str], *, all_: bool, timeout: float) -> Iterat
     candidates = _select(name, running_only=True)
     if not name and not all_ and len(candidates) > 1:
         names = ", ".join(i.name for i in candidates)
-        raise UsageError(f"several servers are running ({names}); say which with --name, or use --all")
+        raise AmbiguousInstanceError(f"several servers are running ({names}); say which", param="name")
     if not candidates:
         if name:
             raise NotFoundError(f"server {name} is not running")
@@ -230,7 +235,7 @@ def print_logs(name: Optional[str], *, follow: bool, tail: int, out: IO[str]) ->
     if len(candidates) > 1:
         running = [i for i in candidates if i.running_state() is not None]
         if len(running) != 1:
-            raise UsageError("several server instances; say which with --name")
+            raise AmbiguousInstanceError("several server instances; say which", param="name")
         candidates = running
     instance = candidates[0]
     try:

@@ -9,27 +9,16 @@ for zoo names (``squeezenet``). Archives are opened (and extracted) with
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING
 
 from mmsctl.server.config import ServerConfig
 from mmsctl.server.errors import BadRequest, DownloadFailed, InvalidModel, ModelNotFound
 
-__all__ = ["ArchiveInfo", "resolve_archive"]
+if TYPE_CHECKING:
+    from mmsctl.archive import ModelArchive
 
-
-@dataclass
-class ArchiveInfo:
-    """What the server keeps about an opened archive (picklable)."""
-
-    source: str
-    root: Path
-    model_name: Optional[str]
-    handler: Optional[str]
-    runtime: str = "python"
-    engine: Optional[str] = None
-    model_version: Optional[str] = None
+__all__ = ["resolve_archive"]
 
 
 def _is_url(url: str) -> bool:
@@ -78,27 +67,17 @@ def _from_zoo(location: str) -> Path:
         raise InvalidModel(exc.message) from None
 
 
-def _open(path: Path) -> ArchiveInfo:
+def _open(path: Path) -> ModelArchive:
     from mmsctl.archive import open_archive
     from mmsctl.errors import MmsError
 
     try:
-        archive = open_archive(path)  # extracted once into the cache, keyed by content
+        return open_archive(path)  # extracted once into the cache, keyed by content
     except MmsError as exc:
         raise InvalidModel(exc.message) from None
-    manifest = archive.manifest
-    return ArchiveInfo(
-        source=str(path),
-        root=archive.root,
-        model_name=archive.model_name or None,
-        handler=archive.handler or None,
-        runtime=manifest.runtime or "python",
-        engine=manifest.engine_name or None,
-        model_version=manifest.model_version or None,
-    )
 
 
-def resolve_archive(url: str, config: ServerConfig) -> ArchiveInfo:
+def resolve_archive(url: str, config: ServerConfig) -> ModelArchive:
     """Find and open the archive a register ``url`` names.
 
     Raises:

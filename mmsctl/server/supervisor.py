@@ -1,271 +1,29 @@
-"""Models and their worker processes: register, scale, restart, drain, unregister.
+"""All models of one server and the rules for their workers: register, scale, restart, drain, unregister.
 
-Every model has one bounded asyncio queue. Every worker is a real process
-(``python -m mmsctl.server.worker``) with a socketpair to this one, plus an
-asyncio task here that pulls batches from the queue, sends them and awaits the
-answer. A worker that dies or overruns ``response_timeout`` fails only the
-batch it held (503 / 504) and is replaced; queued jobs wait for the next worker.
+Every model has one bounded asyncio queue and its workers (:mod:`mmsctl.server.model`).
+A worker that dies or overruns ``response_timeout`` is replaced with MMS's back-off;
+queued jobs wait for the replacement, or are answered 503 when no worker will come.
+Between ``minWorkers`` and ``maxWorkers`` the number of workers follows the queue.
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
-import json
 import logging
-import os
-import socket
-import sys
 import time
-from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from mmsctl.engine.protocol import RequestItem, ResponseItem
-from mmsctl.server import protocol
-from mmsctl.server.batching import Job, next_batch, until_stopped
+from mmsctl.server.batching import Job
 from mmsctl.server.config import ServerConfig
-from mmsctl.server.store import ArchiveInfo
+from mmsctl.server.model import Model, Worker, WorkerStartError, WorkerState
 
-__all__ = ["Model", "ModelManager", "Worker", "WorkerState", "error_response"]
+__all__ = ["BACK_OFF", "ModelManager"]
 
 log = logging.getLogger("mmsctl.server")
 
 #: Seconds to wait before restarting a worker after its n-th consecutive failure (MMS's back-off).
 BACK_OFF = (0, 1, 1, 2, 3, 5, 8, 13, 21, 34, 55)
-
-
-def error_response(status: int, type_: str, message: str, **headers: str) -> ResponseItem:
-    """An MMS error body ``{"code", "type", "message"}`` as a ResponseItem."""
-    body = json.dumps({"code": status, "type": type_, "message": message}, indent=2).encode() + b"\n"
-    return ResponseItem(status, body, "application/json", dict(headers))
-
-
-class WorkerState(str, enum.Enum):
-    STARTING = "STARTING"
-    READY = "READY"
-    BUSY = "BUSY"
-    STOPPING = "STOPPING"
-    STOPPED = "STOPPED"
-
-
-class WorkerStartError(Exception):
-    """A worker process that could not load its model."""
-
-
-class Worker:
-    """One worker process and the task that feeds it batches."""
-
-    def __init__(self, model: "Model", worker_id: str, gpu_id: Optional[int]) -> None:
-        self.model = model
-        self.id = worker_id
-        self.gpu_id = gpu_id
-        self.state = WorkerState.STARTING
-        self.start_time = time.time()
-        self.pid: Optional[int] = None
-        self.proc: Optional[asyncio.subprocess.Process] = None
-        self.reader: Optional[asyncio.StreamReader] = None
-        self.writer: Optional[asyncio.StreamWriter] = None
-        self.stop_event = asyncio.Event()
-        self.task: Optional["asyncio.Task[str]"] = None
-        self.batches = 0
-
-    @property
-    def alive(self) -> bool:
-        return self.state in (WorkerState.STARTING, WorkerState.READY, WorkerState.BUSY)
-
-    def memory(self) -> int:
-        """Resident memory of the worker process in bytes (0 if unknown)."""
-        if not self.pid:
-            return 0
-        try:
-            import psutil
-
-            return int(psutil.Process(self.pid).memory_info().rss)
-        except Exception:  # noqa: BLE001 - gone or not permitted
-            return 0
-
-    async def _read(self) -> tuple[str, Any]:
-        assert self.reader is not None
-        head = await self.reader.readexactly(protocol.HEADER.size)
-        (size,) = protocol.HEADER.unpack(head)
-        return protocol.decode(await self.reader.readexactly(size))
-
-    async def spawn(self, config: ServerConfig) -> None:
-        """Start the process and wait until it says READY (raise WorkerStartError if not)."""
-        parent, child = socket.socketpair()
-        env = dict(os.environ)
-        env.setdefault("OMP_NUM_THREADS", str(config.worker_threads))
-        env.setdefault("MKL_NUM_THREADS", str(config.worker_threads))
-        env["PYTHONUNBUFFERED"] = "1"
-        try:
-            self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "mmsctl.server.worker", str(child.fileno()),
-                pass_fds=(child.fileno(),), env=env, stdin=asyncio.subprocess.DEVNULL,
-            )
-        finally:
-            child.close()
-        self.pid = self.proc.pid
-        self.reader, self.writer = await asyncio.open_unix_connection(sock=parent, limit=2**26)
-        m = self.model
-        spec = protocol.LoadSpec(str(m.archive.root), m.name, m.handler, m.batch_size, self.gpu_id, self.id)
-        self.writer.write(protocol.encode(protocol.LOAD, spec))
-        try:
-            kind, payload = await asyncio.wait_for(self._read(), config.worker_start_timeout)
-        except asyncio.TimeoutError:
-            self.kill()
-            raise WorkerStartError(f"worker did not load the model in {config.worker_start_timeout:g} s") from None
-        except (asyncio.IncompleteReadError, ConnectionError):
-            code = await self._exit_code()
-            raise WorkerStartError(f"worker exited while loading the model (exit code {code}); see the server log") from None
-        if kind != protocol.READY:
-            await self._exit_code()
-            raise WorkerStartError(str(payload))
-        self.state = WorkerState.READY
-
-    async def _exit_code(self) -> Optional[int]:
-        if self.proc is None:
-            return None
-        try:
-            return await asyncio.wait_for(self.proc.wait(), 5)
-        except asyncio.TimeoutError:
-            self.kill()
-            return None
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.returncode is None:
-            try:
-                self.proc.kill()
-            except ProcessLookupError:
-                pass
-
-    async def _next_batch(self) -> Optional[list[Job]]:
-        """The next batch; with batching, one worker at a time gathers (as MMS's aggregator does).
-
-        Workers gathering at once split the waiting requests between them and each then waits
-        out ``max_batch_delay`` for a batch that never fills; one at a time, batches fill.
-        """
-        m = self.model
-        if m.batch_size <= 1:
-            return await next_batch(m.queue, m.batch_size, 0.0, self.stop_event)
-        if not await _acquire_unless(m.gathering, self.stop_event):
-            return None
-        try:
-            return await next_batch(m.queue, m.batch_size, m.max_batch_delay / 1000.0, self.stop_event)
-        finally:
-            m.gathering.release()
-
-    async def serve(self, metrics: Any) -> str:
-        """Feed batches until stopped ("stopped"), dead ("died") or too slow ("timeout")."""
-        m = self.model
-        loop = asyncio.get_running_loop()
-        assert self.writer is not None
-        while True:
-            jobs = await self._next_batch()
-            if jobs is None:
-                return "stopped"
-            self.state = WorkerState.BUSY
-            started = loop.time()
-            for job in jobs:
-                job.started = started
-                metrics.observe_queue(m.name, started - job.enqueued)
-            try:
-                self.writer.write(protocol.encode(protocol.BATCH, [j.item for j in jobs]))
-                kind, payload = await asyncio.wait_for(self._read(), m.response_timeout)
-            except asyncio.TimeoutError:
-                log.warning("%s W-%s: no answer in %s s; killing pid %s", m.name, self.id, m.response_timeout, self.pid)
-                self.kill()
-                for job in jobs:
-                    job.answer(error_response(504, "RequestTimeoutException",
-                                              "Backend worker did not respond in given time"))
-                return "timeout"
-            except (asyncio.IncompleteReadError, ConnectionError, OSError):
-                for job in jobs:
-                    job.answer(error_response(503, "ServiceUnavailableException", "Worker died."))
-                return "died"
-            finally:
-                for _ in jobs:
-                    m.queue.task_done()
-            self.batches += 1
-            metrics.observe_inference(m.name, loop.time() - started, len(jobs))
-            if kind == protocol.RESULT and isinstance(payload, list) and len(payload) == len(jobs):
-                for job, response in zip(jobs, payload):
-                    job.answer(response)
-            else:
-                message = payload if kind == protocol.FAILED else "number of batch response mismatched"
-                for job in jobs:
-                    job.answer(error_response(503, "ServiceUnavailableException", f"Prediction failed: {message}"))
-            self.state = WorkerState.READY
-
-    async def close(self, grace: float = 5.0) -> None:
-        """Ask the process to exit, then kill it if it lingers."""
-        self.state = WorkerState.STOPPING
-        if self.writer is not None:
-            try:
-                self.writer.write(protocol.encode(protocol.EXIT))
-                await self.writer.drain()
-            except (ConnectionError, OSError, RuntimeError):
-                pass
-        if self.proc is not None:
-            try:
-                await asyncio.wait_for(self.proc.wait(), grace)
-            except asyncio.TimeoutError:
-                self.kill()
-                await self.proc.wait()
-        if self.writer is not None:
-            self.writer.close()
-        self.state = WorkerState.STOPPED
-
-
-async def _acquire_unless(lock: asyncio.Lock, stop: asyncio.Event) -> bool:
-    """Take *lock*, or give up (False) once *stop* is set."""
-    acquired, _ = await until_stopped(lock.acquire(), stop)
-    if acquired and stop.is_set():
-        lock.release()
-        return False
-    return acquired
-
-
-@dataclass
-class Model:
-    """A registered model: its archive, batching settings, queue and workers."""
-
-    name: str
-    url: str
-    archive: ArchiveInfo
-    handler: Optional[str]
-    batch_size: int = 1
-    max_batch_delay: int = 100
-    response_timeout: int = 120
-    min_workers: int = 0
-    max_workers: int = 0
-    queue_size: int = 1000
-    loaded_at_startup: bool = False
-    queue: "asyncio.Queue[Job]" = field(init=False)
-    workers: list[Worker] = field(default_factory=list)
-    removed: bool = False
-    failures: int = 0
-    last_error: Optional[str] = None
-    next_worker: int = 0
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
-    #: Held by the worker gathering a batch (batch_size > 1), so batches fill one at a time.
-    gathering: asyncio.Lock = field(default_factory=asyncio.Lock)
-    restarting: int = 0
-    idle_since: float = field(default_factory=time.monotonic)
-    requests: int = 0
-    rejected: int = 0
-
-    def __post_init__(self) -> None:
-        self.queue = asyncio.Queue(self.queue_size)
-
-    def live_workers(self) -> list[Worker]:
-        return [w for w in self.workers if w.alive and not w.stop_event.is_set()]
-
-    def ready_workers(self) -> list[Worker]:
-        return [w for w in self.live_workers() if w.state in (WorkerState.READY, WorkerState.BUSY)]
-
-    def notify(self) -> None:
-        self.changed.set()
-        self.changed = asyncio.Event()
 
 
 class ModelManager:
@@ -277,7 +35,6 @@ class ModelManager:
         self.models: dict[str, Model] = {}
         self.startup_models: set[str] = set()
         self._gpu_next = 0
-        self._tasks: set[asyncio.Future[Any]] = set()
 
     # -- registration ----------------------------------------------------------------------
     def add(self, model: Model) -> None:
@@ -288,6 +45,30 @@ class ModelManager:
         self.models[model.name] = model
         log.info("Model %s loaded.", model.name)
 
+    async def register(self, model: Model, workers: int, *, synchronous: bool, timeout: float) -> bool:
+        """Add *model* and start *workers* workers; with *synchronous*, wait until they are READY.
+
+        Returns:
+            False while the workers are still starting (not *synchronous*), else True.
+
+        Raises:
+            ConflictError: a model by that name exists.
+            InternalServerError: the workers could not start (the model is removed again).
+        """
+        from mmsctl.server.errors import InternalServerError
+
+        self.add(model)
+        if workers <= 0:
+            return True
+        await self.scale(model, workers, workers)
+        if not synchronous:
+            return False
+        error = await self.wait_for_workers(model, workers, timeout)
+        if error:
+            await self.unregister(model.name, 0)
+            raise InternalServerError(f'Failed to start workers for model "{model.name}": {error}')
+        return True
+
     def get(self, name: str, version: Optional[str] = None) -> Model:
         """The model called *name*; with *version*, only if that is its version (else 404)."""
         from mmsctl.server.errors import ModelNotFound, ModelVersionNotFound
@@ -295,7 +76,7 @@ class ModelManager:
         model = self.models.get(name)
         if model is None:
             raise ModelNotFound(f"Model not found: {name}")
-        if version is not None and version != (model.archive.model_version or "1.0"):
+        if version is not None and version != model.version:
             raise ModelVersionNotFound(f"Model version: {version} does not exist for model: {name}")
         return model
 
@@ -360,11 +141,11 @@ class ModelManager:
         self._forget(worker)
         self._after_worker_exit(model, crashed=True)
         model.failures += 1
-        code = await worker._exit_code()
+        code = await worker.exit_code()
         model.last_error = f"worker {worker.id} {outcome} (exit code {code})"
         log.error("%s W-%s %s (pid %s, exit code %s)", model.name, worker.id, outcome, worker.pid, code)
-        if worker.writer is not None:
-            worker.writer.close()
+        if worker.process is not None:
+            worker.process.close_connection()
         return outcome
 
     def _forget(self, worker: Worker) -> None:
@@ -392,7 +173,7 @@ class ModelManager:
             except asyncio.QueueEmpty:
                 return
             model.queue.task_done()
-            job.answer(error_response(503, "ServiceUnavailableException", message))
+            job.answer(ResponseItem.error(503, "ServiceUnavailableException", message))
 
     async def scale(self, model: Model, min_workers: int, max_workers: int) -> None:
         """Set the worker range and start or stop workers to reach ``min_workers``."""
@@ -413,7 +194,7 @@ class ModelManager:
         victims = sorted(model.live_workers(), key=lambda w: (order.get(w.state, 3), -w.start_time))[:count]
         for worker in victims:
             worker.stop_event.set()
-            if worker.state == WorkerState.STARTING and worker.proc is not None:
+            if worker.state == WorkerState.STARTING and worker.process is not None:
                 worker.kill()
 
     async def wait_for_workers(self, model: Model, count: int, timeout: float) -> Optional[str]:
@@ -426,7 +207,7 @@ class ModelManager:
             if model.removed:
                 return "model was unregistered"
             if model.last_error and model.failures > 0 and model.restarting == 0:
-                starting = [w for w in model.live_workers() if w.state == WorkerState.STARTING and w.proc is not None]
+                starting = [w for w in model.live_workers() if w.state == WorkerState.STARTING and w.process is not None]
                 if not starting:
                     return model.last_error
             remaining = deadline - time.monotonic()
@@ -508,7 +289,6 @@ class ModelManager:
         try:
             model.queue.put_nowait(Job(item, future, loop.time()))
         except asyncio.QueueFull:
-            model.rejected += 1
             raise ServiceUnavailable(
                 f"No worker is available to serve request for model: {model.name}. "
                 "Consider increasing job queue size.",

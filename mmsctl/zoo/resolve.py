@@ -16,7 +16,6 @@ mirror can carry its own models. Offline (``MMSCTL_OFFLINE=1`` / setting
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -31,6 +30,7 @@ from mmsctl.errors import (
     OfflineError,
     UsageError,
 )
+from mmsctl.names import MODEL_NAME_PATTERN, split_named
 from mmsctl.zoo import cache
 from mmsctl.zoo.catalog import ZooEntry, lookup, unknown_model_message
 
@@ -46,8 +46,6 @@ __all__ = [
     "resolve_model",
 ]
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
-_NAMED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.\-]*)=(.+)$")
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
 
@@ -148,10 +146,7 @@ def pull_model(
 
 def cached_model(location: str) -> Optional[ResolvedModel]:
     """The cached archive for a zoo name, alias or URL, without any network; None if not cached."""
-    loc = location.strip()
-    named = _NAMED.match(loc)
-    if named and not _is_url(loc):
-        loc = named.group(2)
+    loc = split_named(location.strip())[1]
     if _is_url(loc):
         path = cache.url_path(loc)
         return ResolvedModel(_url_name(loc), path, "cache", loc) if path.is_file() else None
@@ -191,10 +186,9 @@ def _resolve(location: str, *, offline: Optional[bool], progress: bool, refresh:
     if path.exists():
         return ResolvedModel(cache.archive_stem(path.resolve().name), path, "local", str(path))
 
-    named = _NAMED.match(loc)
-    if named and not _is_url(loc):
-        inner = _resolve(named.group(2), offline=offline, progress=progress, refresh=refresh)
-        return replace(inner, name=named.group(1))
+    name, inner = split_named(loc)
+    if name is not None:
+        return replace(_resolve(inner, offline=offline, progress=progress, refresh=refresh), name=name)
 
     if loc.lower().startswith("file://"):
         file_path = Path(unquote(urlsplit(loc).path))
@@ -205,7 +199,7 @@ def _resolve(location: str, *, offline: Optional[bool], progress: bool, refresh:
     if _is_url(loc):
         return _resolve_url(loc, offline=offline, progress=progress, refresh=refresh)
 
-    if _looks_like_path(loc) or not _NAME.match(loc):
+    if _looks_like_path(loc) or not MODEL_NAME_PATTERN.match(loc):
         raise InputNotFoundError(f"{loc}: no such file or folder")
 
     return _resolve_name(loc, offline=offline, progress=progress, refresh=refresh)

@@ -129,6 +129,35 @@ def test_inspect_machine_readable(capsys, tiny_checkpoint: Path, tmp_path: Path,
     assert {f["path"] for f in data["files"]} >= {"MAR-INF/MANIFEST.json", "tiny-0000.params"}
 
 
+@pytest.mark.parametrize("args, error, hint", [
+    (["{onnx}"], "error: {onnx}: not a folder (--model-path takes the folder with the model files)",
+     "hint: use --from-onnx for an ONNX file"),
+    (["{empty}"], "error: {empty}: no MXNet symbol file (*-symbol.json)", "pass --handler for a folder with your own"),
+    (["{dir}", "--synset", "/missing.txt"], "error: /missing.txt: no such file (--synset)", None),
+    (["{dir}", "--extra-files", "/missing"], "error: /missing: no such file or folder (--extra-files)", None),
+    (["{dir}", "--handler", " "], "error: the handler is empty; give module:function or leave it out for the "
+     "built-in handler (--handler)", None),
+    (["{dir}", "--export-path", "{onnx}"], "error: {onnx}: not a folder (--export-path)", None),
+])
+def test_core_errors_name_the_flag(  # type: ignore[no-untyped-def]
+    capsys, tiny_checkpoint: Path, tmp_path: Path, args: list[str], error: str, hint: str | None
+) -> None:
+    """The core names its arguments (param) and error types; `archive create` names its flags."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    onnx = tmp_path / "model.onnx"
+    onnx.write_bytes(b"x")
+    fill = {"dir": str(tiny_checkpoint), "empty": str(empty), "onnx": str(onnx)}
+    argv = [a.format(**fill) for a in args]
+    if "--export-path" not in argv:
+        argv += ["--export-path", str(tmp_path)]
+    code, out, err = mmsctl(capsys, "archive", "create", *argv)
+    lines = err.splitlines()
+    assert code != 0 and out == "" and lines[0] == error.format(**fill), err
+    if hint:
+        assert lines[1].startswith("hint: ") and hint in lines[1], err
+
+
 def test_extract(capsys, tiny_checkpoint: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     mmsctl(capsys, "archive", "create", str(tiny_checkpoint), "-n", "tiny", "--export-path", str(tmp_path))
     dest = tmp_path / "x"
@@ -137,7 +166,7 @@ def test_extract(capsys, tiny_checkpoint: Path, tmp_path: Path) -> None:  # type
     assert out == f"{dest}\n"
     assert (dest / "MAR-INF" / "MANIFEST.json").is_file()
     code, out, err = mmsctl(capsys, "archive", "extract", str(tmp_path / "tiny.mar"), str(dest))
-    assert code == 1 and "already exists" in err
+    assert code == 1 and "already exists" in err and "hint: use --force to replace it" in err
     assert mmsctl(capsys, "archive", "extract", str(tmp_path / "tiny.mar"), str(dest), "--force")[0] == 0
 
 

@@ -121,7 +121,7 @@ def test_shared_squeezenet_onnx_matches_the_mxnet_checkpoint(
     from mmsctl.engine.service import load_service
 
     created = create_archive(result.folder, model_name="sq", export_path=tmp_path)
-    service = load_service(open_archive(created.path))
+    service = load_service(open_archive(created.path).service_spec())
     try:
         [reply] = service.handle([RequestItem.from_body("1", kitten_png.read_bytes(), "image/png")])
     finally:

@@ -11,7 +11,7 @@ import pytest
 
 from mmsctl.archive import create_archive, open_archive
 from mmsctl.engine.builtin import VISION_HANDLER, VISION_HANDLER_FILE
-from mmsctl.errors import ArchiveError, InputNotFoundError, UsageError
+from mmsctl.errors import AlreadyExistsError, ArchiveError, InputNotFoundError, NoCheckpointError, UsageError
 
 
 def test_checkpoint_folder_becomes_a_mar_with_the_builtin_handler(tiny_checkpoint: Path, tmp_path: Path) -> None:
@@ -83,9 +83,9 @@ def test_no_archive_writes_a_folder(tiny_checkpoint: Path, tmp_path: Path) -> No
 @pytest.mark.parametrize("fmt, name", [("default", "tiny.mar"), ("tgz", "tiny.tar.gz"), ("no-archive", "tiny")])
 def test_existing_output_needs_force(tiny_checkpoint: Path, tmp_path: Path, fmt: str, name: str) -> None:
     create_archive(tiny_checkpoint, model_name="tiny", export_path=tmp_path, archive_format=fmt)
-    with pytest.raises(ArchiveError, match="already exists") as info:
+    with pytest.raises(AlreadyExistsError, match="already exists") as info:
         create_archive(tiny_checkpoint, model_name="tiny", export_path=tmp_path, archive_format=fmt)
-    assert info.value.hint and "--force" in info.value.hint
+    assert isinstance(info.value, ArchiveError) and "force=True" in (info.value.hint or "")  # the CLI says --force
     result = create_archive(
         tiny_checkpoint, model_name="tiny", export_path=tmp_path, archive_format=fmt, force=True,
         description="second",
@@ -162,7 +162,7 @@ def test_file_instead_of_folder(tmp_path: Path) -> None:
     onnx.write_bytes(b"x")
     with pytest.raises(UsageError, match="not a folder") as info:
         create_archive(onnx, export_path=tmp_path)
-    assert info.value.hint and "--from-onnx" in info.value.hint
+    assert info.value.hint and "import_onnx" in info.value.hint and info.value.param == "model_path"
 
 
 def test_folder_without_symbol_file(tmp_path: Path) -> None:
@@ -170,7 +170,7 @@ def test_folder_without_symbol_file(tmp_path: Path) -> None:
     (tmp_path / "m" / "signature.json").write_text("{}")
     with pytest.raises(ArchiveError, match=r"no MXNet symbol file") as info:
         create_archive(tmp_path / "m", export_path=tmp_path)
-    assert info.value.hint and "--handler" in info.value.hint
+    assert isinstance(info.value, NoCheckpointError) and "handler" in (info.value.hint or "")
 
 
 def test_symbol_without_params(tiny_checkpoint: Path, tmp_path: Path) -> None:
@@ -206,7 +206,7 @@ def test_missing_or_bad_signature(tiny_checkpoint: Path, tmp_path: Path) -> None
         ({"archive_format": "zip"}, "unknown archive format"),
         ({"runtime": "java"}, "unknown runtime"),
         ({"model_name": "bad name"}, "invalid model name"),
-        ({"handler": "  "}, "--handler is empty"),
+        ({"handler": "  "}, "the handler is empty"),
     ],
 )
 def test_bad_options_are_usage_errors(tiny_checkpoint: Path, tmp_path: Path, kwargs: dict, message: str) -> None:
@@ -215,11 +215,13 @@ def test_bad_options_are_usage_errors(tiny_checkpoint: Path, tmp_path: Path, kwa
 
 
 def test_missing_extra_file(tiny_checkpoint: Path, tmp_path: Path) -> None:
-    with pytest.raises(InputNotFoundError, match="--extra-files"):
+    with pytest.raises(InputNotFoundError, match="gone.txt: no such file or folder") as info:
         create_archive(tiny_checkpoint, export_path=tmp_path, extra_files=[tmp_path / "gone.txt"])
+    assert info.value.param == "extra_files"  # the CLI adds (--extra-files)
 
 
 def test_export_path_that_is_a_file(tiny_checkpoint: Path, tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
-    with pytest.raises(UsageError, match="--export-path"):
+    with pytest.raises(UsageError, match="file: not a folder") as info:
         create_archive(tiny_checkpoint, export_path=tmp_path / "file")
+    assert info.value.param == "export_path"  # the CLI adds (--export-path)

@@ -67,7 +67,7 @@ def test_local_instance_name_from_context_list_is_accepted(capsys) -> None:
     """The name `context list` shows for a running `mmsctl serve --name qa` (local:qa) works as --context."""
     import os
 
-    from mmsctl.server.instances import Instance, InstanceState
+    from mmsctl.instances import Instance, InstanceState
 
     Instance("qa").write_state(InstanceState(
         name="qa", pid=os.getpid(), status="ready", inference_url="http://127.0.0.1:18080",

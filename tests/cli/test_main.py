@@ -9,7 +9,7 @@ import sys
 from rich.console import Console
 
 from mmsctl.cli.main import hoist_global_switches
-from mmsctl.cli.render import UI
+from mmsctl.cli.render import UI, human_size
 
 
 def test_global_switches_after_the_command_are_moved_to_the_front() -> None:
@@ -24,6 +24,12 @@ def test_quiet_after_the_command_silences_messages_not_data(tmp_path) -> None:  
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.lstrip().startswith("[")
     assert "No such option" not in proc.stderr
+
+
+def test_byte_sizes_are_rich_decimal_units_everywhere() -> None:
+    assert [human_size(n) for n in (0, 291, 10_600, 3_050_000, 2 * 10**9)] == [
+        "0 bytes", "291 bytes", "10.6 kB", "3.0 MB", "2.0 GB"]
+    assert human_size(None) is None
 
 
 def test_warnings_do_not_read_user_text_as_markup() -> None:

@@ -134,6 +134,26 @@ def test_gpu_without_cuda(capsys, monkeypatch, tiny: Path, images: Path) -> None
         pytest.skip("a GPU is visible here")
     code, _, err = invoke(capsys, monkeypatch, "predict", str(tiny), str(images / "img0.png"), "--gpu", "0")
     assert code == 1 and "no GPU available" in err
+    assert err.splitlines()[0].endswith("(--gpu)")  # the engine names gpu_id, the CLI its flag
+
+
+def test_a_model_without_a_handler_gets_the_flag_as_a_hint(capsys, monkeypatch, tmp_path: Path,
+                                                            images: Path) -> None:
+    archive = handler_archive(tmp_path / "m", {"notes.txt": "no handler, no checkpoint"}, handler=None)
+    code, _, err = invoke(capsys, monkeypatch, "predict", str(archive.root), str(images / "img0.png"))
+    lines = err.strip().splitlines()
+    assert code == 1 and "names no handler" in lines[0]
+    assert lines[1] == "hint: pass --handler module:function, or set one with `mmsctl archive create --handler`"
+
+
+def test_a_dead_worker_is_one_line_with_the_workers_hint(capsys, monkeypatch, tmp_path: Path,
+                                                         images: Path) -> None:
+    src = "import os\n\ndef handle(d, c):\n    if d is not None:\n        os._exit(3)\n"
+    archive = handler_archive(tmp_path / "m", {"h.py": src}, handler="h:handle")
+    code, _, err = invoke(capsys, monkeypatch, "predict", str(archive.root), str(images), "--workers", "2")
+    lines = err.strip().splitlines()
+    assert code == 1 and lines[0].startswith("error: predict worker ") and "exit code 3) died" in lines[0], err
+    assert lines[1:] == ["hint: run again with --workers 1 to see the error in this process"]
 
 
 def test_bad_output_format(capsys, monkeypatch, tiny: Path, images: Path) -> None:
@@ -189,7 +209,7 @@ def test_progress_bar_only_on_a_terminal() -> None:
 
     from mmsctl.cli.predict import _emit
     from mmsctl.cli.render import UI
-    from mmsctl.engine.predict import Prediction
+    from mmsctl.predict import Prediction
 
     def answers() -> Iterator[Prediction]:
         for i in range(3):

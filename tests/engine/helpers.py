@@ -5,23 +5,21 @@ from __future__ import annotations
 import json
 import os
 import textwrap
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from mmsctl.engine.protocol import Parameter, RequestItem
+from mmsctl.engine.service import ModelService, load_service
+from mmsctl.engine.spec import ServiceSpec
 
 TINY_CLASSES = ["n0 ant", "n1 bee", "n2 cat", "n3 dog"]
 TINY_SIZE = 16
 
 
-@dataclass
-class FolderArchive:
-    """The part of mmsctl.archive.ModelArchive the engine uses."""
-
-    root: Path
-    model_name: str = "m"
-    handler: Optional[str] = None
+def load(spec: ServiceSpec, **changes: Any) -> ModelService:
+    """``load_service`` with some fields of *spec* changed (``batch_size=4``, ``handler_override=…``)."""
+    return load_service(replace(spec, **changes))
 
 
 def build_tiny_checkpoint(out_dir: Path, *, seed: int = 0, prefix: str = "tiny") -> Path:
@@ -83,7 +81,7 @@ def write_manifest(root: Path, *, model_name: str, handler: Optional[str]) -> No
 
 def handler_archive(
     root: Path, files: dict[str, str], *, handler: Optional[str], model_name: str = "m"
-) -> FolderArchive:
+) -> ServiceSpec:
     """An extracted archive folder holding the given handler source files."""
     root.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
@@ -91,7 +89,7 @@ def handler_archive(
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text))
     write_manifest(root, model_name=model_name, handler=handler)
-    return FolderArchive(root, model_name, handler)
+    return ServiceSpec(root, model_name, handler)
 
 
 def link_checkpoint(src: Path, dst: Path) -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from mmsctl.engine.protocol import Parameter, RequestItem
-from mmsctl.engine.service import load_service
+from mmsctl.engine.spec import ServiceSpec
 from mmsctl.errors import EngineError, HandlerError
-from tests.engine.helpers import FolderArchive, body_item, handler_archive
+from tests.engine.helpers import body_item, handler_archive, load
 
 PROBE = '''
 import json
@@ -43,7 +43,7 @@ def handle(data, context):
 
 def _probe(tmp_path: Path, **kw: object):
     archive = handler_archive(tmp_path / "m", {"probe.py": PROBE}, handler="probe:handle", model_name="probe")
-    return load_service(archive, **kw)  # type: ignore[arg-type]
+    return load(archive, **kw)  # type: ignore[arg-type]
 
 
 def test_data_and_context_match_mms(tmp_path: Path) -> None:
@@ -96,7 +96,7 @@ def test_one_class_module_is_instantiated_and_initialised(tmp_path: Path) -> Non
         def handle(self, data, context):
             return ["%s:%s" % (self.ready, bytes(d["body"]).decode()) for d in data]
     '''
-    svc = load_service(handler_archive(tmp_path / "m", {"echo.py": src}, handler="echo"), batch_size=3)
+    svc = load(handler_archive(tmp_path / "m", {"echo.py": src}, handler="echo"), batch_size=3)
     out = svc.handle([body_item("1", b"a"), body_item("2", b"b")])
     assert [r.body for r in out] == [b"3:a", b"3:b"]
     assert [r.content_type for r in out] == [None, None]  # MMS sends none unless the handler sets one
@@ -112,7 +112,7 @@ def test_module_function_and_py_suffix(tmp_path: Path) -> None:
         return None if data is None else [bytes(d["body"]).upper() for d in data]
     '''
     archive = handler_archive(tmp_path / "m", {"svc.py": src}, handler="svc.py:upper")
-    svc = load_service(archive)
+    svc = load(archive)
     assert svc.handle([body_item("1", b"abc")])[0].body == b"ABC"
 
 
@@ -132,14 +132,14 @@ def test_module_function_and_py_suffix(tmp_path: Path) -> None:
 def test_bad_handlers_are_one_clear_error(tmp_path: Path, handler: str, files: dict, message: str) -> None:
     archive = handler_archive(tmp_path / "m", files, handler=handler)
     with pytest.raises(HandlerError) as info:
-        load_service(archive)
+        load(archive)
     assert message in str(info.value)
     assert "\n" not in str(info.value)
 
 
 def test_no_handler_and_no_checkpoint(tmp_path: Path) -> None:
     with pytest.raises(HandlerError, match="names no handler"):
-        load_service(handler_archive(tmp_path / "m", {}, handler=None))
+        load(handler_archive(tmp_path / "m", {}, handler=None))
 
 
 @pytest.mark.parametrize(
@@ -166,7 +166,7 @@ def test_batch_failures_match_mms(tmp_path: Path, body: str, status: int, messag
             return None
         {body}
     '''
-    svc = load_service(handler_archive(tmp_path / "m", {"h.py": src}, handler="h:handle"), batch_size=2)
+    svc = load(handler_archive(tmp_path / "m", {"h.py": src}, handler="h:handle"), batch_size=2)
     responses = svc.handle([body_item("1", b"a"), body_item("2", b"b")])
     for r in responses:
         assert r.status == status
@@ -182,7 +182,7 @@ def test_models_with_same_module_names_stay_apart(tmp_path: Path) -> None:
             "helper.py": f"WORD = {word!r}\n",
             "svc.py": "import helper\ndef handle(d, c):\n    return None if d is None else [helper.WORD for _ in d]\n",
         }
-        services.append(load_service(handler_archive(tmp_path / word, files, handler="svc")))
+        services.append(load(handler_archive(tmp_path / word, files, handler="svc")))
     import sys
 
     assert "helper" not in sys.modules and "svc" not in sys.modules
@@ -194,7 +194,7 @@ def test_handler_override_from_a_file(tmp_path: Path) -> None:
     other.parent.mkdir()
     other.write_text("def handle(d, c):\n    return None if d is None else ['mine' for _ in d]\n")
     archive = handler_archive(tmp_path / "m", {}, handler="absent:handle")
-    svc = load_service(archive, handler=str(other))
+    svc = load(archive, handler_override=str(other))
     assert svc.handle([body_item("1", b"")])[0].body == b"mine"
 
 
@@ -207,7 +207,7 @@ def test_legacy_service_without_mms_gives_a_hint(tmp_path: Path) -> None:
         "class S(MXNetVisionService):\n    pass\n"
     )
     with pytest.raises(HandlerError) as info:
-        load_service(FolderArchive(root, "legacy", "svc.py"))
+        load(ServiceSpec(root, "legacy", "svc.py"))
     assert "needs the `mms` package" in str(info.value)
     assert "multi-model-server" in (info.value.hint or "")
 

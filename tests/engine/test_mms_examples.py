@@ -6,25 +6,25 @@ import json
 import shutil
 from pathlib import Path
 
-from mmsctl.engine.service import load_service
-from tests.engine.helpers import FolderArchive, body_item, link_checkpoint, write_manifest
+from mmsctl.engine.spec import ServiceSpec
+from tests.engine.helpers import body_item, link_checkpoint, load, write_manifest
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "mms_examples"
 
 
-def _example_archive(root: Path, squeezenet_dir: Path) -> FolderArchive:
+def _example_archive(root: Path, squeezenet_dir: Path) -> ServiceSpec:
     shutil.copytree(EXAMPLES, root, ignore=shutil.ignore_patterns("README.md", "__pycache__"))
     link_checkpoint(squeezenet_dir, root)
     # MXNetModelService finds the checkpoint by the manifest's modelName
     write_manifest(root, model_name="squeezenet_v1.1", handler="mxnet_vision_service:handle")
-    return FolderArchive(root, "squeezenet", "mxnet_vision_service:handle")
+    return ServiceSpec(root, "squeezenet", "mxnet_vision_service:handle")
 
 
 def test_mms_example_vision_service_runs_unmodified(
     tmp_path: Path, squeezenet_dir: Path, kitten_jpg: Path
 ) -> None:
-    example = load_service(_example_archive(tmp_path / "example", squeezenet_dir))
-    builtin = load_service(FolderArchive(squeezenet_dir, "squeezenet"))
+    example = load(_example_archive(tmp_path / "example", squeezenet_dir))
+    builtin = load(ServiceSpec(squeezenet_dir, "squeezenet"))
     body = kitten_jpg.read_bytes()
     got = example.handle([body_item("1", body, "image/jpeg")])[0]
     want = builtin.handle([body_item("1", body, "image/jpeg")])[0]
@@ -85,8 +85,8 @@ def test_legacy_04_service_runs_where_mms_is_installed(
         "from mms.model_service.mxnet_vision_service import MXNetVisionService\n\n\n"
         "class SqueezenetService(MXNetVisionService):\n    pass\n"
     )
-    legacy = load_service(FolderArchive(root, "squeezenet_v1.1", "squeezenet_service.py"))
-    builtin = load_service(FolderArchive(squeezenet_dir, "squeezenet"))
+    legacy = load(ServiceSpec(root, "squeezenet_v1.1", "squeezenet_service.py"))
+    builtin = load(ServiceSpec(squeezenet_dir, "squeezenet"))
     body = kitten_jpg.read_bytes()
     got = legacy.handle([body_item("1", body, "image/jpeg")])[0]
     want = builtin.handle([body_item("1", body, "image/jpeg")])[0]

@@ -9,17 +9,19 @@ import json
 import os
 import subprocess
 import sys
+import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from mmsctl.engine import _opcache
-from mmsctl.engine.predict import Prediction, pool_spec, predict_local
-from mmsctl.engine.inputs import expand_inputs
-from mmsctl.engine.pool import ServicePool, choose_workers
-from mmsctl.engine.service import load_service
-from mmsctl.errors import HandlerError
-from tests.engine.helpers import FolderArchive, body_item, build_tiny_checkpoint, handler_archive, png_bytes
+from mmsctl.engine.spec import ServiceSpec
+from mmsctl.errors import HandlerError, MmsError
+from mmsctl.predict import Prediction, predict_local
+from mmsctl.predict.inputs import expand_inputs
+from mmsctl.predict.pool import ServicePool, choose_workers
+from tests.engine.helpers import body_item, build_tiny_checkpoint, handler_archive, load, png_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -93,9 +95,8 @@ def _bodies(predictions: list[Prediction]) -> list[tuple[str, int, object]]:
 
 def test_pool_answers_like_one_process_in_input_order(tiny_dir: Path, image_dir: Path) -> None:
     sources = expand_inputs([str(image_dir), str(image_dir / "missing.png")])
-    model = FolderArchive(tiny_dir, "tiny")
-    alone = list(predict_local(load_service(model, batch_size=4), sources, batch_size=4, top_k=3))
-    spec = pool_spec(_local(tiny_dir), batch_size=4)
+    spec = ServiceSpec(tiny_dir, "tiny", batch_size=4)
+    alone = list(predict_local(load(spec), sources, batch_size=4, top_k=3))
     with ServicePool(spec, workers=2) as pool:
         pooled = list(predict_local(pool, sources, batch_size=4, top_k=3))
     assert [p.input for p in pooled] == [s.name for s in sources]
@@ -113,9 +114,37 @@ def test_pool_answers_like_one_process_in_input_order(tiny_dir: Path, image_dir:
 def test_pool_reports_a_handler_that_cannot_load(tmp_path: Path, image_dir: Path) -> None:
     bad = handler_archive(tmp_path / "bad", {"h.py": "def handle(d, c):\n    raise RuntimeError('no GPU here')\n"},
                           handler="h:handle")
-    spec = pool_spec(_local(bad.root, "bad", "h:handle"), batch_size=1)
-    with ServicePool(spec, workers=2) as pool, pytest.raises(HandlerError, match="no GPU here"):
+    with ServicePool(replace(bad, model_name="bad"), workers=2) as pool, pytest.raises(HandlerError, match="no GPU here"):
         list(predict_local(pool, expand_inputs([str(image_dir)]), batch_size=1))
+
+
+def test_closing_a_pool_with_batches_in_flight_ends_those_workers(tmp_path: Path) -> None:
+    """An interrupted run (Ctrl+C, an error) must not wait for answers nobody will read."""
+    import threading
+
+    slow = handler_archive(tmp_path / "slow", {"h.py": "import time\n\ndef handle(d, c):\n"
+                                               "    if d is not None:\n        time.sleep(120)\n    return d\n"},
+                           handler="h:handle")
+    pool = ServicePool(slow, workers=2)
+    answers = pool.map([[body_item("a", b"a")], [body_item("b", b"b")]])
+
+    def read() -> None:
+        try:
+            next(answers, None)
+        except (MmsError, OSError, ValueError):  # the pool was closed under it, as an interrupt does
+            pass
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 30
+    while not all(w.outstanding for w in pool._workers) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    processes = [w.process.process for w in pool._workers]
+    assert all(w.outstanding for w in pool._workers)
+    pool.close()
+    assert [p.returncode for p in processes] == [-9, -9]  # killed, not waited for
+    reader.join(30)
+    assert not reader.is_alive()
 
 
 def test_worker_count_defaults() -> None:
@@ -125,17 +154,11 @@ def test_worker_count_defaults() -> None:
     assert choose_workers(None, 500, 16, gpu=None) >= 1
 
 
-def _local(root: Path, name: str = "tiny", handler: object = None) -> object:
-    from mmsctl.engine.predict import LocalModel
-
-    return LocalModel(name, root, handler)  # type: ignore[arg-type]
-
-
 # -- padded batches in the built-in handler ----------------------------------------------------
 
 
 def test_partial_batches_are_padded_then_bound(tiny_dir: Path) -> None:
-    svc = load_service(FolderArchive(tiny_dir, "tiny"), batch_size=8)
+    svc = load(ServiceSpec(tiny_dir, "tiny"), batch_size=8)
     vision = svc._handler.module._service
     images = [png_bytes(i) for i in range(8)]
     singles = [json.loads(svc.handle([body_item("s", b)])[0].body) for b in images[:3]]

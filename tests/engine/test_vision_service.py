@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from mmsctl.engine.builtin import VISION_HANDLER, VISION_HANDLER_FILE
-from mmsctl.engine.service import load_service
-from tests.engine.helpers import TINY_CLASSES, FolderArchive, body_item, build_tiny_checkpoint, png_bytes
+from mmsctl.engine.spec import ServiceSpec
+from tests.engine.helpers import TINY_CLASSES, body_item, build_tiny_checkpoint, load, png_bytes
 
 CATS = {"n02123045 tabby, tabby cat", "n02123159 tiger cat", "n02124075 Egyptian cat"}
 
@@ -27,7 +27,7 @@ def test_builtin_is_standalone() -> None:
 
 
 def test_squeezenet_classifies_the_kitten(squeezenet_dir: Path, kitten_png: Path, kitten_jpg: Path) -> None:
-    svc = load_service(FolderArchive(squeezenet_dir, "squeezenet"), batch_size=2)
+    svc = load(ServiceSpec(squeezenet_dir, "squeezenet"), batch_size=2)
     png, jpg = svc.handle([body_item("1", kitten_png.read_bytes()), body_item("2", kitten_jpg.read_bytes())])
     assert png.status == jpg.status == 200
     top = json.loads(png.body)
@@ -40,7 +40,7 @@ def test_squeezenet_classifies_the_kitten(squeezenet_dir: Path, kitten_png: Path
 
 
 def test_corrupt_image_fails_only_its_item(tiny_dir: Path) -> None:
-    svc = load_service(FolderArchive(tiny_dir, "tiny"), batch_size=4)
+    svc = load(ServiceSpec(tiny_dir, "tiny"), batch_size=4)
     good = [png_bytes(1), png_bytes(2)]
     out = svc.handle([body_item("a", good[0]), body_item("b", b"not an image"), body_item("c", b""),
                       body_item("d", good[1])])
@@ -60,7 +60,7 @@ def test_corrupt_image_fails_only_its_item(tiny_dir: Path) -> None:
 
 
 def test_top_k_parameter(tiny_dir: Path) -> None:
-    svc = load_service(FolderArchive(tiny_dir, "tiny"), batch_size=3)
+    svc = load(ServiceSpec(tiny_dir, "tiny"), batch_size=3)
     img = png_bytes(3)
     two, default, bad = svc.handle(
         [body_item("1", img, topk="2"), body_item("2", img), body_item("3", img, top_k="zero")]
@@ -72,7 +72,7 @@ def test_top_k_parameter(tiny_dir: Path) -> None:
 
 
 def test_batch_sizes_give_the_same_answers(tiny_dir: Path) -> None:
-    svc = load_service(FolderArchive(tiny_dir, "tiny"), batch_size=5)
+    svc = load(ServiceSpec(tiny_dir, "tiny"), batch_size=5)
     images = [png_bytes(i) for i in range(5)]
     together = [json.loads(r.body) for r in svc.handle([body_item(str(i), b) for i, b in enumerate(images)])]
     pairs = [json.loads(r.body) for r in svc.handle([body_item("p", b) for b in images[:2]])]

@@ -105,7 +105,7 @@ def test_model_archiver_archives_open_and_predict_in_mmsctl(tmp_path: Path, fmt:
     assert archive.manifest.specification_version == "1.0"
     assert archive.manifest.legacy is False
     assert (archive.root / "noop_service.py").is_file()
-    service = load_service(archive)
+    service = load_service(archive.service_spec())
     try:
         [reply] = service.handle([RequestItem.from_body("1", b"hello", "application/octet-stream")])
     finally:
@@ -132,7 +132,7 @@ def test_model_archiver_checkpoint_predicts_in_mmsctl(tmp_path: Path, squeezenet
     archive = open_archive(tmp_path / "squeezenet_v1.1.mar")
     assert archive.handler == VISION_HANDLER
     assert archive.signature == json.loads((squeezenet_dir / "signature.json").read_text())
-    service = load_service(archive)
+    service = load_service(archive.service_spec())
     try:
         [reply] = service.handle([RequestItem.from_body("1", kitten_png.read_bytes(), "image/png")])
     finally:

@@ -8,13 +8,14 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Iterator
 
 import httpx
 import pytest
 
-from mmsctl.server.instances import pid_alive
+from mmsctl.instances import pid_alive
 from tests.support.mmsctl_server import free_port, make_noop_archive
 
 
@@ -53,6 +54,7 @@ def test_start_returns_ready_then_status_then_stop(noop: Path) -> None:
 
     again = _mmsctl("serve", "start", "--models", f"noop={noop}", *flags)
     assert again.returncode != 0 and "already running" in again.stderr
+    assert "hint: stop it with `mmsctl serve stop`, or choose another --name and ports" in again.stderr
 
     logs = _mmsctl("serve", "logs", "--tail", "50")
     assert "READY" in logs.stdout
@@ -63,14 +65,25 @@ def test_start_returns_ready_then_status_then_stop(noop: Path) -> None:
     assert json.loads(_mmsctl("serve", "status", "-o", "json").stdout)[0]["status"] == "stopped"
 
 
+def _wait_for_queue(management: int, model: str, pending: int, timeout: float = 30) -> None:
+    """Poll describe until *pending* requests wait in the model's queue (bounded)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        described = httpx.get(f"http://127.0.0.1:{management}/models/{model}", timeout=10).json()
+        if described["queueStatus"]["pendingRequests"] >= pending:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{model}: never {pending} requests queued")
+
+
 def test_stop_drains_in_flight_and_queued_requests(noop: Path) -> None:
-    flags, inference, _ = _addresses()
+    flags, inference, management = _addresses()
     assert _mmsctl("serve", "start", "--models", f"noop={noop}", *flags).returncode == 0
     results: list[int] = []
 
     def call() -> None:
         try:
-            r = httpx.post(f"http://127.0.0.1:{inference}/predictions/noop", content=b"sleep:0.4", timeout=30)
+            r = httpx.post(f"http://127.0.0.1:{inference}/predictions/noop", content=b"sleep:0.6", timeout=30)
             results.append(r.status_code)
         except httpx.HTTPError as exc:  # a dropped request is a failure of the test
             results.append(-1)
@@ -79,9 +92,7 @@ def test_stop_drains_in_flight_and_queued_requests(noop: Path) -> None:
     threads = [threading.Thread(target=call) for _ in range(5)]
     for t in threads:
         t.start()
-    import time
-
-    time.sleep(0.5)  # one in flight, the rest queued on the single worker
+    _wait_for_queue(management, "noop", 4)  # one in flight, the rest queued on the single worker
     stopped = _mmsctl("serve", "stop", "--timeout", "20")
     for t in threads:
         t.join(30)
@@ -98,6 +109,7 @@ def test_two_servers_side_by_side(noop: Path) -> None:
         assert httpx.post(f"http://127.0.0.1:{port}/predictions/noop", content=b"x").text == "x"
     ambiguous = _mmsctl("serve", "stop")
     assert ambiguous.returncode == 2 and "--name" in ambiguous.stderr
+    assert ambiguous.stderr.splitlines()[1] == "hint: say which with --name, or use --all"
     assert _mmsctl("serve", "stop", "--name", "second").returncode == 0
     assert httpx.get(f"http://127.0.0.1:{a_port}/ping").status_code == 200
 
@@ -110,6 +122,7 @@ def test_port_taken_is_a_clear_error(noop: Path) -> None:
         result = _mmsctl("serve", "start", "--models", f"noop={noop}", *flags)
     assert result.returncode == 1
     assert "error:" in result.stderr and str(inference) in result.stderr
+    assert result.stderr.splitlines()[0].endswith("(--inference-address)")  # the flag to change
     assert "Traceback" not in result.stderr
 
 
@@ -133,6 +146,29 @@ def test_bad_config_file_is_a_usage_error(tmp_path: Path) -> None:
     assert "default_workers_per_model" in result.stderr
     missing = _mmsctl("serve", "start", "--models", "nothing-here.mar", "--model-store", str(tmp_path / "nope"))
     assert missing.returncode == 2 and "model_store" in missing.stderr
+
+
+@pytest.mark.parametrize("text, reason", [
+    (None, "not found"),
+    ("", "is empty"),
+    ('{"inference": {"key": "only-inference"}}', "no 'management' key"),
+    ('{"management": {"key": ""}, "inference": {"key": "k"}}', "management key is empty"),
+    ("null", "expected a token or a JSON object"),
+    ("two words", "characters a Bearer token cannot have"),
+])
+def test_a_token_file_without_both_keys_refuses_to_start(tmp_path: Path, text: str | None, reason: str) -> None:
+    """A server never starts half-protected: one error line, exit 2, nothing listening."""
+    token = tmp_path / "token"
+    if text is not None:
+        token.write_text(text)
+    flags, inference, _ = _addresses()
+    result = _mmsctl("serve", "start", "--token-file", str(token), *flags, "--timeout", "30")
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert lines[0].startswith(f"error: token file {token}") and reason in lines[0], lines
+    assert all(line.startswith("hint: ") for line in lines[1:]) and "Traceback" not in result.stderr
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{inference}/ping", timeout=2)
 
 
 def test_config_properties_are_used(tmp_path: Path, noop: Path) -> None:

@@ -7,6 +7,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 import httpx
 import pytest
@@ -36,6 +37,26 @@ async def _until_busy(client: httpx.AsyncClient, server: ServerInfo, model: str 
             return
         await asyncio.sleep(0.05)
     raise AssertionError("the worker never became busy")
+
+
+async def _until(client: httpx.AsyncClient, server: ServerInfo, what: str,
+                 check: Callable[[dict[str, Any]], bool], model: str = "noop", timeout: float = 60) -> dict[str, Any]:
+    """Poll the model's description until *check* holds (bounded); fail with what was awaited."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        resp = await client.get(f"{server.management_url}/models/{model}")
+        if resp.status_code == 200 and check(resp.json()):
+            return resp.json()  # type: ignore[no-any-return]
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{model}: never {what}; log:\n{server.log_text()[-2000:]}")
+
+
+def _pending(description: dict[str, Any]) -> int:
+    return int(description["queueStatus"]["pendingRequests"])
+
+
+def _ready(description: dict[str, Any]) -> int:
+    return sum(1 for w in description["workers"] if w["status"] == "READY")
 
 
 async def _fire(url: str, bodies: list[bytes], timeout: float = 60) -> list[httpx.Response]:
@@ -89,14 +110,17 @@ def test_scale_up_and_down_under_load_loses_nothing(tmp_path: Path) -> None:
         url = f"{srv.inference_url}/predictions/noop"
 
         async def scenario() -> list[httpx.Response]:
-            load = asyncio.ensure_future(_fire(url, [f"sleep:0.02-{i}".encode()[:10] for i in range(150)]))
+            load = asyncio.ensure_future(_fire(url, [b"sleep:0.05"] * 150))  # ~7.5 s on one worker
             async with httpx.AsyncClient(timeout=60) as client:
-                await asyncio.sleep(0.2)
+                await _until(client, srv, "had requests queued", lambda d: _pending(d) > 0)
                 up = await client.put(f"{srv.management_url}/models/noop", params={"min_worker": "3"})
                 assert up.status_code == 202
-                await asyncio.sleep(1.0)
+                described = await _until(client, srv, "had 3 READY workers", lambda d: _ready(d) == 3)
+                # The scaling happened under load: requests still wait (else this test proves nothing).
+                assert not load.done() and _pending(described) > 0
                 down = await client.put(f"{srv.management_url}/models/noop", params={"min_worker": "1"})
                 assert down.status_code == 202
+                await _until(client, srv, "went back to 1 worker", lambda d: len(d["workers"]) == 1)
             return await load
 
         responses = asyncio.run(scenario())
@@ -110,9 +134,10 @@ def test_unregister_under_load_answers_every_request(tmp_path: Path) -> None:
         url = f"{srv.inference_url}/predictions/noop"
 
         async def scenario() -> tuple[list[httpx.Response], httpx.Response]:
-            load = asyncio.ensure_future(_fire(url, [b"sleep:0.01"] * 100))
-            await asyncio.sleep(0.3)
+            load = asyncio.ensure_future(_fire(url, [b"sleep:0.02"] * 100))  # ~1 s on two workers
             async with httpx.AsyncClient(timeout=60) as client:
+                await _until(client, srv, "had requests queued", lambda d: _pending(d) > 0)
+                assert not load.done()  # the delete comes under load (else this test proves nothing)
                 gone = await client.delete(f"{srv.management_url}/models/noop")
             return await load, gone
 
@@ -150,15 +175,23 @@ def test_batching_groups_concurrent_requests(tmp_path: Path) -> None:
         assert count < 8  # fewer batches than requests: they were grouped
 
 
-@pytest.mark.parametrize("token_kind", ["plain"])
-def test_token_auth(tmp_path: Path, token_kind: str) -> None:
+@pytest.mark.parametrize("token_text, inference_key, management_key", [
+    ("s3cret\n", "s3cret", "s3cret"),
+    ('{"inference": {"key": "i-s3cret"}, "management": {"key": "m-s3cret"}}', "i-s3cret", "m-s3cret"),
+], ids=["plain", "key_file.json"])
+def test_token_auth(tmp_path: Path, token_text: str, inference_key: str, management_key: str) -> None:
     noop = make_noop_archive(tmp_path / "noop")
-    with running_mmsctl_server(tmp_path, models={"noop": str(noop)}, token="s3cret") as srv:
+    with running_mmsctl_server(tmp_path, models={"noop": str(noop)}, token=token_text) as srv:
         assert httpx.get(f"{srv.inference_url}/ping").status_code == 200  # health checks stay open
         resp = httpx.post(f"{srv.inference_url}/predictions/noop", content=b"x")
         assert resp.status_code == 401 and resp.json()["type"] == "InvalidKeyException"
         resp = httpx.get(f"{srv.management_url}/models", headers={"Authorization": "Bearer wrong"})
         assert resp.status_code == 401
         ok = httpx.post(f"{srv.inference_url}/predictions/noop", content=b"x",
-                        headers={"Authorization": "Bearer s3cret"})
+                        headers={"Authorization": f"Bearer {inference_key}"})
         assert ok.status_code == 200
+        ok = httpx.get(f"{srv.management_url}/models", headers={"Authorization": f"Bearer {management_key}"})
+        assert ok.status_code == 200
+        if inference_key != management_key:  # each API takes only its own key
+            resp = httpx.get(f"{srv.management_url}/models", headers={"Authorization": f"Bearer {inference_key}"})
+            assert resp.status_code == 401

@@ -1,12 +1,15 @@
-"""Per-instance state folders: where a running server says who it is and how it is doing.
+"""The registry of local server instances: where a running server says who it is and how it is doing.
 
-Each server started by ``mmsctl serve start`` owns ``<state_dir>/instances/<name>/``:
+The server writes it; ``mmsctl serve``, contexts (the ``local`` context) and ``zoo clean``
+read it, so it lives below both the server and the client. Each server started by
+``mmsctl serve start`` owns ``<state_dir>/instances/<name>/``:
 
-- ``config.json``  the ServerConfig it was started with
-- ``state.json``   pid, addresses, status (``starting`` → ``ready`` | ``failed`` → ``stopped``)
+- ``config.json``  the ServerConfig it was started with (the server's own business)
+- ``state.json``   pid, addresses, token file, status (``starting`` → ``ready`` | ``failed`` → ``stopped``)
 - ``server.log``   the server's log, worker output included
 
-``state.json`` is replaced atomically, so a reader never sees half a file.
+``state.json`` (:class:`InstanceState`) is the public part; it is replaced atomically,
+so a reader never sees half a file.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ class InstanceState:
     management_url: str = ""
     metrics_url: str = ""
     log_file: str = ""
+    #: The token file the server checks Bearer tokens against (None: no auth).
+    token_file: Optional[str] = None
     started_at: float = field(default_factory=time.time)
     error: Optional[str] = None
     models: list[str] = field(default_factory=list)

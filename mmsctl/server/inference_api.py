@@ -1,0 +1,86 @@
+"""MMS 1.1's inference API: ``/ping``, ``/predictions/{model}[/{version}]``, SageMaker's ``/invocations``,
+the legacy ``/{model}/predict`` and the API description on ``OPTIONS /``.
+
+Routes, status codes and bodies follow MMS's ``InferenceRequestHandler``; a per-model
+``/ping/{model}`` is mmsctl's addition (docs/server.md).
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from mmsctl.server import openapi
+from mmsctl.server.errors import BadRequest, ServiceUnavailable
+from mmsctl.server.http import json_response, request_item, status_response, web_response
+from mmsctl.server.middleware import Traffic
+from mmsctl.server.supervisor import ModelManager
+
+__all__ = ["InferenceApi"]
+
+
+class InferenceApi:
+    """The inference routes over one ModelManager."""
+
+    def __init__(self, manager: ModelManager, traffic: Traffic) -> None:
+        self.manager = manager
+        self.traffic = traffic
+
+    def add_routes(self, router: web.UrlDispatcher) -> None:
+        router.add_route("OPTIONS", "/", self.describe_api)
+        router.add_route("GET", "/api-description", self.describe_api)
+        router.add_route("*", "/ping", self.ping)
+        router.add_route("GET", "/ping/{model}", self.ping_model)
+        router.add_route("OPTIONS", "/predictions/{model}", self.model_api)
+        router.add_route("*", "/predictions/{model}", self.predictions)
+        router.add_route("*", "/predictions/{model}/{version}", self.predictions)
+        router.add_route("*", "/invocations", self.invocations)
+        router.add_route("*", "/models/{model}/invoke", self.invocations)
+        router.add_route("*", "/{model}/predict", self.legacy_predict)
+
+    async def describe_api(self, request: web.Request) -> web.Response:
+        return json_response(openapi.inference_api(sorted(self.manager.models)))
+
+    async def ping(self, request: web.Request) -> web.Response:
+        scaled = sum(m.min_workers for m in self.manager.models.values())
+        working = sum(len(m.ready_workers()) for m in self.manager.models.values())
+        status = "Healthy"
+        if 0 < working < scaled:
+            status = "Partial Healthy"
+        elif working == 0 and scaled > 0:
+            status = "Unhealthy"
+        return status_response(status)
+
+    async def ping_model(self, request: web.Request) -> web.Response:
+        model = self.manager.get(request.match_info["model"], request.match_info.get("version"))
+        request["model"] = model.name
+        ready = len(model.ready_workers())
+        if ready == 0:
+            raise ServiceUnavailable(f"No worker is ready for model: {model.name}")
+        return status_response("Healthy" if ready >= model.min_workers else "Partial Healthy")
+
+    async def model_api(self, request: web.Request) -> web.Response:
+        model = self.manager.get(request.match_info["model"], request.match_info.get("version"))
+        return json_response(openapi.model_api(model.name))
+
+    async def predictions(self, request: web.Request) -> web.StreamResponse:
+        return await self._predict(request, request.match_info["model"], include_query=False)
+
+    async def legacy_predict(self, request: web.Request) -> web.StreamResponse:
+        return await self._predict(request, request.match_info["model"], include_query=True)
+
+    async def invocations(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info.get("model") or request.query.get("model_name") \
+            or request.headers.get("model_name") or request.headers.get("X-Model-Name")
+        if not name and len(self.manager.startup_models) == 1:
+            name = next(iter(self.manager.startup_models))
+        if not name:
+            raise BadRequest("Parameter model_name is required.")
+        return await self._predict(request, name, include_query=True)
+
+    async def _predict(self, request: web.Request, name: str, include_query: bool) -> web.StreamResponse:
+        model = self.manager.get(name, request.match_info.get("version"))
+        request["model"] = model.name
+        if self.traffic.draining:
+            raise ServiceUnavailable("The server is shutting down.", retry_after=1)
+        item = await request_item(request, include_query)
+        return web_response(await self.manager.submit(model, item))

@@ -1,0 +1,153 @@
+"""MMS 1.1's management API: list, register, describe, scale and unregister models.
+
+Status codes, messages and JSON shapes follow MMS's ``ManagementRequestHandler``
+(``Workers scaled``, 202 ``Processing worker updates...``, 210 ``Partial Success``);
+describe adds a few fields (docs/server.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from mmsctl.server import openapi
+from mmsctl.server.config import ServerConfig
+from mmsctl.server.errors import BadRequest, InternalServerError
+from mmsctl.server.http import bool_param, int_param, json_response, params, status_response, timeout_param
+from mmsctl.server.store import resolve_archive
+from mmsctl.server.model import Model
+from mmsctl.server.supervisor import ModelManager
+
+__all__ = ["ManagementApi"]
+
+_RUNTIMES = ("python", "python2", "python3")
+#: MMS pages model lists by 100 at most.
+_MAX_PAGE = 100
+
+
+class ManagementApi:
+    """The management routes over one ModelManager."""
+
+    def __init__(self, config: ServerConfig, manager: ModelManager) -> None:
+        self.config = config
+        self.manager = manager
+
+    def add_routes(self, router: web.UrlDispatcher) -> None:
+        router.add_route("OPTIONS", "/", self.describe_api)
+        router.add_route("GET", "/models", self.list_models)
+        router.add_route("POST", "/models", self.register)
+        for path in ("/models/{model}", "/models/{model}/{version}"):
+            router.add_route("GET", path, self.describe)
+            router.add_route("PUT", path, self.scale)
+            router.add_route("DELETE", path, self.unregister)
+
+    async def describe_api(self, request: web.Request) -> web.Response:
+        return json_response(openapi.management_api())
+
+    async def list_models(self, request: web.Request) -> web.Response:
+        limit = int_param(request.query, "limit", _MAX_PAGE, minimum=None)
+        token = max(int_param(request.query, "next_page_token", 0, minimum=None), 0)
+        if limit > _MAX_PAGE or limit < 0:
+            limit = _MAX_PAGE
+        names = sorted(self.manager.models)
+        last = token + limit
+        body: dict[str, Any] = {}
+        if last > len(names):
+            last = len(names)
+        else:
+            body["nextPageToken"] = str(last)  # MMS sends it whenever a page is full, the last one too
+        body["models"] = [{"modelName": n, "modelUrl": self.manager.models[n].url} for n in names[token:last]]
+        return json_response(body)
+
+    async def register(self, request: web.Request) -> web.Response:
+        p = await params(request)
+        url = str(p.get("url") or "")
+        if not url:
+            raise BadRequest("Parameter url is required.")
+        runtime = p.get("runtime")
+        if runtime is not None and str(runtime).lower() not in _RUNTIMES:
+            raise BadRequest(f"Invalid RuntimeType value: {runtime}")
+        batch_size = int_param(p, "batch_size", 1, minimum=1)
+        max_batch_delay = int_param(p, "max_batch_delay", 100, minimum=0)
+        workers = int_param(p, "initial_workers", self.config.default_workers_per_model, minimum=0)
+        synchronous = bool_param(p, "synchronous", True)
+        response_timeout = timeout_param(p, "response_timeout", self.config.default_response_timeout)
+        archive = await asyncio.get_running_loop().run_in_executor(None, resolve_archive, url, self.config)
+        name = str(p.get("model_name") or archive.model_name or Path(url.rstrip("/")).name.split(".")[0])
+        model = Model.from_archive(
+            name, url, archive, handler=str(p["handler"]) if p.get("handler") else None, batch_size=batch_size,
+            runtime=str(runtime).lower() if runtime else None, max_batch_delay=max_batch_delay,
+            response_timeout=response_timeout, queue_size=self.config.job_queue_size,
+        )
+        done = await self.manager.register(model, workers, synchronous=synchronous,
+                                           timeout=self.config.worker_start_timeout)
+        if workers <= 0:
+            return status_response(f'Model "{model.name}" registered')
+        if not done:
+            return status_response("Processing worker updates...", 202)
+        return status_response("Workers scaled")  # what MMS answers a synchronous register with workers
+
+    async def describe(self, request: web.Request) -> web.Response:
+        model = self.manager.get(request.match_info["model"], request.match_info.get("version"))
+        request["model"] = model.name
+        return json_response(self._description(model))
+
+    def _description(self, model: Model) -> dict[str, Any]:
+        data: dict[str, Any] = {"modelName": model.name, "modelVersion": model.version, "modelUrl": model.url}
+        if model.engine:
+            data["engine"] = model.engine
+        data.update({
+            "runtime": model.runtime,
+            "minWorkers": model.min_workers,
+            "maxWorkers": model.max_workers,
+            "batchSize": model.batch_size,
+            "maxBatchDelay": model.max_batch_delay,
+            "responseTimeout": model.response_timeout,
+            "loadedAtStartup": model.name in self.manager.startup_models,
+            "queueStatus": {"pendingRequests": model.queue.qsize(), "capacity": model.queue.maxsize},
+            "workers": [
+                {
+                    "id": w.id,
+                    "startTime": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(w.start_time))
+                    + f".{int(w.start_time * 1000) % 1000:03d}Z",
+                    "status": w.state.value if w.state.value != "BUSY" else "READY",
+                    "gpu": w.gpu_id is not None,
+                    "memoryUsage": w.memory(),
+                    "pid": w.pid,
+                }
+                for w in model.workers
+            ],
+        })
+        return data
+
+    async def scale(self, request: web.Request) -> web.Response:
+        q = request.query
+        min_workers = int_param(q, "min_worker", 1)
+        max_workers = int_param(q, "max_worker", min_workers)
+        if max_workers < min_workers:
+            raise BadRequest("max_worker cannot be less than min_worker.")
+        synchronous = bool_param(q, "synchronous", False)
+        timeout = int_param(q, "timeout", int(self.config.worker_start_timeout), minimum=None)
+        if timeout < 0:
+            timeout = int(self.config.worker_start_timeout)
+        model = self.manager.get(request.match_info["model"], request.match_info.get("version"))
+        request["model"] = model.name
+        await self.manager.scale(model, min_workers, max_workers)
+        if not synchronous:
+            return status_response("Processing worker updates...", 202)
+        error = await self.manager.wait_for_workers(model, min_workers, timeout)
+        if error is None:
+            return status_response("Workers scaled")
+        if model.last_error and model.failures:
+            raise InternalServerError(f"Failed to start workers: {error}")
+        return status_response("Workers scaling in progress...", 210, "Partial Success")
+
+    async def unregister(self, request: web.Request) -> web.Response:
+        name = self.manager.get(request.match_info["model"], request.match_info.get("version")).name
+        request["model"] = name
+        await self.manager.unregister(name, self.config.unregister_model_timeout)
+        return status_response(f'Model "{name}" unregistered')

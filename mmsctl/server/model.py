@@ -1,0 +1,237 @@
+"""A registered model, its queue and its workers: each a worker process plus the task that feeds it.
+
+A :class:`Worker` pulls batches from its model's queue (one worker gathers at a time when
+batching, as MMS's aggregator does), sends them to its
+:class:`~mmsctl.engine.worker.AsyncWorkerProcess` and answers the jobs. A worker that dies
+or overruns ``response_timeout`` fails only the batch it held (503 / 504); replacing it is
+the :class:`~mmsctl.server.supervisor.ModelManager`'s job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Optional
+
+from mmsctl.engine.protocol import ResponseItem
+from mmsctl.engine.spec import ServiceSpec
+from mmsctl.engine.worker import AsyncWorkerProcess, BatchFailed, WorkerExited
+from mmsctl.server.batching import Job, next_batch, until_stopped
+from mmsctl.server.config import ServerConfig
+
+if TYPE_CHECKING:
+    from mmsctl.archive import ModelArchive
+
+__all__ = ["Model", "Worker", "WorkerStartError", "WorkerState"]
+
+log = logging.getLogger("mmsctl.server")
+
+
+class WorkerState(str, enum.Enum):
+    STARTING = "STARTING"
+    READY = "READY"
+    BUSY = "BUSY"
+    STOPPING = "STOPPING"
+    STOPPED = "STOPPED"
+
+
+class WorkerStartError(Exception):
+    """A worker process that could not load its model."""
+
+
+class Worker:
+    """One worker process (:class:`~mmsctl.engine.worker.AsyncWorkerProcess`) and the task that feeds it."""
+
+    def __init__(self, model: "Model", worker_id: str, gpu_id: Optional[int]) -> None:
+        self.model = model
+        self.id = worker_id
+        self.gpu_id = gpu_id
+        self.state = WorkerState.STARTING
+        self.start_time = time.time()
+        self.pid: Optional[int] = None
+        self.process: Optional[AsyncWorkerProcess] = None
+        self.stop_event = asyncio.Event()
+        self.task: Optional["asyncio.Task[str]"] = None
+        self.batches = 0
+
+    @property
+    def alive(self) -> bool:
+        return self.state in (WorkerState.STARTING, WorkerState.READY, WorkerState.BUSY)
+
+    def memory(self) -> int:
+        """Resident memory of the worker process in bytes (0 if unknown)."""
+        if not self.pid:
+            return 0
+        try:
+            import psutil
+
+            return int(psutil.Process(self.pid).memory_info().rss)
+        except Exception:  # noqa: BLE001 - gone or not permitted
+            return 0
+
+    async def spawn(self, config: ServerConfig) -> None:
+        """Start the process and wait until it says READY (raise WorkerStartError if not)."""
+        m = self.model
+        self.process = await AsyncWorkerProcess.start(
+            replace(m.spec, gpu_id=self.gpu_id), threads=config.worker_threads, tag=f"[{m.name} W-{self.id}]")
+        self.pid = self.process.pid
+        try:
+            failure = await asyncio.wait_for(self.process.wait_ready(), config.worker_start_timeout)
+        except asyncio.TimeoutError:
+            self.kill()
+            raise WorkerStartError(f"worker did not load the model in {config.worker_start_timeout:g} s") from None
+        except WorkerExited:
+            code = await self.process.exit_code()
+            raise WorkerStartError(f"worker exited while loading the model (exit code {code}); see the server log") from None
+        if failure is not None:
+            await self.process.exit_code()
+            raise WorkerStartError(failure.message)
+        self.state = WorkerState.READY
+
+    async def exit_code(self) -> Optional[int]:
+        return await self.process.exit_code() if self.process is not None else None
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+
+    async def _next_batch(self) -> Optional[list[Job]]:
+        """The next batch; with batching, one worker at a time gathers (as MMS's aggregator does).
+
+        Workers gathering at once split the waiting requests between them and each then waits
+        out ``max_batch_delay`` for a batch that never fills; one at a time, batches fill.
+        """
+        m = self.model
+        if m.batch_size <= 1:
+            return await next_batch(m.queue, m.batch_size, 0.0, self.stop_event)
+        if not await _acquire_unless(m.gathering, self.stop_event):
+            return None
+        try:
+            return await next_batch(m.queue, m.batch_size, m.max_batch_delay / 1000.0, self.stop_event)
+        finally:
+            m.gathering.release()
+
+    async def serve(self, metrics: Any) -> str:
+        """Feed batches until stopped ("stopped"), dead ("died") or too slow ("timeout")."""
+        m = self.model
+        loop = asyncio.get_running_loop()
+        assert self.process is not None
+        while True:
+            jobs = await self._next_batch()
+            if jobs is None:
+                return "stopped"
+            self.state = WorkerState.BUSY
+            started = loop.time()
+            for job in jobs:
+                job.started = started
+                metrics.observe_queue(m.name, started - job.enqueued)
+            try:
+                result = await asyncio.wait_for(self.process.run_batch([j.item for j in jobs]), m.response_timeout)
+            except asyncio.TimeoutError:
+                log.warning("%s W-%s: no answer in %s s; killing pid %s", m.name, self.id, m.response_timeout, self.pid)
+                self.kill()
+                _answer_all(jobs, ResponseItem.error(504, "RequestTimeoutException",
+                                                 "Backend worker did not respond in given time"))
+                return "timeout"
+            except WorkerExited:
+                _answer_all(jobs, ResponseItem.error(503, "ServiceUnavailableException", "Worker died."))
+                return "died"
+            except BatchFailed as exc:
+                _answer_all(jobs, ResponseItem.error(503, "ServiceUnavailableException", f"Prediction failed: {exc}"))
+            else:
+                for job, response in zip(jobs, result.responses):
+                    job.answer(response)
+            finally:
+                for _ in jobs:
+                    m.queue.task_done()
+            self.batches += 1
+            metrics.observe_inference(m.name, loop.time() - started, len(jobs))
+            self.state = WorkerState.READY
+
+    async def close(self, grace: float = 5.0) -> None:
+        """Ask the process to exit, then kill it if it lingers."""
+        self.state = WorkerState.STOPPING
+        if self.process is not None:
+            await self.process.close(grace)
+        self.state = WorkerState.STOPPED
+
+
+def _answer_all(jobs: list[Job], response: ResponseItem) -> None:
+    for job in jobs:
+        job.answer(response)
+
+
+async def _acquire_unless(lock: asyncio.Lock, stop: asyncio.Event) -> bool:
+    """Take *lock*, or give up (False) once *stop* is set."""
+    acquired, _ = await until_stopped(lock.acquire(), stop)
+    if acquired and stop.is_set():
+        lock.release()
+        return False
+    return acquired
+
+
+@dataclass
+class Model:
+    """A registered model: what its workers load, batching settings, queue and workers."""
+
+    name: str
+    url: str
+    #: What each worker loads (its GPU is chosen per worker); ``spec.batch_size`` is the batch size.
+    spec: ServiceSpec
+    version: str = "1.0"
+    runtime: str = "python"
+    engine: Optional[str] = None
+    max_batch_delay: int = 100
+    response_timeout: int = 120
+    min_workers: int = 0
+    max_workers: int = 0
+    queue_size: int = 1000
+    queue: "asyncio.Queue[Job]" = field(init=False)
+    workers: list[Worker] = field(default_factory=list)
+    removed: bool = False
+    failures: int = 0
+    last_error: Optional[str] = None
+    next_worker: int = 0
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Held by the worker gathering a batch (batch_size > 1), so batches fill one at a time.
+    gathering: asyncio.Lock = field(default_factory=asyncio.Lock)
+    restarting: int = 0
+    idle_since: float = field(default_factory=time.monotonic)
+    requests: int = 0
+
+    def __post_init__(self) -> None:
+        self.queue = asyncio.Queue(self.queue_size)
+
+    @classmethod
+    def from_archive(cls, name: str, url: str, archive: ModelArchive, *, handler: Optional[str] = None,
+                     batch_size: int = 1, runtime: Optional[str] = None, **settings: Any) -> "Model":
+        """A model registered from an opened archive.
+
+        A register ``handler`` replaces the manifest's one and is looked up inside the archive
+        only: unlike ``predict --handler``, a request can never make the server import a file
+        from elsewhere on its disk.
+        """
+        spec = archive.service_spec(name=name, batch_size=batch_size)
+        if handler:
+            spec = replace(spec, handler=handler, legacy=False)
+        manifest = archive.manifest
+        return cls(name=name, url=url, spec=spec, version=manifest.model_version or "1.0",
+                   runtime=runtime or manifest.runtime or "python", engine=manifest.engine_name or None,
+                   **settings)
+
+    @property
+    def batch_size(self) -> int:
+        return self.spec.batch_size
+
+    def live_workers(self) -> list[Worker]:
+        return [w for w in self.workers if w.alive and not w.stop_event.is_set()]
+
+    def ready_workers(self) -> list[Worker]:
+        return [w for w in self.live_workers() if w.state in (WorkerState.READY, WorkerState.BUSY)]
+
+    def notify(self) -> None:
+        self.changed.set()
+        self.changed = asyncio.Event()
