@@ -268,6 +268,10 @@ def scale(
 ) -> None:
     """Set a model's worker count on any server, like `kubectl scale` (PUT /models/MODEL)."""
     check_output(output, ("text", "json", "yaml"))
+    if max_workers is not None and max_workers < min_workers:
+        from mmsctl.errors import UsageError
+
+        raise UsageError(f"--max-workers ({max_workers}) is below --min-workers ({min_workers})")
     ui = get_ui()
     with _management(context, min(timeout, 30.0)) as client:
         if wait and not ui.quiet and ui.err.is_terminal:
