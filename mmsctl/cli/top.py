@@ -50,10 +50,11 @@ def top(
         raise UsageError(f"--interval must be at least 0.1 seconds, not {interval:g}")
     if timeout <= 0:
         raise UsageError("--timeout must be greater than 0")
-    from mmsctl.tui.source import HttpSource, endpoints_for
+    from mmsctl.client.contexts import resolve_context
+    from mmsctl.tui.source import HttpSource
 
-    endpoints = endpoints_for(global_context(context))
-    source = HttpSource(endpoints, timeout=timeout, describe_every=max(5.0, 5 * interval))
+    source = HttpSource(resolve_context(global_context(context)), timeout=timeout,
+                        describe_every=max(5.0, 5 * interval))
     if once:
         from mmsctl.tui.once import rows_for_table, snapshot_once
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 from mmsctl.tui.model import (
     HostStats,
@@ -29,6 +29,9 @@ from mmsctl.tui.model import (
     rate,
 )
 
+if TYPE_CHECKING:  # pragma: no cover
+    from mmsctl.client.metrics import Scrape
+
 __all__ = [
     "MetricIndex",
     "ModelLoad",
@@ -36,7 +39,6 @@ __all__ = [
     "host_from_metrics",
     "load_from_metrics",
     "merge_row",
-    "parse_metrics",
     "row_from_describe",
 ]
 
@@ -72,21 +74,26 @@ class MetricIndex:
                 return name
         return None
 
+    @classmethod
+    def from_scrape(cls, scrape: "Scrape", t: float) -> "MetricIndex":
+        """Index one scrape (the client's parse of the Prometheus text) taken at *t*."""
+        index = cls(t)
+        for family, kind in scrape.families.items():
+            index.families.add(family)
+            if kind == "counter":
+                index.families.add(family + "_total")
+            elif kind == "histogram":
+                index.families.add(family + "_bucket")
+        for sample in scrape.samples:
+            index.samples.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
+        return index
 
-def parse_metrics(text: str, t: float) -> MetricIndex:
-    """Parse Prometheus text exposition (via prometheus_client's parser) into an index."""
-    from prometheus_client.parser import text_string_to_metric_families
+    @classmethod
+    def parse(cls, text: str, t: float) -> "MetricIndex":
+        """Index Prometheus text taken at *t* (raises the client's ApiError for text that is not)."""
+        from mmsctl.client.metrics import parse_scrape
 
-    index = MetricIndex(t)
-    for family in text_string_to_metric_families(text):
-        index.families.add(family.name)
-        if family.type == "counter":
-            index.families.add(family.name + "_total")
-        elif family.type == "histogram":
-            index.families.add(family.name + "_bucket")
-        for sample in family.samples:
-            index.samples.setdefault(sample.name, []).append((dict(sample.labels), float(sample.value)))
-    return index
+        return cls.from_scrape(parse_scrape(text), t)
 
 
 def detect_kind(index: Optional[MetricIndex], describe_is_list: Optional[bool] = None) -> ServerKind:
