@@ -44,7 +44,6 @@ __all__ = [
     "WorkersNotReady",
     "error_from_response",
     "error_from_transport",
-    "parse_error_body",
     "server_label",
 ]
 

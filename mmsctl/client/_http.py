@@ -13,13 +13,13 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, TypeVar, Union
 
-from mmsctl.client._base import IDEMPOTENT, USER_AGENT, BaseApi, Call, Operation, Pause
+from mmsctl.client._base import BaseApi, Call, Operation, Pause
 from mmsctl.errors import MmsError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     import httpx
 
-__all__ = ["IDEMPOTENT", "USER_AGENT", "AsyncHttpApi", "HttpApi"]
+__all__ = ["AsyncHttpApi", "HttpApi"]
 
 T = TypeVar("T")
 

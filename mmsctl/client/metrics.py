@@ -11,7 +11,7 @@ The metrics port takes the management key (TorchServe's ``key_file.json`` has no
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Optional
+from typing import TYPE_CHECKING, Optional
 
 from mmsctl.client._base import Call, Operation
 from mmsctl.client._http import AsyncHttpApi, HttpApi
@@ -30,7 +30,6 @@ __all__ = [
     "Scrape",
     "parse_metrics",
     "parse_scrape",
-    "sum_samples",
 ]
 
 
@@ -93,12 +92,6 @@ def parse_metrics(text: str) -> list[Sample]:
         ApiError: the text is not Prometheus format.
     """
     return parse_scrape(text).samples
-
-
-def sum_samples(samples: Iterable[Sample], name: str, **labels: str) -> Optional[float]:
-    """The sum of every sample called *name* whose labels include *labels*; None if none match."""
-    values = [s.value for s in samples if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())]
-    return sum(values) if values else None
 
 
 class _MetricsOps:

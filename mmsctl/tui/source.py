@@ -154,10 +154,6 @@ class HttpSource:
             self._psutil = psutil
             psutil.cpu_percent(interval=None)  # prime: the first call has nothing to compare with
 
-    @property
-    def describe_every(self) -> float:
-        return self._schedule.every
-
     def set_focus(self, key: Optional[str]) -> None:
         """The model the user is looking at: described on every poll."""
         self._schedule.focus = key
