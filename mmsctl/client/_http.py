@@ -9,7 +9,6 @@ in :class:`~mmsctl.client._base.BaseApi`.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, TypeVar, Union
 
@@ -111,7 +110,8 @@ class HttpApi(BaseApi):
 class AsyncHttpApi(BaseApi):
     """The async face: one ``httpx.AsyncClient`` per API, for asyncio programs (``mmsctl top``).
 
-    *sleep* is the clock for backoffs and polls (``asyncio.sleep``).
+    *sleep* is the clock for backoffs and polls (default ``asyncio.sleep``; asyncio is imported
+    only here, so the sync commands do not pay for it).
     """
 
     def __init__(
@@ -123,11 +123,15 @@ class AsyncHttpApi(BaseApi):
         backoff: float = 0.2,
         transport: Optional["httpx.AsyncBaseTransport"] = None,
         verify: Any = True,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        sleep: Optional[Callable[[float], Awaitable[None]]] = None,
     ) -> None:
         import httpx
 
         super().__init__(base_url, token, timeout, retries, backoff, transport, verify)
+        if sleep is None:
+            import asyncio
+
+            sleep = asyncio.sleep
         self.sleep = sleep
         try:
             self.client = httpx.AsyncClient(**self._client_options())
