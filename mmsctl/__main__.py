@@ -2,4 +2,5 @@
 
 from mmsctl.cli.main import run
 
-run()
+if __name__ == "__main__":  # not when a spawned bench load process imports this module again
+    run()

@@ -41,6 +41,19 @@ class Level:
     latency_ms: dict[str, float] = field(default_factory=dict)
     #: Server-side figures where the server publishes metrics (queue and inference ms, ...).
     server: dict[str, float] = field(default_factory=dict)
+    #: False for a level cut short by Ctrl-C: its figures cover the time it ran.
+    complete: bool = True
+
+    @property
+    def value(self) -> float:
+        """The level's x value: its concurrency (closed loop) or rate (open loop)."""
+        return float(self.concurrency if self.concurrency is not None else self.rate or 0.0)
+
+    @property
+    def label(self) -> str:
+        if self.concurrency is not None:
+            return str(self.concurrency)
+        return f"{self.rate:g}/s"
 
     @property
     def goodput(self) -> float:

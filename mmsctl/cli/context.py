@@ -1,6 +1,8 @@
 """`mmsctl context …`: named servers, like `kubectl config` contexts.
 
     mmsctl context add prod --inference http://10.0.0.5:8080 --management http://10.0.0.5:8081
+    mmsctl context add lab --members http://10.0.0.5:8081,http://10.0.0.6:8081    # a fleet: fan-out
+    mmsctl context add prod --fleet prod --region us-east-1                          # an mmsctl fleet on AWS
     mmsctl context use prod
     mmsctl context list
     mmsctl context current
@@ -9,7 +11,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 import typer
 
@@ -61,29 +63,71 @@ _COLUMNS = (
 @context_app.command("add")
 def add(
     name: str = typer.Argument(..., help="Context name.", metavar="NAME"),
-    inference: str = typer.Option(..., "--inference", help="Inference API URL, e.g. http://host:8080.", metavar="URL"),
-    management: str = typer.Option(..., "--management", help="Management API URL, e.g. http://host:8081.", metavar="URL"),
+    inference: Optional[str] = typer.Option(
+        None, "--inference", help="Inference API URL, e.g. http://host:8080 (a fleet: its balancer).", metavar="URL"),
+    management: Optional[str] = typer.Option(
+        None, "--management", help="Management API URL, e.g. http://host:8081.", metavar="URL"),
     metrics: Optional[str] = typer.Option(None, "--metrics", help="Prometheus metrics URL, e.g. http://host:8082.", metavar="URL"),
     token_file: Optional[str] = typer.Option(
         None, "--token-file", help="Bearer token file (plain token or TorchServe key_file.json).", metavar="FILE"
     ),
+    members: List[str] = typer.Option(
+        [], "--members", help="A fleet of servers: management URLs (port 8081 default; inference assumed on 8080 "
+        "of the same host) or INFERENCE=MANAGEMENT pairs, comma-separated or repeated.", metavar="URL,URL…"),
+    fleet: Optional[str] = typer.Option(
+        None, "--fleet", help="An mmsctl fleet on AWS (`mmsctl fleet create`): members are its instances, "
+        "predict goes through its load balancer.", metavar="FLEET"),
+    region: Optional[str] = typer.Option(None, "--region", help="AWS region of --fleet.", metavar="REGION"),
     use: bool = typer.Option(False, "--use", help="Also make it the current context."),
 ) -> None:
-    """Add a context, or replace one with the same name."""
+    """Add a context, or replace one with the same name.
+
+    A fleet context (--members or --fleet) makes `models`, `scale` and `ping` run on every member.
+    """
     from pathlib import Path
 
     from mmsctl.client.contexts import Context, ContextStore
-    from mmsctl.errors import InputNotFoundError
+    from mmsctl.errors import InputNotFoundError, UsageError
 
     if token_file and not Path(token_file).expanduser().is_file():
         raise InputNotFoundError(f"token file {token_file} not found")
+    if members and fleet:
+        raise UsageError("pass --members or --fleet, not both")
+    if region and not fleet:
+        raise UsageError("--region goes with --fleet")
+    member_specs: tuple[str, ...] = ()
+    if members:
+        from mmsctl.client.fanout import parse_members
+
+        parsed = parse_members(members)
+        member_specs = tuple(m for spec in members for m in (x.strip() for x in spec.split(",")) if m)
+        inference = inference or parsed[0].inference_url
+    elif fleet:
+        inference, region = _fleet_endpoint(fleet, region, inference)
+    elif not inference or not management:
+        raise UsageError("pass --inference and --management (or --members / --fleet for a fleet)",
+                         hint="see `mmsctl context add --help`")
     store = ContextStore()
     existed = name in store.names()
-    store.add(Context(name, inference, management, metrics, token_file))
+    store.add(Context(name, str(inference), management or "", metrics, token_file,
+                      members=member_specs, fleet=fleet, region=region))
     if use:
         store.use(name)
     ui = get_ui()
-    ui.message(f"context {name!r} {'replaced' if existed else 'added'}" + (" and in use" if use else ""))
+    what = f" ({len(member_specs)} members)" if member_specs else (f" (fleet {fleet}, {inference})" if fleet else "")
+    ui.message(f"context {name!r} {'replaced' if existed else 'added'}{what}" + (" and in use" if use else ""))
+
+
+def _fleet_endpoint(fleet: str, region: Optional[str], inference: Optional[str]) -> tuple[str, str]:
+    """The fleet's balancer URL (unless --inference names another, e.g. a DNS alias) and its region."""
+    from mmsctl.cloud._session import open_session
+    from mmsctl.cloud.fleet.names import check_name
+    from mmsctl.cloud.fleet.query import endpoint
+
+    check_name(fleet)
+    aws = open_session(region=region)
+    url = endpoint(aws, fleet)
+    return inference or url, aws.region
 
 
 @context_app.command("use")
@@ -113,6 +157,11 @@ def list_contexts(output: str = OutputOpt) -> None:
         rows.append(row)
     if render_data([{k: v for k, v in r.items() if k != "current"} | {"current": bool(r["current"])} for r in rows], output):
         return
+    for row in rows:  # a fleet's management API is on each member
+        if row["fleet"]:
+            row["management_url"] = f"fleet {row['fleet']} ({row['region']})"
+        elif row["members"]:
+            row["management_url"] = f"{len(row['members'])} members"
     render_table(rows, _COLUMNS, wide=output == "wide")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
@@ -9,7 +10,7 @@ import typer
 from mmsctl.cli.options import OutputOpt, check_output
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
 
-__all__ = ["register"]
+__all__ = ["ProfileOpt", "RegionOpt", "aws_session", "register", "render_calls"]
 
 ec2_app = typer.Typer(
     help="Launch MXNet model servers on EC2 with an accelerator; list, describe, terminate, clean up, cost.",
@@ -44,13 +45,13 @@ INSTANCE_COLUMNS = (
 )
 
 
-def _session(region: Optional[str], profile: Optional[str], dry_run: bool = False) -> Any:
+def aws_session(region: Optional[str], profile: Optional[str], dry_run: bool = False) -> Any:
     from mmsctl.cloud._session import open_session
 
     return open_session(region=region, profile=profile, dry_run=dry_run)
 
 
-def _render_calls(aws: Any, output: str, extra: Optional[dict[str, Any]] = None) -> None:
+def render_calls(aws: Any, output: str, extra: Optional[dict[str, Any]] = None) -> None:
     calls = [c.to_dict() for c in aws.calls]
     if render_data({**(extra or {}), "dry_run": True, "region": aws.region, "calls": calls}, output):
         return
@@ -106,12 +107,12 @@ def launch_cmd(
                             subnet=subnet, key_name=key_name, ami=ami, count=count, server=kind,
                             allow_cidrs=list(allow), name=name, pip_spec=pip_spec)
     ui = get_ui()
-    aws = _session(region, profile, dry_run)
+    aws = aws_session(region, profile, dry_run)
     result = ec2.launch(aws, req)
     for warning in result.warnings:
         ui.warn(warning)
     if dry_run:
-        _render_calls(aws, output, {"launch": result.to_dict()})
+        render_calls(aws, output, {"launch": result.to_dict()})
         return
     for line in result.created:
         ui.message(f"created {line}")
@@ -157,7 +158,7 @@ def list_cmd(
     check_output(output)
     from mmsctl.cloud.ec2 import list_instances
 
-    rows = list_instances(_session(region, profile), include_terminated=all_)
+    rows = list_instances(aws_session(region, profile), include_terminated=all_)
     if not render_data(rows, output):
         render_table(rows, INSTANCE_COLUMNS, wide=output == "wide")
 
@@ -173,7 +174,7 @@ def describe_cmd(
     check_output(output)
     from mmsctl.cloud.ec2 import describe_instance
 
-    info = describe_instance(_session(region, profile), instance_id)
+    info = describe_instance(aws_session(region, profile), instance_id)
     if not render_data(info, output):
         rows = [{"field": k, "value": v if not isinstance(v, dict) else ", ".join(f"{a}={b}" for a, b in v.items())}
                 for k, v in info.items()]
@@ -200,10 +201,10 @@ def terminate_cmd(
                          hint="`mmsctl ec2 list` shows mmsctl's instances")
     if instance_ids and all_:
         raise UsageError("pass INSTANCE_IDs or --all, not both")
-    aws = _session(region, profile, dry_run)
+    aws = aws_session(region, profile, dry_run)
     rows = terminate(aws, list(instance_ids or []), all_instances=all_, wait=wait)
     if dry_run:
-        _render_calls(aws, output)
+        render_calls(aws, output)
         return
     if not render_data(rows, output):
         if not rows:
@@ -222,7 +223,7 @@ def ssh_config_cmd(
     """Print ~/.ssh/config entries for mmsctl instances (management port 8081 forwarded to localhost)."""
     from mmsctl.cloud.ec2 import ssh_config
 
-    text = ssh_config(_session(region, profile), list(instance_ids or []), identity_dir=identity_dir)
+    text = ssh_config(aws_session(region, profile), list(instance_ids or []), identity_dir=identity_dir)
     if not text:
         get_ui().message("no running mmsctl instance with an address")
         return
@@ -242,10 +243,10 @@ def cleanup_cmd(
     check_output(output)
     from mmsctl.cloud.ec2 import cleanup
 
-    aws = _session(region, profile, dry_run)
+    aws = aws_session(region, profile, dry_run)
     result = cleanup(aws)
     if dry_run:
-        _render_calls(aws, output)
+        render_calls(aws, output)
         return
     if render_data({"region": aws.region, "deleted": result.deleted, "kept": result.kept}, output):
         return
@@ -285,6 +286,11 @@ def cost_cmd(
                                       metavar="SIZE"),
     throughput: Optional[float] = typer.Option(None, "--throughput", help="Measured requests per second.",
                                                metavar="RPS"),
+    from_bench: Optional[Path] = typer.Option(None, "--from-bench", metavar="FILE",
+                                              help="Take the throughput from a saved `mmsctl bench --save` run "
+                                              "(its peak OK/s)."),
+    bench_target: Optional[str] = typer.Option(None, "--bench-target", metavar="NAME",
+                                               help="With --from-bench: the server of a --compare run to use."),
     price: Optional[float] = typer.Option(None, "--price", help="Total hourly price in USD (skips the table).",
                                           metavar="USD"),
     table_name: Optional[str] = typer.Option(None, "--table", help="Print a published table (resnet152).",
@@ -297,11 +303,23 @@ def cost_cmd(
     """Cost per 100,000 requests from an hourly price and a throughput.
 
     Example: mmsctl ec2 cost --instance-type m5.large --eia medium --throughput 19.08
+    (or --from-bench run.json: the peak OK/s of a saved `mmsctl bench` run)
     """
     check_output(output)
     from mmsctl.cloud import cost
     from mmsctl.cloud.accelerators import parse_eia
     from mmsctl.errors import UsageError
+
+    if from_bench is not None:
+        if throughput is not None:
+            raise UsageError("pass --throughput or --from-bench, not both")
+        from mmsctl.bench.results import load_run
+
+        throughput = load_run(from_bench).peak_goodput(bench_target)
+        if throughput <= 0:
+            raise UsageError(f"{from_bench}: no request succeeded in that run, so there is no throughput to price")
+    elif bench_target is not None:
+        raise UsageError("--bench-target goes with --from-bench")
 
     title: Optional[str] = None
     if table_name:
@@ -312,7 +330,7 @@ def cost_cmd(
         accel = parse_eia(eia) if eia else None
         instance_price = None
         if live and price is None:
-            aws = _session(region or "us-east-1", profile)
+            aws = aws_session(region or "us-east-1", profile)
             instance_price = cost.live_price(aws, instance_type, aws.region)
             region = aws.region
         rows = [cost.estimate(instance_type, throughput, accelerator=accel, price=price,

@@ -6,6 +6,9 @@
     mmsctl models unregister sq
     mmsctl scale sq --min-workers 4 --wait
     mmsctl ping [--all]
+
+On a fleet context (`context add --members …` or `--fleet NAME`) each of these runs on
+every member at once and prints one row per member (cli/fanout.py).
 """
 
 from __future__ import annotations
@@ -67,6 +70,12 @@ def _context(explicit: Optional[str]) -> "Context":
     return resolve_context(context_name(explicit))
 
 
+def _fleet(explicit: Optional[str]) -> Optional["Context"]:
+    """The context when it is a fleet (the command then fans out), else None."""
+    ctx = _context(explicit)
+    return ctx if ctx.is_fleet else None
+
+
 def _management(explicit: Optional[str], timeout: float) -> "ManagementClient":
     from mmsctl.client.management import ManagementClient
 
@@ -100,6 +109,11 @@ def list_models(
 ) -> None:
     """List the models registered on the server (every page). `-o wide` adds workers and batch size."""
     check_output(output)
+    fleet = _fleet(context)
+    if fleet is not None:
+        from mmsctl.cli import fanout
+
+        return fanout.list_models(fleet, output=output, limit=page_size, timeout=timeout)
     with _management(context, timeout) as client:
         rows: list[dict[str, Any]] = [m.to_dict() for m in client.list_models(limit=page_size)]
         if output == "wide":
@@ -159,6 +173,11 @@ def describe(
 ) -> None:
     """Show a model's settings and its workers (status, start time, memory)."""
     check_output(output)
+    fleet = _fleet(context)
+    if fleet is not None:
+        from mmsctl.cli import fanout
+
+        return fanout.describe(fleet, model, version, output=output, timeout=timeout)
     with _management(context, timeout) as client:
         details = client.describe_all(model, version)
     if version == "all":
@@ -216,6 +235,14 @@ def register_model(
 ) -> None:
     """Register a model archive on the server (POST /models)."""
     check_output(output, ("text", "json", "yaml"))
+    fleet = _fleet(context)
+    if fleet is not None:
+        from mmsctl.cli import fanout
+
+        return fanout.register(fleet, location, output=output, timeout=timeout, options=dict(
+            model_name=name, handler=handler, runtime=runtime, batch_size=batch_size,
+            max_batch_delay=max_batch_delay, initial_workers=initial_workers,
+            response_timeout=response_timeout, synchronous=synchronous))
     with _management(context, timeout) as client:
         result = client.register(
             location, model_name=name, handler=handler, runtime=runtime, batch_size=batch_size,
@@ -237,11 +264,21 @@ def unregister_model(
     version: Optional[str] = VersionOpt,
     context: Optional[str] = ContextOpt,
     timeout: float = typer.Option(60.0, "--timeout", help="Seconds to wait for the server.", metavar="S"),
+    output: str = typer.Option("text", "--output", "-o", help="Output: text, json or yaml.", metavar="FORMAT"),
 ) -> None:
     """Unregister a model (DELETE /models/MODEL), stopping its workers."""
+    check_output(output, ("text", "json", "yaml"))
+    fleet = _fleet(context)
+    if fleet is not None:
+        from mmsctl.cli import fanout
+
+        return fanout.unregister(fleet, model, version, output=output, timeout=timeout)
     with _management(context, timeout) as client:
         result = client.unregister(model, version)
         server = client.server
+    if render_data({"status": result.status, "message": result.message, "modelName": model, "version": version},
+                   output):
+        return
     state = "unregistering" if result.in_progress else "unregistered"
     _answer(f"{model}{'/' + version if version else ''} {state} on {server}")
 
@@ -272,6 +309,12 @@ def scale(
         from mmsctl.errors import UsageError
 
         raise UsageError(f"--max-workers ({max_workers}) is below --min-workers ({min_workers})")
+    fleet = _fleet(context)
+    if fleet is not None:
+        from mmsctl.cli import fanout
+
+        return fanout.scale(fleet, model, min_workers, max_workers, version=version, wait=wait,
+                            timeout=timeout, output=output)
     ui = get_ui()
     with _management(context, min(timeout, 30.0)) as client:
         if wait and not ui.quiet and ui.err.is_terminal:
@@ -316,9 +359,15 @@ def ping(
     """Check server health (GET /ping) and tell MMS, TorchServe and mmsctl apart.
 
     Exits 0 when every server is healthy, else with the first failure's code
-    (5 unreachable, 6 authentication, 7 timeout, 8 unhealthy).
+    (5 unreachable, 6 authentication, 7 timeout, 8 unhealthy). On a fleet context:
+    every member (and the balancer), exit 4 when some of them fail.
     """
     check_output(output)
+    fleet = None if all_contexts else _fleet(context)
+    if fleet is not None:
+        from mmsctl.cli import fanout
+
+        return fanout.ping(fleet, output=output, timeout=timeout)
     from concurrent.futures import ThreadPoolExecutor
 
     from mmsctl.client.contexts import ContextStore, local_context

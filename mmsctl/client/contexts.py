@@ -18,6 +18,12 @@ override single fields of it. The file looks like::
     management = "http://10.0.0.5:8081"
     metrics = "http://10.0.0.5:8082"
     token_file = "/home/me/ts/key_file.json"
+
+A fleet context also names its members (``mmsctl.client.fanout``): a static list
+(``members = ["http://10.0.0.5:8081", …]``), or an mmsctl fleet on AWS
+(``fleet = "NAME"``, ``region = "…"``) whose members are looked up when a command
+runs. ``inference`` is then where ``predict`` goes (the fleet's load balancer)
+and ``management`` may be left out.
 """
 
 from __future__ import annotations
@@ -84,9 +90,19 @@ class Context:
     metrics_url: Optional[str] = None
     token_file: Optional[str] = None
     source: str = "file"
+    members: tuple[str, ...] = ()  # fleet member specs (mmsctl.client.fanout.parse_members)
+    fleet: Optional[str] = None  # an mmsctl fleet on AWS whose members are found when a command runs
+    region: Optional[str] = None  # the fleet's AWS region
+
+    @property
+    def is_fleet(self) -> bool:
+        """Management commands fan out to every member."""
+        return bool(self.members or self.fleet)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data["members"] = list(self.members)
+        return data
 
 
 def contexts_file() -> Path:
@@ -145,14 +161,21 @@ class ContextStore:
         if not isinstance(entry, dict):
             known = ", ".join([LOCAL, *self.names()])
             raise ContextNotFound(f"context {name!r} not found (known: {known})")
+        members = entry.get("members") or []
+        if not isinstance(members, list) or not all(isinstance(m, str) for m in members):
+            raise ConfigError(f"{self.path}: context {name!r}: 'members' must be a list of URLs")
+        fleet = str(entry["fleet"]) if entry.get("fleet") else None
         try:
             return Context(
                 name=name,
                 inference_url=str(entry["inference"]),
-                management_url=str(entry["management"]),
+                management_url=str(entry["management"] if "management" in entry or not (members or fleet) else ""),
                 metrics_url=str(entry["metrics"]) if entry.get("metrics") else None,
                 token_file=str(entry["token_file"]) if entry.get("token_file") else None,
                 source="file",
+                members=tuple(members),
+                fleet=fleet,
+                region=str(entry["region"]) if entry.get("region") else None,
             )
         except KeyError as exc:
             raise ConfigError(f"{self.path}: context {name!r} has no {exc.args[0]!r} URL") from None
@@ -168,10 +191,15 @@ class ContextStore:
         contexts = self._data.setdefault("contexts", {})
         if context.name in contexts and not overwrite:
             raise UsageError(f"context {context.name!r} already exists")
-        entry: dict[str, str] = {
-            "inference": validate_url(context.inference_url, "inference"),
-            "management": validate_url(context.management_url, "management"),
-        }
+        entry: dict[str, Any] = {"inference": validate_url(context.inference_url, "inference")}
+        if context.management_url or not context.is_fleet:
+            entry["management"] = validate_url(context.management_url, "management")
+        if context.members:
+            entry["members"] = list(context.members)
+        if context.fleet:
+            entry["fleet"] = context.fleet
+        if context.region:
+            entry["region"] = context.region
         if context.metrics_url:
             entry["metrics"] = validate_url(context.metrics_url, "metrics")
         if context.token_file:

@@ -2,6 +2,10 @@
 
     cost per 100k = hourly price / (requests per second * 3600) * 100,000
 
+A fleet of N instances behind a load balancer (:func:`fleet_estimate`) costs
+N × the instance price + the balancer's fixed hourly price, and serves N × one
+instance's throughput.
+
 Prices come from the bundled ``prices.json`` (us-east-1, on-demand, Linux), or
 live from the AWS Pricing API (:func:`live_price`), which needs credentials.
 """
@@ -17,10 +21,14 @@ from typing import Any, Optional
 from mmsctl.errors import CloudError, UsageError
 
 __all__ = [
+    "HOURS_PER_MONTH",
     "CostRow",
+    "FleetCostRow",
+    "balancer_price",
     "bundled_prices",
     "cost_per_100k",
     "estimate",
+    "fleet_estimate",
     "live_price",
     "parse_price_list",
     "table",
@@ -28,6 +36,8 @@ __all__ = [
 
 _PRICES = Path(__file__).with_name("prices.json")
 REQUESTS = 100_000
+HOURS_PER_MONTH = 730  # AWS's pricing pages use 730 hours a month
+MAX_FLEET_SIZE = 1000
 
 
 @lru_cache(maxsize=1)
@@ -110,6 +120,73 @@ def table(name: str) -> tuple[str, list[CostRow]]:
     rows = [estimate(r["instance_type"], float(r["throughput"]), accelerator=r.get("accelerator"))
             for r in spec["rows"]]
     return str(spec["title"]), rows
+
+
+def balancer_price() -> float:
+    """An Application Load Balancer's fixed hourly price (bundled, us-east-1; LCU charges are extra)."""
+    return float(bundled_prices()["load_balancers"]["application"])
+
+
+@dataclass(frozen=True)
+class FleetCostRow:
+    """A fleet of *instances* instances behind one load balancer, fully loaded."""
+
+    instances: int
+    per_instance: CostRow
+    balancer_hourly: float
+
+    @property
+    def hourly_price(self) -> float:
+        return self.instances * self.per_instance.hourly_price + self.balancer_hourly
+
+    @property
+    def throughput(self) -> float:
+        return self.instances * self.per_instance.throughput
+
+    @property
+    def cost_per_100k(self) -> float:
+        return cost_per_100k(self.hourly_price, self.throughput)
+
+    @property
+    def monthly_price(self) -> float:
+        return self.hourly_price * HOURS_PER_MONTH
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "instances": self.instances,
+            "instance_type": self.per_instance.instance_type,
+            "accelerator": self.per_instance.accelerator,
+            "instance_hourly_price": round(self.per_instance.hourly_price, 6),
+            "balancer_hourly_price": round(self.balancer_hourly, 6),
+            "hourly_price": round(self.hourly_price, 6),
+            "monthly_price": round(self.monthly_price, 2),
+            "throughput_per_instance": round(self.per_instance.throughput, 3),
+            "throughput": round(self.throughput, 3),
+            "cost_per_100k": round(self.cost_per_100k, 4),
+            "price_source": self.per_instance.price_source,
+        }
+
+
+def fleet_estimate(instance_type: str, throughput_per_instance: float, counts: list[int], *,
+                   accelerator: Optional[str] = None, price: Optional[float] = None,
+                   instance_price: Optional[float] = None, region: Optional[str] = None,
+                   balancer_hourly: Optional[float] = None) -> list[FleetCostRow]:
+    """One row per fleet size in *counts* (sorted, without repeats); prices as :func:`estimate`.
+
+    Throughput scales with the instance count: the balancer spreads requests evenly
+    and a model server's throughput does not depend on its neighbours.
+    """
+    if not counts:
+        raise UsageError("a fleet cost needs at least one instance count")
+    for count in counts:
+        if not 1 <= count <= MAX_FLEET_SIZE:
+            raise UsageError(f"instance counts must be 1 to {MAX_FLEET_SIZE}, not {count}")
+    one = estimate(instance_type, throughput_per_instance, accelerator=accelerator, price=price,
+                   instance_price=instance_price, region=region)
+    lb = balancer_price() if balancer_hourly is None else balancer_hourly
+    if lb < 0:
+        raise UsageError("a load balancer price cannot be negative")
+    return [FleetCostRow(n, one, lb) for n in sorted(set(counts))]
 
 
 # --- the AWS Pricing API ---------------------------------------------------------------------------

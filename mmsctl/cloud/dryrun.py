@@ -14,6 +14,7 @@ from typing import Any
 __all__ = ["Call", "is_mutating", "operation_name", "placeholder_response"]
 
 _READ_PREFIXES = ("describe_", "get_", "list_")
+_ELB_ARN = "arn:aws:elasticloadbalancing:<region>:<account>"
 
 
 def is_mutating(operation: str) -> bool:
@@ -59,7 +60,22 @@ def _printable(params: dict[str, Any]) -> dict[str, Any]:
     user_data = out.get("UserData")
     if isinstance(user_data, str):
         out["UserData"] = f"<shell script, {len(user_data.splitlines())} lines; see `mmsctl ec2 user-data`>"
+    template = out.get("LaunchTemplateData")
+    if isinstance(template, dict) and isinstance(template.get("UserData"), str):
+        out["LaunchTemplateData"] = {**template, "UserData": _script_summary(template["UserData"])}
     return out
+
+
+def _script_summary(encoded: str) -> str:
+    """A launch template's base64 boot script, summarised like RunInstances' plain one."""
+    import base64
+    import binascii
+
+    try:
+        lines = len(base64.b64decode(encoded, validate=True).decode("utf-8").splitlines())
+    except (binascii.Error, UnicodeDecodeError):
+        return "<base64 data>"
+    return f"<shell script (base64), {lines} lines; see `mmsctl fleet user-data`>"
 
 
 def _new(kind: str) -> str:
@@ -86,6 +102,23 @@ def placeholder_response(service: str, operation: str, params: dict[str, Any]) -
         return {"Instances": [{"InstanceId": _new(f"instance {i + 1}"), "State": {"Name": "pending"},
                                "InstanceType": params.get("InstanceType"), "ImageId": params.get("ImageId"),
                                "Tags": _instance_tags(params)} for i in range(count)]}
+    if operation == "create_launch_template":
+        name = params.get("LaunchTemplateName", "")
+        return {"LaunchTemplate": {"LaunchTemplateId": _new(f"launch-template {name}"), "LaunchTemplateName": name,
+                                   "LatestVersionNumber": 1}}
+    if operation == "create_target_group":
+        name = params.get("Name", "")
+        return {"TargetGroups": [{"TargetGroupName": name,
+                                  "TargetGroupArn": f"{_ELB_ARN}:targetgroup/{name}/{_new('id')}"}]}
+    if operation == "create_load_balancer":
+        name = params.get("Name", "")
+        return {"LoadBalancers": [{"LoadBalancerName": name, "Scheme": params.get("Scheme"),
+                                   "LoadBalancerArn": f"{_ELB_ARN}:loadbalancer/app/{name}/{_new('id')}",
+                                   "DNSName": _new(f"dns name of {name}")}]}
+    if operation == "create_listener":
+        return {"Listeners": [{"ListenerArn": _new(f"listener {params.get('Protocol', '')}:{params.get('Port', '')}")}]}
+    if operation == "put_scaling_policy":
+        return {"PolicyARN": _new(f"scaling policy {params.get('PolicyName', '')}")}
     if operation == "terminate_instances":
         return {"TerminatingInstances": [{"InstanceId": i, "CurrentState": {"Name": "shutting-down"}}
                                          for i in params.get("InstanceIds", [])]}

@@ -12,14 +12,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Optional
 
-from mmsctl.cloud import tags
+from mmsctl.cloud import asg, iam, tags
 from mmsctl.cloud._session import AwsSession
-from mmsctl.cloud.accelerators import EI_RETIRED_WARNING, AcceleratorChoice, check_ei_region
-from mmsctl.cloud.ami import AmiChoice, resolve_ami
-from mmsctl.cloud.ei import IAM_PATH, ensure_ei_resources, ensure_security_group
+from mmsctl.cloud.accelerators import AcceleratorChoice
+from mmsctl.cloud.ami import AmiChoice
+from mmsctl.cloud.ei import IAM_PATH, ensure_ei_resources
 from mmsctl.cloud.errors import ResourceNotFound
 from mmsctl.cloud.network import Placement, resolve_placement
-from mmsctl.cloud.userdata import ModelSpec, ServerKind, UserDataSpec, render_user_data
+from mmsctl.cloud.security_groups import delete_security_group, ensure_security_group
+from mmsctl.cloud.server_image import INFERENCE_PORT, METADATA_OPTIONS, server_image
+from mmsctl.cloud.userdata import ModelSpec, ServerKind
 from mmsctl.errors import CloudError, UsageError
 
 __all__ = [
@@ -31,12 +33,12 @@ __all__ = [
     "launch",
     "list_instances",
     "ssh_config",
+    "ssh_host_block",
     "terminate",
     "wait_for_server",
 ]
 
 SERVER_SG_NAME = "mmsctl-server"
-INFERENCE_PORT = 8080
 _LIVE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
 
 
@@ -95,13 +97,9 @@ def launch(aws: AwsSession, req: LaunchRequest, *, sleep: Callable[[float], None
     choice = req.accelerator
     if req.count < 1:
         raise UsageError("--count must be at least 1")
-    warnings: list[str] = []
-    if choice.is_ei:
-        check_ei_region(aws.region)
-        warnings.append(EI_RETIRED_WARNING)
-    instance_type = req.instance_type or choice.instance_type
+    image = server_image(aws, choice, models=req.models, server=req.server, ami=req.ami,
+                         instance_type=req.instance_type, pip_spec=req.pip_spec)
     placement = resolve_placement(aws, req.subnet)
-    ami = resolve_ami(aws, req.ami, choice)
     created: list[str] = []
     reused: list[str] = []
     server_sg = ensure_security_group(
@@ -118,11 +116,7 @@ def launch(aws: AwsSession, req: LaunchRequest, *, sleep: Callable[[float], None
         reused += ei.reused
         group_ids.append(ei.security_group_id)
         params["IamInstanceProfile"] = {"Arn": ei.instance_profile_arn}
-        params["ElasticInferenceAccelerators"] = [{"Type": choice.ei_type, "Count": 1}]
-    user_data = render_user_data(UserDataSpec(
-        models=req.models, server=req.server, accelerator=choice.label, pip_spec=req.pip_spec,
-        inference_port=INFERENCE_PORT,
-    ))
+        params["ElasticInferenceAccelerators"] = image.ei_request()
     name = req.name or "mmsctl-" + ("-".join(m.name for m in req.models[:2]) or "server")
     instance_tags = tags.base_tags(tags.INSTANCE, name, {
         tags.ACCELERATOR: choice.label,
@@ -130,9 +124,9 @@ def launch(aws: AwsSession, req: LaunchRequest, *, sleep: Callable[[float], None
         tags.SERVER: req.server,
     })
     params.update(
-        ImageId=ami.image_id, InstanceType=instance_type, MinCount=req.count, MaxCount=req.count,
-        SubnetId=placement.subnet_id, SecurityGroupIds=group_ids, UserData=user_data,
-        MetadataOptions={"HttpTokens": "required", "HttpEndpoint": "enabled"},
+        ImageId=image.ami.image_id, InstanceType=image.instance_type, MinCount=req.count, MaxCount=req.count,
+        SubnetId=placement.subnet_id, SecurityGroupIds=group_ids, UserData=image.user_data,
+        MetadataOptions=dict(METADATA_OPTIONS),
         TagSpecifications=[tags.tag_spec("instance", instance_tags),
                            tags.tag_spec("volume", tags.base_tags("volume", name))],
     )
@@ -140,7 +134,8 @@ def launch(aws: AwsSession, req: LaunchRequest, *, sleep: Callable[[float], None
         params["KeyName"] = req.key_name
     reservation = _run_instances(aws, params, ei=choice.is_ei, sleep=sleep)
     rows = [_row(i) for i in reservation.get("Instances", [])]
-    return LaunchResult(rows, ami, placement, instance_type, choice.label, created, reused, warnings)
+    return LaunchResult(rows, image.ami, placement, image.instance_type, choice.label, created, reused,
+                        image.warnings)
 
 
 def _run_instances(aws: AwsSession, params: dict[str, Any], *, ei: bool,
@@ -206,6 +201,10 @@ def _get_instances(aws: AwsSession, ids: list[str]) -> list[dict[str, Any]]:
 
 def _require_managed(instances: list[dict[str, Any]]) -> None:
     for inst in instances:
+        fleet = tags.as_dict(inst.get("Tags")).get(tags.FLEET)
+        if fleet:
+            raise CloudError(f"{inst['InstanceId']} belongs to fleet {fleet!r}; its Auto Scaling group "
+                             "would replace it", hint=f"use `mmsctl fleet scale {fleet}` or `mmsctl fleet destroy {fleet}`")
         if tags.as_dict(inst.get("Tags")).get(tags.MANAGED) != "true":
             raise CloudError(f"{inst['InstanceId']} was not launched by mmsctl (no {tags.MANAGED} tag); "
                              "refusing to touch it", hint="use the EC2 console or `aws ec2` for it")
@@ -301,13 +300,23 @@ def ssh_config(aws: AwsSession, instance_ids: list[str], *, identity_dir: str = 
         host = r.get("public_dns") or r.get("public_ip") or r.get("private_ip")
         if not host:
             continue
-        lines = [f"Host {r['name'] or 'mmsctl'}-{r['id']}", f"    HostName {host}", "    User ubuntu"]
-        if r.get("key"):
-            lines.append(f"    IdentityFile {identity_dir}/{r['key']}.pem")
-        lines += ["    # the management API listens on the instance's loopback only",
-                  "    LocalForward 8081 127.0.0.1:8081", "    StrictHostKeyChecking accept-new"]
-        blocks.append("\n".join(lines))
+        blocks.append(ssh_host_block(
+            f"{r['name'] or 'mmsctl'}-{r['id']}", host, key=r.get("key"), identity_dir=identity_dir,
+            forwards=[(8081, 8081)], note="the management API listens on the instance's loopback only"))
     return "\n\n".join(blocks) + ("\n" if blocks else "")
+
+
+def ssh_host_block(alias: str, host: str, *, key: Optional[str], identity_dir: str,
+                   forwards: list[tuple[int, int]], note: str = "", user: str = "ubuntu") -> str:
+    """One ``~/.ssh/config`` entry; each forward ``(local, remote)`` maps localhost:local to the host's remote port."""
+    lines = [f"Host {alias}", f"    HostName {host}", f"    User {user}"]
+    if key:
+        lines.append(f"    IdentityFile {identity_dir}/{key}.pem")
+    if note:
+        lines.append(f"    # {note}")
+    lines += [f"    LocalForward {local} 127.0.0.1:{remote}" for local, remote in forwards]
+    lines.append("    StrictHostKeyChecking accept-new")
+    return "\n".join(lines)
 
 
 @dataclass
@@ -320,13 +329,18 @@ def cleanup(aws: AwsSession, *, sleep: Callable[[float], None] = time.sleep,
             timeout: float = 300.0) -> CleanupResult:
     """Delete the endpoints, security groups, role and instance profile mmsctl created; nothing else.
 
-    Refuses while mmsctl instances still live (they use the groups).
+    Refuses while mmsctl instances, or fleets with Elastic Inference, still live (they use the groups).
     """
     live = list_instances(aws)
     if live:
         raise CloudError(f"{len(live)} mmsctl instance(s) still exist in {aws.region}: "
                          f"{', '.join(str(r['id']) for r in live)}",
                          hint="terminate them first: mmsctl ec2 terminate --all --wait")
+    ei_fleets = sorted(tags.as_dict(g.get("Tags")).get(tags.FLEET, "?") for g in asg.groups_tagged(aws, tags.FLEET)
+                       if tags.as_dict(g.get("Tags")).get(tags.ACCELERATOR, "").startswith("eia"))
+    if ei_fleets:
+        raise CloudError(f"fleet(s) {', '.join(ei_fleets)} use the Elastic Inference endpoint and group in {aws.region}",
+                         hint=f"destroy them first: mmsctl fleet destroy {ei_fleets[0]}")
     result = CleanupResult()
     endpoints = aws.call("ec2", "describe_vpc_endpoints", Filters=tags.managed_filter(tags.EI_ENDPOINT))
     endpoint_ids = [e["VpcEndpointId"] for e in endpoints.get("VpcEndpoints", [])
@@ -338,7 +352,7 @@ def cleanup(aws: AwsSession, *, sleep: Callable[[float], None] = time.sleep,
             _wait_endpoints_gone(aws, endpoint_ids, sleep=sleep, timeout=timeout)
     groups = aws.paginate("ec2", "describe_security_groups", "SecurityGroups", Filters=tags.managed_filter())
     for group in groups:
-        _delete_group(aws, group["GroupId"], sleep=sleep, timeout=timeout)
+        delete_security_group(aws, group["GroupId"], sleep=sleep, timeout=timeout)
         result.deleted.append({"kind": "security-group", "id": group["GroupId"]})
     _cleanup_iam(aws, result)
     return result
@@ -358,46 +372,24 @@ def _wait_endpoints_gone(aws: AwsSession, ids: list[str], *, sleep: Callable[[fl
         waited += 5
 
 
-def _delete_group(aws: AwsSession, group_id: str, *, sleep: Callable[[float], None], timeout: float) -> None:
-    # Endpoint and instance network interfaces take a while to go; until then: DependencyViolation.
-    waited = 0.0
-    while True:
-        try:
-            aws.call("ec2", "delete_security_group", GroupId=group_id)
-            return
-        except CloudError as exc:
-            if "DependencyViolation" not in exc.message or waited >= timeout:
-                raise
-            sleep(10)
-            waited += 10
-
-
 def _cleanup_iam(aws: AwsSession, result: CleanupResult) -> None:
     profiles = aws.paginate("iam", "list_instance_profiles", "InstanceProfiles", PathPrefix=IAM_PATH)
     for profile in profiles:
         name = profile["InstanceProfileName"]
-        if not _iam_managed(aws.call("iam", "get_instance_profile", InstanceProfileName=name)["InstanceProfile"]):
+        if _tag(iam.find(aws, "instance-profile", name), tags.MANAGED) != "true":
             result.kept.append({"kind": "instance-profile", "id": name})
             continue
-        for role in profile.get("Roles", []):
-            aws.call("iam", "remove_role_from_instance_profile", InstanceProfileName=name, RoleName=role["RoleName"])
-        aws.call("iam", "delete_instance_profile", InstanceProfileName=name)
+        iam.delete_instance_profile(aws, name, [r["RoleName"] for r in profile.get("Roles", [])])
         result.deleted.append({"kind": "instance-profile", "id": name})
     roles = aws.paginate("iam", "list_roles", "Roles", PathPrefix=IAM_PATH)
     for role in roles:
         name = role["RoleName"]
-        if not _iam_managed(aws.call("iam", "get_role", RoleName=name)["Role"]):
+        if _tag(iam.find(aws, "role", name), tags.MANAGED) != "true":
             result.kept.append({"kind": "iam-role", "id": name})
             continue
-        for policy in aws.paginate("iam", "list_role_policies", "PolicyNames", RoleName=name):
-            aws.call("iam", "delete_role_policy", RoleName=name, PolicyName=policy)
-        for attached in aws.paginate("iam", "list_attached_role_policies", "AttachedPolicies", RoleName=name):
-            aws.call("iam", "detach_role_policy", RoleName=name, PolicyArn=attached["PolicyArn"])
-        aws.call("iam", "delete_role", RoleName=name)
+        iam.delete_role(aws, name)
         result.deleted.append({"kind": "iam-role", "id": name})
 
 
-def _iam_managed(resource: dict[str, Any]) -> bool:
-    # GetRole/GetInstanceProfile return the tags; the List* calls do not.
-    return tags.as_dict(resource.get("Tags")).get(tags.MANAGED) == "true"
-
+def _tag(resource: Optional[dict[str, Any]], key: str) -> Optional[str]:
+    return tags.as_dict((resource or {}).get("Tags")).get(key)

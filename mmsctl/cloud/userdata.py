@@ -107,6 +107,10 @@ class UserDataSpec:
     pip_spec: Optional[str] = None  # what `pip install` gets for --server mmsctl; default mmsctl==<version>
     inference_port: int = 8080
     management_port: int = 8081
+    #: Where the management API listens: loopback for `ec2 launch` (reached through SSH), every
+    #: interface for a fleet (fan-out reaches members' private addresses; the security group
+    #: admits only the fleet's admin group).
+    management_host: str = "127.0.0.1"
 
 
 def render_user_data(spec: UserDataSpec) -> str:
@@ -132,7 +136,7 @@ def render_user_data(spec: UserDataSpec) -> str:
         server_config = "\n".join([
             "cat > /etc/mmsctl/config.properties <<'MMSCTL_EOF'",
             f"inference_address=http://0.0.0.0:{spec.inference_port}",
-            f"management_address=http://127.0.0.1:{spec.management_port}",
+            f"management_address=http://{spec.management_host}:{spec.management_port}",
             "model_store=/var/lib/mmsctl/models",
             "MMSCTL_EOF",
             "",
@@ -143,7 +147,7 @@ def render_user_data(spec: UserDataSpec) -> str:
         exec_line = " ".join([
             "exec /opt/mmsctl/venv/bin/mmsctl serve start --foreground",
             f"--inference-address http://0.0.0.0:{spec.inference_port}",
-            f"--management-address http://127.0.0.1:{spec.management_port}",
+            f"--management-address http://{spec.management_host}:{spec.management_port}",
             *(f"--models {shlex.quote(m.arg)}" for m in spec.models),
         ])
         server_config = ""

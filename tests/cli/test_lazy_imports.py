@@ -52,3 +52,9 @@ def test_version_prints_version() -> None:
     )
     assert proc.returncode == 0
     assert proc.stdout.strip() == f"mmsctl {__version__}"
+
+
+@pytest.mark.parametrize("args", [["fleet", "--help"], ["fleet", "create", "--help"], ["fleet", "cost", "--help"],
+                                  ["context", "add", "--help"]])
+def test_fleet_help_does_not_import_boto3(args: list[str]) -> None:
+    assert _heavy_modules(*args) == []

@@ -88,3 +88,20 @@ def test_tokens_plain_and_torchserve_key_file(tmp_path) -> None:
     assert read_token(None, "inference") is None
     with pytest.raises(ConfigError, match="not found"):
         read_token(str(tmp_path / "missing"), "inference")
+
+
+def test_a_fleet_context_keeps_its_members_and_needs_no_management_url() -> None:
+    store = ContextStore()
+    store.add(Context("lab", "http://lb:80", "", members=("http://a:8081", "http://b:9080=http://b:9081")))
+    store.add(Context("prod", "https://prod.elb.example.com", "", fleet="prod", region="eu-west-1"))
+    lab, prod = ContextStore().get("lab"), ContextStore().get("prod")
+    assert (lab.members, lab.management_url, lab.is_fleet) == (("http://a:8081", "http://b:9080=http://b:9081"), "", True)
+    assert (prod.fleet, prod.region, prod.inference_url, prod.is_fleet) == (
+        "prod", "eu-west-1", "https://prod.elb.example.com", True)
+    assert resolve_context("lab").to_dict()["members"] == ["http://a:8081", "http://b:9080=http://b:9081"]
+    assert not ContextStore().get("local").is_fleet
+    with pytest.raises(UsageError, match="bad management URL"):
+        store.add(Context("plain", "http://a:8080", ""))  # only a fleet may leave it out
+    contexts_file().write_text('[contexts.bad]\ninference = "http://x:1"\nmembers = "http://x:2"\n')
+    with pytest.raises(ConfigError, match="'members' must be a list of URLs"):
+        ContextStore().get("bad")

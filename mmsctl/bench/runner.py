@@ -1,0 +1,159 @@
+"""``mmsctl bench`` from start to end: find the servers, put the no-op model up, sweep, save, clean up.
+
+The order matters for the promises the command makes:
+
+1. every input is read and every flag checked before any server is touched;
+2. each server is pinged (unreachable: exit 5; refused token: exit 6) and its kind detected;
+3. with ``--noop`` the model is registered (and removed in a ``finally``, whatever
+   happens next); without it one real prediction checks the model (unknown: exit 3);
+4. the sweep runs under a Ctrl-C handler that only sets a flag;
+5. the run, complete or not, is saved (``--save``) *before* the no-op model is removed,
+   so a second Ctrl-C during clean-up cannot lose it.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import secrets
+import threading
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
+
+from mmsctl.bench.inputs import Body, read_bodies
+from mmsctl.bench.loadgen import build_requests
+from mmsctl.bench.results import BenchRun, Level, save_run
+from mmsctl.bench.sweep import Plan, Target, Tick, event_loop_name, run_sweep, stop_on_sigint
+from mmsctl.errors import MmsError, UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mmsctl.client.contexts import Context
+
+__all__ = ["BenchRequest", "Hooks", "run_bench"]
+
+
+@dataclass
+class BenchRequest:
+    """Everything the command line asked for."""
+
+    model: Optional[str]
+    inputs: Sequence[str]
+    plan: Plan
+    contexts: Sequence[Optional[str]] = (None,)  # the target, then --compare
+    noop: bool = False
+    noop_url: Optional[str] = None
+    noop_workers: int = 1
+    version: Optional[str] = None
+    save: Optional[Path] = None
+
+
+@dataclass
+class Hooks:
+    """How the run talks to the user (the CLI plugs in rich); every hook is optional."""
+
+    message: Callable[[str], None] = lambda _m: None
+    warning: Callable[[str], None] = lambda _m: None
+    tick: Optional[Callable[[Tick], None]] = None
+    level: Optional[Callable[[Target, Level], None]] = None
+    interrupted: Callable[[], None] = lambda: None
+    stop: threading.Event = field(default_factory=threading.Event)
+
+
+def _noop_name(model: Optional[str]) -> str:
+    return model or f"bench-noop-{secrets.token_hex(3)}"
+
+
+def _detect(context: "Context") -> str:
+    """Ping the server (errors out when it is unreachable or refuses the token) and name its kind."""
+    from mmsctl.client.inference import InferenceClient
+
+    with InferenceClient(context, timeout=10.0, retries=1) as client:
+        ping = client.ping(detect=True)
+    if ping.error is not None:
+        raise ping.error
+    return ping.server
+
+
+def _check_model(context: "Context", model: str, body: Body, version: Optional[str]) -> None:
+    """One real prediction: an unknown model or a refused token fails here, with the client's error."""
+    from mmsctl.client.inference import InferenceClient
+
+    with InferenceClient(context, timeout=60.0, retries=0) as client:
+        client.predict(model, body.data, body.content_type, version=version)
+
+
+def _settings(request: BenchRequest, bodies: Sequence[Body], noop_names: dict[str, str]) -> dict[str, object]:
+    return {
+        **request.plan.settings(),
+        "inputs": [b.name for b in bodies][:20] + ([f"... {len(bodies) - 20} more"] if len(bodies) > 20 else []),
+        "noop": request.noop,
+        "noop_models": noop_names,
+        "host": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+                 "event_loop": event_loop_name()},
+    }
+
+
+def run_bench(request: BenchRequest, hooks: Optional[Hooks] = None) -> tuple[BenchRun, Optional[MmsError]]:
+    """Run the benchmark; return the run and the error that ended it early (None when complete).
+
+    Raises:
+        MmsError: anything that fails before the first level (bad input, unreachable server,
+            refused token, unknown model, a no-op model the server will not take).
+    """
+    from mmsctl import __version__
+    from mmsctl.bench.noop import noop_model
+    from mmsctl.bench.server_side import ServerProbe
+    from mmsctl.client.auth import read_token
+    from mmsctl.client.contexts import resolve_context
+    from mmsctl.config import cache_dir
+
+    hooks = hooks or Hooks()
+    if not request.noop and not request.model:
+        raise UsageError("MODEL is required (or pass --noop to measure the server with a no-op model)")
+    if request.noop and request.inputs:
+        raise UsageError("--noop sends empty requests; leave out INPUT")
+    if request.noop_url and not request.noop:
+        raise UsageError("--noop-url goes with --noop")
+    bodies = read_bodies(request.inputs, noop=request.noop)
+    contexts = [resolve_context(name) for name in request.contexts]
+    labels = [c.name for c in contexts]
+    if len(set(labels)) != len(labels):
+        labels = [f"{c.name} ({c.inference_url})" for c in contexts]
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    targets: list[Target] = []
+    noop_names: dict[str, str] = {}
+    with stop_on_sigint(hooks.stop, hooks.interrupted), ExitStack() as stack:
+        for context, label in zip(contexts, labels):
+            kind = _detect(context)
+            hooks.message(f"{label}: {kind} server at {context.inference_url}")
+            if request.noop:
+                model = stack.enter_context(noop_model(
+                    context, kind, name=_noop_name(request.model), workers=request.noop_workers,
+                    location=request.noop_url, archive_dir=cache_dir() / "bench",
+                    on_message=hooks.message, on_warning=hooks.warning))
+                noop_names[label] = model
+            else:
+                assert request.model is not None
+                model = request.model
+                _check_model(context, model, bodies[0], request.version)
+            endpoint = build_requests(context.inference_url, model, [(b.data, b.content_type) for b in bodies],
+                                      token=read_token(context.token_file, "inference"), version=request.version)
+            probe = ServerProbe(context, kind, model)
+            stack.callback(probe.close)
+            probe.scrape()  # a metrics URL that does not answer is said now, not discovered per level
+            if probe.unavailable:
+                hooks.message(f"{label}: no server-side figures ({probe.unavailable})")
+            targets.append(Target(label, context.inference_url, model, kind, endpoint, probe))
+        sweeps, stopped = run_sweep(targets, request.plan, stop=hooks.stop, on_tick=hooks.tick,
+                                    on_level=hooks.level)
+        run = BenchRun(sweeps=sweeps, started=started, mmsctl_version=__version__,
+                       settings=_settings(request, bodies, noop_names), complete=stopped is None)
+        if request.save is not None:
+            save_run(run, request.save)
+            hooks.message(f"saved to {request.save}")
+        if stopped is not None and request.noop:
+            hooks.message("removing the no-op model")
+    return run, stopped

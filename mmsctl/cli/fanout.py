@@ -1,0 +1,177 @@
+"""`models …`, `scale` and `ping` on a fleet context: find the members, call them all, one row each.
+
+A command in ``cli/models.py`` hands over here when its context is a fleet
+(:attr:`Context.is_fleet`). Members come from the context's static list, or,
+for ``context add --fleet NAME``, from the fleet's Auto Scaling group (in-service
+instances at their private addresses; boto3 is imported only then). A member
+that fails gets its row and its reason; then the command exits 4 naming it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
+from mmsctl.cli.render import Column, get_ui, render_data, render_table
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mmsctl.client.contexts import Context
+    from mmsctl.client.fanout import FanOut, FleetClient, Member
+
+__all__ = ["describe", "fleet_members", "list_models", "ping", "register", "scale", "unregister"]
+
+
+def fleet_members(ctx: "Context") -> list["Member"]:
+    """The members of a fleet context, now."""
+    from mmsctl.client.fanout import member_from_address, parse_members
+
+    if ctx.members:
+        return parse_members(ctx.members)
+    from mmsctl.cloud._session import open_session
+    from mmsctl.cloud.fleet.query import members
+    from mmsctl.errors import CloudError
+
+    rows = members(open_session(region=ctx.region), str(ctx.fleet))
+    found = [member_from_address(str(r["id"]), str(r["private_ip"])) for r in rows if r.get("private_ip")]
+    if not found:
+        raise CloudError(f"fleet {ctx.fleet!r} has no in-service instance to manage",
+                         hint=f"`mmsctl fleet describe {ctx.fleet}` shows its instances")
+    return found
+
+
+def _client(ctx: "Context", timeout: float) -> "FleetClient":
+    from mmsctl.client.fanout import FleetClient
+    from mmsctl.errors import UsageError
+
+    if timeout <= 0:
+        raise UsageError("--timeout must be more than 0")
+    return FleetClient(fleet_members(ctx), token_file=ctx.token_file, timeout=timeout)
+
+
+def _base(result: Any) -> dict[str, Any]:
+    member = result.member
+    return {"member": member.name, "url": member.management_url, "ok": result.ok,
+            "error": result.error.message if result.error is not None else None}
+
+
+def _finish(rows: list[dict[str, Any]], columns: tuple[Column, ...], output: str, answers: "FanOut[Any]",
+            what: str) -> None:
+    """Print one row per member (or the data), then fail naming the members that failed."""
+    data = [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
+    if not render_data(data, output):
+        render_table(rows, columns, wide=output == "wide")
+    answers.check(what)
+
+
+_ERROR = Column("Error", "error")
+_URL = Column("URL", "url", wide=True)
+
+
+def list_models(ctx: "Context", *, output: str, limit: int, timeout: float) -> None:
+    answers = _client(ctx, timeout).list_models(limit=limit)
+    rows = []
+    for r in answers.results:
+        row = _base(r)
+        models = r.value or []
+        row.update(models=[m.to_dict() for m in models], _names=[m.name for m in models] if r.ok else None,
+                   _count=len(models) if r.ok else None, status="ok" if r.ok else "error")
+        rows.append(row)
+    columns = (Column("Member", "member"), Column("Status", "status"), Column("Models", "_names"),
+               Column("Count", "_count", justify="right", wide=True), _URL, _ERROR)
+    _finish(rows, columns, output, answers, "models list")
+
+
+def describe(ctx: "Context", model: str, version: Optional[str], *, output: str, timeout: float) -> None:
+    answers = _client(ctx, timeout).describe(model, version)
+    rows = []
+    for r in answers.results:
+        row = _base(r)
+        details = r.value or []
+        detail = details[0] if details else None
+        row.update(
+            status="ok" if r.ok else "error",
+            describe=([d.raw for d in details] if version == "all" else (detail.raw if detail else None)),
+            _version=detail.version if detail else None,
+            _workers=f"{detail.ready_workers}/{len(detail.workers)}" if detail else None,
+            _min=detail.min_workers if detail else None, _max=detail.max_workers if detail else None,
+            _batch=detail.batch_size if detail else None,
+        )
+        rows.append(row)
+    columns = (Column("Member", "member"), Column("Status", "status"), Column("Version", "_version"),
+               Column("Workers", "_workers", justify="right"), Column("Min", "_min", justify="right"),
+               Column("Max", "_max", justify="right"), Column("Batch", "_batch", justify="right", wide=True),
+               _URL, _ERROR)
+    _finish(rows, columns, output, answers, f"models describe {model}")
+
+
+_WRITE_COLUMNS = (Column("Member", "member"), Column("Status", "status"), Column("Message", "message"), _URL, _ERROR)
+
+
+def register(ctx: "Context", location: str, *, output: str, timeout: float, options: dict[str, Any]) -> None:
+    answers = _client(ctx, timeout).register(location, timeout=timeout, **options)
+    rows = []
+    for r in answers.results:
+        row = _base(r)
+        row.update(status=("failed" if not r.ok else "accepted" if r.value and r.value.in_progress else "registered"),
+                   message=r.value.message if r.value else None, httpStatus=r.value.status if r.value else None)
+        rows.append(row)
+    _finish(rows, _WRITE_COLUMNS, _table_or(output), answers, f"models register {location}")
+
+
+def unregister(ctx: "Context", model: str, version: Optional[str], *, output: str, timeout: float) -> None:
+    answers = _client(ctx, timeout).unregister(model, version, timeout=timeout)
+    rows = []
+    for r in answers.results:
+        row = _base(r)
+        row.update(status=("failed" if not r.ok else "unregistering" if r.value and r.value.in_progress
+                           else "unregistered"),
+                   message=r.value.message if r.value else None, httpStatus=r.value.status if r.value else None)
+        rows.append(row)
+    _finish(rows, _WRITE_COLUMNS, _table_or(output), answers, f"models unregister {model}")
+
+
+def scale(ctx: "Context", model: str, min_workers: int, max_workers: Optional[int], *, version: Optional[str],
+          wait: bool, timeout: float, output: str) -> None:
+    fleet = _client(ctx, min(timeout, 30.0))
+    if wait and not get_ui().quiet:
+        get_ui().message(f"scaling {model} to {min_workers} workers on {len(fleet.members)} members…")
+    answers = fleet.scale(model, min_workers, max_workers, version=version, wait=wait, timeout=timeout)
+    rows = []
+    for r in answers.results:
+        row = _base(r)
+        value = r.value
+        status = "failed" if value is None else (
+            "scaled" if value.waited or not value.in_progress else "scaling")
+        row.update(status=status, scale=value.to_dict() if value else None,
+                   _ready=value.ready if value and value.waited else None)
+        rows.append(row)
+    columns = (Column("Member", "member"), Column("Status", "status"), Column("Ready", "_ready", justify="right"),
+               _URL, _ERROR)
+    _finish(rows, columns, _table_or(output), answers, f"scale {model}")
+
+
+def ping(ctx: "Context", *, output: str, timeout: float) -> None:
+    from mmsctl.client.fanout import FleetClient, Member
+
+    fleet = _client(ctx, timeout)
+    if ctx.inference_url and ctx.inference_url not in {m.inference_url for m in fleet.members}:
+        # The balancer (or whatever `predict --context` calls) is checked beside the members.
+        fleet = FleetClient([*fleet.members, Member("(balancer)", "", ctx.inference_url)],
+                            token_file=ctx.token_file, timeout=timeout)
+    answers = fleet.ping()
+    rows = []
+    for r in answers.results:
+        row = _base(r)
+        row["url"] = r.member.inference_url
+        if r.value is not None:
+            row.update(r.value.to_dict(), url=r.member.inference_url)
+            row["_latency"] = None if r.value.latency_ms is None else f"{r.value.latency_ms:.0f} ms"
+        rows.append(row)
+    columns = (Column("Member", "member"), Column("URL", "url"), Column("Status", "status"),
+               Column("Server", "server"), Column("Latency", "_latency", justify="right"),
+               Column("Version", "version", wide=True))
+    _finish(rows, columns, output, answers, "ping")
+
+
+def _table_or(output: str) -> str:
+    """Write commands take text|json|yaml; on a fleet, text is the per-member table."""
+    return "table" if output == "text" else output

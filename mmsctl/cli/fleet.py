@@ -1,0 +1,426 @@
+"""`mmsctl fleet`: model servers on EC2 Auto Scaling behind an Application Load Balancer.
+
+    mmsctl fleet create prod --models squeezenet --min 2 --max 10 --wait
+    mmsctl fleet list | describe prod | members prod | scale prod --desired 4 | destroy prod
+    mmsctl fleet cost prod --from-bench run.json
+    mmsctl context add prod --fleet prod      # then: models/scale/ping on every member
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
+import typer
+
+from mmsctl.cli.ec2 import ProfileOpt, RegionOpt, aws_session, render_calls
+from mmsctl.cli.options import OutputOpt, check_output
+from mmsctl.cli.render import Column, get_ui, render_data, render_table
+
+__all__ = ["register"]
+
+fleet_app = typer.Typer(
+    help="Serve past one machine: model servers on EC2 Auto Scaling behind an Application Load Balancer "
+    "(create, list, describe, members, scale, destroy, cost).",
+    no_args_is_help=True,
+)
+
+NameArg: str = typer.Argument(..., help="Fleet name (lowercase letters, digits, hyphens; up to 19).", metavar="NAME")
+DryRunOpt: bool = typer.Option(False, "--dry-run", help="Print every AWS call instead of making the changes.")
+WaitTimeoutOpt: float = typer.Option(1200.0, "--wait-timeout", help="Seconds --wait waits.", metavar="S")
+
+_FIELDS = (Column("Field", "field"), Column("Value", "value"))
+
+
+def _fields(pairs: list[tuple[str, Any]]) -> None:
+    render_table([{"field": k, "value": v} for k, v in pairs if v is not None], _FIELDS)
+
+
+def _split(values: List[str]) -> list[str]:
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+
+
+def _wait(aws: Any, name: str, timeout: float) -> Any:
+    from mmsctl.cloud.fleet.query import wait_healthy
+
+    ui = get_ui()
+    seen: list[tuple[int, int]] = []
+
+    def progress(state: Any) -> None:
+        if (state.healthy, state.desired) not in seen[-1:]:
+            seen.append((state.healthy, state.desired))
+            ui.message(f"{name}: {state.healthy}/{state.desired} targets healthy ({state.in_service} in service)…")
+
+    return wait_healthy(aws, name, timeout=timeout, on_progress=progress)
+
+
+@fleet_app.command("create")
+def create_cmd(
+    name: str = NameArg,
+    models: List[str] = typer.Option([], "--models", "-m", help="name=location to serve (zoo name or https URL); "
+                                     "comma-separated or repeated. The first model's ping is the health check.",
+                                     metavar="NAME=LOCATION"),
+    accelerator: Optional[str] = typer.Option(None, "--accelerator", help="eia|inf1|inf2|g4dn|g5|none.",
+                                              metavar="KIND"),
+    eia: Optional[str] = typer.Option(None, "--eia", help="Elastic Inference accelerator (retired April 2024).",
+                                      metavar="SIZE"),
+    instance_type: Optional[str] = typer.Option(None, "--instance-type", help="EC2 instance type "
+                                                "(default fits the accelerator).", metavar="TYPE"),
+    ami: Optional[str] = typer.Option(None, "--ami", help="ami-… or resolve:ssm:/parameter (default: the "
+                                      "accelerator's Deep Learning AMI).", metavar="AMI"),
+    min_size: int = typer.Option(2, "--min", min=1, help="Fewest instances.", metavar="N"),
+    max_size: int = typer.Option(10, "--max", min=1, help="Most instances.", metavar="N"),
+    desired: Optional[int] = typer.Option(None, "--desired", min=1, help="Instances to start with (default --min).",
+                                          metavar="N"),
+    target_rps: float = typer.Option(10.0, "--target-requests-per-instance", help="Requests per second per "
+                                     "instance the scaling policy holds (ALBRequestCountPerTarget; AWS counts per "
+                                     "minute, so its TargetValue is N×60).", metavar="N"),
+    subnets: List[str] = typer.Option([], "--subnets", help="Subnets in two or more zones of one VPC "
+                                      "(default: the default VPC's); comma-separated or repeated.", metavar="SUBNET,…"),
+    internal: bool = typer.Option(False, "--internal", help="An internal balancer, open to the VPC only."),
+    certificate_arn: Optional[str] = typer.Option(None, "--certificate-arn", help="ACM certificate: HTTPS on 443, "
+                                                  "HTTP redirected to it.", metavar="ARN"),
+    key_name: Optional[str] = typer.Option(None, "--key-name", help="EC2 key pair for SSH.", metavar="KEY"),
+    ssh_cidrs: List[str] = typer.Option([], "--ssh-cidr", help="CIDR allowed to SSH to the instances (for tunnels "
+                                        "to the management port); repeatable. Default: none.", metavar="CIDR"),
+    server: str = typer.Option("mmsctl", "--server", help="What the instances run: mmsctl or mms (MMS 1.1.11)."),
+    pip_spec: Optional[str] = typer.Option(None, "--pip-spec", help="What instances pip-install for --server mmsctl.",
+                                           metavar="REQ"),
+    health_check_path: Optional[str] = typer.Option(None, "--health-check-path", help="Override the target group's "
+                                                    "health check (default /ping/FIRST_MODEL; /ping for MMS).",
+                                                    metavar="PATH"),
+    grace: int = typer.Option(600, "--health-check-grace", help="Seconds a new instance has to boot before "
+                              "failed health checks replace it.", metavar="S"),
+    region: Optional[str] = RegionOpt,
+    profile: Optional[str] = ProfileOpt,
+    dry_run: bool = DryRunOpt,
+    wait: bool = typer.Option(False, "--wait", help="Return when the targets are healthy; print the endpoint."),
+    wait_timeout: float = WaitTimeoutOpt,
+    output: str = OutputOpt,
+) -> None:
+    """Create a fleet: launch template, load balancer, target group, Auto Scaling group, scaling policy.
+
+    Example: mmsctl fleet create prod --models squeezenet --min 2 --max 10 --wait
+    """
+    check_output(output)
+    from mmsctl.cloud.accelerators import choose
+    from mmsctl.cloud.fleet.create import FleetRequest, create
+    from mmsctl.cloud.userdata import parse_models, server_kind
+
+    req = FleetRequest(
+        name=name, models=parse_models(models), accelerator=choose(accelerator, eia), instance_type=instance_type,
+        ami=ami, min_size=min_size, max_size=max_size, desired=desired, target_requests_per_instance=target_rps,
+        subnets=_split(subnets), internal=internal, certificate_arn=certificate_arn, key_name=key_name,
+        ssh_cidrs=list(ssh_cidrs), server=server_kind(server), pip_spec=pip_spec,
+        health_check_path=health_check_path, grace_s=grace,
+    )
+    req.check()  # before the AWS session: no region or credentials needed to refuse these
+    ui = get_ui()
+    aws = aws_session(region, profile, dry_run)
+    result = create(aws, req)
+    for warning in result.warnings:
+        ui.warn(warning)
+    if dry_run:
+        render_calls(aws, output, {"fleet": result.to_dict()})
+        if wait:
+            ui.message("dry run: --wait skipped")
+        return
+    for item in result.resources:
+        ui.message(f"created {item['kind']} {item.get('name') or item['id']}")
+    data = result.to_dict()
+    if wait:
+        data["health"] = _wait(aws, name, wait_timeout).to_dict()
+    if render_data(data, output):
+        return
+    _fields([("Name", result.name), ("Region", result.region), ("Endpoint", result.endpoint),
+             ("Instances", f"min {result.min_size}, desired {result.desired}, max {result.max_size}"),
+             ("Instance type", result.instance_type), ("Accelerator", result.accelerator),
+             ("Health check", f"GET {result.health_check_path} → 200"),
+             ("Scaling", f"{result.target_requests_per_minute:g} requests/min per target"),
+             ("Healthy", f"{data['health']['healthy']}/{data['health']['desired']}" if wait else None)])
+    if not wait:
+        ui.message(f"instances boot for a few minutes; `mmsctl fleet describe {name}` shows their health")
+
+
+_LIST_COLUMNS = (
+    Column("Name", "name"),
+    Column("In service", "_in", justify="right"),
+    Column("Min", "min", justify="right"),
+    Column("Max", "max", justify="right"),
+    Column("Type", "instance_type"),
+    Column("Models", "models"),
+    Column("Endpoint", "endpoint"),
+    Column("Accelerator", "accelerator", wide=True),
+    Column("Status", "status", wide=True),
+)
+
+
+@fleet_app.command("list")
+def list_cmd(region: Optional[str] = RegionOpt, profile: Optional[str] = ProfileOpt, output: str = OutputOpt) -> None:
+    """List the fleets in the region (found by their Auto Scaling group's mmsctl:fleet tag)."""
+    check_output(output)
+    from mmsctl.cloud.fleet.query import list_fleets
+
+    aws = aws_session(region, profile)
+    rows = list_fleets(aws)
+    if render_data(rows, output):
+        return
+    if not rows:
+        get_ui().message(f"no fleets in {aws.region}")
+        return
+    for row in rows:
+        row["_in"] = f"{row['in_service']}/{row['desired']}"
+    render_table(rows, _LIST_COLUMNS, wide=output == "wide")
+
+
+@fleet_app.command("describe")
+def describe_cmd(name: str = NameArg, region: Optional[str] = RegionOpt, profile: Optional[str] = ProfileOpt,
+                 output: str = OutputOpt) -> None:
+    """Show a fleet: size, instances and their target health, balancer, health check, policy, security groups."""
+    check_output(output)
+    from mmsctl.cloud.fleet.query import describe
+
+    info = describe(aws_session(region, profile), name)
+    if render_data(info, output):
+        return
+    lb, tg, policy = info["load_balancer"] or {}, info["target_group"] or {}, info["scaling_policy"] or {}
+    _fields([
+        ("Name", info["name"]), ("Region", info["region"]), ("Status", info["status"]), ("Endpoint", info["endpoint"]),
+        ("Instances", f"min {info['min']}, desired {info['desired']}, max {info['max']}" if info["min"] is not None
+         else None),
+        ("Instance type", info["instance_type"]), ("Accelerator", info["accelerator"]), ("Models", info["models"]),
+        ("Server", info["server"]), ("Balancer", f"{lb.get('scheme')}, {lb.get('state')}" if lb else None),
+        ("Listeners", ", ".join(f"{li['protocol']}:{li['port']} {li['action']}" for li in lb.get("listeners", []))
+         or None),
+        ("Health check", f"GET {tg.get('health_check_path')} → {tg.get('matcher')} every {tg.get('interval_s')}s"
+         if tg else None),
+        ("Healthy targets", f"{tg.get('healthy')}/{tg.get('targets')}" if tg else None),
+        ("Scaling", f"{policy.get('metric')} at {policy.get('target_requests_per_minute')}/min" if policy else None),
+        ("Not ours (kept)", ", ".join(info["foreign"]) or None),
+    ])
+    if info["instances"]:
+        get_ui().out.print()
+        render_table(info["instances"], (
+            Column("Instance", "id"), Column("Lifecycle", "lifecycle"), Column("Health", "health"),
+            Column("Target", "target"), Column("Zone", "zone"), Column("Private IP", "private_ip"),
+            Column("Public IP", "public_ip", wide=True)), wide=output == "wide")
+    if info["security_groups"]:
+        get_ui().out.print()
+        render_table([{**g, "ingress": "; ".join(g["ingress"]) or "-", "egress": "; ".join(g["egress"]) or "-"}
+                      for g in info["security_groups"]], (
+            Column("Security group", "name"), Column("Id", "id", wide=True), Column("Ingress", "ingress"),
+            Column("Egress", "egress")), wide=output == "wide")
+
+
+@fleet_app.command("members")
+def members_cmd(name: str = NameArg, region: Optional[str] = RegionOpt, profile: Optional[str] = ProfileOpt,
+                output: str = OutputOpt) -> None:
+    """The in-service instances fan-out management reaches (`context add --fleet NAME`), at private addresses."""
+    check_output(output)
+    from mmsctl.client.fanout import member_from_address
+    from mmsctl.cloud.fleet.query import members
+
+    rows = members(aws_session(region, profile), name)
+    for row in rows:
+        if row.get("private_ip"):
+            member = member_from_address(str(row["id"]), str(row["private_ip"]))
+            row.update(management_url=member.management_url, inference_url=member.inference_url)
+    if render_data(rows, output):
+        return
+    if not rows:
+        get_ui().message(f"fleet {name} has no instance in service")
+        return
+    render_table(rows, (Column("Instance", "id"), Column("Private IP", "private_ip"), Column("Zone", "zone"),
+                        Column("Health", "health"), Column("Management", "management_url"),
+                        Column("Inference", "inference_url", wide=True), Column("Public IP", "public_ip", wide=True)),
+                 wide=output == "wide")
+
+
+@fleet_app.command("scale")
+def scale_cmd(
+    name: str = NameArg,
+    min_size: Optional[int] = typer.Option(None, "--min", min=0, help="Fewest instances.", metavar="N"),
+    max_size: Optional[int] = typer.Option(None, "--max", min=0, help="Most instances.", metavar="N"),
+    desired: Optional[int] = typer.Option(None, "--desired", min=0, help="Instances now.", metavar="N"),
+    region: Optional[str] = RegionOpt,
+    profile: Optional[str] = ProfileOpt,
+    dry_run: bool = DryRunOpt,
+    wait: bool = typer.Option(False, "--wait", help="Return when as many targets are healthy as desired."),
+    wait_timeout: float = WaitTimeoutOpt,
+    output: str = OutputOpt,
+) -> None:
+    """Resize a fleet's Auto Scaling group (what is not given stays)."""
+    check_output(output)
+    from mmsctl.cloud.fleet.scale import scale
+    from mmsctl.errors import UsageError
+
+    if min_size is None and max_size is None and desired is None:
+        raise UsageError("pass --min, --max or --desired")
+    aws = aws_session(region, profile, dry_run)
+    result = scale(aws, name, min_size=min_size, max_size=max_size, desired=desired)
+    if dry_run:
+        render_calls(aws, output, {"scale": result})
+        return
+    if wait and result["after"]["desired"] > 0:
+        result["health"] = _wait(aws, name, wait_timeout).to_dict()
+    if render_data(result, output):
+        return
+    before, after = result["before"], result["after"]
+    render_table([{"size": k, "before": before[k], "after": after[k]} for k in ("min", "desired", "max")],
+                 (Column("Size", "size"), Column("Before", "before", justify="right"),
+                  Column("After", "after", justify="right")))
+    if not result["changed"]:
+        get_ui().message(f"fleet {name} already has that size")
+
+
+@fleet_app.command("destroy")
+def destroy_cmd(name: str = NameArg, region: Optional[str] = RegionOpt, profile: Optional[str] = ProfileOpt,
+                dry_run: bool = DryRunOpt, output: str = OutputOpt) -> None:
+    """Delete everything `fleet create` made, in reverse order; running it again finishes or does nothing."""
+    check_output(output)
+    from mmsctl.cloud.fleet.destroy import destroy
+    from mmsctl.cloud.fleet.names import check_name
+
+    check_name(name)
+    aws = aws_session(region, profile, dry_run)
+    result = destroy(aws, name)
+    if dry_run:
+        render_calls(aws, output, {"destroy": result.to_dict()})
+        return
+    ui = get_ui()
+    for kept in result.kept:
+        ui.warn(f"kept {kept}: it has the fleet's name but not its mmsctl:fleet={name} tag")
+    if render_data(result.to_dict(), output):
+        return
+    if not result.deleted:
+        ui.message(f"nothing left of fleet {name} in {aws.region}")
+        return
+    render_table(result.deleted, (Column("Deleted", "kind"), Column("Id", "id")))
+
+
+@fleet_app.command("ssh-config")
+def ssh_config_cmd(
+    name: str = NameArg,
+    region: Optional[str] = RegionOpt,
+    profile: Optional[str] = ProfileOpt,
+    identity_dir: str = typer.Option("~/.ssh", "--identity-dir", help="Where KEY.pem files live."),
+    local_port: int = typer.Option(18080, "--local-port", min=1024, max=65000, help="First local port: member i "
+                                   "gets inference on PORT+2i and management on PORT+2i+1.", metavar="PORT"),
+) -> None:
+    """Print ~/.ssh/config entries that tunnel each member's APIs to localhost, and the context that uses them."""
+    from mmsctl.cloud.ec2 import ssh_host_block
+    from mmsctl.cloud.fleet.query import members
+    from mmsctl.errors import UsageError
+
+    rows = [r for r in members(aws_session(region, profile), name) if r.get("public_ip") or r.get("private_ip")]
+    if not rows:
+        get_ui().message(f"fleet {name} has no instance in service")
+        return
+    if local_port + 2 * len(rows) > 65535:
+        raise UsageError(f"--local-port {local_port} leaves no room for {len(rows)} members' ports")
+    blocks, pairs = [], []
+    for i, r in enumerate(rows):
+        inference, management = local_port + 2 * i, local_port + 2 * i + 1
+        blocks.append(ssh_host_block(f"mmsctl-fleet-{name}-{r['id']}", str(r.get("public_ip") or r["private_ip"]),
+                                     key=r.get("key"), identity_dir=identity_dir,
+                                     forwards=[(inference, 8080), (management, 8081)]))
+        pairs.append(f"http://127.0.0.1:{inference}=http://127.0.0.1:{management}")
+    hosts = " ".join(f"mmsctl-fleet-{name}-{r['id']}" for r in rows)
+    text = "\n\n".join(blocks) + (
+        f"\n\n# open the tunnels: for h in {hosts}; do ssh -fN $h; done"
+        f"\n# then: mmsctl context add {name}-tunnel --members {','.join(pairs)}\n")
+    out = get_ui().out.file
+    out.write(text)
+    out.flush()
+
+
+@fleet_app.command("user-data")
+def user_data_cmd(
+    models: List[str] = typer.Option([], "--models", "-m", metavar="NAME=LOCATION", help="Models to serve."),
+    server: str = typer.Option("mmsctl", "--server", help="mmsctl or mms."),
+    eia: Optional[str] = typer.Option(None, "--eia", metavar="SIZE"),
+    accelerator: Optional[str] = typer.Option(None, "--accelerator", metavar="KIND"),
+    pip_spec: Optional[str] = typer.Option(None, "--pip-spec", metavar="REQ"),
+) -> None:
+    """Print the boot script a fleet's launch template carries (management API on the private address)."""
+    from mmsctl.cloud.accelerators import choose
+    from mmsctl.cloud.userdata import UserDataSpec, parse_models, render_user_data, server_kind
+
+    kind = server_kind(server)
+    text = render_user_data(UserDataSpec(models=parse_models(models), server=kind,
+                                         accelerator=choose(accelerator, eia).label, pip_spec=pip_spec,
+                                         management_host="0.0.0.0"))
+    out = get_ui().out.file
+    out.write(text)
+    out.flush()
+
+
+@fleet_app.command("cost")
+def cost_cmd(
+    name: Optional[str] = typer.Argument(None, help="A fleet to price at its min, desired and max size.",
+                                         metavar="[NAME]"),
+    instance_type: Optional[str] = typer.Option(None, "--instance-type", help="Without NAME: the instance type.",
+                                                metavar="TYPE"),
+    eia: Optional[str] = typer.Option(None, "--eia", help="Add an Elastic Inference accelerator's price.",
+                                      metavar="SIZE"),
+    counts: List[int] = typer.Option([], "--count", min=1, help="Instance counts to price (repeatable; default: "
+                                     "the fleet's min, desired and max).", metavar="N"),
+    from_bench: Optional[str] = typer.Option(None, "--from-bench", help="A saved `mmsctl bench` run: its peak "
+                                             "goodput is one instance's throughput.", metavar="FILE"),
+    bench_target: Optional[str] = typer.Option(None, "--bench-target", help="The sweep of a --compare run to use.",
+                                               metavar="TARGET"),
+    throughput: Optional[float] = typer.Option(None, "--throughput", help="One instance's requests per second.",
+                                               metavar="RPS"),
+    price: Optional[float] = typer.Option(None, "--price", help="One instance's hourly price in USD.", metavar="USD"),
+    region: Optional[str] = RegionOpt,
+    profile: Optional[str] = ProfileOpt,
+    output: str = OutputOpt,
+) -> None:
+    """Hourly, monthly and per-100k-requests cost of a fleet: instance prices × counts + the balancer.
+
+    Example: mmsctl fleet cost prod --from-bench squeezenet.json
+    """
+    check_output(output)
+    from pathlib import Path
+
+    from mmsctl.cloud import cost
+    from mmsctl.cloud.accelerators import parse_eia
+    from mmsctl.errors import UsageError
+
+    if (from_bench is None) == (throughput is None):
+        raise UsageError("pass --from-bench FILE or --throughput RPS (one instance's throughput)")
+    if throughput is not None:
+        per_instance = throughput
+    else:
+        from mmsctl.bench.results import load_run
+
+        per_instance = load_run(Path(str(from_bench))).peak_goodput(bench_target)
+        if per_instance <= 0:
+            raise UsageError(f"{from_bench}: no successful requests, so no throughput to price")
+    accel = parse_eia(eia) if eia else None
+    if name is not None:
+        from mmsctl.cloud.fleet.query import describe
+
+        info = describe(aws_session(region, profile), name)
+        instance_type = instance_type or info["instance_type"]
+        if accel is None and str(info.get("accelerator") or "").startswith("eia"):
+            accel = str(info["accelerator"])
+        counts = counts or [n for n in (info["min"], info["desired"], info["max"]) if n]
+    if not instance_type:
+        raise UsageError("pass a fleet NAME, or --instance-type and --count")
+    rows = cost.fleet_estimate(instance_type, per_instance, list(counts) or [1], accelerator=accel, price=price)
+    if render_data([r.to_dict() for r in rows], output):
+        return
+    table = [{"instances": r.instances, "hourly": f"${r.hourly_price:.3f}/h", "monthly": f"${r.monthly_price:,.0f}",
+              "throughput": f"{r.throughput:.1f} req/s", "cost": f"${r.cost_per_100k:.3f}",
+              "setup": r.per_instance.label, "source": r.per_instance.price_source} for r in rows]
+    render_table(table, (Column("Instances", "instances", justify="right"), Column("Setup", "setup"),
+                         Column("Price", "hourly", justify="right"), Column("Per month", "monthly", justify="right"),
+                         Column("Throughput", "throughput", justify="right"),
+                         Column("Per 100k requests", "cost", justify="right"),
+                         Column("Price source", "source", wide=True)), wide=output == "wide")
+    get_ui().message(f"{per_instance:.2f} req/s per instance; prices include ${rows[0].balancer_hourly:.4f}/h for "
+                     "the load balancer (its LCU charges are extra)")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(fleet_app, name="fleet")

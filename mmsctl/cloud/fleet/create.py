@@ -1,0 +1,291 @@
+"""``fleet create``: the resource graph of one fleet, made in dependency order.
+
+    iam role + instance profile      Session Manager (+ Elastic Inference) permissions
+    security groups                  lb: 80/443 from the internet (the VPC with --internal),
+                                          egress only to the instances' inference port
+                                     admin: no rules; its members may reach the management port
+                                     instances: 8080 from lb only, 8081 from admin only, 22 from --ssh-cidr
+    launch template                  what `ec2 launch` boots (AMI, type, boot script, EI), IMDSv2
+    target group                     HTTP :8080, health check GET <the model's ping>
+    load balancer + listeners        HTTP :80 (HTTPS :443 and a redirect with --certificate-arn)
+    auto scaling group               over the subnets, ELB health checks
+    target-tracking policy           ALBRequestCountPerTarget
+
+Everything is tagged ``mmsctl:fleet=NAME``. If a step fails, what was made stays
+and the error says so: ``fleet destroy NAME`` removes it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from typing import Any, Optional
+from urllib.parse import quote
+
+from mmsctl.cloud import asg, elb, tags
+from mmsctl.cloud._session import AwsSession
+from mmsctl.cloud.accelerators import AcceleratorChoice
+from mmsctl.cloud.ei import EI_POLICY, EI_POLICY_NAME, ensure_ei_network
+from mmsctl.cloud.fleet.names import IAM_PATH, FleetNames, check_name
+from mmsctl.cloud.fleet.query import find_resources
+from mmsctl.cloud.iam import SESSION_MANAGER_POLICY, ensure_instance_role
+from mmsctl.cloud.network import resolve_network
+from mmsctl.cloud.security_groups import Rule, create_security_group, restrict_egress
+from mmsctl.cloud.server_image import INFERENCE_PORT, MANAGEMENT_PORT, METADATA_OPTIONS, server_image
+from mmsctl.cloud.userdata import ModelSpec, ServerKind
+from mmsctl.errors import CloudError, MmsError, UsageError
+
+__all__ = ["CreateResult", "FleetRequest", "create", "health_check_path"]
+
+SESSION_MANAGER_POLICY_NAME = "mmsctl-session-manager"
+#: Requests per second per instance is what `mmsctl bench` measures; AWS's metric counts per minute.
+MAX_TARGET_RPS = 100_000.0
+
+
+@dataclass
+class FleetRequest:
+    """What ``mmsctl fleet create`` was asked for."""
+
+    name: str
+    models: list[ModelSpec]
+    accelerator: AcceleratorChoice
+    instance_type: Optional[str] = None
+    ami: Optional[str] = None
+    min_size: int = 2
+    max_size: int = 10
+    desired: Optional[int] = None
+    target_requests_per_instance: float = 10.0  # requests per second
+    subnets: list[str] = field(default_factory=list)
+    internal: bool = False
+    certificate_arn: Optional[str] = None
+    key_name: Optional[str] = None
+    ssh_cidrs: list[str] = field(default_factory=list)
+    server: ServerKind = "mmsctl"
+    pip_spec: Optional[str] = None
+    health_check_path: Optional[str] = None
+    grace_s: int = 600
+
+    def check(self) -> None:
+        """Refuse what AWS would refuse later (or what would cost money by mistake), before any call."""
+        check_name(self.name)
+        if not self.models:
+            raise UsageError("a fleet needs --models: the balancer's health check asks a model")
+        desired = self.desired if self.desired is not None else self.min_size
+        if not 1 <= self.min_size <= desired <= self.max_size <= asg.MAX_GROUP_SIZE:
+            raise UsageError(f"sizes must satisfy 1 <= --min ({self.min_size}) <= --desired ({desired}) "
+                             f"<= --max ({self.max_size}) <= {asg.MAX_GROUP_SIZE}")
+        if not 0 < self.target_requests_per_instance <= MAX_TARGET_RPS:
+            raise UsageError(f"--target-requests-per-instance must be above 0 and at most {MAX_TARGET_RPS:g} "
+                             "requests per second")
+        if not 0 <= self.grace_s <= 7200:
+            raise UsageError("--health-check-grace must be 0 to 7200 seconds")
+        for cidr in self.ssh_cidrs:
+            try:
+                ipaddress.ip_network(cidr, strict=True)
+            except ValueError as exc:
+                raise UsageError(f"--ssh-cidr {cidr!r}: {exc}") from None
+        if self.certificate_arn is not None and not self.certificate_arn.startswith("arn:"):
+            raise UsageError(f"--certificate-arn must be an ACM or IAM certificate ARN, not {self.certificate_arn!r}")
+        path = self.health_check_path
+        if path is not None and (not path.startswith("/") or len(path) > 1024
+                                 or any(ch.isspace() or ord(ch) < 32 for ch in path)):
+            raise UsageError(f"--health-check-path must be a path such as /ping/MODEL, not {path!r}")
+
+
+def health_check_path(req: FleetRequest) -> str:
+    """The target group's check: the first model's own ping on mmsctl servers.
+
+    mmsctl answers ``/ping/MODEL`` with 503 while the model has no ready worker, so
+    the balancer stops sending it traffic and the ELB health check has the group
+    replace the instance. MMS 1.1.11 answers every ``/ping…`` with 200, even
+    ``{"status": "Unhealthy"}``, so for ``--server mms`` the check can only see the
+    front end answer (docs/fleet.md).
+    """
+    if req.health_check_path:
+        return req.health_check_path
+    if req.server == "mmsctl":
+        return "/ping/" + quote(req.models[0].name, safe="")
+    return "/ping"
+
+
+@dataclass
+class CreateResult:
+    """What ``create`` made (or, in a dry run, would make)."""
+
+    name: str
+    region: str
+    endpoint: str
+    instance_type: str
+    accelerator: str
+    ami: str
+    health_check_path: str
+    listeners: list[dict[str, Any]]
+    min_size: int
+    max_size: int
+    desired: int
+    target_requests_per_minute: float
+    resources: list[dict[str, str]] = field(default_factory=list)
+    reused: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "region": self.region, "endpoint": self.endpoint,
+            "instance_type": self.instance_type, "accelerator": self.accelerator, "ami": self.ami,
+            "health_check_path": self.health_check_path, "listeners": self.listeners,
+            "min": self.min_size, "max": self.max_size, "desired": self.desired,
+            "target_requests_per_minute": self.target_requests_per_minute,
+            "resources": self.resources, "reused": self.reused, "warnings": self.warnings,
+        }
+
+
+def create(aws: AwsSession, req: FleetRequest) -> CreateResult:
+    """Make the fleet's resources in order; see the module docstring for the graph.
+
+    Raises:
+        UsageError: a bad name, size, CIDR, path, or fewer than two availability zones.
+        CloudError: the fleet exists already, or AWS refused a call (the hint says how to clean up).
+    """
+    req.check()
+    names = FleetNames(req.name)
+    existing = find_resources(aws, req.name)
+    if existing.foreign:
+        raise CloudError(f"names of fleet {req.name!r} are taken by resources not tagged "
+                         f"mmsctl:fleet={req.name}: {', '.join(existing.foreign)}",
+                         hint="choose another fleet name; mmsctl never changes what it did not make")
+    if existing.any():
+        raise CloudError(f"fleet {req.name!r} already exists in {aws.region} ({existing.summary()})",
+                         hint=f"`mmsctl fleet describe {req.name}`; `fleet scale` resizes it, "
+                              f"`fleet destroy {req.name}` removes it")
+    image = server_image(aws, req.accelerator, models=req.models, server=req.server, ami=req.ami,
+                         instance_type=req.instance_type, pip_spec=req.pip_spec, management_host="0.0.0.0")
+    network = resolve_network(aws, req.subnets)
+    made: list[dict[str, str]] = []
+    reused: list[str] = []
+    try:
+        return _create(aws, req, names, image, network, made, reused)
+    except MmsError as exc:
+        if not aws.dry_run:
+            exc.hint = (f"{exc.hint}; " if exc.hint else "") + (
+                f"{len(made)} resource(s) of the fleet were made before this: "
+                f"`mmsctl fleet destroy {req.name}` removes whatever exists")
+        raise
+
+
+def _create(aws: AwsSession, req: FleetRequest, names: FleetNames, image: Any, network: Any,
+            made: list[dict[str, str]], reused: list[str]) -> CreateResult:
+    fleet = req.name
+
+    def tagged(component: str, name: str) -> dict[str, str]:
+        return tags.fleet_tags(fleet, component, name)
+
+    # 1. The instances' role: first, so IAM has propagated by the time the group launches.
+    policies: dict[str, Any] = {SESSION_MANAGER_POLICY_NAME: SESSION_MANAGER_POLICY}
+    if req.accelerator.is_ei:
+        policies[EI_POLICY_NAME] = EI_POLICY
+    profile_arn = ensure_instance_role(
+        aws, role_name=names.role, profile_name=names.instance_profile, path=IAM_PATH,
+        description=f"mmsctl fleet {fleet}: model-server instances", policies=policies,
+        role_tags=tagged(tags.FLEET_ROLE, names.role),
+        profile_tags=tagged(tags.FLEET_INSTANCE_PROFILE, names.instance_profile),
+        created=[], reused=reused,
+    )
+    made += [{"kind": "iam-role", "id": names.role}, {"kind": "instance-profile", "id": names.instance_profile}]
+
+    # 2. Security groups: the balancer reaches the inference port only; the management port
+    #    only from the admin group, which nothing of the fleet belongs to.
+    open_to = [network.vpc_cidr] if req.internal else ["0.0.0.0/0"]
+    listener_ports = [80, 443] if req.certificate_arn else [80]
+    who = "the VPC" if req.internal else "anywhere"
+    lb_sg = create_security_group(
+        aws, vpc_id=network.vpc_id, name=names.lb_group,
+        description=f"mmsctl fleet {fleet}: load balancer, HTTP(S) from {who}",
+        group_tags=tagged(tags.FLEET_LB_SECURITY_GROUP, names.lb_group),
+        ingress=[Rule(port, cidr=cidr, description=f"mmsctl: clients ({who})")
+                 for port in listener_ports for cidr in open_to],
+    )
+    made.append({"kind": "security-group", "id": lb_sg, "name": names.lb_group})
+    admin_sg = create_security_group(
+        aws, vpc_id=network.vpc_id, name=names.admin_group,
+        description=f"mmsctl fleet {fleet}: attach to hosts that may reach the members' management API",
+        group_tags=tagged(tags.FLEET_ADMIN_SECURITY_GROUP, names.admin_group),
+    )
+    made.append({"kind": "security-group", "id": admin_sg, "name": names.admin_group})
+    ingress = [
+        Rule(INFERENCE_PORT, group_id=lb_sg, description="mmsctl: inference from the fleet's load balancer"),
+        Rule(MANAGEMENT_PORT, group_id=admin_sg, description="mmsctl: management from the fleet's admin group"),
+        *(Rule(22, cidr=cidr, description="mmsctl: SSH (tunnels to the management port)") for cidr in req.ssh_cidrs),
+    ]
+    instance_sg = create_security_group(
+        aws, vpc_id=network.vpc_id, name=names.instance_group,
+        description=f"mmsctl fleet {fleet}: model servers",
+        group_tags=tagged(tags.FLEET_INSTANCE_SECURITY_GROUP, names.instance_group), ingress=ingress,
+    )
+    made.append({"kind": "security-group", "id": instance_sg, "name": names.instance_group})
+    restrict_egress(aws, lb_sg, [Rule(INFERENCE_PORT, group_id=instance_sg,
+                                      description="mmsctl: to the fleet's inference port only")])
+    group_ids = [instance_sg]
+    if req.accelerator.is_ei:
+        ei = ensure_ei_network(aws, network.subnets[0], [], reused)
+        group_ids.append(ei.security_group_id)
+
+    # 3. The launch template: exactly what `ec2 launch` boots, management on the private address.
+    models_tag = ",".join(m.arg for m in req.models)
+    facts = {tags.ACCELERATOR: req.accelerator.label, tags.MODELS: models_tag, tags.SERVER: req.server,
+             tags.INSTANCE_TYPE: image.instance_type}
+    data: dict[str, Any] = {
+        "ImageId": image.ami.image_id, "InstanceType": image.instance_type,
+        "UserData": image.user_data_base64(), "IamInstanceProfile": {"Arn": profile_arn},
+        "SecurityGroupIds": group_ids, "MetadataOptions": dict(METADATA_OPTIONS),
+        "TagSpecifications": [
+            tags.tag_spec("instance", tags.fleet_tags(fleet, tags.FLEET_INSTANCE, names.base, facts)),
+            tags.tag_spec("volume", tagged(tags.FLEET_INSTANCE, names.base)),
+        ],
+    }
+    if req.key_name:
+        data["KeyName"] = req.key_name
+    if image.ei_request():
+        data["ElasticInferenceAccelerators"] = image.ei_request()
+    template = aws.call("ec2", "create_launch_template", LaunchTemplateName=names.launch_template,
+                        VersionDescription=f"mmsctl fleet {fleet}", LaunchTemplateData=data,
+                        TagSpecifications=[tags.tag_spec("launch-template", tagged(
+                            tags.FLEET_LAUNCH_TEMPLATE, names.launch_template))])["LaunchTemplate"]
+    template_id = str(template["LaunchTemplateId"])
+    made.append({"kind": "launch-template", "id": template_id, "name": names.launch_template})
+
+    # 4. Target group, balancer, listeners.
+    path = health_check_path(req)
+    tg_arn = elb.create_target_group(aws, name=names.target_group, vpc_id=network.vpc_id, port=INFERENCE_PORT,
+                                     health=elb.HealthCheck(path),
+                                     group_tags=tagged(tags.FLEET_TARGET_GROUP, names.target_group))
+    made.append({"kind": "target-group", "id": tg_arn, "name": names.target_group})
+    lb = elb.create_load_balancer(aws, name=names.load_balancer, subnet_ids=network.subnet_ids,
+                                  security_group_id=lb_sg, internal=req.internal,
+                                  lb_tags=tagged(tags.FLEET_LOAD_BALANCER, names.load_balancer))
+    lb_arn = str(lb["LoadBalancerArn"])
+    made.append({"kind": "load-balancer", "id": lb_arn, "name": names.load_balancer})
+    listeners = elb.create_listeners(aws, lb_arn=lb_arn, target_group_arn=tg_arn,
+                                     certificate_arn=req.certificate_arn,
+                                     listener_tags=tagged(tags.FLEET_LISTENER, names.load_balancer))
+    made += [{"kind": "listener", "id": li.arn, "name": f"{li.protocol}:{li.port}"} for li in listeners]
+
+    # 5. The group and its scaling policy.
+    desired = req.desired if req.desired is not None else req.min_size
+    asg.create_group(aws, name=names.auto_scaling_group, launch_template_id=template_id,
+                     subnet_ids=network.subnet_ids, target_group_arn=tg_arn, min_size=req.min_size,
+                     max_size=req.max_size, desired=desired, grace_s=req.grace_s,
+                     group_tags=tags.fleet_tags(fleet, tags.FLEET_AUTO_SCALING_GROUP, names.base, facts))
+    made.append({"kind": "auto-scaling-group", "id": names.auto_scaling_group})
+    per_minute = round(req.target_requests_per_instance * 60.0, 3)
+    policy_arn = asg.put_request_tracking_policy(
+        aws, group=names.auto_scaling_group, name=names.policy,
+        resource_label=elb.resource_label(lb_arn, tg_arn), requests_per_minute=per_minute, warmup_s=req.grace_s)
+    made.append({"kind": "scaling-policy", "id": policy_arn or names.policy, "name": names.policy})
+
+    return CreateResult(
+        name=fleet, region=aws.region, endpoint=elb.endpoint_url(str(lb.get("DNSName", "")), bool(req.certificate_arn)),
+        instance_type=image.instance_type, accelerator=req.accelerator.label, ami=image.ami.image_id,
+        health_check_path=path, listeners=[li.to_dict() for li in listeners], min_size=req.min_size,
+        max_size=req.max_size, desired=desired, target_requests_per_minute=per_minute,
+        resources=made, reused=reused, warnings=list(image.warnings),
+    )

@@ -1,0 +1,516 @@
+"""`mmsctl fleet` against a real moto server: the exact resource graph, dry runs, the waiter,
+list/describe/members/scale, and a destroy that leaves nothing tagged."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import boto3
+import pytest
+
+from tests.cloud.conftest import Moto
+from tests.support.cli import CliResult, run_mmsctl
+
+PARAM = "/mmsctl-test/dlami"
+FLEET = "mmsctl:fleet"
+
+
+def _tags(resource: dict[str, Any]) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in resource.get("Tags", [])}
+
+
+@pytest.fixture
+def cli(moto: Moto, capsys: pytest.CaptureFixture[str]) -> Any:
+    """``mmsctl ARGS`` in this process (the real entry point), talking to moto."""
+    def run(*args: str) -> CliResult:
+        return run_mmsctl(capsys, *args)
+
+    return run
+
+
+_IMAGE: list[str] = []  # moto's AMI ids survive a reset; listing them all takes seconds, so once
+
+
+@pytest.fixture
+def aws(moto: Moto, cli: Any) -> dict[str, Any]:
+    """boto3 clients on moto, and a 'DLAMI' id published in an SSM parameter (moto reserves /aws/…)."""
+    ec2 = boto3.client("ec2")
+    if not _IMAGE:
+        _IMAGE.append(ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"])
+    image = _IMAGE[0]
+    boto3.client("ssm").put_parameter(Name=PARAM, Value=image, Type="String")
+    vpc = ec2.describe_vpcs(Filters=[{"Name": "isDefault", "Values": ["true"]}])["Vpcs"][0]
+    return {"ec2": ec2, "elb": boto3.client("elbv2"), "asg": boto3.client("autoscaling"),
+            "iam": boto3.client("iam"), "image": image, "moto": moto, "vpc": vpc, "cli": cli}
+
+
+def _create(aws: dict[str, Any], name: str, *args: str) -> dict[str, Any]:
+    proc = aws["cli"]("fleet", "create", name, "--ami", f"resolve:ssm:{PARAM}", "-o", "json", *args)
+    assert proc.code == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _groups(aws: dict[str, Any], name: str) -> dict[str, dict[str, Any]]:
+    found = aws["ec2"].describe_security_groups(Filters=[{"Name": f"tag:{FLEET}", "Values": [name]}])["SecurityGroups"]
+    return {_tags(g)["mmsctl:component"]: g for g in found}
+
+
+def _ingress(group: dict[str, Any], key: str = "IpPermissions") -> set[tuple[int, str]]:
+    """Every (port, source) a group's rules allow; a source is a CIDR or a group id."""
+    rules = set()
+    for perm in group[key]:
+        port = perm.get("FromPort", -1)
+        rules |= {(port, r["CidrIp"]) for r in perm.get("IpRanges", [])}
+        rules |= {(port, p["GroupId"]) for p in perm.get("UserIdGroupPairs", [])}
+    return rules
+
+
+def _lb(aws: dict[str, Any], name: str) -> dict[str, Any]:
+    return aws["elb"].describe_load_balancers(Names=[f"mmsctl-fleet-{name}"])["LoadBalancers"][0]
+
+
+def _tg(aws: dict[str, Any], name: str) -> dict[str, Any]:
+    return aws["elb"].describe_target_groups(Names=[f"mmsctl-fleet-{name}"])["TargetGroups"][0]
+
+
+def _asg(aws: dict[str, Any], name: str) -> dict[str, Any]:
+    return aws["asg"].describe_auto_scaling_groups(AutoScalingGroupNames=[f"mmsctl-fleet-{name}"])[
+        "AutoScalingGroups"][0]
+
+
+def _elb_tags(aws: dict[str, Any], arn: str) -> dict[str, str]:
+    return _tags(aws["elb"].describe_tags(ResourceArns=[arn])["TagDescriptions"][0])
+
+
+def test_create_makes_the_exact_resource_graph(aws: dict[str, Any]) -> None:
+    ec2, elb, asg, iam = aws["ec2"], aws["elb"], aws["asg"], aws["iam"]
+    out = _create(aws, "prod", "-m", "squeezenet", "-m", "r18=https://models.example.com/resnet-18.mar",
+                  "--min", "2", "--max", "6", "--target-requests-per-instance", "12.5", "--key-name", "me")
+    assert out["health_check_path"] == "/ping/squeezenet"
+    assert out["target_requests_per_minute"] == 750.0
+    lb = _lb(aws, "prod")
+    assert out["endpoint"] == f"http://{lb['DNSName']}"
+
+    # Security groups: the balancer reaches the instances' inference port only; the management
+    # port only from the admin group, which nothing of the fleet belongs to.
+    groups = _groups(aws, "prod")
+    assert set(groups) == {"fleet-lb-security-group", "fleet-instance-security-group", "fleet-admin-security-group"}
+    lb_sg = groups["fleet-lb-security-group"]["GroupId"]
+    inst_sg = groups["fleet-instance-security-group"]["GroupId"]
+    admin_sg = groups["fleet-admin-security-group"]["GroupId"]
+    assert _ingress(groups["fleet-lb-security-group"]) == {(80, "0.0.0.0/0")}
+    assert _ingress(groups["fleet-lb-security-group"], "IpPermissionsEgress") == {(8080, inst_sg)}
+    assert _ingress(groups["fleet-instance-security-group"]) == {(8080, lb_sg), (8081, admin_sg)}
+    assert _ingress(groups["fleet-admin-security-group"]) == set()
+    management_sources = {src for port, src in _ingress(groups["fleet-instance-security-group"]) if port == 8081}
+    assert lb_sg not in management_sources and not any("/" in s for s in management_sources)
+
+    # Balancer, listener, target group and its health check.
+    assert lb["Scheme"] == "internet-facing" and lb["Type"] == "application"
+    assert lb["SecurityGroups"] == [lb_sg] and lb["VpcId"] == aws["vpc"]["VpcId"]
+    assert len({z["ZoneName"] for z in lb["AvailabilityZones"]}) >= 2
+    tg = _tg(aws, "prod")
+    assert (tg["Protocol"], tg["Port"], tg["TargetType"], tg["VpcId"]) == ("HTTP", 8080, "instance", lb["VpcId"])
+    assert (tg["HealthCheckProtocol"], tg["HealthCheckPath"], tg["Matcher"]["HttpCode"]) == ("HTTP", "/ping/squeezenet", "200")
+    assert (tg["HealthCheckIntervalSeconds"], tg["HealthyThresholdCount"], tg["UnhealthyThresholdCount"]) == (15, 2, 3)
+    attributes = {a["Key"]: a["Value"] for a in elb.describe_target_group_attributes(
+        TargetGroupArn=tg["TargetGroupArn"])["Attributes"]}
+    assert attributes["deregistration_delay.timeout_seconds"] == "30"
+    [listener] = elb.describe_listeners(LoadBalancerArn=lb["LoadBalancerArn"])["Listeners"]
+    assert (listener["Protocol"], listener["Port"]) == ("HTTP", 80)
+    assert [(a["Type"], a["TargetGroupArn"]) for a in listener["DefaultActions"]] == [("forward", tg["TargetGroupArn"])]
+
+    # Launch template: what `ec2 launch` boots, the management API on the private address.
+    [template] = ec2.describe_launch_templates(Filters=[{"Name": f"tag:{FLEET}", "Values": ["prod"]}])["LaunchTemplates"]
+    data = ec2.describe_launch_template_versions(LaunchTemplateId=template["LaunchTemplateId"])[
+        "LaunchTemplateVersions"][0]["LaunchTemplateData"]
+    assert (data["ImageId"], data["InstanceType"], data["KeyName"]) == (aws["image"], "c5.xlarge", "me")
+    assert data["SecurityGroupIds"] == [inst_sg] and data["MetadataOptions"]["HttpTokens"] == "required"
+    profile = iam.get_instance_profile(InstanceProfileName="mmsctl-fleet-prod")["InstanceProfile"]
+    assert data["IamInstanceProfile"]["Arn"] == profile["Arn"]
+    assert [r["RoleName"] for r in profile["Roles"]] == ["mmsctl-fleet-prod"]
+    assert iam.list_role_policies(RoleName="mmsctl-fleet-prod")["PolicyNames"] == ["mmsctl-session-manager"]
+    script = base64.b64decode(data["UserData"]).decode()
+    assert "--management-address http://0.0.0.0:8081" in script and "--inference-address http://0.0.0.0:8080" in script
+    assert "--models squeezenet=squeezenet --models r18=https://models.example.com/resnet-18.mar" in script
+
+    # The group over the subnets, with ELB health checks, and its target-tracking policy.
+    group = _asg(aws, "prod")
+    assert (group["MinSize"], group["DesiredCapacity"], group["MaxSize"]) == (2, 2, 6)
+    assert (group["HealthCheckType"], group["HealthCheckGracePeriod"]) == ("ELB", 600)
+    assert group["TargetGroupARNs"] == [tg["TargetGroupArn"]]
+    assert group["LaunchTemplate"]["LaunchTemplateId"] == template["LaunchTemplateId"]
+    assert set(group["VPCZoneIdentifier"].split(",")) == {z["SubnetId"] for z in lb["AvailabilityZones"]}
+    [policy] = asg.describe_policies(AutoScalingGroupName="mmsctl-fleet-prod")["ScalingPolicies"]
+    tracking = policy["TargetTrackingConfiguration"]
+    assert policy["PolicyType"] == "TargetTrackingScaling" and tracking["TargetValue"] == 750.0
+    spec = tracking["PredefinedMetricSpecification"]
+    assert spec["PredefinedMetricType"] == "ALBRequestCountPerTarget"
+    assert spec["ResourceLabel"] == (lb["LoadBalancerArn"].split(":loadbalancer/")[1] + "/"
+                                     + tg["TargetGroupArn"].split(":")[-1])
+
+    # mmsctl:fleet=prod on everything.
+    for arn in (lb["LoadBalancerArn"], tg["TargetGroupArn"], listener["ListenerArn"]):
+        assert _elb_tags(aws, arn)[FLEET] == "prod", arn
+    assert _tags(template)[FLEET] == "prod" and _tags(group)[FLEET] == "prod"
+    assert _tags(iam.get_role(RoleName="mmsctl-fleet-prod")["Role"])[FLEET] == "prod"
+    assert _tags(profile)[FLEET] == "prod"
+    instances = [i for r in ec2.describe_instances(InstanceIds=[i["InstanceId"] for i in group["Instances"]])[
+        "Reservations"] for i in r["Instances"]]
+    assert len(instances) == 2
+    assert all(_tags(i)[FLEET] == "prod" and _tags(i)["mmsctl:models"].startswith("squeezenet=") for i in instances)
+    assert all("mmsctl:managed" not in _tags(i) for i in instances)  # `ec2 terminate --all` must not see them
+
+
+def test_https_internal_and_ssh(aws: dict[str, Any]) -> None:
+    cert = boto3.client("acm").request_certificate(DomainName="models.example.com")["CertificateArn"]
+    out = _create(aws, "edge", "-m", "squeezenet", "--certificate-arn", cert, "--internal",
+                  "--ssh-cidr", "203.0.113.0/24", "--min", "1", "--max", "3", "--server", "mmsctl")
+    lb = _lb(aws, "edge")
+    assert lb["Scheme"] == "internal" and out["endpoint"] == f"https://{lb['DNSName']}"
+    listeners = {li["Port"]: li for li in aws["elb"].describe_listeners(LoadBalancerArn=lb["LoadBalancerArn"])["Listeners"]}
+    assert set(listeners) == {80, 443}
+    https = listeners[443]
+    assert https["Protocol"] == "HTTPS" and https["Certificates"][0]["CertificateArn"] == cert
+    assert https["SslPolicy"] == "ELBSecurityPolicy-TLS13-1-2-2021-06"
+    assert https["DefaultActions"][0]["Type"] == "forward"
+    redirect = listeners[80]["DefaultActions"][0]
+    assert redirect["Type"] == "redirect" and redirect["RedirectConfig"]["Protocol"] == "HTTPS"
+    groups = _groups(aws, "edge")
+    vpc_cidr = aws["vpc"]["CidrBlock"]
+    assert _ingress(groups["fleet-lb-security-group"]) == {(80, vpc_cidr), (443, vpc_cidr)}
+    assert _ingress(groups["fleet-instance-security-group"]) == {
+        (8080, groups["fleet-lb-security-group"]["GroupId"]),
+        (8081, groups["fleet-admin-security-group"]["GroupId"]), (22, "203.0.113.0/24")}
+
+
+def test_dry_run_lists_every_call_and_changes_nothing(aws: dict[str, Any]) -> None:
+    proc = aws["cli"]("fleet", "create", "plan", "-m", "squeezenet", "--ami", aws["image"],
+                   "--dry-run", "--wait", "-o", "json")
+    assert proc.code == 0, proc.stderr
+    assert "--wait skipped" in proc.stderr
+    plan = json.loads(proc.stdout)
+    planned = [(c["service"], c["operation"]) for c in plan["calls"] if not c["executed"]]
+    assert planned == [
+        ("iam", "CreateRole"), ("iam", "PutRolePolicy"), ("iam", "CreateInstanceProfile"),
+        ("iam", "AddRoleToInstanceProfile"),
+        ("ec2", "CreateSecurityGroup"), ("ec2", "AuthorizeSecurityGroupIngress"),
+        ("ec2", "CreateSecurityGroup"),
+        ("ec2", "CreateSecurityGroup"), ("ec2", "AuthorizeSecurityGroupIngress"),
+        ("ec2", "RevokeSecurityGroupEgress"), ("ec2", "AuthorizeSecurityGroupEgress"),
+        ("ec2", "CreateLaunchTemplate"),
+        ("elbv2", "CreateTargetGroup"), ("elbv2", "ModifyTargetGroupAttributes"),
+        ("elbv2", "CreateLoadBalancer"), ("elbv2", "CreateListener"),
+        ("autoscaling", "CreateAutoScalingGroup"), ("autoscaling", "PutScalingPolicy"),
+    ]
+    assert all(not c["mutating"] for c in plan["calls"] if c["executed"])
+    by_op = {c["operation"]: c["parameters"] for c in plan["calls"]}
+    assert by_op["CreateTargetGroup"]["HealthCheckPath"] == "/ping/squeezenet"
+    assert by_op["PutScalingPolicy"]["TargetTrackingConfiguration"]["TargetValue"] == 600.0
+    assert by_op["CreateLaunchTemplate"]["LaunchTemplateData"]["UserData"].startswith("<shell script (base64)")
+    assert plan["fleet"]["endpoint"].startswith("http://<new dns name of mmsctl-fleet-plan>")
+    assert _nothing_tagged(aws, "plan") == []
+
+
+def _nothing_tagged(aws: dict[str, Any], name: str) -> list[str]:
+    """Every resource kind fleet create makes, listed; what still carries mmsctl:fleet=NAME."""
+    ec2, elb, asg, iam = aws["ec2"], aws["elb"], aws["asg"], aws["iam"]
+    left = []
+    by_tag = [{"Name": f"tag:{FLEET}", "Values": [name]}]
+    left += [f"instance {i['InstanceId']}" for r in ec2.describe_instances(Filters=by_tag)["Reservations"]
+             for i in r["Instances"] if i["State"]["Name"] not in ("terminated", "shutting-down")]
+    left += [f"volume {v['VolumeId']}" for v in ec2.describe_volumes(Filters=by_tag)["Volumes"]]
+    left += [f"security group {g['GroupId']}" for g in ec2.describe_security_groups(Filters=by_tag)["SecurityGroups"]]
+    left += [f"launch template {t['LaunchTemplateId']}"
+             for t in ec2.describe_launch_templates(Filters=by_tag)["LaunchTemplates"]]
+    left += [f"auto scaling group {g['AutoScalingGroupName']}" for g in asg.describe_auto_scaling_groups(
+        Filters=[{"Name": f"tag:{FLEET}", "Values": [name]}])["AutoScalingGroups"]]
+    lbs = elb.describe_load_balancers()["LoadBalancers"]
+    tgs = elb.describe_target_groups()["TargetGroups"]
+    listeners = [li for lb in lbs for li in elb.describe_listeners(LoadBalancerArn=lb["LoadBalancerArn"])["Listeners"]]
+    arns = [x["LoadBalancerArn"] for x in lbs] + [x["TargetGroupArn"] for x in tgs] + [x["ListenerArn"] for x in listeners]
+    if arns:
+        left += [d["ResourceArn"] for d in elb.describe_tags(ResourceArns=arns)["TagDescriptions"]
+                 if _tags(d).get(FLEET) == name]
+    left += [f"role {r['RoleName']}" for r in iam.list_roles()["Roles"]
+             if _tags(iam.get_role(RoleName=r["RoleName"])["Role"]).get(FLEET) == name]
+    left += [f"instance profile {p['InstanceProfileName']}" for p in iam.list_instance_profiles()["InstanceProfiles"]
+             if _tags(iam.get_instance_profile(InstanceProfileName=p["InstanceProfileName"])["InstanceProfile"]
+                      ).get(FLEET) == name]
+    # And the Resource Groups Tagging API's view (ec2 + elbv2 resources), terminated instances aside.
+    tagging = boto3.client("resourcegroupstaggingapi").get_resources(
+        TagFilters=[{"Key": FLEET, "Values": [name]}])["ResourceTagMappingList"]
+    terminated = {i["InstanceId"] for r in ec2.describe_instances(Filters=by_tag)["Reservations"]
+                  for i in r["Instances"] if i["State"]["Name"] == "terminated"}
+    left += [m["ResourceARN"] for m in tagging if m["ResourceARN"].rsplit("/", 1)[-1] not in terminated]
+    return left
+
+
+def test_wait_returns_the_endpoint_when_targets_are_healthy(aws: dict[str, Any]) -> None:
+    proc = aws["cli"]("fleet", "create", "web", "-m", "squeezenet", "--ami", aws["image"],
+                   "--min", "2", "--desired", "3", "--max", "4", "--wait", "--wait-timeout", "60")
+    assert proc.code == 0, proc.stderr
+    endpoint = f"http://{_lb(aws, 'web')['DNSName']}"
+    assert f"Endpoint        {endpoint}" in proc.stdout and "Healthy         3/3" in proc.stdout
+    assert "web: 3/3 targets healthy" in proc.stderr
+    health = aws["elb"].describe_target_health(TargetGroupArn=_tg(aws, "web")["TargetGroupArn"])
+    assert sorted(h["TargetHealth"]["State"] for h in health["TargetHealthDescriptions"]) == ["healthy"] * 3
+
+
+def test_waiter_polls_until_every_target_is_healthy(aws: dict[str, Any]) -> None:
+    """The waiter's real calls: a stopped instance is not a healthy target (moto reports it
+    'unused'), so the waiter keeps polling until it runs again, and gives up with exit 7."""
+    from mmsctl.cloud._session import open_session
+    from mmsctl.cloud.fleet.query import wait_healthy
+    from mmsctl.errors import RequestTimeout
+
+    _create(aws, "slow", "-m", "squeezenet", "--min", "2")
+    ids = [i["InstanceId"] for i in _asg(aws, "slow")["Instances"]]
+    aws["ec2"].stop_instances(InstanceIds=[ids[0]])
+    seen: list[int] = []
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        if len(slept) == 2:
+            aws["ec2"].start_instances(InstanceIds=[ids[0]])
+
+    state = wait_healthy(open_session(), "slow", timeout=600, sleep=sleep,
+                         on_progress=lambda s: seen.append(s.healthy))
+    assert seen == [1, 1, 2] and state.ready and slept == [5.0, 7.5]
+
+    aws["ec2"].stop_instances(InstanceIds=[ids[1]])
+    now = [0.0]
+
+    def tick(seconds: float) -> None:
+        now[0] += seconds
+
+    with pytest.raises(RequestTimeout) as caught:
+        wait_healthy(open_session(), "slow", timeout=30, sleep=tick, clock=lambda: now[0])
+    assert caught.value.exit_code == 7
+    assert f"1 of 2 targets healthy after 30s; {ids[1]}: unused" in caught.value.message
+
+
+def test_list_describe_members_and_scale(aws: dict[str, Any]) -> None:
+    cli = aws["cli"]
+    _create(aws, "prod", "-m", "squeezenet", "--min", "2", "--max", "5")
+    listed = json.loads(cli("fleet", "list", "-o", "json").stdout)
+    assert [(f["name"], f["in_service"], f["min"], f["max"], f["models"]) for f in listed] == [
+        ("prod", 2, 2, 5, "squeezenet=squeezenet")]
+    desc = json.loads(cli("fleet", "describe", "prod", "-o", "json").stdout)
+    assert desc["target_group"]["health_check_path"] == "/ping/squeezenet" and desc["target_group"]["healthy"] == 2
+    assert desc["scaling_policy"]["metric"] == "ALBRequestCountPerTarget"
+    assert {g["component"] for g in desc["security_groups"]} == {
+        "fleet-lb-security-group", "fleet-instance-security-group", "fleet-admin-security-group"}
+    table = cli("fleet", "describe", "prod").stdout
+    assert "GET /ping/squeezenet → 200 every 15s" in table and "HTTP:80 forward" in table
+
+    # Members: the group's in-service instances at their private addresses.
+    members = json.loads(cli("fleet", "members", "prod", "-o", "json").stdout)
+    described = {i["InstanceId"]: i["PrivateIpAddress"] for r in aws["ec2"].describe_instances(
+        InstanceIds=[i["InstanceId"] for i in _asg(aws, "prod")["Instances"]])["Reservations"] for i in r["Instances"]}
+    assert {m["id"]: m["private_ip"] for m in members} == described
+    assert {m["management_url"] for m in members} == {f"http://{ip}:8081" for ip in described.values()}
+
+    scaled = cli("fleet", "scale", "prod", "--desired", "4", "-o", "json")
+    assert scaled.code == 0, scaled.stderr
+    assert json.loads(scaled.stdout)["after"] == {"min": 2, "desired": 4, "max": 5}
+    group = _asg(aws, "prod")
+    assert (group["MinSize"], group["DesiredCapacity"], group["MaxSize"]) == (2, 4, 5)
+    # A new max below the desired size moves it down; a dry run changes nothing.
+    plan = json.loads(cli("fleet", "scale", "prod", "--max", "3", "--dry-run", "-o", "json").stdout)
+    assert [c["parameters"] for c in plan["calls"] if c["operation"] == "UpdateAutoScalingGroup"] == [
+        {"AutoScalingGroupName": "mmsctl-fleet-prod", "MinSize": 2, "MaxSize": 3, "DesiredCapacity": 3}]
+    assert _asg(aws, "prod")["MaxSize"] == 5
+    bad = cli("fleet", "scale", "prod", "--min", "6")
+    assert bad.code == 2 and "min (6) <= desired" in bad.stderr
+    ghost = cli("fleet", "scale", "ghost", "--min", "1")
+    assert ghost.code == 9 and "no fleet 'ghost' in us-east-1" in ghost.stderr
+
+
+def test_destroy_leaves_nothing_tagged_and_twice_is_a_no_op(aws: dict[str, Any]) -> None:
+    cli = aws["cli"]
+    cert = boto3.client("acm").request_certificate(DomainName="models.example.com")["CertificateArn"]
+    _create(aws, "prod", "-m", "squeezenet", "--certificate-arn", cert)
+    _create(aws, "other", "-m", "squeezenet", "--min", "1")
+    plan = cli("fleet", "destroy", "prod", "--dry-run", "-o", "json")
+    assert plan.code == 0, plan.stderr
+    planned = [c["operation"] for c in json.loads(plan.stdout)["calls"] if not c["executed"]]
+    assert planned == ["DeletePolicy", "DeleteAutoScalingGroup", "DeleteListener", "DeleteListener",
+                       "DeleteLoadBalancer", "DeleteTargetGroup", "DeleteLaunchTemplate",
+                       "RevokeSecurityGroupIngress", "RevokeSecurityGroupEgress", "DeleteSecurityGroup",
+                       "DeleteSecurityGroup", "DeleteSecurityGroup", "RemoveRoleFromInstanceProfile",
+                       "DeleteInstanceProfile", "DeleteRolePolicy", "DeleteRole"]
+    assert len(_nothing_tagged(aws, "prod")) > 10  # the dry run deleted nothing
+
+    done = cli("fleet", "destroy", "prod", "-o", "json")
+    assert done.code == 0, done.stderr
+    kinds = [d["kind"] for d in json.loads(done.stdout)["deleted"]]
+    assert kinds == ["scaling-policy", "auto-scaling-group", "listener", "listener", "load-balancer", "target-group",
+                     "launch-template", "security-group", "security-group", "security-group", "instance-profile",
+                     "iam-role"]
+    assert _nothing_tagged(aws, "prod") == []
+    assert len(_nothing_tagged(aws, "other")) > 10  # the other fleet is untouched
+    again = cli("fleet", "destroy", "prod")
+    assert again.code == 0 and again.stdout == "" and "nothing left of fleet prod in us-east-1" in again.stderr
+    assert cli("fleet", "describe", "prod").code == 9
+
+
+def test_same_named_resources_without_the_tag_are_never_touched(aws: dict[str, Any]) -> None:
+    cli, iam = aws["cli"], aws["iam"]
+    iam.create_role(RoleName="mmsctl-fleet-ghost", Path="/mmsctl-fleet/", AssumeRolePolicyDocument="{}")
+    refused = cli("fleet", "create", "ghost", "-m", "squeezenet", "--ami", aws["image"])
+    assert refused.code == 9 and "not tagged mmsctl:fleet=ghost: role mmsctl-fleet-ghost" in refused.stderr
+    kept = cli("fleet", "destroy", "ghost")
+    assert kept.code == 0, kept.stderr
+    assert "kept role mmsctl-fleet-ghost: it has the fleet's name but not its mmsctl:fleet=ghost tag" in kept.stderr
+    assert iam.get_role(RoleName="mmsctl-fleet-ghost")["Role"]["Path"] == "/mmsctl-fleet/"
+    assert iam.list_role_policies(RoleName="mmsctl-fleet-ghost")["PolicyNames"] == []
+
+
+def test_ec2_commands_leave_fleets_alone(aws: dict[str, Any]) -> None:
+    cli = aws["cli"]
+    _create(aws, "prod", "-m", "squeezenet", "--min", "1")
+    iid = _asg(aws, "prod")["Instances"][0]["InstanceId"]
+    assert json.loads(cli("ec2", "list", "-o", "json").stdout) == []
+    refused = cli("ec2", "terminate", iid)
+    assert refused.code == 9 and "belongs to fleet 'prod'" in refused.stderr
+    assert "mmsctl fleet scale prod" in refused.stderr
+    assert cli("ec2", "cleanup").code == 0
+    assert len(_groups(aws, "prod")) == 3
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["fleet", "create", "Prod_1", "-m", "squeezenet"], 2, "bad fleet name 'Prod_1'"),
+        (["fleet", "create", "a-very-long-fleet-name", "-m", "squeezenet"], 2, "bad fleet name"),
+        (["fleet", "create", "x", "-m", "squeezenet", "--min", "5", "--max", "2"], 2,
+         "sizes must satisfy 1 <= --min (5) <= --desired (5) <= --max (2)"),
+        (["fleet", "create", "x"], 2, "a fleet needs --models"),
+        (["fleet", "create", "x", "-m", "squeezenet", "--ssh-cidr", "10.0.0.1/8"], 2, "--ssh-cidr '10.0.0.1/8'"),
+        (["fleet", "create", "x", "-m", "squeezenet", "--target-requests-per-instance", "0"], 2,
+         "--target-requests-per-instance must be above 0"),
+        (["fleet", "create", "x", "-m", "squeezenet", "--eia", "medium", "--region", "eu-central-1"], 9,
+         "Elastic Inference never existed in eu-central-1"),
+        (["fleet", "describe", "ghost"], 9, "no fleet 'ghost' in us-east-1"),
+        (["fleet", "scale", "ghost"], 2, "pass --min, --max or --desired"),
+    ],
+)
+def test_errors_are_one_line(cli: Any, args: list[str], code: int, message: str) -> None:
+    proc = cli(*args)
+    assert proc.code == code, proc.stderr
+    first = proc.stderr.strip().splitlines()[0]
+    assert first.startswith("error: ") and message in first, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_refusals_that_need_aws(aws: dict[str, Any]) -> None:
+    cli = aws["cli"]
+    subnet = aws["ec2"].describe_subnets(Filters=[{"Name": "default-for-az", "Values": ["true"]}])["Subnets"][0]
+    one_zone = cli("fleet", "create", "x", "-m", "squeezenet", "--ami", aws["image"],
+                       "--subnets", subnet["SubnetId"])
+    assert one_zone.code == 2 and "subnets in 2 availability zones at least" in one_zone.stderr
+    _create(aws, "prod", "-m", "squeezenet", "--min", "1")
+    again = cli("fleet", "create", "prod", "-m", "squeezenet", "--ami", aws["image"])
+    assert again.code == 9 and "fleet 'prod' already exists in us-east-1" in again.stderr
+    # AWS refuses a step half-way: the error says how to remove what was made, and destroy does.
+    bad_cert = "arn:aws:acm:us-east-1:123456789012:certificate/not-there"
+    half = cli("fleet", "create", "half", "-m", "squeezenet", "--ami", aws["image"],
+                   "--certificate-arn", bad_cert)
+    assert half.code == 9, half.stderr
+    assert "CreateListener" in half.stderr and "`mmsctl fleet destroy half` removes whatever exists" in half.stderr
+    assert _nothing_tagged(aws, "half") != []
+    assert cli("fleet", "destroy", "half").code == 0
+    assert _nothing_tagged(aws, "half") == []
+
+
+def test_context_for_a_fleet_finds_its_balancer_and_members(aws: dict[str, Any], capsys) -> None:
+    """`context add --fleet`: predict's URL is the balancer; the members (found when a command runs)
+    are the group's in-service instances at their private addresses. Nothing here contacts them:
+    moto's instances have no servers, and tests talk to 127.0.0.1 only."""
+    from mmsctl.cli.fanout import fleet_members
+    from mmsctl.client.contexts import ContextStore
+    from tests.client.clirun import invoke
+
+    _create(aws, "prod", "-m", "squeezenet", "--min", "3", "--max", "3")
+    added = invoke(capsys, "context", "add", "prod", "--fleet", "prod")
+    assert added.code == 0, added.stderr
+    ctx = ContextStore().get("prod")
+    assert (ctx.fleet, ctx.region, ctx.members, ctx.management_url) == ("prod", "us-east-1", (), "")
+    assert ctx.inference_url == f"http://{_lb(aws, 'prod')['DNSName']}" and ctx.is_fleet
+    ips = {i["InstanceId"]: i["PrivateIpAddress"] for r in aws["ec2"].describe_instances(
+        InstanceIds=[i["InstanceId"] for i in _asg(aws, "prod")["Instances"]])["Reservations"] for i in r["Instances"]}
+    assert {(m.name, m.management_url, m.inference_url) for m in fleet_members(ctx)} == {
+        (iid, f"http://{ip}:8081", f"http://{ip}:8080") for iid, ip in ips.items()}
+    listed = invoke(capsys, "context", "list")
+    assert "fleet prod (us-east-1)" in listed.stdout
+    missing = invoke(capsys, "context", "add", "nope", "--fleet", "nope")
+    assert missing.code == 9 and "no fleet 'nope' in us-east-1" in missing.stderr
+    both = invoke(capsys, "context", "add", "x", "--fleet", "prod", "--members", "http://h:8081")
+    assert both.code == 2 and "pass --members or --fleet, not both" in both.stderr
+    # A fleet scaled to zero has no member to manage: a clear error, not an empty table.
+    aws["asg"].update_auto_scaling_group(AutoScalingGroupName="mmsctl-fleet-prod", MinSize=0, DesiredCapacity=0)
+    from mmsctl.errors import CloudError
+
+    with pytest.raises(CloudError, match="fleet 'prod' has no in-service instance to manage"):
+        fleet_members(ContextStore().get("prod"))
+
+
+def test_ssh_config_tunnels_each_member_and_names_the_context(aws: dict[str, Any], capsys) -> None:
+    from tests.client.clirun import invoke
+
+    _create(aws, "prod", "-m", "squeezenet", "--min", "2", "--key-name", "me")
+    proc = aws["cli"]("fleet", "ssh-config", "prod", "--local-port", "28080")
+    assert proc.code == 0, proc.stderr
+    ids = sorted(i["InstanceId"] for i in _asg(aws, "prod")["Instances"])
+    for i, iid in enumerate(ids):
+        assert f"Host mmsctl-fleet-prod-{iid}\n" in proc.stdout
+        assert f"LocalForward {28080 + 2 * i} 127.0.0.1:8080\n    LocalForward {28081 + 2 * i} 127.0.0.1:8081" in proc.stdout
+    assert "IdentityFile ~/.ssh/me.pem" in proc.stdout
+    command = proc.stdout.strip().splitlines()[-1].removeprefix("# then: mmsctl ").split()
+    assert command[:3] == ["context", "add", "prod-tunnel"]
+    assert invoke(capsys, *command).code == 0  # the printed command is a working context
+
+
+def test_fleet_cost_from_a_fleet_and_a_saved_bench_run(aws: dict[str, Any], tmp_path) -> None:
+    from mmsctl.bench.results import BenchRun, Level, Sweep, save_run
+
+    run = tmp_path / "bench.json"
+    save_run(BenchRun(sweeps=[Sweep("local", "http://127.0.0.1:8080", "squeezenet", levels=[
+        Level(concurrency=1, duration_s=10.0, sent=100, ok=100), Level(concurrency=8, duration_s=10.0, sent=300, ok=250),
+    ])]), run)
+    _create(aws, "prod", "-m", "squeezenet", "--min", "2", "--desired", "3", "--max", "8")
+    proc = aws["cli"]("fleet", "cost", "prod", "--from-bench", str(run), "-o", "json")
+    assert proc.code == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    assert [(r["instances"], r["instance_type"], r["throughput_per_instance"]) for r in rows] == [
+        (2, "c5.xlarge", 25.0), (3, "c5.xlarge", 25.0), (8, "c5.xlarge", 25.0)]
+    assert rows[2]["hourly_price"] == pytest.approx(8 * 0.17 + 0.0225)
+    assert rows[2]["cost_per_100k"] == pytest.approx((8 * 0.17 + 0.0225) / (8 * 25.0 * 3600) * 100_000, abs=1e-4)
+
+
+def test_an_elastic_inference_fleet_shares_ec2s_endpoint_and_keeps_cleanup_off_it(aws: dict[str, Any]) -> None:
+    ec2, iam, cli = aws["ec2"], aws["iam"], aws["cli"]
+    out = _create(aws, "ei", "-m", "squeezenet", "--eia", "medium", "--min", "1")
+    assert out["accelerator"] == "eia1.medium" and out["instance_type"] == "m5.large"
+    assert any("retired" in w for w in out["warnings"])
+    [template] = ec2.describe_launch_templates(Filters=[{"Name": f"tag:{FLEET}", "Values": ["ei"]}])["LaunchTemplates"]
+    data = ec2.describe_launch_template_versions(LaunchTemplateId=template["LaunchTemplateId"])[
+        "LaunchTemplateVersions"][0]["LaunchTemplateData"]
+    assert data["ElasticInferenceAccelerators"] == [{"Type": "eia1.medium", "Count": 1}]
+    ei_sg = ec2.describe_security_groups(Filters=[{"Name": "tag:mmsctl:component", "Values": ["ei-security-group"]}])[
+        "SecurityGroups"][0]["GroupId"]
+    assert data["SecurityGroupIds"] == [_groups(aws, "ei")["fleet-instance-security-group"]["GroupId"], ei_sg]
+    assert sorted(iam.list_role_policies(RoleName="mmsctl-fleet-ei")["PolicyNames"]) == [
+        "mmsctl-elastic-inference-connect", "mmsctl-session-manager"]
+    refused = cli("ec2", "cleanup")
+    assert refused.code == 9 and "fleet(s) ei use the Elastic Inference endpoint" in refused.stderr
+    assert cli("fleet", "destroy", "ei").code == 0
+    assert _nothing_tagged(aws, "ei") == []
+    assert len(ec2.describe_vpc_endpoints()["VpcEndpoints"]) == 1  # shared with `ec2 launch`: ec2 cleanup's
+    cleaned = cli("ec2", "cleanup", "-o", "json")
+    assert cleaned.code == 0, cleaned.stderr
+    assert sorted(d["kind"] for d in json.loads(cleaned.stdout)["deleted"]) == ["security-group", "vpc-endpoint"]
