@@ -1,11 +1,18 @@
-"""The CLI's words for core errors: which flag an argument is, and what to type to fix it.
+"""The CLI's words for core errors: the flag an argument is, and what to type next.
 
-The core never names a flag (the server and library callers have none): an error says
-which argument of the call it is about (``MmsError.param``, e.g. ``synset``) or has a
-type of its own (``AlreadyExistsError``). Each command says how its flags map:
+The core packages never name a CLI flag or command (a library user has none). An error
+says which argument of the call it is about (``MmsError.param``, e.g. ``synset``) or has a
+type of its own, and carries a ``reference``. The CLI adds its words in two ways:
 
-    with CREATE_WORDS.applied():
-        create_archive(folder, synset=synset, ...)   # "x: no such file" -> "x: no such file (--synset)"
+* per command, :class:`CommandWords` maps arguments to that command's flags and error
+  types to hints::
+
+      with CREATE_WORDS.applied():
+          create_archive(folder, synset=synset, ...)   # "x: no such file" -> "x: no such file (--synset)"
+
+* everywhere, :func:`hint_for` (called by ``cli/main.py`` where errors become messages)
+  finds the hint for an error's ``reference`` in :data:`HINTS`; a hint the core did set
+  (about the data, not the CLI) wins.
 """
 
 from __future__ import annotations
@@ -13,10 +20,49 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Callable, Optional, Union
 
 from mmsctl.errors import MmsError
 
-__all__ = ["CommandWords"]
+__all__ = ["HINTS", "CommandWords", "hint_for"]
+
+_SERVER_DOWN = "is the server running? `mmsctl ping --all` checks every context"
+
+
+def _version(exc: MmsError) -> str:
+    model = getattr(exc, "model", None) or "MODEL"
+    return f"`mmsctl models describe {model}` shows its default version; leave out --version to use it"
+
+
+def _builtin_context(exc: MmsError) -> Optional[str]:
+    if getattr(exc, "operation", "") == "remove":
+        return "`mmsctl context use NAME` switches to another context"
+    return None
+
+
+#: error reference -> hint (a text, or a function of the error).
+HINTS: dict[str, Union[str, Callable[[MmsError], Optional[str]]]] = {
+    "connection-refused": _SERVER_DOWN,
+    "server-unreachable": _SERVER_DOWN,
+    "authentication-failed": "check the context's token file (`mmsctl context list -o wide`); "
+    "TorchServe writes its keys to key_file.json in the folder it was started from",
+    "timeout": "raise the limit with --timeout",
+    "workers-not-ready": "raise --timeout, or check the server's log for workers that fail to start",
+    "remote-model-not-found": "list the models with `mmsctl models list`",
+    "remote-version-not-found": _version,
+    "remote-archive-not-found": "LOCATION is an http(s) URL or a file name in the server's model store",
+    "no-metrics-url": "add one with `mmsctl context add NAME … --metrics URL` (MMS 1.1 has no metrics API)",
+    "context-not-found": "add it with `mmsctl context add`",
+    "builtin-context": _builtin_context,
+}
+
+
+def hint_for(exc: MmsError) -> Optional[str]:
+    """The hint to print under *exc*: its own, else the CLI's for its reference, else None."""
+    if exc.hint:
+        return exc.hint
+    hint = HINTS.get(exc.reference)
+    return hint(exc) if callable(hint) else hint
 
 
 @dataclass(frozen=True)

@@ -132,7 +132,9 @@ def run(argv: Optional[list[str]] = None) -> None:
         ui = get_ui()
         if ui.debug:
             raise
-        ui.error(exc.message, exc.hint)
+        from mmsctl.cli.hints import hint_for
+
+        ui.error(exc.message, hint_for(exc))
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         get_ui().error("interrupted")

@@ -297,6 +297,10 @@ def scale(
 ) -> None:
     """Set a model's worker count on any server, like `kubectl scale` (PUT /models/MODEL)."""
     check_output(output, ("text", "json", "yaml"))
+    if max_workers is not None and max_workers < min_workers:
+        from mmsctl.errors import UsageError
+
+        raise UsageError(f"--max-workers ({max_workers}) is below --min-workers ({min_workers})")
     fleet = _fleet(context)
     if fleet is not None:
         from mmsctl.cli import fanout

@@ -52,15 +52,14 @@ def top(
         raise UsageError("--timeout must be greater than 0")
     from mmsctl.client.contexts import resolve_context
 
-    fleet = resolve_context(global_context(context))
-    if fleet.is_fleet:  # the fleet view (models across members, a members view) is not built yet
-        raise UsageError(f"context {fleet.name!r} is a fleet; `mmsctl top` watches one server",
+    target = resolve_context(global_context(context))
+    if target.is_fleet:  # the fleet view (models across members, a members view) is not built yet
+        raise UsageError(f"context {target.name!r} is a fleet; `mmsctl top` watches one server",
                          hint="`mmsctl models list` and `mmsctl ping` show every member; for one member add "
                               "a context with its --inference and --management URLs")
-    from mmsctl.tui.source import HttpSource, endpoints_for
+    from mmsctl.tui.source import HttpSource
 
-    endpoints = endpoints_for(global_context(context))
-    source = HttpSource(endpoints, timeout=timeout, describe_every=max(5.0, 5 * interval))
+    source = HttpSource(target, timeout=timeout, describe_every=max(5.0, 5 * interval))
     if once:
         from mmsctl.tui.once import rows_for_table, snapshot_once
 

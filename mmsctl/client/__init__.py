@@ -1,5 +1,9 @@
 """Talk to remote MMS 1.1, TorchServe 0.12 and mmsctl servers: contexts, management, inference, metrics.
 
+Each API has a sync client (``ManagementClient``…) and an async one
+(``AsyncManagementClient``…) that run the same operations (``_base.py`` holds the
+shared request/response logic, ``_http.py`` the two faces).
+
 Names are loaded on first use, so importing ``mmsctl.client`` costs nothing
 (httpx is imported only when a client is created).
 """
@@ -10,6 +14,9 @@ import importlib
 from typing import Any
 
 __all__ = [
+    "AsyncInferenceClient",
+    "AsyncManagementClient",
+    "AsyncMetricsClient",
     "Context",
     "ContextStore",
     "InferenceClient",
@@ -20,6 +27,8 @@ __all__ = [
     "PingResult",
     "PredictResult",
     "ScaleResult",
+    "parse_metrics",
+    "read_token",
     "resolve_context",
 ]
 
@@ -27,14 +36,19 @@ _WHERE = {
     "Context": "contexts",
     "ContextStore": "contexts",
     "resolve_context": "contexts",
+    "AsyncInferenceClient": "inference",
     "InferenceClient": "inference",
     "PingResult": "inference",
     "PredictResult": "inference",
+    "AsyncManagementClient": "management",
     "ManagementClient": "management",
     "ModelDetail": "management",
     "ModelSummary": "management",
     "ScaleResult": "management",
+    "AsyncMetricsClient": "metrics",
     "MetricsClient": "metrics",
+    "parse_metrics": "metrics",
+    "read_token": "auth",
 }
 
 

@@ -1,15 +1,19 @@
 """Where httpx exceptions and server error bodies become mmsctl errors (the only place).
 
-    httpx.ConnectError / TLS / DNS      -> ConnectionFailed        exit 5
-    httpx.TimeoutException               -> RequestTimeout          exit 7
+    httpx.ConnectError: refused          -> ConnectionRefused       exit 5
+    httpx.ConnectError / TLS / DNS       -> ConnectionFailed        exit 5
+    httpx.ConnectTimeout                 -> ConnectionFailed        exit 5
+    httpx.TimeoutException (read, write) -> RequestTimeout          exit 7
     400 InvalidKeyException, 401, 403    -> AuthenticationFailed    exit 6
-    404 Model(Version)NotFoundException  -> RemoteModelNotFound     exit 3
-    404 on register (archive not found)  -> RemoteModelNotFound     exit 3
+    404 ModelNotFoundException           -> RemoteModelNotFound     exit 3
+    404 ModelVersionNotFoundException    -> RemoteVersionNotFound   exit 3
+    404 on register (archive not found)  -> RemoteArchiveNotFound   exit 3
     405 on register/unregister           -> ModelApiDisabled        exit 8
     any other non-2xx                    -> ApiError                exit 8
 
 Every message names the server (``host:port``), so a user with several contexts
-knows which one answered.
+knows which one answered. The errors carry what happened as attributes; hints that
+name mmsctl's commands and flags are the CLI's (``mmsctl/cli/hints.py``).
 """
 
 from __future__ import annotations
@@ -32,11 +36,14 @@ if TYPE_CHECKING:  # pragma: no cover
     import httpx
 
 __all__ = [
+    "ConnectionRefused",
     "ModelApiDisabled",
+    "RemoteArchiveNotFound",
     "RemoteModelNotFound",
+    "RemoteVersionNotFound",
+    "WorkersNotReady",
     "error_from_response",
     "error_from_transport",
-    "parse_error_body",
     "server_label",
 ]
 
@@ -46,10 +53,49 @@ class RemoteModelNotFound(ModelNotFoundError):
 
     reference = "remote-model-not-found"
 
-    def __init__(self, message: str, *, status: int = 404, type: str = "", hint: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int = 404,
+        type: str = "",
+        hint: Optional[str] = None,
+        model: Optional[str] = None,
+    ) -> None:
         super().__init__(message, hint=hint)
         self.status = status
         self.type = type
+        self.model = model
+
+
+class RemoteVersionNotFound(RemoteModelNotFound):
+    """The server has the model, but not that version of it (TorchServe)."""
+
+    reference = "remote-version-not-found"
+
+
+class RemoteArchiveNotFound(RemoteModelNotFound):
+    """Register named an archive the server cannot find (neither a URL nor in its model store)."""
+
+    reference = "remote-archive-not-found"
+
+
+class ConnectionRefused(ConnectionFailed):
+    """Nothing listens at the server's address: most often, the server is not running."""
+
+    reference = "connection-refused"
+
+
+class WorkersNotReady(RequestTimeout):
+    """A wait for a model's workers ran out of time: they did not all become READY."""
+
+    reference = "workers-not-ready"
+
+    def __init__(self, message: str, *, model: str, ready: int, wanted: int) -> None:
+        super().__init__(message)
+        self.model = model
+        self.ready = ready
+        self.wanted = wanted
 
 
 class ModelApiDisabled(ApiError):
@@ -60,8 +106,10 @@ class ModelApiDisabled(ApiError):
 
 def server_label(url: str) -> str:
     """``host:port`` of a URL, for messages."""
-    parts = urlsplit(url)
-    return parts.netloc or url
+    try:
+        return urlsplit(url).netloc or url
+    except ValueError:  # "http://[::1" - the client then says "bad server URL"
+        return url
 
 
 def error_from_response(
@@ -76,24 +124,16 @@ def error_from_response(
     kind, message = parse_error_body(response.content)
     detail = message or response.reason_phrase or f"HTTP {status}"
     if (status == 400 and kind == "InvalidKeyException") or status in (401, 403):
-        return AuthenticationFailed(
-            f"authentication failed on {server}: {detail}",
-            hint="check the context's token file (`mmsctl context list -o wide`); TorchServe writes "
-            "its keys to key_file.json in the folder it was started from",
-        )
+        return AuthenticationFailed(f"authentication failed on {server}: {detail}")
     if status == 404 and (model is not None) and (kind is None or "NotFound" in kind):
         if kind == "ModelVersionNotFoundException":  # the model is there, that version is not
-            return RemoteModelNotFound(
-                f"model {model} has no such version on {server}: {detail}", status=status, type=kind,
-                hint=f"`mmsctl models describe {model}` shows its default version; leave out --version to use it",
+            return RemoteVersionNotFound(
+                f"model {model} has no such version on {server}: {detail}", status=status, type=kind, model=model,
             )
         return RemoteModelNotFound(f"model {model} not found on {server}", status=status, type=kind or "",
-                                   hint="list the models with `mmsctl models list`")
+                                   model=model)
     if status == 404 and operation == "register":
-        return RemoteModelNotFound(
-            f"register failed on {server}: {detail}", status=status, type=kind or "",
-            hint="LOCATION is an http(s) URL or a file name in the server's model store",
-        )
+        return RemoteArchiveNotFound(f"register failed on {server}: {detail}", status=status, type=kind or "")
     if status == 405 and operation in ("register", "unregister"):
         return ModelApiDisabled(
             f"{server} refused to {operation}: this server has its model API disabled "
@@ -114,9 +154,7 @@ def error_from_transport(exc: "httpx.HTTPError", url: str, timeout: Optional[flo
         if isinstance(exc, httpx.ConnectTimeout):
             return ConnectionFailed(f"cannot connect to {server}: connection timed out")
         after = f" after {timeout:g} s" if timeout else ""
-        return RequestTimeout(
-            f"{server} did not answer{after}", hint="raise the limit with --timeout"
-        )
+        return RequestTimeout(f"{server} did not answer{after}")
     text = str(exc) or type(exc).__name__
     lowered = text.lower()
     if "certificate" in lowered or "ssl" in lowered or "tls" in lowered:
@@ -125,10 +163,7 @@ def error_from_transport(exc: "httpx.HTTPError", url: str, timeout: Optional[flo
         chain = causes(exc)
         if "refused" in lowered or "errno 111" in lowered or any(isinstance(c, ConnectionRefusedError) for c in chain):
             # the async client (mmsctl top) says only "All connection attempts failed"; the cause says why
-            return ConnectionFailed(
-                f"cannot connect to {server}: connection refused",
-                hint="is the server running? `mmsctl ping --all` checks every context",
-            )
+            return ConnectionRefused(f"cannot connect to {server}: connection refused")
         if ("name or service not known" in lowered or "nodename nor servname" in lowered or "getaddrinfo" in lowered
                 or any(isinstance(c, socket.gaierror) for c in chain)):
             return ConnectionFailed(f"cannot resolve {server}: {text}")

@@ -43,6 +43,7 @@ __all__ = [
     "DEFAULT_MANAGEMENT_URL",
     "DEFAULT_METRICS_URL",
     "LOCAL",
+    "BuiltinContextError",
     "Context",
     "ContextNotFound",
     "ContextStore",
@@ -63,6 +64,16 @@ class ContextNotFound(NotFoundError):
     """A context name that is not in contexts.toml."""
 
     reference = "context-not-found"
+
+
+class BuiltinContextError(UsageError):
+    """``local`` (and ``local:NAME``) are built in: they cannot be added or removed."""
+
+    reference = "builtin-context"
+
+    def __init__(self, message: str, *, operation: str) -> None:
+        super().__init__(message)
+        self.operation = operation
 
 
 @dataclass(frozen=True)
@@ -149,7 +160,7 @@ class ContextStore:
         entry = self._data.get("contexts", {}).get(name)
         if not isinstance(entry, dict):
             known = ", ".join([LOCAL, *self.names()])
-            raise ContextNotFound(f"context {name!r} not found (known: {known})", hint="add it with `mmsctl context add`")
+            raise ContextNotFound(f"context {name!r} not found (known: {known})")
         members = entry.get("members") or []
         if not isinstance(members, list) or not all(isinstance(m, str) for m in members):
             raise ConfigError(f"{self.path}: context {name!r}: 'members' must be a list of URLs")
@@ -175,7 +186,8 @@ class ContextStore:
     def add(self, context: Context, *, overwrite: bool = True) -> None:
         _check_name(context.name)
         if context.name == LOCAL:
-            raise UsageError(f"{LOCAL!r} is the built-in context of the local server; choose another name")
+            raise BuiltinContextError(f"{LOCAL!r} is the built-in context of the local server; choose another name",
+                                      operation="add")
         contexts = self._data.setdefault("contexts", {})
         if context.name in contexts and not overwrite:
             raise UsageError(f"context {context.name!r} already exists")
@@ -204,8 +216,8 @@ class ContextStore:
     def remove(self, name: str) -> None:
         contexts = self._data.get("contexts", {})
         if name not in contexts and (name == LOCAL or name.startswith(f"{LOCAL}:")):
-            raise UsageError(f"{name!r} is the built-in context of the local server; it cannot be removed",
-                             hint="`mmsctl context use NAME` switches to another context")
+            raise BuiltinContextError(f"{name!r} is the built-in context of the local server; it cannot be removed",
+                                      operation="remove")
         if name not in contexts:
             raise ContextNotFound(f"context {name!r} not found")
         del contexts[name]

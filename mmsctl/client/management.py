@@ -1,4 +1,8 @@
-"""The management API of MMS 1.1, TorchServe 0.12 and mmsctl's server, behind one client.
+"""The management API of MMS 1.1, TorchServe 0.12 and mmsctl's server: one set of operations, two faces.
+
+Every operation (request and parsing) is written once, in :class:`_ManagementOps`;
+:class:`ManagementClient` runs them with ``httpx.Client`` and
+:class:`AsyncManagementClient` with ``httpx.AsyncClient`` (``mmsctl top``).
 
 Differences it smooths over:
 
@@ -15,19 +19,20 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional
-from urllib.parse import quote
 
-from mmsctl.client._errors import server_label
-from mmsctl.client._http import HttpApi
+from mmsctl.client._base import Call, Operation, Pause, json_of, status_message, url_path
+from mmsctl.client._errors import WorkersNotReady, server_label
+from mmsctl.client._http import AsyncHttpApi, HttpApi
 from mmsctl.client.auth import read_token
 from mmsctl.client.contexts import Context
-from mmsctl.errors import ApiError, RequestTimeout, UsageError
+from mmsctl.errors import ApiError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     import httpx
 
 __all__ = [
     "IN_PROGRESS",
+    "AsyncManagementClient",
     "ManagementClient",
     "ModelDetail",
     "ModelSummary",
@@ -80,13 +85,15 @@ class ModelDetail:
     max_batch_delay: Optional[int]
     workers: list[Worker] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict)
+    #: True when the server described the model with a list (TorchServe), not an object (MMS, mmsctl).
+    listed: bool = False
 
     @property
     def ready_workers(self) -> int:
         return sum(1 for w in self.workers if w.ready)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "ModelDetail":
+    def from_json(cls, data: dict[str, Any], *, listed: bool = False) -> "ModelDetail":
         workers = [
             Worker(
                 id=str(w.get("id", "")),
@@ -110,6 +117,7 @@ class ModelDetail:
             max_batch_delay=data.get("maxBatchDelay"),
             workers=workers,
             raw=data,
+            listed=listed,
         )
 
 
@@ -154,26 +162,129 @@ class ScaleResult:
         }
 
 
-def _message(response: "httpx.Response") -> str:
-    try:
-        data = response.json()
-    except ValueError:
-        return response.text.strip()
-    if isinstance(data, dict):
-        return str(data.get("status") or data.get("message") or "")
-    return ""
 
 
-def _path(name: str, version: Optional[str] = None) -> str:
-    if not name:
-        raise UsageError("model name is empty")
-    path = "/models/" + quote(name, safe="")
-    if version:
-        path += "/" + quote(version, safe="")
-    return path
+_WAIT_S = 120.0
 
 
-class ManagementClient:
+def _model_path(name: str, version: Optional[str] = None) -> str:
+    return "/models" + url_path(name, version)
+
+
+def _check_counts(min_workers: int, max_workers: Optional[int]) -> None:
+    if min_workers < 0:
+        raise UsageError(f"min_workers must be 0 or more, not {min_workers}")
+    if max_workers is not None and max_workers < min_workers:
+        raise UsageError(f"max_workers ({max_workers}) is below min_workers ({min_workers})")
+
+
+class _ManagementOps:
+    """The management operations, each written once as data (see :mod:`mmsctl.client._base`)."""
+
+    context: Context
+    server: str
+    _timeout: float
+
+    def _setup(self, context: Context, timeout: float) -> Optional[str]:
+        """Set the fields both faces share; return the management token (None without a token file)."""
+        self.context = context
+        self.server = server_label(context.management_url)
+        self._timeout = timeout
+        return read_token(context.token_file, "management")
+
+    def _list_models(self, limit: int) -> Operation[list[ModelSummary]]:
+        models: list[ModelSummary] = []
+        token: Optional[str] = None
+        seen: set[str] = set()
+        for _ in range(_MAX_PAGES):
+            response = yield Call("GET", "/models", {"limit": limit, "next_page_token": token},
+                                  operation="list models")
+            data = json_of(response)
+            page = (data.get("models") or []) if isinstance(data, dict) else []
+            models.extend(ModelSummary(str(item.get("modelName", "")), str(item.get("modelUrl", "")))
+                          for item in page if isinstance(item, dict))
+            token = data.get("nextPageToken") if isinstance(data, dict) else None
+            if not token or not page or str(token) in seen:
+                break
+            token = str(token)
+            seen.add(token)
+        return models
+
+    def _describe_all(self, name: str, version: Optional[str]) -> Operation[list[ModelDetail]]:
+        response = yield Call("GET", _model_path(name, version), model=name, operation="describe")
+        data = json_of(response)
+        listed = isinstance(data, list)
+        items = data if listed else [data]
+        details = [ModelDetail.from_json(d, listed=listed) for d in items if isinstance(d, dict)]
+        if not details:
+            raise ApiError(f"describe {name} on {self.server}: the server sent no model description")
+        return details
+
+    def _register(self, url: str, options: dict[str, Any], timeout: Optional[float]) -> Operation[OperationResult]:
+        if timeout is None and options.get("synchronous"):
+            timeout = max(self._timeout, 120.0)
+        response = yield Call("POST", "/models", {"url": url, **options}, operation="register", timeout=timeout)
+        return OperationResult(response.status_code, status_message(response))
+
+    def _unregister(self, name: str, version: Optional[str], timeout: Optional[float]) -> Operation[OperationResult]:
+        response = yield Call("DELETE", _model_path(name, version), model=name, operation="unregister",
+                              timeout=timeout)
+        return OperationResult(response.status_code, status_message(response))
+
+    def _scale(self, name: str, min_workers: int, max_workers: Optional[int], version: Optional[str],
+               wait: Optional["_Wait"]) -> Operation[ScaleResult]:
+        _check_counts(min_workers, max_workers)
+        params = {"min_worker": min_workers, "max_worker": max_workers, "synchronous": False}
+        response = yield Call("PUT", _model_path(name, version), params, model=name, operation="scale")
+        result = ScaleResult(name, min_workers, max_workers, response.status_code, status_message(response))
+        if wait is not None:
+            detail = yield from self._wait_for_workers(name, min_workers, max_workers, version, wait)
+            result.ready, result.total, result.waited = detail.ready_workers, len(detail.workers), True
+        return result
+
+    def _wait_for_workers(self, name: str, min_workers: int, max_workers: Optional[int],
+                          version: Optional[str], wait: "_Wait") -> Operation[ModelDetail]:
+        limit = _WAIT_S if wait.timeout is None else wait.timeout
+        ceiling = max(min_workers, max_workers or 0)
+        deadline = time.monotonic() + limit
+        while True:
+            detail = (yield from self._describe_all(name, version))[0]
+            if wait.on_progress is not None:
+                wait.on_progress(detail)
+            if detail.ready_workers >= min_workers and len(detail.workers) <= ceiling:
+                return detail
+            if time.monotonic() >= deadline:
+                raise WorkersNotReady(
+                    f"gave up waiting for {name} on {self.server}: {detail.ready_workers} of {min_workers} "
+                    f"workers ready ({len(detail.workers)} running) after {limit:g} s",
+                    model=name, ready=detail.ready_workers, wanted=min_workers,
+                )
+            yield Pause(min(wait.poll_interval, max(0.0, deadline - time.monotonic())) or 0.05)
+
+
+@dataclass(frozen=True)
+class _Wait:
+    """How to wait for workers: the deadline, a progress callback, the poll interval."""
+
+    timeout: Optional[float] = None
+    on_progress: Optional[Callable[[ModelDetail], None]] = None
+    poll_interval: float = 0.5
+
+
+def _register_options(
+    model_name: Optional[str], handler: Optional[str], runtime: Optional[str], batch_size: Optional[int],
+    max_batch_delay: Optional[int], initial_workers: Optional[int], response_timeout: Optional[int],
+    synchronous: Optional[bool],
+) -> dict[str, Any]:
+    """``POST /models`` query parameters (MMS takes ``url``, not the ``model_url`` its OpenAPI file names)."""
+    return {
+        "model_name": model_name, "handler": handler, "runtime": runtime, "batch_size": batch_size,
+        "max_batch_delay": max_batch_delay, "initial_workers": initial_workers,
+        "response_timeout": response_timeout, "synchronous": synchronous,
+    }
+
+
+class ManagementClient(_ManagementOps):
     """Talk to a server's management API (port 8081 by default).
 
     Example::
@@ -191,36 +302,12 @@ class ManagementClient:
         retries: int = 2,
         transport: Optional["httpx.BaseTransport"] = None,
     ) -> None:
-        self.context = context
-        self.server = server_label(context.management_url)
-        self._api = HttpApi(
-            context.management_url,
-            token=read_token(context.token_file, "management"),
-            timeout=timeout,
-            retries=retries,
-            transport=transport,
-        )
-
-    # --- reads ---
+        token = self._setup(context, timeout)
+        self._api = HttpApi(context.management_url, token, timeout, retries, transport=transport)
 
     def list_models(self, *, limit: int = _PAGE_LIMIT) -> list[ModelSummary]:
         """Every registered model, following ``nextPageToken`` across pages."""
-        models: list[ModelSummary] = []
-        token: Optional[str] = None
-        seen: set[str] = set()
-        for _ in range(_MAX_PAGES):
-            params: dict[str, Any] = {"limit": limit}
-            if token:
-                params["next_page_token"] = token
-            data = self._api.request("GET", "/models", params=params, operation="list models").json()
-            page = (data.get("models") or []) if isinstance(data, dict) else []
-            for item in page:
-                models.append(ModelSummary(str(item.get("modelName", "")), str(item.get("modelUrl", ""))))
-            token = data.get("nextPageToken") if isinstance(data, dict) else None
-            if not token or not page or str(token) in seen:
-                break
-            seen.add(str(token))
-        return models
+        return self._api.run(self._list_models(limit))
 
     def describe(self, name: str, version: Optional[str] = None) -> ModelDetail:
         """One model (TorchServe: the default version, or *version*)."""
@@ -228,14 +315,7 @@ class ManagementClient:
 
     def describe_all(self, name: str, version: Optional[str] = None) -> list[ModelDetail]:
         """Every description the server returns (TorchServe: one per version with ``version="all"``)."""
-        data = self._api.request("GET", _path(name, version), model=name, operation="describe").json()
-        items = data if isinstance(data, list) else [data]
-        details = [ModelDetail.from_json(d) for d in items if isinstance(d, dict)]
-        if not details:
-            raise ApiError(f"describe {name} on {self.server}: the server sent no model description")
-        return details
-
-    # --- writes ---
+        return self._api.run(self._describe_all(name, version))
 
     def register(
         self,
@@ -251,34 +331,14 @@ class ManagementClient:
         synchronous: Optional[bool] = True,
         timeout: Optional[float] = None,
     ) -> OperationResult:
-        """``POST /models?url=…`` (MMS takes ``url``, not the ``model_url`` its OpenAPI file names).
-
-        ``synchronous=True`` makes the server answer once the workers are up; the
-        HTTP timeout is then at least 120 s unless *timeout* says otherwise.
-        """
-        params = {
-            "url": url,
-            "model_name": model_name,
-            "handler": handler,
-            "runtime": runtime,
-            "batch_size": batch_size,
-            "max_batch_delay": max_batch_delay,
-            "initial_workers": initial_workers,
-            "response_timeout": response_timeout,
-            "synchronous": synchronous,
-        }
-        if timeout is None and synchronous:
-            timeout = max(self._api.timeout, 120.0)
-        response = self._api.request(
-            "POST", "/models", params=params, operation="register", timeout=timeout, model=None
-        )
-        return OperationResult(response.status_code, _message(response))
+        """``POST /models?url=…``; ``synchronous=True`` waits for the workers (HTTP timeout then at least 120 s)."""
+        options = _register_options(model_name, handler, runtime, batch_size, max_batch_delay, initial_workers,
+                                    response_timeout, synchronous)
+        return self._api.run(self._register(url, options, timeout))
 
     def unregister(self, name: str, version: Optional[str] = None, *, timeout: Optional[float] = None) -> OperationResult:
-        response = self._api.request(
-            "DELETE", _path(name, version), model=name, operation="unregister", timeout=timeout
-        )
-        return OperationResult(response.status_code, _message(response))
+        """``DELETE /models/{name}[/{version}]``."""
+        return self._api.run(self._unregister(name, version, timeout))
 
     def scale(
         self,
@@ -296,22 +356,10 @@ class ManagementClient:
 
         Raises:
             UsageError: negative counts, or max below min.
-            RequestTimeout: *wait* and the workers were not ready within *timeout* (default 120 s).
+            WorkersNotReady: *wait* and the workers were not ready within *timeout* (default 120 s).
         """
-        if min_workers < 0:
-            raise UsageError("--min-workers must be 0 or more")
-        if max_workers is not None and max_workers < min_workers:
-            raise UsageError(f"--max-workers ({max_workers}) is below --min-workers ({min_workers})")
-        params = {"min_worker": min_workers, "max_worker": max_workers, "synchronous": False}
-        response = self._api.request("PUT", _path(name, version), params=params, model=name, operation="scale")
-        result = ScaleResult(name, min_workers, max_workers, response.status_code, _message(response))
-        if wait:
-            detail = self.wait_for_workers(
-                name, min_workers, max_workers, version=version, timeout=timeout,
-                on_progress=on_progress, poll_interval=poll_interval,
-            )
-            result.ready, result.total, result.waited = detail.ready_workers, len(detail.workers), True
-        return result
+        waiting = _Wait(timeout, on_progress, poll_interval) if wait else None
+        return self._api.run(self._scale(name, min_workers, max_workers, version, waiting))
 
     def wait_for_workers(
         self,
@@ -325,22 +373,8 @@ class ManagementClient:
         poll_interval: float = 0.5,
     ) -> ModelDetail:
         """Poll describe until at least *min_workers* are READY and no more than the maximum exist."""
-        limit = 120.0 if timeout is None else timeout
-        ceiling = max(min_workers, max_workers or 0)
-        deadline = time.monotonic() + limit
-        while True:
-            detail = self.describe(name, version)
-            if on_progress is not None:
-                on_progress(detail)
-            if detail.ready_workers >= min_workers and len(detail.workers) <= ceiling:
-                return detail
-            if time.monotonic() >= deadline:
-                raise RequestTimeout(
-                    f"gave up waiting for {name} on {self.server}: {detail.ready_workers} of {min_workers} "
-                    f"workers ready ({len(detail.workers)} running) after {limit:g} s",
-                    hint="raise --timeout, or check the server's log for workers that fail to start",
-                )
-            time.sleep(min(poll_interval, max(0.0, deadline - time.monotonic())) or 0.05)
+        waiting = _Wait(timeout, on_progress, poll_interval)
+        return self._api.run(self._wait_for_workers(name, min_workers, max_workers, version, waiting))
 
     def close(self) -> None:
         self._api.close()
@@ -350,3 +384,100 @@ class ManagementClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class AsyncManagementClient(_ManagementOps):
+    """:class:`ManagementClient` for asyncio: the same operations, awaited.
+
+    Example::
+
+        async with AsyncManagementClient(resolve_context(None)) as client:
+            names = [m.name for m in await client.list_models()]
+    """
+
+    def __init__(
+        self,
+        context: Context,
+        *,
+        timeout: float = 30.0,
+        retries: int = 2,
+        transport: Optional["httpx.AsyncBaseTransport"] = None,
+    ) -> None:
+        token = self._setup(context, timeout)
+        self._api = AsyncHttpApi(context.management_url, token, timeout, retries, transport=transport)
+
+    async def list_models(self, *, limit: int = _PAGE_LIMIT) -> list[ModelSummary]:
+        """Every registered model, following ``nextPageToken`` across pages."""
+        return await self._api.run(self._list_models(limit))
+
+    async def describe(self, name: str, version: Optional[str] = None) -> ModelDetail:
+        """One model (TorchServe: the default version, or *version*)."""
+        return (await self.describe_all(name, version))[0]
+
+    async def describe_all(self, name: str, version: Optional[str] = None) -> list[ModelDetail]:
+        """Every description the server returns (TorchServe: one per version with ``version="all"``)."""
+        return await self._api.run(self._describe_all(name, version))
+
+    async def register(
+        self,
+        url: str,
+        *,
+        model_name: Optional[str] = None,
+        handler: Optional[str] = None,
+        runtime: Optional[str] = None,
+        batch_size: Optional[int] = None,
+        max_batch_delay: Optional[int] = None,
+        initial_workers: Optional[int] = None,
+        response_timeout: Optional[int] = None,
+        synchronous: Optional[bool] = True,
+        timeout: Optional[float] = None,
+    ) -> OperationResult:
+        """``POST /models?url=…`` (see :meth:`ManagementClient.register`)."""
+        options = _register_options(model_name, handler, runtime, batch_size, max_batch_delay, initial_workers,
+                                    response_timeout, synchronous)
+        return await self._api.run(self._register(url, options, timeout))
+
+    async def unregister(self, name: str, version: Optional[str] = None, *,
+                         timeout: Optional[float] = None) -> OperationResult:
+        """``DELETE /models/{name}[/{version}]``."""
+        return await self._api.run(self._unregister(name, version, timeout))
+
+    async def scale(
+        self,
+        name: str,
+        min_workers: int,
+        max_workers: Optional[int] = None,
+        *,
+        version: Optional[str] = None,
+        wait: bool = False,
+        timeout: Optional[float] = None,
+        on_progress: Optional[Callable[[ModelDetail], None]] = None,
+        poll_interval: float = 0.5,
+    ) -> ScaleResult:
+        """``PUT /models/{name}`` (see :meth:`ManagementClient.scale`)."""
+        waiting = _Wait(timeout, on_progress, poll_interval) if wait else None
+        return await self._api.run(self._scale(name, min_workers, max_workers, version, waiting))
+
+    async def wait_for_workers(
+        self,
+        name: str,
+        min_workers: int,
+        max_workers: Optional[int] = None,
+        *,
+        version: Optional[str] = None,
+        timeout: Optional[float] = None,
+        on_progress: Optional[Callable[[ModelDetail], None]] = None,
+        poll_interval: float = 0.5,
+    ) -> ModelDetail:
+        """Poll describe until at least *min_workers* are READY and no more than the maximum exist."""
+        waiting = _Wait(timeout, on_progress, poll_interval)
+        return await self._api.run(self._wait_for_workers(name, min_workers, max_workers, version, waiting))
+
+    async def aclose(self) -> None:
+        await self._api.aclose()
+
+    async def __aenter__(self) -> "AsyncManagementClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

@@ -1,16 +1,20 @@
 """Fetch a server's Prometheus metrics (``/metrics`` on port 8082) and parse them into samples.
 
-Parsing is prometheus_client's own text parser; this module only adds the HTTP
-call, the token and the mmsctl errors. MMS 1.1 has no metrics endpoint (it logs
-metrics), so a context without a metrics URL is a clear :class:`ConfigError`.
+Parsing is prometheus_client's own text parser, called here only; this module adds the
+HTTP call (written once, run by :class:`MetricsClient` and :class:`AsyncMetricsClient`),
+the token and the mmsctl errors. MMS 1.1 has no metrics endpoint (it logs metrics), so a
+context without a metrics URL is a clear :class:`NoMetricsUrl`.
+
+The metrics port takes the management key (TorchServe's ``key_file.json`` has no metrics key).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Optional
+from typing import TYPE_CHECKING, Optional
 
-from mmsctl.client._http import HttpApi
+from mmsctl.client._base import Call, Operation
+from mmsctl.client._http import AsyncHttpApi, HttpApi
 from mmsctl.client.auth import read_token
 from mmsctl.client.contexts import Context
 from mmsctl.errors import ApiError, ConfigError
@@ -18,7 +22,25 @@ from mmsctl.errors import ApiError, ConfigError
 if TYPE_CHECKING:  # pragma: no cover
     import httpx
 
-__all__ = ["MetricsClient", "Sample", "parse_metrics", "sum_samples"]
+__all__ = [
+    "AsyncMetricsClient",
+    "MetricsClient",
+    "NoMetricsUrl",
+    "Sample",
+    "Scrape",
+    "parse_metrics",
+    "parse_scrape",
+]
+
+
+class NoMetricsUrl(ConfigError):
+    """The context names no metrics endpoint (MMS 1.1 has none)."""
+
+    reference = "no-metrics-url"
+
+    def __init__(self, message: str, *, context: str) -> None:
+        super().__init__(message)
+        self.context = context
 
 
 @dataclass(frozen=True)
@@ -31,8 +53,20 @@ class Sample:
     kind: str = "untyped"
 
 
-def parse_metrics(text: str) -> list[Sample]:
-    """Samples from Prometheus text exposition format.
+@dataclass(frozen=True)
+class Scrape:
+    """One read of ``/metrics``: its samples, and the type of every family it declares.
+
+    A family can be declared (``# TYPE``) before it has a sample: a counter of requests
+    that no request has touched yet still says the server counts them.
+    """
+
+    samples: list[Sample]
+    families: dict[str, str] = field(default_factory=dict)
+
+
+def parse_scrape(text: str) -> Scrape:
+    """Samples and families from Prometheus text exposition format.
 
     Raises:
         ApiError: the text is not Prometheus format.
@@ -40,22 +74,44 @@ def parse_metrics(text: str) -> list[Sample]:
     from prometheus_client.parser import text_string_to_metric_families
 
     samples: list[Sample] = []
+    families: dict[str, str] = {}
     try:
         for family in text_string_to_metric_families(text):
+            families[family.name] = family.type
             for s in family.samples:
                 samples.append(Sample(s.name, float(s.value), dict(s.labels), family.type))
     except (ValueError, TypeError, IndexError) as exc:
         raise ApiError(f"the metrics endpoint did not answer in Prometheus format: {exc}") from None
-    return samples
+    return Scrape(samples, families)
 
 
-def sum_samples(samples: Iterable[Sample], name: str, **labels: str) -> Optional[float]:
-    """The sum of every sample called *name* whose labels include *labels*; None if none match."""
-    values = [s.value for s in samples if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())]
-    return sum(values) if values else None
+def parse_metrics(text: str) -> list[Sample]:
+    """Samples from Prometheus text exposition format.
+
+    Raises:
+        ApiError: the text is not Prometheus format.
+    """
+    return parse_scrape(text).samples
 
 
-class MetricsClient:
+class _MetricsOps:
+    """The metrics operation, written once as data (see :mod:`mmsctl.client._base`)."""
+
+    context: Context
+
+    def _setup(self, context: Context) -> tuple[str, Optional[str]]:
+        """The metrics URL and token (the management key); NoMetricsUrl without a URL."""
+        if not context.metrics_url:
+            raise NoMetricsUrl(f"context {context.name!r} has no metrics URL", context=context.name)
+        self.context = context
+        return context.metrics_url, read_token(context.token_file, "metrics")
+
+    def _scrape(self) -> Operation[Scrape]:
+        response = yield Call("GET", "/metrics", operation="metrics", headers={"Accept": "text/plain"})
+        return parse_scrape(response.text)
+
+
+class MetricsClient(_MetricsOps):
     """GET ``/metrics`` from the context's metrics URL."""
 
     def __init__(
@@ -66,23 +122,16 @@ class MetricsClient:
         retries: int = 1,
         transport: Optional["httpx.BaseTransport"] = None,
     ) -> None:
-        if not context.metrics_url:
-            raise ConfigError(
-                f"context {context.name!r} has no metrics URL",
-                hint="add one with `mmsctl context add NAME … --metrics URL` (MMS 1.1 has no metrics API)",
-            )
-        self.context = context
-        self._api = HttpApi(
-            context.metrics_url,
-            token=read_token(context.token_file, "metrics"),
-            timeout=timeout,
-            retries=retries,
-            transport=transport,
-        )
+        url, token = self._setup(context)
+        self._api = HttpApi(url, token, timeout, retries, transport=transport)
 
     def fetch(self) -> list[Sample]:
-        response = self._api.request("GET", "/metrics", operation="metrics", headers={"Accept": "text/plain"})
-        return parse_metrics(response.text)
+        """The samples of one scrape."""
+        return self.scrape().samples
+
+    def scrape(self) -> Scrape:
+        """One scrape: samples and declared families."""
+        return self._api.run(self._scrape())
 
     def close(self) -> None:
         self._api.close()
@@ -92,3 +141,35 @@ class MetricsClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class AsyncMetricsClient(_MetricsOps):
+    """:class:`MetricsClient` for asyncio."""
+
+    def __init__(
+        self,
+        context: Context,
+        *,
+        timeout: float = 5.0,
+        retries: int = 1,
+        transport: Optional["httpx.AsyncBaseTransport"] = None,
+    ) -> None:
+        url, token = self._setup(context)
+        self._api = AsyncHttpApi(url, token, timeout, retries, transport=transport)
+
+    async def fetch(self) -> list[Sample]:
+        """The samples of one scrape."""
+        return (await self.scrape()).samples
+
+    async def scrape(self) -> Scrape:
+        """One scrape: samples and declared families."""
+        return await self._api.run(self._scrape())
+
+    async def aclose(self) -> None:
+        await self._api.aclose()
+
+    async def __aenter__(self) -> "AsyncMetricsClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

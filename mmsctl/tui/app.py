@@ -14,8 +14,9 @@ from typing import Any, Awaitable, Callable, Iterable, Optional
 
 from rich.text import Text
 from textual import work
-from textual.app import App, SystemCommand
+from textual.app import App, ScreenStackError, SystemCommand
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.screen import Screen
 
 from mmsctl.tui.model import ModelRow, SeriesStore, ServerStatus, Snapshot
@@ -100,17 +101,26 @@ class TopApp(App[None]):
             self._error = (snapshot.server.error or "server unreachable") + " - retrying"
             old = self.snapshot
             self.snapshot = replace(old, server=snapshot.server) if old is not None else snapshot
-        screen = self.screen
-        if hasattr(screen, "show_snapshot"):
-            screen.show_snapshot()
+        self._redraw("show_snapshot")
+
+    def _redraw(self, part: str) -> None:
+        """Call the screen's ``show_snapshot``/``show_status`` while it has its widgets.
+
+        A poll can finish before a new screen has mounted its widgets (its ``on_mount``
+        then shows the latest snapshot itself) or after quitting began to remove them.
+        """
+        try:
+            screen = self.screen
+            if screen.is_mounted and hasattr(screen, part):
+                getattr(screen, part)()
+        except (NoMatches, ScreenStackError):
+            pass
 
     # ------------------------------------------------------------------ status line
 
     def set_message(self, text: Optional[str], level: str = "info") -> None:
         self._message = (text, level) if text else None
-        screen = self.screen
-        if hasattr(screen, "show_status"):
-            screen.show_status()
+        self._redraw("show_status")
 
     def status_renderable(self) -> Text:
         if self._message is not None:
@@ -146,9 +156,7 @@ class TopApp(App[None]):
     def action_pause(self) -> None:
         self.paused = not self.paused
         self.set_message("paused - press p to resume" if self.paused else None, "warn")
-        screen = self.screen
-        if hasattr(screen, "show_snapshot"):
-            screen.show_snapshot()
+        self._redraw("show_snapshot")
 
     # ------------------------------------------------------------------ actions
 

@@ -68,14 +68,16 @@ def fmt_workers(ready: Optional[int], total: Optional[int]) -> str:
 
 
 def fmt_bytes(value: Optional[float]) -> str:
-    """Binary units like ``kubectl top`` (Ki, Mi, Gi)."""
+    """Binary units like ``kubectl top`` (Ki, Mi, Gi), the unit picked by ``rich.filesize``."""
     if value is None:
         return NA
-    for unit, size in (("Gi", 1024**3), ("Mi", 1024**2), ("Ki", 1024)):
-        if value >= size:
-            scaled = value / size
-            return f"{scaled:.1f}{unit}" if scaled < 10 else f"{scaled:.0f}{unit}"
-    return f"{value:.0f}B"
+    from rich.filesize import pick_unit_and_suffix
+
+    unit, suffix = pick_unit_and_suffix(int(value), ["B", "Ki", "Mi", "Gi"], 1024)
+    if unit == 1:
+        return f"{value:.0f}B"
+    scaled = value / unit
+    return f"{scaled:.1f}{suffix}" if scaled < 10 else f"{scaled:.0f}{suffix}"
 
 
 def fmt_percent(value: Optional[float]) -> str:

@@ -14,7 +14,13 @@ from mmsctl.errors import ConnectionFailed
 from mmsctl.tui.model import Snapshot
 from mmsctl.tui.source import DataSource
 
-__all__ = ["snapshot_once"]
+__all__ = ["ServerUnreachable", "rows_for_table", "snapshot_once"]
+
+
+class ServerUnreachable(ConnectionFailed):
+    """``--once`` could not poll the server (down, unresolvable, or refusing our token)."""
+
+    reference = "server-unreachable"
 
 
 async def _twice(source: DataSource, interval: float) -> Snapshot:
@@ -32,10 +38,7 @@ def snapshot_once(source: DataSource, interval: float = 1.0) -> Snapshot:
     """Poll *source* twice and return the second snapshot; raise if the server is unreachable."""
     snapshot = asyncio.run(_twice(source, interval))
     if not snapshot.server.reachable:
-        raise ConnectionFailed(
-            snapshot.server.error or f"cannot connect to {snapshot.server.url}",
-            hint="is the server running? `mmsctl ping --all` checks every context",
-        )
+        raise ServerUnreachable(snapshot.server.error or f"cannot connect to {snapshot.server.url}")
     return snapshot
 
 

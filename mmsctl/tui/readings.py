@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 from mmsctl.tui.model import (
     HostStats,
@@ -29,6 +29,9 @@ from mmsctl.tui.model import (
     rate,
 )
 
+if TYPE_CHECKING:  # pragma: no cover
+    from mmsctl.client.metrics import Scrape
+
 __all__ = [
     "MetricIndex",
     "ModelLoad",
@@ -36,7 +39,6 @@ __all__ = [
     "host_from_metrics",
     "load_from_metrics",
     "merge_row",
-    "parse_metrics",
     "row_from_describe",
 ]
 
@@ -72,21 +74,26 @@ class MetricIndex:
                 return name
         return None
 
+    @classmethod
+    def from_scrape(cls, scrape: "Scrape", t: float) -> "MetricIndex":
+        """Index one scrape (the client's parse of the Prometheus text) taken at *t*."""
+        index = cls(t)
+        for family, kind in scrape.families.items():
+            index.families.add(family)
+            if kind == "counter":
+                index.families.add(family + "_total")
+            elif kind == "histogram":
+                index.families.add(family + "_bucket")
+        for sample in scrape.samples:
+            index.samples.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
+        return index
 
-def parse_metrics(text: str, t: float) -> MetricIndex:
-    """Parse Prometheus text exposition (via prometheus_client's parser) into an index."""
-    from prometheus_client.parser import text_string_to_metric_families
+    @classmethod
+    def parse(cls, text: str, t: float) -> "MetricIndex":
+        """Index Prometheus text taken at *t* (raises the client's ApiError for text that is not)."""
+        from mmsctl.client.metrics import parse_scrape
 
-    index = MetricIndex(t)
-    for family in text_string_to_metric_families(text):
-        index.families.add(family.name)
-        if family.type == "counter":
-            index.families.add(family.name + "_total")
-        elif family.type == "histogram":
-            index.families.add(family.name + "_bucket")
-        for sample in family.samples:
-            index.samples.setdefault(sample.name, []).append((dict(sample.labels), float(sample.value)))
-    return index
+        return cls.from_scrape(parse_scrape(text), t)
 
 
 def detect_kind(index: Optional[MetricIndex], describe_is_list: Optional[bool] = None) -> ServerKind:
@@ -192,6 +199,31 @@ def _per_model_buckets(index: MetricIndex, name: Optional[str]) -> dict[str, dic
     return out
 
 
+class _Loads(dict[str, ModelLoad]):
+    """Per-model loads, made on first mention."""
+
+    def of(self, model: str) -> ModelLoad:
+        return self.setdefault(model, ModelLoad())
+
+
+@dataclass(frozen=True)
+class _Scrapes:
+    """Two scrapes of one server (``previous`` is None on the first poll) and its metric names."""
+
+    names: _Names
+    previous: Optional[MetricIndex]
+    current: MetricIndex
+
+    @property
+    def seconds(self) -> float:
+        return self.current.t - self.previous.t if self.previous is not None else 0.0
+
+    def sums(self, name: Optional[str], **options: Any) -> tuple[dict[str, float], dict[str, float]]:
+        """(previous, current) per-model sums of *name* (previous empty on the first poll)."""
+        before = _per_model_sum(self.previous, name, **options) if self.previous is not None else {}
+        return before, _per_model_sum(self.current, name, **options)
+
+
 def load_from_metrics(
     kind: ServerKind,
     previous: Optional[MetricIndex],
@@ -206,85 +238,89 @@ def load_from_metrics(
     names = _names_for(kind)
     if names is None:
         return {}
-    seconds = current.t - previous.t if previous is not None else 0.0
-    loads: dict[str, ModelLoad] = {}
+    scrapes = _Scrapes(names, previous, current)
+    loads = _Loads()
+    requests = _request_rates(loads, scrapes, models, errors=kind == "mmsctl")
+    _latency_from_histogram(loads, scrapes)
+    _latency_from_sums(loads, scrapes, requests)
+    for model, value in _per_model_sum(current, current.first_present(names.queue_depth)).items():
+        loads.of(model).queue_depth = value
+    _worker_counts(loads, current, current.first_present(names.workers))
+    return dict(loads)
 
-    def load(model: str) -> ModelLoad:
-        return loads.setdefault(model, ModelLoad())
 
-    req_name = current.first_present(names.requests)
-    counts_errors = kind == "mmsctl"
+def _request_rates(loads: _Loads, scrapes: _Scrapes, models: Iterable[str], *, errors: bool,
+                   ) -> tuple[dict[str, float], dict[str, float]]:
+    """Requests (and, on our server, errors) per second; the request counts, for mean latencies."""
+    names, previous = scrapes.names, scrapes.previous
+    req_name = scrapes.current.first_present(names.requests)
     if req_name is not None and previous is not None:
-        for model in models:
-            row = load(model)
-            row.requests_per_s = 0.0
-            if counts_errors:
-                row.errors_per_s = 0.0
+        for model in models:  # listed, counted, but no sample yet: no traffic
+            loads.of(model).requests_per_s = 0.0
+            if errors:
+                loads.of(model).errors_per_s = 0.0
     where = names.request_filter
-    cur_req = _per_model_sum(current, req_name, where=where)
-    prev_req = _per_model_sum(previous, req_name, where=where) if previous is not None else {}
-    cur_err = _per_model_sum(current, req_name, errors_only=True, code_labels=names.code_labels, where=where)
-    prev_err = (
-        _per_model_sum(previous, req_name, errors_only=True, code_labels=names.code_labels, where=where)
-        if previous is not None
-        else {}
-    )
+    prev_req, cur_req = scrapes.sums(req_name, where=where)
+    prev_err, cur_err = scrapes.sums(req_name, errors_only=True, code_labels=names.code_labels, where=where)
     for model, value in cur_req.items():
-        row = load(model)
-        row.requests_per_s = rate(prev_req.get(model, 0.0) if previous else None, value, seconds)
-        if counts_errors and previous is not None:
-            row.errors_per_s = rate(prev_err.get(model, 0.0), cur_err.get(model, 0.0), seconds)
+        row = loads.of(model)
+        row.requests_per_s = rate(prev_req.get(model, 0.0) if previous else None, value, scrapes.seconds)
+        if errors and previous is not None:
+            row.errors_per_s = rate(prev_err.get(model, 0.0), cur_err.get(model, 0.0), scrapes.seconds)
+    return prev_req, cur_req
 
+
+def _latency_from_histogram(loads: _Loads, scrapes: _Scrapes) -> None:
+    """p50, p99 and mean from a latency histogram (our server)."""
+    names, previous, current = scrapes.names, scrapes.previous, scrapes.current
     hist = current.first_present([n + "_bucket" for n in names.latency_hist])
-    if hist is not None:
-        base = hist[: -len("_bucket")]
-        cur_b = _per_model_buckets(current, base)
-        prev_b = _per_model_buckets(previous, base) if previous is not None else {}
-        cur_sum = _per_model_sum(current, base + "_sum")
-        cur_cnt = _per_model_sum(current, base + "_count")
-        prev_sum = _per_model_sum(previous, base + "_sum") if previous is not None else {}
-        prev_cnt = _per_model_sum(previous, base + "_count") if previous is not None else {}
-        for model, buckets in cur_b.items():
-            row = load(model)
-            before = prev_b.get(model) if previous is not None else None
-            if previous is not None and before is None:
-                before = {}
-            for q, attr in ((0.5, "p50_ms"), (0.99, "p99_ms")):
-                quantile = histogram_quantile(q, before, buckets)
-                setattr(row, attr, None if quantile is None else quantile * names.latency_scale_ms)
-            if previous is not None:
-                mean = mean_from_counters(prev_sum.get(model, 0.0), cur_sum.get(model),
-                                          prev_cnt.get(model, 0.0), cur_cnt.get(model))
-            else:
-                mean = None
-            row.mean_ms = None if mean is None else mean * names.latency_scale_ms
+    if hist is None:
+        return
+    base = hist[: -len("_bucket")]
+    cur_b = _per_model_buckets(current, base)
+    prev_b = _per_model_buckets(previous, base) if previous is not None else {}
+    prev_sum, cur_sum = scrapes.sums(base + "_sum")
+    prev_cnt, cur_cnt = scrapes.sums(base + "_count")
+    for model, buckets in cur_b.items():
+        row = loads.of(model)
+        before = prev_b.get(model, {}) if previous is not None else None
+        for q, attr in ((0.5, "p50_ms"), (0.99, "p99_ms")):
+            quantile = histogram_quantile(q, before, buckets)
+            setattr(row, attr, None if quantile is None else quantile * names.latency_scale_ms)
+        mean = None
+        if previous is not None:
+            mean = mean_from_counters(prev_sum.get(model, 0.0), cur_sum.get(model),
+                                      prev_cnt.get(model, 0.0), cur_cnt.get(model))
+        row.mean_ms = None if mean is None else mean * names.latency_scale_ms
 
-    sum_name = current.first_present(names.latency_sum_counter)
-    if sum_name is not None and previous is not None:
-        cur_sum = _per_model_sum(current, sum_name)
-        prev_sum = _per_model_sum(previous, sum_name)
-        for model, total in cur_sum.items():
-            mean = mean_from_counters(prev_sum.get(model, 0.0), total, prev_req.get(model, 0.0), cur_req.get(model))
-            load(model).mean_ms = None if mean is None else mean * names.latency_sum_scale_ms
 
-    queue_name = current.first_present(names.queue_depth)
-    for model, value in _per_model_sum(current, queue_name).items():
-        load(model).queue_depth = value
+def _latency_from_sums(loads: _Loads, scrapes: _Scrapes, requests: tuple[dict[str, float], dict[str, float]]) -> None:
+    """The mean from a cumulative latency counter divided by the request count (TorchServe)."""
+    sum_name = scrapes.current.first_present(scrapes.names.latency_sum_counter)
+    if sum_name is None or scrapes.previous is None:
+        return
+    prev_req, cur_req = requests
+    prev_sum, cur_sum = scrapes.sums(sum_name)
+    for model, total in cur_sum.items():
+        mean = mean_from_counters(prev_sum.get(model, 0.0), total, prev_req.get(model, 0.0), cur_req.get(model))
+        loads.of(model).mean_ms = None if mean is None else mean * scrapes.names.latency_sum_scale_ms
 
-    workers_name = current.first_present(names.workers)
-    if workers_name is not None:
-        for labels, value in current.get(workers_name):
-            worker_model = _label(labels, _MODEL_LABELS)
-            if worker_model is None:
-                continue
-            row = load(worker_model)
-            state = (labels.get("state") or labels.get("status") or "").upper()
-            row.workers_total = (row.workers_total or 0) + int(value)
-            if state in ("READY", "BUSY"):  # a busy worker is up and serving
-                row.workers_ready = (row.workers_ready or 0) + int(value)
-            elif row.workers_ready is None:
-                row.workers_ready = 0
-    return loads
+
+def _worker_counts(loads: _Loads, current: MetricIndex, name: Optional[str]) -> None:
+    """Workers by state; a busy worker is up and serving, so it counts as ready."""
+    if name is None:
+        return
+    for labels, value in current.get(name):
+        model = _label(labels, _MODEL_LABELS)
+        if model is None:
+            continue
+        row = loads.of(model)
+        state = (labels.get("state") or labels.get("status") or "").upper()
+        row.workers_total = (row.workers_total or 0) + int(value)
+        if state in ("READY", "BUSY"):
+            row.workers_ready = (row.workers_ready or 0) + int(value)
+        elif row.workers_ready is None:
+            row.workers_ready = 0
 
 
 def host_from_metrics(kind: ServerKind, index: Optional[MetricIndex]) -> Optional[HostStats]:

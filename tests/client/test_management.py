@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from mmsctl.client._errors import ModelApiDisabled, RemoteModelNotFound
+from mmsctl.cli.hints import hint_for
+from mmsctl.client._errors import ModelApiDisabled, RemoteModelNotFound, RemoteVersionNotFound
 from mmsctl.client.contexts import Context
 from mmsctl.client.inference import InferenceClient
 from mmsctl.client.management import ManagementClient
@@ -31,9 +32,13 @@ def test_describe_unwraps_torchserve_list_and_versions(standin: StandIn, context
         assert (detail.name, detail.version, detail.ready_workers) == ("nin", "1.0", 1)
         assert client.describe("nin", "1.0").version == "1.0"
         # The model is there, the version is not: say so, and do not send the user to `models list`.
-        with pytest.raises(RemoteModelNotFound, match="model nin has no such version on 127.0.0.1:.*9.9 does not exist") as version:
+        with pytest.raises(RemoteVersionNotFound, match="model nin has no such version on 127.0.0.1:.*9.9 does not exist") as version:
             client.describe("nin", "9.9")
-        assert version.value.hint is not None and "leave out --version" in version.value.hint
+        assert isinstance(version.value, RemoteModelNotFound) and version.value.model == "nin"
+        # The hint names CLI flags, so the CLI adds it (the client names none).
+        assert version.value.hint is None
+        hint = hint_for(version.value)
+        assert hint is not None and "leave out --version" in hint and "models list" not in hint
         with pytest.raises(RemoteModelNotFound) as info:
             client.describe("nope")
     assert info.value.exit_code == 3

@@ -95,6 +95,24 @@ async def wait_for(pilot: Any, condition: Callable[[], bool], timeout: float = 1
         await pilot.pause(0.02)
 
 
+async def wait_settled(pilot: Any, app: Any, timeout: float = 10.0) -> None:
+    """Wait until the footer shows the keys and two looks 50 ms apart see the same screen.
+
+    The footer recomposes whenever the screen's bindings change (the first rows, the cursor):
+    for a moment it is empty, and a busy machine makes that moment long.
+    """
+    deadline = time.monotonic() + timeout
+    before = None
+    while True:
+        now = screen_text(app)
+        if "palette" in now and now == before:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the screen did not settle in time; it shows:\n{now}")
+        before = now
+        await pilot.pause(0.05)
+
+
 def screen_text(app: Any) -> str:
     """The screen as plain text (what a person sees, without colours)."""
     from rich.console import Console

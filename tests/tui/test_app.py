@@ -17,6 +17,7 @@ from tests.tui.support import (
     screen_text,
     unreachable,
     wait_for,
+    wait_settled,
 )
 
 pytestmark = pytest.mark.anyio
@@ -31,7 +32,7 @@ def _app(source: ScriptedSource, **kwargs: object) -> TopApp:
 
 async def _started(pilot, app: TopApp, polls: int = 1) -> None:  # type: ignore[no-untyped-def]
     await wait_for(pilot, lambda: app.polls >= polls)
-    await pilot.pause()
+    await wait_settled(pilot, app)
 
 
 def _table(app: TopApp) -> ModelsTable:

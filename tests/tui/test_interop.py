@@ -9,7 +9,8 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
-from mmsctl.tui.source import Endpoints, HttpSource
+from mmsctl.client.contexts import Context
+from mmsctl.tui.source import HttpSource
 from tests.support.fixtures_mms import mms_server  # noqa: F401 - a fixture
 from tests.support.fixtures_mms import torchserve_with_noop
 from tests.support.mms import register_model, unregister_model, wait_for_prediction
@@ -35,7 +36,7 @@ def test_real_mms_shows_describe_and_no_metrics(mms_server: Any) -> None:  # noq
     try:
         wait_for_prediction(mms_server, "noop")
         # MMS has no metrics endpoint: the metrics URL points at a closed port, as it would by default.
-        source = HttpSource(Endpoints("mms", mms_server.inference_url, mms_server.management_url,
+        source = HttpSource(Context("mms", mms_server.inference_url, mms_server.management_url,
                                       "http://127.0.0.1:9"), timeout=5)
         snapshot = _two_polls(source, lambda: httpx.post(f"{mms_server.inference_url}/predictions/noop",
                                                           content=b"x", timeout=30))
@@ -59,7 +60,7 @@ def torchserve_metrics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any
 def test_torchserve_metrics_with_token_auth(torchserve_metrics: Any) -> None:
     ts = torchserve_metrics
     assert ts.key_file is not None and Path(ts.key_file).exists()
-    source = HttpSource(Endpoints("ts", ts.inference_url, ts.management_url, ts.metrics_url,
+    source = HttpSource(Context("ts", ts.inference_url, ts.management_url, ts.metrics_url,
                                   str(ts.key_file)), timeout=5, describe_every=0)
 
     def traffic() -> None:

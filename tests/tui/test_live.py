@@ -28,9 +28,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 def _source(server: Any) -> Any:
-    from mmsctl.tui.source import Endpoints, HttpSource
+    from mmsctl.client.contexts import Context
+    from mmsctl.tui.source import HttpSource
 
-    return HttpSource(Endpoints("test", server.inference_url, server.management_url, server.metrics_url))
+    return HttpSource(Context("test", server.inference_url, server.management_url, server.metrics_url))
 
 
 async def _predict(server: Any, n: int) -> None:
@@ -63,10 +64,11 @@ async def test_source_reads_traffic_from_a_real_server(server: Any) -> None:
 
 
 async def test_dead_server_is_a_snapshot_not_an_exception() -> None:
-    from mmsctl.tui.source import Endpoints, HttpSource
+    from mmsctl.client.contexts import Context
+    from mmsctl.tui.source import HttpSource
 
     port = server_support.free_port()
-    source = HttpSource(Endpoints("dead", f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port}",
+    source = HttpSource(Context("dead", f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port}",
                                   f"http://127.0.0.1:{port}"), timeout=0.5)
     try:
         snapshot = await source.fetch()
@@ -74,6 +76,35 @@ async def test_dead_server_is_a_snapshot_not_an_exception() -> None:
         await source.aclose()
     assert not snapshot.server.reachable
     assert "connection refused" in (snapshot.server.error or "")
+
+
+async def test_a_model_name_that_needs_encoding_round_trips(server: Any, tmp_path: Path) -> None:
+    """Register, describe and unregister "echo v2?#%é" on the real server: through top's source (the
+    async face) and the sync client, the name travels as one encoded path segment."""
+    import asyncio
+
+    from mmsctl.client.contexts import Context
+    from mmsctl.client.management import ManagementClient
+
+    name = "echo v2?#%é"
+    folder = server_support.make_noop_archive(tmp_path / "odd")
+    source = _source(server)
+    context = Context("test", server.inference_url, server.management_url)
+    try:
+        assert name in await source.register(str(folder), model_name=name, initial_workers=0)
+        row = (await source.fetch()).model(name)
+        assert row is not None and (row.name, row.url, row.workers_total) == (name, str(folder), 0)
+
+        def describe() -> Any:
+            with ManagementClient(context) as client:
+                return client.describe(name)
+
+        detail = await asyncio.to_thread(describe)
+        assert (detail.name, detail.url, detail.min_workers) == (name, str(folder), 0)
+        assert name in await source.unregister(name)
+        assert (await source.fetch()).model(name) is None
+    finally:
+        await source.aclose()
 
 
 async def test_plus_in_the_tui_scales_a_real_model(server: Any) -> None:

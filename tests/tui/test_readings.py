@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from mmsctl.tui.readings import (
+    MetricIndex,
     detect_kind,
     host_from_metrics,
     load_from_metrics,
     merge_row,
-    parse_metrics,
     row_from_describe,
 )
 
@@ -54,7 +54,7 @@ def server_metrics() -> Any:
 
 
 def test_mmsctl_server_metrics_become_rates_and_percentiles(server_metrics: Any) -> None:
-    before = parse_metrics(server_metrics.exposition().decode(), t=100.0)
+    before = MetricIndex.parse(server_metrics.exposition().decode(), t=100.0)
     for _ in range(18):
         server_metrics.count_request("inference", "noop", 200)
         server_metrics.observe_inference("noop", 0.004, 1)
@@ -63,7 +63,7 @@ def test_mmsctl_server_metrics_become_rates_and_percentiles(server_metrics: Any)
         server_metrics.observe_inference("noop", 0.2, 1)
     for _ in range(50):  # top's own describe calls must not count as traffic
         server_metrics.count_request("management", "noop", 200)
-    after = parse_metrics(server_metrics.exposition().decode(), t=102.0)
+    after = MetricIndex.parse(server_metrics.exposition().decode(), t=102.0)
 
     assert detect_kind(after) == "mmsctl"
     loads = load_from_metrics("mmsctl", before, after, ["noop", "idle"])
@@ -86,7 +86,7 @@ def test_mmsctl_server_metrics_become_rates_and_percentiles(server_metrics: Any)
 
 def test_first_scrape_has_no_rates(server_metrics: Any) -> None:
     server_metrics.count_request("inference", "noop", 200)
-    only = parse_metrics(server_metrics.exposition().decode(), t=1.0)
+    only = MetricIndex.parse(server_metrics.exposition().decode(), t=1.0)
     loads = load_from_metrics("mmsctl", None, only, ["noop"])
     assert loads["noop"].requests_per_s is None
     assert loads["noop"].queue_depth == 3  # gauges need only one scrape
@@ -117,7 +117,7 @@ MemoryAvailable{Level="Host",Hostname="h",} 3072.0
 
 
 def _ts(req: float, lat: float, t: float) -> Any:
-    return parse_metrics(TS_TEXT.replace("{req}", str(req)).replace("{lat}", str(lat)), t)
+    return MetricIndex.parse(TS_TEXT.replace("{req}", str(req)).replace("{lat}", str(lat)), t)
 
 
 def test_torchserve_gives_rate_and_mean_but_no_percentiles() -> None:

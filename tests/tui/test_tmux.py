@@ -19,6 +19,15 @@ server_support = pytest.importorskip("tests.support.mmsctl_server")
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux)")
 
 
+def _poll(condition: Callable[[], bool], timeout: float, failure: Callable[[], str]) -> None:
+    """Check *condition* every 0.1 s until it holds; fail with *failure()* after *timeout* s."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(failure())
+        time.sleep(0.1)
+
+
 class Tmux:
     """One detached tmux session on a private socket."""
 
@@ -42,14 +51,19 @@ class Tmux:
                               capture_output=True, timeout=20).returncode == 0
 
     def wait(self, condition: Callable[[str], bool], timeout: float = 30.0) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            text = self.screen()
-            if condition(text):
-                return text
-            if time.monotonic() > deadline:
-                raise AssertionError(f"screen never matched; it shows:\n{text}")
-            time.sleep(0.1)
+        """Poll the pane (capture-pane) until *condition* holds; the screen it held then."""
+        shown: list[str] = []
+
+        def matches() -> bool:
+            shown[:] = [self.screen()]
+            return condition(shown[0])
+
+        _poll(matches, timeout, lambda: f"screen never matched; it shows:\n{shown[0]}")
+        return shown[0]
+
+    def wait_ended(self, timeout: float = 20.0) -> None:
+        """Poll until the session is gone (the program and the shell after it exited)."""
+        _poll(lambda: not self.alive(), timeout, lambda: f"still running; it shows:\n{self.screen()}")
 
     def kill(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=20)
@@ -85,8 +99,7 @@ def test_a_person_watches_filters_and_quits(served: Any, tmp_path: Path) -> None
         tmux.keys("Escape")
         tmux.wait(lambda s: "register a model" not in s)
         tmux.keys("/")
-        tmux.wait(lambda s: "filter models" in s)
-        time.sleep(0.3)  # a person looks at the box before typing
+        tmux.wait(lambda s: "filter models" in s)  # the box has the keys once it is drawn
         tmux.keys("-l", "^res")
         tmux.wait(lambda s: "resnet" in s and not any(line.lstrip().startswith("noop") for line in s.splitlines()))
         tmux.keys("Enter")  # leave the filter box: the table has the keys again
@@ -97,9 +110,7 @@ def test_a_person_watches_filters_and_quits(served: Any, tmp_path: Path) -> None
         tmux.keys("+")  # read-only: refused, with a reason
         tmux.wait(lambda s: "read-only" in s)
         tmux.keys("q")
-        deadline = time.monotonic() + 20
-        while not exit_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        tmux.wait_ended()  # `top` quit and the shell wrote its exit code
         assert exit_file.read_text().strip() == "0"
     finally:
         tmux.kill()

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from rich.text import Text
-from textual.message import Message
 from textual.widgets import DataTable
 
 from mmsctl.tui.format import fmt_count, fmt_int, fmt_ms, fmt_rate, fmt_workers
@@ -56,12 +55,6 @@ def _sort_key(column: _Column, row: ModelRow) -> tuple[int, Any]:
 class ModelsTable(DataTable):
     """One row per model; ``sort_column``/``reverse``/``pattern`` pick and order them."""
 
-    class SortChanged(Message):
-        def __init__(self, column: str, reverse: bool) -> None:
-            super().__init__()
-            self.column = column
-            self.reverse = reverse
-
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
         self.sort_column = "name"
@@ -101,7 +94,6 @@ class ModelsTable(DataTable):
             self.columns[col.key].label = Text(self._label(col))  # type: ignore[index]
         self._render_rows(force=True)
         self.refresh()
-        self.post_message(self.SortChanged(column, reverse))
 
     def shift_sort(self, step: int) -> None:
         """``<``/``>``: sort by the column left or right of the current one."""
