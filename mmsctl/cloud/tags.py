@@ -12,6 +12,7 @@ from typing import Any, Iterable, Mapping, Optional
 __all__ = [
     "ACCELERATOR",
     "COMPONENT",
+    "LAMBDA",
     "MANAGED",
     "MODELS",
     "as_dict",
@@ -27,6 +28,8 @@ MODELS = "mmsctl:models"
 INSTANCE_TYPE = "mmsctl:instance-type"
 SERVER = "mmsctl:server"
 VERSION = "mmsctl:version"
+#: Every resource of one `mmsctl lambda deploy NAME` carries mmsctl:lambda=NAME.
+LAMBDA = "mmsctl:lambda"
 
 # Values of COMPONENT.
 EI_ENDPOINT = "ei-endpoint"
