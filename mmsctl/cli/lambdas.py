@@ -434,7 +434,8 @@ def cost_cmd(
         return
     data = [{"setup": r.label, "price": f"${r.hourly_price:.3f}/h", "throughput": f"{r.throughput:.2f} req/s",
              "cost": f"${r.cost_per_100k:.2f}", "source": r.price_source} for r in ec2_rows]
-    data.append({"setup": row.label, "price": f"${row.per_gb_second:g}/GB-s + ${row.per_million_requests:g}/1M",
+    per_gb_s = f"{row.per_gb_second:.10f}".rstrip("0")
+    data.append({"setup": row.label, "price": f"${per_gb_s}/GB-s + ${row.per_million_requests:.2f}/1M req",
                  "throughput": "scales", "cost": f"${row.cost_per_100k:.2f}", "source": row.price_source})
     render_table(data, (Column("Setup", "setup"), Column("Price", "price", justify="right"),
                         Column("Throughput", "throughput", justify="right"),

@@ -302,3 +302,42 @@ def test_the_recorder_does_see_calls(mar: Path) -> None:
     with aws_calls_recorded() as (url, seen):
         proc = run_cli(Moto(url), "lambda", "deploy", NAME, "--model", str(mar))
     assert proc.returncode != 0 and seen
+
+
+def test_provisioned_concurrency_plan_points_everything_at_the_alias(moto: Moto, aws: dict[str, Any],
+                                                                     mar: Path) -> None:
+    """moto has no provisioned concurrency: the plan (dry run) shows what deploy asks of Lambda."""
+    pushed_image(NAME)
+    proc = run_cli(moto, "lambda", "deploy", NAME, "--dry-run", "-o", "json", "--model", str(mar), "--url",
+                   *PIPELINE, "--provisioned", "3")
+    assert proc.returncode == 0, proc.stderr
+    calls = [c for c in json.loads(proc.stdout)["calls"] if c["mutating"]]
+    ops = [c["operation"] for c in calls]
+    assert ops.index("CreateFunction") < ops.index("PublishVersion") < ops.index("CreateAlias") \
+        < ops.index("PutProvisionedConcurrencyConfig") < ops.index("CreateFunctionUrlConfig")
+    by_op = {c["operation"]: c["parameters"] for c in calls}
+    assert by_op["CreateAlias"]["Name"] == "live"
+    assert by_op["PutProvisionedConcurrencyConfig"] == {"FunctionName": NAME, "Qualifier": "live",
+                                                        "ProvisionedConcurrentExecutions": 3}
+    assert by_op["CreateFunctionUrlConfig"]["Qualifier"] == "live"
+    assert by_op["AddPermission"]["Qualifier"] == "live"
+    arns = {c["LambdaFunctionArn"] for c in by_op["PutBucketNotificationConfiguration"]["NotificationConfiguration"]
+            ["LambdaFunctionConfigurations"]}
+    assert arns == {f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{NAME}:live"}
+    assert "PutRule" not in ops
+    assert aws["lambda"].list_functions()["Functions"] == []
+
+
+def test_build_push_dry_run_shows_the_repository_calls_and_the_commands(moto: Moto, tmp_path: Path) -> None:
+    proc = run_cli(moto, "lambda", "build", "s3://models-b/m.mar", "--out", str(tmp_path / "ctx"), "--push",
+                   "--name", NAME, "--dry-run", "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    assert [c["operation"] for c in plan["calls"] if c["mutating"]] == ["CreateRepository", "SetRepositoryPolicy"]
+    image = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/mmsctl-lambda/{NAME}:latest"
+    login, build, push = plan["push"]["commands"]
+    assert login.endswith(f"login --username AWS --password-stdin {ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com")
+    assert "--platform linux/amd64" in build and build.endswith(f"-t {image} {tmp_path / 'ctx'}")
+    assert push.endswith(f"push {image}")
+    assert "password" not in json.dumps(plan["push"]).replace("--password-stdin", "")
+    assert boto3.client("ecr").describe_repositories()["repositories"] == []
