@@ -164,6 +164,10 @@ class _Deployer:
         self.qualifier = names.ALIAS if spec.provisioned else None
         self.target_arn = f"{self.function_arn}:{self.qualifier}" if self.qualifier else self.function_arn
 
+    def qualified(self) -> dict[str, Any]:
+        """``Qualifier=live`` where calls address the alias (provisioned concurrency), else nothing."""
+        return {"Qualifier": self.qualifier} if self.qualifier else {}
+
     def note(self, action: str, kind: str, id: str) -> None:
         self.changes.append(Change(action, kind, id))
 
@@ -397,9 +401,8 @@ class _Deployer:
     # -- permissions, URL, trigger, schedule --------------------------------------------------
 
     def statements(self) -> dict[str, dict[str, Any]]:
-        params = {"Qualifier": self.qualifier} if self.qualifier else {}
         try:
-            raw = self.aws.call("lambda", "get_policy", FunctionName=self.name, **params)["Policy"]
+            raw = self.aws.call("lambda", "get_policy", FunctionName=self.name, **self.qualified())["Policy"]
         except CloudError as exc:
             if aws_code(exc) == "ResourceNotFoundException":
                 return {}
@@ -411,21 +414,21 @@ class _Deployer:
         found = existing.get(sid)
         if found is not None and _statement_signature(found) == wanted:
             return
-        qualifier = {"Qualifier": self.qualifier} if self.qualifier else {}
+        qualifier = self.qualified()
         if found is not None:
             self.aws.call("lambda", "remove_permission", FunctionName=self.name, StatementId=sid, **qualifier)
         self.aws.call("lambda", "add_permission", FunctionName=self.name, StatementId=sid, **qualifier, **params)
         self.note("update" if found else "create", "lambda-permission", sid)
 
     def drop_permissions(self, existing: dict[str, dict[str, Any]], keep: set[str]) -> None:
-        qualifier = {"Qualifier": self.qualifier} if self.qualifier else {}
+        qualifier = self.qualified()
         for sid in existing:
             if sid.startswith("mmsctl-") and sid not in keep:
                 self.aws.call("lambda", "remove_permission", FunctionName=self.name, StatementId=sid, **qualifier)
                 self.note("delete", "lambda-permission", sid)
 
     def url(self, existing: dict[str, dict[str, Any]], keep: set[str]) -> tuple[Optional[str], Optional[str]]:
-        qualifier = {"Qualifier": self.qualifier} if self.qualifier else {}
+        qualifier = self.qualified()
         try:
             found: Optional[dict[str, Any]] = self.aws.call("lambda", "get_function_url_config",
                                                             FunctionName=self.name, **qualifier)

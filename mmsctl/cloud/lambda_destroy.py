@@ -119,7 +119,8 @@ def _notifications(aws: AwsSession, name: str, bucket: str, result: DestroyResul
 
 
 def _function(aws: AwsSession, name: str, result: DestroyResult) -> None:
-    for qualifier in ({}, {"Qualifier": names.ALIAS}):
+    qualifiers: tuple[dict[str, Any], ...] = ({}, {"Qualifier": names.ALIAS})
+    for qualifier in qualifiers:
         try:
             url = aws.call("lambda", "get_function_url_config", FunctionName=name, **qualifier)
         except CloudError as exc:

@@ -31,6 +31,7 @@ __all__ = ["InvokeResult", "Report", "invoke_pipeline", "invoke_sync", "parse_re
 #: Lambda's synchronous payload limit; a base64 body grows by 4/3 inside the event.
 MAX_PAYLOAD = 6 * 1024 * 1024
 MAX_SYNC_IMAGE = (MAX_PAYLOAD - 8 * 1024) * 3 // 4
+_INVOKE_READ_TIMEOUT = 900.0 + 30.0
 _REPORT_FIELDS = {
     "Duration": "duration_ms",
     "Billed Duration": "billed_ms",
@@ -134,8 +135,9 @@ def url_event(url: str) -> dict[str, Any]:
 
 def invoke_sync(aws: AwsSession, name: str, event: dict[str, Any]) -> InvokeResult:
     """Invoke *name* with *event* (RequestResponse, log tail) and unpack its HTTP-shaped answer."""
-    answer = aws.call("lambda", "invoke", FunctionName=name, InvocationType="RequestResponse", LogType="Tail",
-                      Payload=json.dumps(event).encode("utf-8"))
+    # Up to Lambda's 15-minute limit, and never retried: a retry would run the function again.
+    answer = aws.call("lambda", "invoke", read_timeout=_INVOKE_READ_TIMEOUT, max_attempts=0, FunctionName=name,
+                      InvocationType="RequestResponse", LogType="Tail", Payload=json.dumps(event).encode("utf-8"))
     stream = answer.get("Payload")
     raw = stream.read(MAX_PAYLOAD + 1) if stream is not None else b""
     log_text = base64.b64decode(answer.get("LogResult") or "").decode("utf-8", "replace")

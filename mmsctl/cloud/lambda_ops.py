@@ -79,7 +79,8 @@ def describe_function(aws: AwsSession, name: str) -> dict[str, Any]:
 
 
 def _url(aws: AwsSession, name: str) -> tuple[Optional[str], Optional[str]]:
-    for qualifier in ({}, {"Qualifier": names.ALIAS}):
+    qualifiers: tuple[dict[str, Any], ...] = ({}, {"Qualifier": names.ALIAS})
+    for qualifier in qualifiers:
         try:
             url = aws.call("lambda", "get_function_url_config", FunctionName=name, **qualifier)
             return url.get("FunctionUrl"), url.get("AuthType")

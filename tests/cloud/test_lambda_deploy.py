@@ -231,6 +231,13 @@ def test_destroy_leaves_nothing_tagged_and_a_second_destroy_is_a_no_op(
     aws["s3"].put_object(Bucket="kitten-in", Key="incoming/k.jpg", Body=kitten_jpg.read_bytes())
     aws["s3"].put_object(Bucket="kitten-out", Key="predictions/k.jpg.json", Body=b"{}")
 
+    plan = run_cli(moto, "lambda", "destroy", NAME, "--dry-run", "-o", "json")
+    assert plan.returncode == 0, plan.stderr
+    planned = [c["operation"] for c in json.loads(plan.stdout)["calls"] if c["mutating"]]
+    assert planned[:3] == ["RemoveTargets", "DeleteRule", "PutBucketNotificationConfiguration"]
+    assert planned[-2:] == ["BatchDeleteImage", "DeleteRepository"] and planned.count("DeleteBucket") == 3
+    assert aws["lambda"].get_function(FunctionName=NAME)  # nothing was deleted
+
     proc = run_cli(moto, "lambda", "destroy", NAME, "-o", "json")
     assert proc.returncode == 0, proc.stderr
     kinds = [d["kind"] for d in json.loads(proc.stdout)["deleted"]]
@@ -249,6 +256,8 @@ def test_destroy_leaves_nothing_tagged_and_a_second_destroy_is_a_no_op(
     assert again.returncode == 0 and json.loads(again.stdout)["deleted"] == []
     text = run_cli(moto, "lambda", "destroy", NAME)
     assert f"nothing of {NAME} left in {REGION}" in text.stderr
+    described = run_cli(moto, "lambda", "describe", NAME)
+    assert described.returncode == 3 and described.stderr.startswith(f"error: no function {NAME} in {REGION}")
 
 
 def test_keep_data_keeps_the_buckets(moto: Moto, aws: dict[str, Any], mar: Path) -> None:
@@ -341,3 +350,15 @@ def test_build_push_dry_run_shows_the_repository_calls_and_the_commands(moto: Mo
     assert push.endswith(f"push {image}")
     assert "password" not in json.dumps(plan["push"]).replace("--password-stdin", "")
     assert boto3.client("ecr").describe_repositories()["repositories"] == []
+
+
+def test_a_synchronous_invoke_is_never_retried(tmp_path: Path) -> None:
+    """A retried Invoke would run the function again: one request, even when Lambda answers 500."""
+    image = tmp_path / "x.jpg"
+    image.write_bytes(b"\xff\xd8\xff")
+    with aws_calls_recorded() as (url, seen):
+        proc = run_cli(Moto(url), "lambda", "invoke", NAME, str(image))
+        listed = run_cli(Moto(url), "lambda", "list")
+    assert proc.returncode == 9 and proc.stderr.startswith("error: lambda Invoke failed")
+    assert len([s for s in seen if s.endswith(f"/functions/{NAME}/invocations")]) == 1
+    assert listed.returncode == 9 and len(seen) > 2  # other calls keep boto3's retries

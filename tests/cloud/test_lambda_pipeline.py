@@ -142,6 +142,13 @@ def test_invoke_reports_cold_then_warm_through_the_invoke_api(deployed: Moto, ki
         assert "n02124075 Egyptian cat" in warm.stdout.splitlines()[1]
         assert "status 200" in warm.stderr and "· warm ·" in warm.stderr and "max memory" in warm.stderr
 
+        shutil.copy(kitten, tmp_path / "kitten.jpg")
+        with serving_images(tmp_path) as base:  # the function fetches the image itself: GET ?url=
+            by_url = run_cli(deployed, "lambda", "invoke", NAME, "--url", f"{base}/img/kitten.jpg", "-o", "json",
+                             env=lam)
+        assert by_url.returncode == 0, by_url.stderr
+        assert json.loads(by_url.stdout)["result"] == expected
+
         bad_file = tmp_path / "broken.jpg"
         bad_file.write_bytes(b"GIF89a but not really")
         bad = run_cli(deployed, "lambda", "invoke", NAME, str(bad_file), env=lam)
