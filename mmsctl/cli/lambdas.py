@@ -225,9 +225,9 @@ def invoke_cmd(
     if len(given) != 1:
         raise UsageError("give one of IMAGE, --url URL or --s3 FILE")
     from mmsctl.cloud import lambda_invoke as inv
-    from mmsctl.cloud.lambda_spec import check_function_name
+    from mmsctl.cloud.lambda_spec import check_lambda_name
 
-    check_function_name(name)
+    check_lambda_name(name)
     if s3 is not None:
         if not 0 < wait <= 900:
             raise UsageError("--wait: 1 to 900 seconds")
@@ -281,9 +281,9 @@ def logs_cmd(
     from datetime import datetime, timezone
 
     from mmsctl.cloud.lambda_logs import log_events, parse_since
-    from mmsctl.cloud.lambda_spec import check_function_name
+    from mmsctl.cloud.lambda_spec import check_lambda_name
 
-    check_function_name(name)
+    check_lambda_name(name)
     seconds = parse_since(since)
     out = get_ui().out.file
     for event in log_events(_session(region, profile), name, since_s=seconds, follow=follow):
@@ -383,9 +383,9 @@ def run_local_cmd(
     mmsctl lambda run-local kitten --s3-put s3://in/cats/kitten.jpg
     """
     from mmsctl.cloud import lambda_local as local
-    from mmsctl.cloud.lambda_spec import check_function_name
+    from mmsctl.cloud.lambda_spec import check_lambda_name
 
-    check_function_name(name)
+    check_lambda_name(name)
     sources = [x for x in (event_file, s3_put, url) if x is not None]
     local.check_sources(len(sources), serve)
     overrides = local.Overrides(model=model, input_bucket=input_bucket, output_bucket=output_bucket,

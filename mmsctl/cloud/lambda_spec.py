@@ -35,6 +35,7 @@ __all__ = [
     "TIMEOUT_RANGE",
     "check_bucket_name",
     "check_function_name",
+    "check_lambda_name",
     "model_bucket_name",
     "parse_schedule",
     "repository_name",
@@ -53,6 +54,7 @@ ALIAS = "live"
 LOG_RETENTION_DAYS = 30
 
 _NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$")
+_ANY_FUNCTION = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _DURATION = re.compile(r"^\s*(\d+)\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?|d|days?)\s*$", re.I)
 _ECR_URI = re.compile(r"^(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/([a-z0-9._/-]+)(?::([\w.-]{1,128})|@sha256:[0-9a-f]{64})$")
@@ -63,6 +65,13 @@ def check_function_name(name: str) -> str:
     if not _NAME.match(name or ""):
         raise UsageError(f"function name {name!r}: use 1-40 lower-case letters, digits and '-' "
                          "(not at either end)", hint="it also names the bucket, role and repository deploy creates")
+    return name
+
+
+def check_lambda_name(name: str) -> str:
+    """Any Lambda function name (invoke, logs and run-local work on functions mmsctl did not deploy too)."""
+    if not _ANY_FUNCTION.match(name or ""):
+        raise UsageError(f"function name {name!r}: Lambda names are 1-64 letters, digits, '-' and '_'")
     return name
 
 

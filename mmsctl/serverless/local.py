@@ -193,7 +193,7 @@ class LocalFunction:
                 error = {"errorMessage": str(exc), "errorType": type(exc).__name__,
                          "requestId": context.aws_request_id,
                          "stackTrace": traceback.format_list(traceback.extract_tb(exc.__traceback__))}
-                logging.getLogger("mmsctl.lambda").error("[ERROR] %s: %s", type(exc).__name__, exc)
+                logging.getLogger("mmsctl.lambda").error("unhandled %s: %s", type(exc).__name__, exc)
             duration = (time.perf_counter() - start) * 1000
         init = self.init_ms if self._first else None
         logs = (self.init_logs if self._first else []) + list(lines)

@@ -99,3 +99,12 @@ def test_the_role_policy_names_exactly_what_the_function_touches() -> None:
     ]}
     http_only = policy.permissions_policy(policy.RoleScope("aws", "eu-west-1", "1", "web"))
     assert [s["Sid"] for s in http_only["Statement"]] == ["OwnLogGroup"]
+
+
+def test_commands_on_any_function_take_lambdas_own_names() -> None:
+    from mmsctl.cloud.lambda_spec import check_lambda_name
+
+    assert check_lambda_name("My_Function-2") == "My_Function-2"
+    for bad in ("", "a b", "x" * 65, "arn:aws:lambda:us-east-1:1:function:f"):
+        with pytest.raises(UsageError):
+            check_lambda_name(bad)
