@@ -367,10 +367,14 @@ def run_local_cmd(
                                         "this model (path, zoo name or s3://…)."),
     build: Optional[Path] = typer.Option(None, "--build", metavar="DIR", help="Run the image of this build "
                                          "context (its handler, code and environment)."),
-    input_bucket: Optional[str] = typer.Option(None, "--input-bucket", metavar="BUCKET"),
-    output_bucket: Optional[str] = typer.Option(None, "--output-bucket", metavar="BUCKET"),
-    input_prefix: Optional[str] = typer.Option(None, "--input-prefix", metavar="PREFIX"),
-    output_prefix: Optional[str] = typer.Option(None, "--output-prefix", metavar="PREFIX"),
+    input_bucket: Optional[str] = typer.Option(None, "--input-bucket", metavar="BUCKET",
+                                               help="Override: the only bucket records are read from."),
+    output_bucket: Optional[str] = typer.Option(None, "--output-bucket", metavar="BUCKET",
+                                                help="Override: where S3 answers are written."),
+    input_prefix: Optional[str] = typer.Option(None, "--input-prefix", metavar="PREFIX",
+                                               help="Override: stripped from input keys."),
+    output_prefix: Optional[str] = typer.Option(None, "--output-prefix", metavar="PREFIX",
+                                                help="Override: put before output keys."),
     memory: Optional[int] = typer.Option(None, "--memory", metavar="MB", help="Memory size to report "
                                          "(default: the function's)."),
     timeout: Optional[int] = typer.Option(None, "--timeout", metavar="S", help="Timeout (default: the function's)."),
