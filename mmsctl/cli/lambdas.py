@@ -390,6 +390,10 @@ def run_local_cmd(
     from mmsctl.cloud.lambda_spec import check_lambda_name
 
     check_lambda_name(name)
+    if build is not None and model is not None:
+        from mmsctl.errors import UsageError
+
+        raise UsageError("pass --build DIR or --model MODEL, not both (a build context names its model)")
     sources = [x for x in (event_file, s3_put, url) if x is not None]
     local.check_sources(len(sources), serve)
     overrides = local.Overrides(model=model, input_bucket=input_bucket, output_bucket=output_bucket,

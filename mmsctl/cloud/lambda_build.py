@@ -80,7 +80,11 @@ class BuildContext:
         except (OSError, ValueError) as exc:
             raise UsageError(f"{path} is not a build context of `mmsctl lambda build` (no readable {MANIFEST})") from exc
         data["path"] = Path(path)
-        return cls(**data)
+        try:
+            return cls(**data)
+        except TypeError as exc:
+            raise UsageError(f"{manifest}: not written by this mmsctl ({exc})",
+                             hint="write the context again: mmsctl lambda build MODEL --out DIR --force") from exc
 
 
 def requirements() -> list[str]:

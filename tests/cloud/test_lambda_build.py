@@ -126,3 +126,24 @@ def _has(tool: str) -> bool:
     import shutil
 
     return shutil.which(tool) is not None
+
+
+def test_run_local_refuses_unclear_requests(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.support.cli import one_error_line, run_mmsctl
+
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "mmsctl-lambda.json").write_text('{"handler": "x.y", "surprise": 1}')
+    url = ("--url", "http://127.0.0.1:1/x.jpg")
+    cases = [
+        (("--build", str(ctx), *url), "mmsctl-lambda.json: not written by this mmsctl"),
+        (("--build", str(tmp_path), *url), "is not a build context of `mmsctl lambda build`"),
+        (("--build", str(ctx), "--model", "m", *url), "pass --build DIR or --model MODEL, not both"),
+        (("--model", "m"), "give one event: EVENT.json, --s3-put s3://bucket/key or --url URL (or --serve)"),
+        (("--model", "m", "--serve", *url), "--serve answers invocations as they come"),
+        (("--model", "m", "--url", "ftp://x/y.jpg"), "--url: url must be an http(s) URL"),
+        (("--model", "m", str(tmp_path / "none.json")), "none.json: no such file"),
+    ]
+    for args, message in cases:
+        result = run_mmsctl(capsys, "lambda", "run-local", "kitten", *args)
+        assert result.code in (2, 3) and message in one_error_line(result), (args, result.stderr)
