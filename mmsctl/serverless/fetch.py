@@ -1,0 +1,80 @@
+"""Download the image a ``?url=`` request names: http(s) only, a byte ceiling and a deadline.
+
+The whole download, redirects included, must finish within *timeout* seconds and
+*max_bytes* bytes; a server that announces more is refused before its body is
+read, and one that sends more is cut off at the ceiling.
+"""
+
+from __future__ import annotations
+
+import time
+from urllib.parse import urlsplit
+
+from mmsctl.errors import MmsError
+
+__all__ = ["FetchError", "check_url", "fetch_image"]
+
+_MAX_REDIRECTS = 3
+_MAX_URL = 2048
+
+
+class FetchError(MmsError):
+    """Why the image could not be fetched, as an HTTP status and an MMS error type."""
+
+    reference = "lambda-fetch"
+
+    def __init__(self, status: int, type: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.type = type
+
+
+def check_url(url: str) -> str:
+    """The URL, if it is an absolute http(s) URL with a host; else :class:`FetchError` (400)."""
+    if len(url) > _MAX_URL:
+        raise FetchError(400, "BadRequestException", f"url is longer than {_MAX_URL} characters")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise FetchError(400, "BadRequestException", f"url must be an http(s) URL with a host, not {url[:200]!r}")
+    return url
+
+
+def fetch_image(url: str, *, max_bytes: int, timeout: float) -> bytes:
+    """GET *url* within *timeout* seconds and *max_bytes* bytes.
+
+    Raises:
+        FetchError: 400 bad URL, 413 too large, 502 the server failed or answered an error,
+            504 too slow.
+    """
+    import httpx
+
+    check_url(url)
+    deadline = time.monotonic() + timeout
+    limits = httpx.Timeout(timeout, connect=min(5.0, timeout))
+    try:
+        with httpx.Client(timeout=limits, follow_redirects=True, max_redirects=_MAX_REDIRECTS,
+                          headers={"user-agent": "mmsctl-lambda"}) as client:
+            with client.stream("GET", url) as response:
+                if response.status_code >= 400:
+                    raise FetchError(502, "BadGatewayException",
+                                     f"{url[:200]}: HTTP {response.status_code} {response.reason_phrase}")
+                announced = response.headers.get("content-length", "")
+                if announced.isdigit() and int(announced) > max_bytes:
+                    raise FetchError(413, "PayloadTooLargeException",
+                                     f"{url[:200]}: {int(announced)} bytes is more than the {max_bytes} allowed")
+                data = bytearray()
+                for chunk in response.iter_bytes():  # as it arrives: a byte-a-second server meets the deadline
+                    data += chunk
+                    if len(data) > max_bytes:
+                        raise FetchError(413, "PayloadTooLargeException",
+                                         f"{url[:200]}: more than the {max_bytes} bytes allowed")
+                    if time.monotonic() > deadline:
+                        raise FetchError(504, "GatewayTimeoutException",
+                                         f"{url[:200]}: download took longer than {timeout:g}s")
+                return bytes(data)
+    except httpx.TimeoutException:
+        raise FetchError(504, "GatewayTimeoutException", f"{url[:200]}: no answer within {timeout:g}s") from None
+    except httpx.TooManyRedirects:
+        raise FetchError(502, "BadGatewayException", f"{url[:200]}: more than {_MAX_REDIRECTS} redirects") from None
+    except httpx.HTTPError as exc:
+        raise FetchError(502, "BadGatewayException", f"{url[:200]}: {type(exc).__name__}: {exc}") from None

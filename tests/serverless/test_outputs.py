@@ -1,0 +1,64 @@
+"""Output-object names and bodies, and the handler's settings with their ceilings."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mmsctl.errors import ConfigError
+from mmsctl.serverless.events import S3Object
+from mmsctl.serverless.outputs import error_document, output_key, result_document
+from mmsctl.serverless.settings import HandlerSettings, parse_s3_uri
+
+
+def test_output_keys_keep_the_input_path_below_the_prefixes() -> None:
+    assert output_key("incoming/cats/a b.jpg", input_prefix="incoming/", output_prefix="predictions/") == \
+        "predictions/cats/a b.jpg.json"
+    assert output_key("incoming/cats/a b.jpg", input_prefix="incoming/", output_prefix="predictions/", error=True) \
+        == "predictions/cats/a b.jpg.error.json"
+    assert output_key("x.png") == "x.png.json"
+    assert output_key("other/x.png", input_prefix="incoming/") == "other/x.png.json"
+
+
+def test_an_output_key_over_s3s_limit_falls_back_to_a_hash() -> None:
+    key = "k/" + "é" * 600 + ".jpg"  # 1206 bytes
+    out = output_key(key, output_prefix="p/")
+    assert out.startswith("p/") and out.endswith(".json") and len(out.encode()) < 1024
+    assert out == output_key(key, output_prefix="p/")  # stable
+    assert out != output_key(key + "x", output_prefix="p/")
+
+
+def test_documents() -> None:
+    obj = S3Object("in", "a/b.jpg", 10, "e", "v1")
+    doc = json.loads(result_document(obj, model="squeezenet", result=[{"class": "c", "probability": 1.0}],
+                                     duration_ms=12.345))
+    assert doc["input"] == {"bucket": "in", "key": "a/b.jpg", "version_id": "v1", "size": 10, "etag": "e"}
+    assert (doc["model"], doc["status"], doc["duration_ms"]) == ("squeezenet", 200, 12.35)
+    assert doc["result"] == [{"class": "c", "probability": 1.0}]
+    err = json.loads(error_document(obj, model="m", code=400, type="BadRequestException", message="Empty image input",
+                                    request_id="r1"))
+    assert err["error"] == {"code": 400, "type": "BadRequestException", "message": "Empty image input"}
+    assert (err["status"], err["request_id"]) == (400, "r1")
+
+
+def test_settings_from_environment_with_ceilings() -> None:
+    s = HandlerSettings.from_environ({"MMSCTL_LAMBDA_MODEL": "s3://b/m.mar", "MMSCTL_LAMBDA_MODEL_VERSION": "v9",
+                                      "MMSCTL_LAMBDA_OUTPUT_BUCKET": "out", "MMSCTL_LAMBDA_TOP_K": "3"})
+    assert s.model_from_s3 and (s.model_version, s.output_bucket, s.top_k) == ("v9", "out", 3)
+    assert s.max_image_bytes == 10 * 1024 * 1024 and s.url_timeout == 10.0
+    with pytest.raises(ConfigError, match="MMSCTL_LAMBDA_MODEL is not set"):
+        HandlerSettings.from_environ({})
+    for key, value in (("MMSCTL_LAMBDA_MAX_IMAGE_BYTES", "999999999999"), ("MMSCTL_LAMBDA_TOP_K", "0"),
+                       ("MMSCTL_LAMBDA_URL_TIMEOUT", "nan"), ("MMSCTL_LAMBDA_MAX_PIXELS", "many")):
+        with pytest.raises(ConfigError, match=key):
+            HandlerSettings.from_environ({"MMSCTL_LAMBDA_MODEL": "/m", key: value})
+
+
+def test_s3_uris() -> None:
+    assert str(parse_s3_uri("s3://b/k/m.mar?versionId=abc")) == "s3://b/k/m.mar?versionId=abc"
+    where = parse_s3_uri("s3://b/k/m.mar", "v2")
+    assert (where.bucket, where.key, where.version_id) == ("b", "k/m.mar", "v2")
+    for bad in ("s3://b", "s3://b/", "https://b/k", "b/k"):
+        with pytest.raises(ConfigError):
+            parse_s3_uri(bad)
