@@ -10,8 +10,8 @@ from typing import Any, List, Optional
 
 import typer
 
-from mmsctl.cli.ec2 import ProfileOpt, RegionOpt, _render_calls
-from mmsctl.cli.options import OutputOpt, check_output
+from mmsctl.cli.ec2 import aws_session, render_calls
+from mmsctl.cli.options import OutputOpt, ProfileOpt, RegionOpt, check_output
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
 
 __all__ = ["register"]
@@ -38,12 +38,6 @@ FUNCTION_COLUMNS = (
 )
 TOP_COLUMNS = (Column("Rank", "rank", justify="right"), Column("Class", "class"),
                Column("Probability", "probability", justify="right"))
-
-
-def _session(region: Optional[str], profile: Optional[str], dry_run: bool = False) -> Any:
-    from mmsctl.cloud._session import open_session
-
-    return open_session(region=region, profile=profile, dry_run=dry_run)
 
 
 def _fields(info: dict[str, Any]) -> None:
@@ -113,11 +107,11 @@ def build_cmd(
         from mmsctl.cloud.lambda_build import ContainerTool
 
         assert name is not None
-        aws = _session(region, profile, dry_run)
+        aws = aws_session(region, profile, dry_run)
         pushed = push_image(aws, ctx, name, tag=tag, tool=tool or ContainerTool("docker", "docker"))
         data["push"] = pushed
         if dry_run:
-            _render_calls(aws, output, data)
+            render_calls(aws, output, data)
             for command in pushed["commands"]:
                 ui.message(f"would run: {command}")
             return
@@ -179,12 +173,12 @@ def deploy_cmd(
     if spec.model_source == "s3" and not model.startswith("s3://"):
         model_file = resolve_model_file(model)
     ui = get_ui()
-    aws = _session(region, profile, dry_run)
+    aws = aws_session(region, profile, dry_run)
     result = deploy(aws, spec, model_file=model_file)
     for warning in result.warnings:
         ui.warn(warning)
     if dry_run:
-        _render_calls(aws, output, {"deploy": result.to_dict()})
+        render_calls(aws, output, {"deploy": result.to_dict()})
         return
     data = result.to_dict()
     data["calls"] = [c.to_dict() for c in aws.calls]
@@ -231,10 +225,10 @@ def invoke_cmd(
     if s3 is not None:
         if not 0 < wait <= 900:
             raise UsageError("--wait: 1 to 900 seconds")
-        result = inv.invoke_pipeline(_session(region, profile), name, s3, wait=wait)
+        result = inv.invoke_pipeline(aws_session(region, profile), name, s3, wait=wait)
     else:
         event = inv.image_event(image) if image is not None else inv.url_event(str(url))
-        result = inv.invoke_sync(_session(region, profile), name, event)
+        result = inv.invoke_sync(aws_session(region, profile), name, event)
     _render_invoke(result, output)
 
 
@@ -286,7 +280,7 @@ def logs_cmd(
     check_lambda_name(name)
     seconds = parse_since(since)
     out = get_ui().out.file
-    for event in log_events(_session(region, profile), name, since_s=seconds, follow=follow):
+    for event in log_events(aws_session(region, profile), name, since_s=seconds, follow=follow):
         stamp = datetime.fromtimestamp(event.get("timestamp", 0) / 1000, tz=timezone.utc)
         out.write(f"{stamp.isoformat(timespec='milliseconds').replace('+00:00', 'Z')} "
                   f"{str(event.get('message', '')).rstrip()}\n")
@@ -302,7 +296,7 @@ def list_cmd(region: Optional[str] = RegionOpt, profile: Optional[str] = Profile
     check_output(output)
     from mmsctl.cloud.lambda_ops import list_functions
 
-    rows = list_functions(_session(region, profile))
+    rows = list_functions(aws_session(region, profile))
     if not render_data(rows, output):
         render_table(rows, FUNCTION_COLUMNS, wide=output == "wide")
 
@@ -314,7 +308,7 @@ def describe_cmd(name: str = typer.Argument(..., metavar="NAME"), region: Option
     check_output(output)
     from mmsctl.cloud.lambda_ops import describe_function
 
-    info = describe_function(_session(region, profile), name)
+    info = describe_function(aws_session(region, profile), name)
     if not render_data(info, output):
         _fields(info)
 
@@ -334,10 +328,10 @@ def destroy_cmd(
     from mmsctl.cloud.lambda_spec import check_function_name
 
     check_function_name(name)
-    aws = _session(region, profile, dry_run)
+    aws = aws_session(region, profile, dry_run)
     result = destroy(aws, name, keep_data=keep_data)
     if dry_run:
-        _render_calls(aws, output, {"destroy": result.to_dict()})
+        render_calls(aws, output, {"destroy": result.to_dict()})
         return
     if render_data(result.to_dict(), output):
         return
@@ -399,7 +393,7 @@ def run_local_cmd(
     overrides = local.Overrides(model=model, input_bucket=input_bucket, output_bucket=output_bucket,
                                 input_prefix=input_prefix, output_prefix=output_prefix, memory=memory, timeout=timeout)
     needs_aws = (model is None and build is None) or s3_put is not None
-    aws = _session(region, profile) if needs_aws else None
+    aws = aws_session(region, profile) if needs_aws else None
     plan = local.plan(aws, name, overrides, build)
     event = None if serve else local.event_from(aws, event_file, s3_put, url)
     ui = get_ui()
