@@ -199,6 +199,17 @@ def deploy_cmd(
 # -- invoke, logs ---------------------------------------------------------------------------------
 
 
+def _check_url(url: str) -> str:
+    """``--url``: an http(s) URL the function can fetch, checked before any call (as the function checks it)."""
+    from mmsctl.errors import UsageError
+    from mmsctl.predict.fetch import FetchError, check_url
+
+    try:
+        return check_url(url)
+    except FetchError as exc:
+        raise UsageError(f"--url: {exc.message}") from None
+
+
 @lambda_app.command("invoke")
 def invoke_cmd(
     name: str = typer.Argument(..., metavar="NAME"),
@@ -227,7 +238,7 @@ def invoke_cmd(
             raise UsageError("--wait: 1 to 900 seconds")
         result = inv.invoke_pipeline(aws_session(region, profile), name, s3, wait=wait)
     else:
-        event = inv.image_event(image) if image is not None else inv.url_event(str(url))
+        event = inv.image_event(image) if image is not None else inv.url_event(_check_url(str(url)))
         result = inv.invoke_sync(aws_session(region, profile), name, event)
     _render_invoke(result, output)
 
@@ -380,8 +391,8 @@ def run_local_cmd(
     The environment is the deployed function's (or --model / --build DIR). Example:
     mmsctl lambda run-local kitten --s3-put s3://in/cats/kitten.jpg
     """
-    from mmsctl.cloud import lambda_local as local
     from mmsctl.cloud.lambda_spec import check_lambda_name
+    from mmsctl.serverless import run_local as local
 
     check_lambda_name(name)
     if build is not None and model is not None:
@@ -390,6 +401,8 @@ def run_local_cmd(
         raise UsageError("pass --build DIR or --model MODEL, not both (a build context names its model)")
     sources = [x for x in (event_file, s3_put, url) if x is not None]
     local.check_sources(len(sources), serve)
+    if url is not None:
+        _check_url(url)
     overrides = local.Overrides(model=model, input_bucket=input_bucket, output_bucket=output_bucket,
                                 input_prefix=input_prefix, output_prefix=output_prefix, memory=memory, timeout=timeout)
     needs_aws = (model is None and build is None) or s3_put is not None

@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional
 
 from mmsctl.cloud.errors import ContainerToolError
 from mmsctl.errors import UsageError
-from mmsctl.serverless import settings as env
+from mmsctl.cloud import lambda_env as env
 
 __all__ = [
     "BASE_IMAGE",
@@ -124,7 +124,7 @@ def dockerfile_text(ctx: BuildContext) -> str:
         "",
         "# Compile mxnet's operator wrappers into the image" + (" and check that the model loads." if ctx.baked
                                                                 else "."),
-        "RUN python -m mmsctl.serverless.prepare",
+        f"RUN python -m {env.PREPARE}",
         "",
         f'CMD ["{ctx.handler}"]',
     ]

@@ -35,8 +35,8 @@ from mmsctl.cloud.lambda_resources import (
 )
 from mmsctl.cloud.lambda_spec import DeploySpec
 from mmsctl.errors import CloudError, UsageError
-from mmsctl.serverless import settings as env
-from mmsctl.serverless.events import WARM_EVENT
+from mmsctl.cloud import lambda_env as env
+from mmsctl.cloud.lambda_events import WARM_EVENT
 
 __all__ = ["Change", "DeployResult", "deploy", "ensure_repository", "resolve_model_file"]
 

@@ -23,8 +23,8 @@ from mmsctl.cloud._session import AwsSession
 from mmsctl.cloud.lambda_deploy import TAG_INPUT, TAG_OUTPUT
 from mmsctl.cloud.lambda_resources import aws_code, function_or_none
 from mmsctl.errors import CloudError, InputNotFoundError, NotFoundError, RequestTimeout, UsageError
-from mmsctl.serverless import settings as env
-from mmsctl.serverless.events import function_url_event
+from mmsctl.cloud import lambda_env as env
+from mmsctl.cloud.lambda_events import function_url_event
 
 __all__ = ["InvokeResult", "Report", "invoke_pipeline", "invoke_sync", "parse_report"]
 
@@ -124,12 +124,7 @@ def image_event(image: Path) -> dict[str, Any]:
 
 
 def url_event(url: str) -> dict[str, Any]:
-    from mmsctl.serverless.fetch import FetchError, check_url
-
-    try:
-        check_url(url)
-    except FetchError as exc:
-        raise UsageError(f"--url: {exc.message}") from None
+    """The function-URL ``GET ?url=URL`` (the function checks and fetches *url*)."""
     return function_url_event("GET", query={"url": url})
 
 
@@ -184,7 +179,7 @@ def invoke_pipeline(aws: AwsSession, name: str, image: Path, *, wait: float = 12
     Raises:
         RequestTimeout: no output object within *wait* seconds (exit 7).
     """
-    from mmsctl.serverless.outputs import output_key
+    from mmsctl.cloud.lambda_outputs import output_key
 
     if not image.is_file():
         raise InputNotFoundError(f"{image}: no such file")

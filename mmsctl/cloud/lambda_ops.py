@@ -11,7 +11,7 @@ from mmsctl.cloud.lambda_deploy import TAG_INPUT, TAG_MODEL, TAG_OUTPUT
 from mmsctl.cloud.lambda_resources import aws_code, function_or_none, ours
 from mmsctl.cloud.tags import LAMBDA
 from mmsctl.errors import CloudError, NotFoundError
-from mmsctl.serverless import settings as env
+from mmsctl.cloud import lambda_env as env
 
 __all__ = ["describe_function", "list_functions"]
 

@@ -3,9 +3,12 @@
 Baked into the image (``/opt/mmsctl/model``, an extracted archive or checkpoint
 folder) it opens in place. From S3 (``s3://bucket/key``, optionally a pinned
 version) the archive is downloaded into the writable ``/tmp`` and extracted there.
-Either way the model is started with :func:`mmsctl.engine.service.load_service` and
-every input goes through :func:`mmsctl.engine.predict.predict_local`, exactly as
-``mmsctl predict`` does, so the same archive and image give the same answer.
+Either way it becomes a :class:`~mmsctl.engine.spec.ServiceSpec` (:func:`mmsctl.predict.open_model`,
+or :meth:`~mmsctl.archive.ModelArchive.service_spec` for the download) and is started in this
+process by :func:`mmsctl.engine.service.load_service` with a batch of one (an execution
+environment serves one invocation at a time: no worker pool). Every input goes through
+:func:`mmsctl.predict.predict_local`, exactly as ``mmsctl predict`` does, so the same
+archive and image give the same answer.
 """
 
 from __future__ import annotations
@@ -13,12 +16,16 @@ from __future__ import annotations
 import logging
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
+from mmsctl.cloud.lambda_env import parse_s3_uri
 from mmsctl.errors import ArchiveError, CloudError
-from mmsctl.serverless.settings import HandlerSettings, parse_s3_uri
+from mmsctl.serverless.settings import HandlerSettings
+
+if TYPE_CHECKING:
+    from mmsctl.predict import Prediction
 
 __all__ = ["MAX_MODEL_BYTES", "ServedModel", "download_model", "load_model"]
 
@@ -38,14 +45,13 @@ class ServedModel:
     service: Any
     load_ms: float
 
-    def predict(self, name: str, data: bytes, *, top_k: Optional[int] = None) -> Any:
-        """One input through the predict core: a :class:`~mmsctl.engine.predict.Prediction`.
+    def predict(self, name: str, data: bytes, *, top_k: Optional[int] = None) -> "Prediction":
+        """One input through the predict core: a :class:`~mmsctl.predict.Prediction`.
 
         *name* is the input's name (an S3 key, a URL): its suffix gives the content type, as
         for a file given to ``mmsctl predict``.
         """
-        from mmsctl.engine.inputs import InputSource
-        from mmsctl.engine.predict import predict_local
+        from mmsctl.predict import InputSource, predict_local
 
         source = InputSource(name, "file", name)
         return next(predict_local(self.service, [source], batch_size=1, top_k=top_k, read=lambda _s: data))
@@ -103,8 +109,8 @@ def load_model(settings: HandlerSettings, *, s3: Optional[Callable[[], Any]] = N
     Raises:
         CloudError, ArchiveError, HandlerError, ModelNotFoundError: the container cannot serve.
     """
-    from mmsctl.engine.predict import LocalModel, open_model
     from mmsctl.engine.service import load_service
+    from mmsctl.predict import open_model
 
     start = time.perf_counter()
     if settings.model_from_s3:
@@ -122,12 +128,12 @@ def load_model(settings: HandlerSettings, *, s3: Optional[Callable[[], Any]] = N
         except ArchiveError as exc:
             raise ArchiveError(f"{settings.model}: {exc.message}", hint=exc.hint) from exc
         path.unlink()  # the extracted copy is what runs; free /tmp
-        model = LocalModel(archive.model_name, archive.root, archive.handler, archive)
+        spec = archive.service_spec(batch_size=1)
         source = settings.model + (f" (version {settings.model_version})" if settings.model_version else "")
     else:
-        model = open_model(settings.model, progress=False)
+        spec = replace(open_model(settings.model, progress=False), batch_size=1)
         source = settings.model
-    service = load_service(model, model_name=model.name, batch_size=1)
+    service = load_service(spec)
     load_ms = (time.perf_counter() - start) * 1000
-    log.info("model %s loaded from %s in %.0f ms", model.name, source, load_ms)
-    return ServedModel(model.name, source, service, load_ms)
+    log.info("model %s loaded from %s in %.0f ms", spec.model_name, source, load_ms)
+    return ServedModel(spec.model_name, source, service, load_ms)

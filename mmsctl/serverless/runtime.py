@@ -16,8 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from mmsctl.errors import CloudError
-from mmsctl.serverless.events import (
+from mmsctl.cloud.lambda_events import (
     DirectRequest,
     HttpRequest,
     S3Object,
@@ -27,9 +26,12 @@ from mmsctl.serverless.events import (
     http_response,
     parse_event,
 )
-from mmsctl.serverless.fetch import FetchError, fetch_image
+from mmsctl.cloud.lambda_outputs import error_document, output_key, result_document
+from mmsctl.error_body import ErrorBody, error_body, parse_error_body
+from mmsctl.errors import CloudError
+from mmsctl.predict import Prediction
+from mmsctl.predict.fetch import FetchError, fetch_url
 from mmsctl.serverless.model import ServedModel
-from mmsctl.serverless.outputs import error_document, output_key, result_document
 from mmsctl.serverless.settings import HandlerSettings
 
 __all__ = ["BadObject", "Runtime"]
@@ -117,7 +119,7 @@ class Runtime:
         if callable(remaining):  # leave a second to answer before Lambda's own timeout
             timeout = max(0.1, min(timeout, remaining() / 1000.0 - 1.0))
         try:
-            return fetch_image(url, max_bytes=self.settings.max_image_bytes, timeout=timeout)
+            return fetch_url(url, max_bytes=self.settings.max_image_bytes, timeout=timeout)
         except FetchError as exc:
             raise BadObject(exc.status, exc.type, exc.message) from None
 
@@ -131,15 +133,13 @@ class Runtime:
             raise BadObject(413, "PayloadTooLargeException",
                             f"the image has {pixels} pixels, more than the {self.settings.max_pixels} allowed")
 
-    def _predict(self, name: str, data: bytes, top_k: Optional[int]) -> Any:
+    def _predict(self, name: str, data: bytes, top_k: Optional[int]) -> Prediction:
         self._check_image(data)
         return self.model.predict(name, data, top_k=top_k)
 
     # -- HTTP ------------------------------------------------------------------------------------
 
     def _http(self, request: HttpRequest, context: Any) -> dict[str, Any]:
-        from mmsctl.engine.service import error_body
-
         try:
             if request.body_error:
                 raise BadObject(400, "BadRequestException", request.body_error)
@@ -150,7 +150,7 @@ class Runtime:
             prediction = self._predict(name, data, top_k)
         except BadObject as exc:
             log.info("%s %s -> %d %s", request.method, request.path, exc.status, exc.message)
-            return http_response(request, exc.status, error_body(exc.status, exc.message, exc.type))
+            return http_response(request, exc.status, error_body(exc.status, exc.type, exc.message))
         log.info("%s %s -> %d", request.method, request.path, prediction.status)
         return http_response(request, prediction.status, prediction.body, prediction.content_type or "application/json")
 
@@ -179,13 +179,11 @@ class Runtime:
         return "body", body
 
     def _direct(self, request: DirectRequest, context: Any) -> Any:
-        from mmsctl.engine.service import error_body
-
         try:
             prediction = self._predict(request.url, self._fetch(request.url, context), self._top_k(request.top_k))
         except BadObject as exc:
             log.info("url %s -> %d %s", request.url[:200], exc.status, exc.message)
-            return json.loads(error_body(exc.status, exc.message, exc.type))
+            return ErrorBody(exc.status, exc.type, exc.message).to_dict()
         log.info("url %s -> %d", request.url[:200], prediction.status)
         return prediction.result()
 
@@ -271,15 +269,10 @@ class Runtime:
             raise _translated(exc, "put_object") from exc
 
 
-def _error_detail(prediction: Any) -> tuple[str, str]:
-    """The (type, message) of a failed prediction, from the handler's MMS error body where it sent one."""
-    try:
-        body = json.loads(prediction.body)
-    except (ValueError, TypeError):
-        body = None
-    if isinstance(body, dict) and "message" in body:
-        return str(body.get("type") or "InternalServerException"), str(body["message"])
-    return str(prediction.error_type or "InternalServerException"), str(prediction.error or "Prediction failed")
+def _error_detail(prediction: Prediction) -> tuple[str, str]:
+    """The (type, message) of a failed prediction: the handler's MMS error type, the predict core's message."""
+    kind, _ = parse_error_body(prediction.body) if prediction.body else (None, None)
+    return kind or "InternalServerException", prediction.error or "Prediction failed"
 
 
 def _s3_code(exc: BaseException) -> str:

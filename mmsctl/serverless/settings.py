@@ -1,8 +1,10 @@
-"""The ``MMSCTL_LAMBDA_*`` environment of the handler: what the image sets and ``lambda deploy`` overrides.
+"""The handler's settings, read from its ``MMSCTL_LAMBDA_*`` environment once, at the container's start.
 
 The Dockerfile of ``mmsctl lambda build`` sets defaults (a baked model); the function's
-environment, written by ``mmsctl lambda deploy``, wins over them. Every number has a
-ceiling, checked here once, so a bad value fails the container's start, not a request.
+environment, written by ``mmsctl lambda deploy``, wins over them. The variables' names are
+the control plane's too (:mod:`mmsctl.cloud.lambda_env`); their meaning and ceilings are
+here. Every number has a ceiling, checked here once, so a bad value fails the container's
+start, not a request.
 """
 
 from __future__ import annotations
@@ -11,43 +13,22 @@ import os
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
+from mmsctl.cloud.lambda_env import (
+    ENV_INPUT_BUCKET,
+    ENV_INPUT_PREFIX,
+    ENV_MAX_IMAGE_BYTES,
+    ENV_MAX_PIXELS,
+    ENV_MODEL,
+    ENV_MODEL_VERSION,
+    ENV_OUTPUT_BUCKET,
+    ENV_OUTPUT_PREFIX,
+    ENV_TOP_K,
+    ENV_URL_TIMEOUT,
+    ENV_WORK_DIR,
+)
 from mmsctl.errors import ConfigError
 
-__all__ = [
-    "ENV_INPUT_BUCKET",
-    "ENV_INPUT_PREFIX",
-    "ENV_MAX_IMAGE_BYTES",
-    "ENV_MAX_PIXELS",
-    "ENV_MODEL",
-    "ENV_MODEL_VERSION",
-    "ENV_OUTPUT_BUCKET",
-    "ENV_OUTPUT_PREFIX",
-    "ENV_TOP_K",
-    "ENV_URL_TIMEOUT",
-    "ENV_WORK_DIR",
-    "HANDLER",
-    "HandlerSettings",
-    "IMAGE_MODEL_DIR",
-    "S3Uri",
-    "parse_s3_uri",
-]
-
-ENV_MODEL = "MMSCTL_LAMBDA_MODEL"
-ENV_MODEL_VERSION = "MMSCTL_LAMBDA_MODEL_VERSION"
-ENV_INPUT_BUCKET = "MMSCTL_LAMBDA_INPUT_BUCKET"
-ENV_INPUT_PREFIX = "MMSCTL_LAMBDA_INPUT_PREFIX"
-ENV_OUTPUT_BUCKET = "MMSCTL_LAMBDA_OUTPUT_BUCKET"
-ENV_OUTPUT_PREFIX = "MMSCTL_LAMBDA_OUTPUT_PREFIX"
-ENV_MAX_IMAGE_BYTES = "MMSCTL_LAMBDA_MAX_IMAGE_BYTES"
-ENV_MAX_PIXELS = "MMSCTL_LAMBDA_MAX_PIXELS"
-ENV_URL_TIMEOUT = "MMSCTL_LAMBDA_URL_TIMEOUT"
-ENV_TOP_K = "MMSCTL_LAMBDA_TOP_K"
-ENV_WORK_DIR = "MMSCTL_LAMBDA_WORK_DIR"
-
-#: The handler entry point the image's ``CMD`` names (module.function, as Lambda wants it).
-HANDLER = "mmsctl.serverless.handler.handler"
-#: Where ``lambda build`` bakes the model into the image.
-IMAGE_MODEL_DIR = "/opt/mmsctl/model"
+__all__ = ["HandlerSettings"]
 
 MiB = 1024 * 1024
 _DEFAULT_MAX_BYTES = 10 * MiB
@@ -131,32 +112,3 @@ def _float(env: Mapping[str, str], key: str, default: float, low: float, high: f
     if not low <= value <= high:  # also refuses nan
         raise ConfigError(f"{key}={value:g} is out of range ({low:g}..{high:g})")
     return value
-
-
-@dataclass(frozen=True)
-class S3Uri:
-    """``s3://bucket/key``, optionally pinned to an object version (``?versionId=…``)."""
-
-    bucket: str
-    key: str
-    version_id: Optional[str] = None
-
-    def __str__(self) -> str:
-        return f"s3://{self.bucket}/{self.key}" + (f"?versionId={self.version_id}" if self.version_id else "")
-
-
-def parse_s3_uri(text: str, version_id: Optional[str] = None) -> S3Uri:
-    """``s3://bucket/key[?versionId=V]`` -> :class:`S3Uri`; *version_id* wins over the query.
-
-    Raises:
-        ConfigError: not an s3:// URI with a bucket and a key.
-    """
-    from urllib.parse import parse_qs, urlsplit
-
-    parts = urlsplit(text)
-    key = parts.path.lstrip("/")
-    if parts.scheme != "s3" or not parts.netloc or not key or key.endswith("/"):
-        raise ConfigError(f"{text!r} is not an S3 object URI (s3://bucket/key)")
-    query = parse_qs(parts.query)
-    pinned = version_id or next(iter(query.get("versionId", [])), None)
-    return S3Uri(parts.netloc, key, pinned or None)

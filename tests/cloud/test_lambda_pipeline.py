@@ -24,7 +24,7 @@ import pytest
 from tests.cloud.conftest import REPO, Moto, run_cli
 from tests.cloud.lambda_support import pushed_image
 from tests.serverless.conftest import sample, squeezenet_archive  # noqa: F401 - the fixture
-from tests.serverless.imageserver import serving_images
+from tests.support.imageserver import serving_images
 
 NAME = "kitten"
 KEY = "incoming/cats/my kitten (1)+é.jpg"

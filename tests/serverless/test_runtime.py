@@ -17,13 +17,13 @@ import boto3
 import pytest
 
 from mmsctl.errors import CloudError
-from mmsctl.serverless.events import WARM_EVENT, api_gateway_event, function_url_event, s3_put_event
+from mmsctl.cloud.lambda_events import WARM_EVENT, api_gateway_event, function_url_event, s3_put_event
 from mmsctl.serverless.model import ServedModel, load_model
 from mmsctl.serverless.runtime import Runtime
 from mmsctl.serverless.settings import HandlerSettings
 from tests.cloud.conftest import Moto, moto, moto_server  # noqa: F401 - fixtures
 from tests.serverless.conftest import mmsctl, sample
-from tests.serverless.imageserver import serving_images
+from tests.support.imageserver import serving_images
 from tests.support.paths import KITTEN_JPG, require_shared
 
 

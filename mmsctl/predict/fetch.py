@@ -1,8 +1,15 @@
-"""Download the image a ``?url=`` request names: http(s) only, a byte ceiling and a deadline.
+"""Download one input named by URL into memory: http(s) only, a byte ceiling and a deadline.
 
-The whole download, redirects included, must finish within *timeout* seconds and
-*max_bytes* bytes; a server that announces more is refused before its body is
-read, and one that sends more is cut off at the ceiling.
+``mmsctl predict URL`` and the Lambda handler's ``?url=`` requests both read their
+image this way. The whole download, redirects included, must finish within *timeout*
+seconds and *max_bytes* bytes; a server that announces more is refused before its
+body is read, one that sends more is cut off at the ceiling, and one that sends a
+byte at a time meets the deadline. A failure is a :class:`FetchError`: a
+:class:`~mmsctl.errors.DownloadError` that also carries the HTTP status and MMS
+error type a server answers with.
+
+(Model archives are a different job: :mod:`mmsctl.zoo.download` streams them to disk,
+atomically, with retries and a progress bar.)
 """
 
 from __future__ import annotations
@@ -10,18 +17,21 @@ from __future__ import annotations
 import time
 from urllib.parse import urlsplit
 
-from mmsctl.errors import MmsError
+from mmsctl.errors import DownloadError
 
-__all__ = ["FetchError", "check_url", "fetch_image"]
+__all__ = ["MAX_URL_BYTES", "URL_TIMEOUT_S", "FetchError", "check_url", "fetch_url"]
 
+#: ``mmsctl predict``'s limits for one URL input (the Lambda handler sets its own).
+URL_TIMEOUT_S = 30.0
+MAX_URL_BYTES = 100 * 1024 * 1024
 _MAX_REDIRECTS = 3
 _MAX_URL = 2048
 
 
-class FetchError(MmsError):
-    """Why the image could not be fetched, as an HTTP status and an MMS error type."""
+class FetchError(DownloadError):
+    """Why the input could not be fetched, also as an HTTP status and an MMS error type."""
 
-    reference = "lambda-fetch"
+    reference = "url-fetch"
 
     def __init__(self, status: int, type: str, message: str) -> None:
         super().__init__(message)
@@ -39,7 +49,7 @@ def check_url(url: str) -> str:
     return url
 
 
-def fetch_image(url: str, *, max_bytes: int, timeout: float) -> bytes:
+def fetch_url(url: str, *, max_bytes: int = MAX_URL_BYTES, timeout: float = URL_TIMEOUT_S) -> bytes:
     """GET *url* within *timeout* seconds and *max_bytes* bytes.
 
     Raises:
@@ -53,7 +63,7 @@ def fetch_image(url: str, *, max_bytes: int, timeout: float) -> bytes:
     limits = httpx.Timeout(timeout, connect=min(5.0, timeout))
     try:
         with httpx.Client(timeout=limits, follow_redirects=True, max_redirects=_MAX_REDIRECTS,
-                          headers={"user-agent": "mmsctl-lambda"}) as client:
+                          headers={"user-agent": "mmsctl"}) as client:
             with client.stream("GET", url) as response:
                 if response.status_code >= 400:
                     raise FetchError(502, "BadGatewayException",

@@ -1,4 +1,4 @@
-"""Output-object names and bodies, and the handler's settings with their ceilings."""
+"""The contract of the handler and the control plane: output-object names and bodies, model URIs in S3."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import json
 
 import pytest
 
+from mmsctl.cloud.lambda_env import parse_s3_uri
+from mmsctl.cloud.lambda_events import S3Object
+from mmsctl.cloud.lambda_outputs import error_document, output_key, result_document
 from mmsctl.errors import ConfigError
-from mmsctl.serverless.events import S3Object
-from mmsctl.serverless.outputs import error_document, output_key, result_document
-from mmsctl.serverless.settings import HandlerSettings, parse_s3_uri
 
 
 def test_output_keys_keep_the_input_path_below_the_prefixes() -> None:
@@ -40,19 +40,6 @@ def test_documents() -> None:
                                     request_id="r1"))
     assert err["error"] == {"code": 400, "type": "BadRequestException", "message": "Empty image input"}
     assert (err["status"], err["request_id"]) == (400, "r1")
-
-
-def test_settings_from_environment_with_ceilings() -> None:
-    s = HandlerSettings.from_environ({"MMSCTL_LAMBDA_MODEL": "s3://b/m.mar", "MMSCTL_LAMBDA_MODEL_VERSION": "v9",
-                                      "MMSCTL_LAMBDA_OUTPUT_BUCKET": "out", "MMSCTL_LAMBDA_TOP_K": "3"})
-    assert s.model_from_s3 and (s.model_version, s.output_bucket, s.top_k) == ("v9", "out", 3)
-    assert s.max_image_bytes == 10 * 1024 * 1024 and s.url_timeout == 10.0
-    with pytest.raises(ConfigError, match="MMSCTL_LAMBDA_MODEL is not set"):
-        HandlerSettings.from_environ({})
-    for key, value in (("MMSCTL_LAMBDA_MAX_IMAGE_BYTES", "999999999999"), ("MMSCTL_LAMBDA_TOP_K", "0"),
-                       ("MMSCTL_LAMBDA_URL_TIMEOUT", "nan"), ("MMSCTL_LAMBDA_MAX_PIXELS", "many")):
-        with pytest.raises(ConfigError, match=key):
-            HandlerSettings.from_environ({"MMSCTL_LAMBDA_MODEL": "/m", key: value})
 
 
 def test_s3_uris() -> None:

@@ -1,5 +1,9 @@
 """What ``mmsctl lambda run-local`` runs: the handler's environment, the event, and the run itself.
 
+This is orchestration on the user's machine, above both sides: it reads the deployed
+function through the control plane (:mod:`mmsctl.cloud`), builds the event with the
+shared shapes (:mod:`mmsctl.cloud.lambda_events`) and runs the image's own handler.
+
 The environment is the deployed function's own (``GetFunctionConfiguration``: its
 ``MMSCTL_LAMBDA_*`` variables, memory and timeout), or the one ``--model`` and the
 bucket flags describe, or a build context's (``--build DIR``: the Dockerfile's
@@ -20,9 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, TextIO
 
+from mmsctl.cloud import lambda_env as env
+from mmsctl.cloud import lambda_events as events
 from mmsctl.cloud.lambda_resources import aws_code
 from mmsctl.errors import CloudError, HandlerError, NotFoundError, UsageError
-from mmsctl.serverless import settings as env
+from mmsctl.serverless.local import LocalFunction, serve
 
 __all__ = ["LocalPlan", "Overrides", "check_sources", "event_from", "plan", "run"]
 
@@ -68,7 +74,7 @@ def _function_environment(aws: Any, name: str) -> tuple[dict[str, str], int, int
                                 hint="deploy it first, or run without one: --model MODEL [--output-bucket B]") from exc
         raise
     variables = (config.get("Environment") or {}).get("Variables") or {}
-    mine = {k: str(v) for k, v in variables.items() if k.startswith("MMSCTL_LAMBDA_")}
+    mine = {k: str(v) for k, v in variables.items() if k.startswith(env.ENV_PREFIX)}
     if env.ENV_MODEL not in mine:
         raise UsageError(f"function {name}'s model is baked into its image",
                          hint="run the image's context with --build DIR, or name the model with --model")
@@ -117,18 +123,10 @@ def _read_event(path: Path) -> Any:
 
 
 def event_from(aws: Any, event_file: Optional[Path], s3_put: Optional[str], url: Optional[str]) -> Any:
-    """The event to pass: read from a file, or built from an existing S3 object or a URL."""
-    from mmsctl.serverless import events
-
+    """The event to pass: read from a file, or built from an existing S3 object or a URL (checked by the caller)."""
     if event_file is not None:
         return _read_event(event_file)
     if url is not None:
-        from mmsctl.serverless.fetch import FetchError, check_url
-
-        try:
-            check_url(url)
-        except FetchError as exc:
-            raise UsageError(f"--url: {exc.message}") from None
         return events.function_url_event("GET", query={"url": url})
     assert s3_put is not None
     try:
@@ -175,8 +173,6 @@ def run(p: LocalPlan, event: Any, *, serve_port: Optional[int], echo: Callable[[
 
 def _run_here(p: LocalPlan, event: Any, serve_port: Optional[int], extra: dict[str, str],
               echo: Callable[[str], None], out: TextIO, region: Optional[str]) -> int:
-    from mmsctl.serverless.local import LocalFunction, serve
-
     saved = dict(os.environ)
     os.environ.update(extra)
     try:

@@ -1,4 +1,5 @@
-"""``?url=`` downloads against a real HTTP server on loopback: every way a server can misbehave is bounded."""
+"""URL inputs (``mmsctl predict URL``, the Lambda handler's ``?url=``) against a real HTTP server on loopback:
+every way a server can misbehave is bounded."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from typing import Iterator
 
 import pytest
 
-from mmsctl.serverless.fetch import FetchError, fetch_image
-from tests.serverless.imageserver import serving_images
+from mmsctl.errors import DownloadError
+from mmsctl.predict import expand_inputs
+from mmsctl.predict.fetch import FetchError, fetch_url
+from tests.support.imageserver import serving_images
 
 
 @pytest.fixture
@@ -21,14 +24,14 @@ def base(tmp_path: Path, kitten_jpg: Path) -> Iterator[str]:
 
 def _status(url: str, **kw: float) -> tuple[int, str]:
     with pytest.raises(FetchError) as info:
-        fetch_image(url, max_bytes=int(kw.get("max_bytes", 1024 * 1024)), timeout=kw.get("timeout", 5.0))
+        fetch_url(url, max_bytes=int(kw.get("max_bytes", 1024 * 1024)), timeout=kw.get("timeout", 5.0))
     return info.value.status, info.value.type
 
 
 def test_fetches_an_image_and_follows_a_few_redirects(base: str, kitten_jpg: Path) -> None:
     data = kitten_jpg.read_bytes()
-    assert fetch_image(f"{base}/img/kitten.jpg", max_bytes=len(data), timeout=5) == data
-    assert fetch_image(f"{base}/redirect/2", max_bytes=len(data), timeout=5) == data
+    assert fetch_url(f"{base}/img/kitten.jpg", max_bytes=len(data), timeout=5) == data
+    assert fetch_url(f"{base}/redirect/2", max_bytes=len(data), timeout=5) == data
     assert _status(f"{base}/redirect/5") == (502, "BadGatewayException")
 
 
@@ -48,3 +51,12 @@ def test_errors_and_bad_urls(base: str) -> None:
         assert _status(bad) == (400, "BadRequestException"), bad
     closed = base.rsplit(":", 1)[0] + ":1"
     assert _status(f"{closed}/x.jpg")[0] == 502
+
+
+def test_predict_reads_url_inputs_through_the_same_bounded_fetch(base: str, kitten_jpg: Path) -> None:
+    [good, looping] = expand_inputs([f"{base}/redirect/2", f"{base}/redirect/5"])
+    assert good.read() == kitten_jpg.read_bytes()
+    with pytest.raises(FetchError) as info:  # an unbounded client would follow all five
+        looping.read()
+    assert isinstance(info.value, DownloadError) and info.value.status == 502  # predict's exit code and message
+

@@ -1,4 +1,8 @@
-"""The events Lambda hands the handler, parsed into plain data, and built again for local runs.
+"""The events Lambda hands the handler, parsed into plain data, and built again by the control plane.
+
+The handler parses them (:func:`parse_event`); ``lambda deploy`` schedules
+:data:`WARM_EVENT`, ``lambda invoke`` sends function-URL requests, and ``run-local``
+builds S3 notifications: one module for each shape, both directions.
 
 Four shapes arrive (examples from AWS's documentation in ``tests/serverless/events/``):
 

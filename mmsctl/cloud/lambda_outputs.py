@@ -1,6 +1,7 @@
 """Where the handler writes an S3 event's answer, and what the object holds.
 
-For the input ``s3://IN/<input prefix><rest>`` the answer is
+The handler writes these objects; ``mmsctl lambda invoke --s3`` finds and reads them:
+one naming for both sides. For the input ``s3://IN/<input prefix><rest>`` the answer is
 ``s3://OUT/<output prefix><rest>.json``; a bad input (not an image, empty, too large)
 gets ``<output prefix><rest>.error.json`` instead, holding MMS's error body, so a
 pipeline can list failures without reading logs. Keys longer than S3's 1024 bytes
@@ -14,7 +15,8 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from mmsctl.serverless.events import S3Object
+from mmsctl.cloud.lambda_events import S3Object
+from mmsctl.error_body import ErrorBody
 
 __all__ = ["ERROR_SUFFIX", "OUTPUT_SUFFIX", "error_document", "output_key", "result_document"]
 
@@ -55,7 +57,7 @@ def error_document(obj: S3Object, *, model: str, code: int, type: str, message: 
                    request_id: Optional[str] = None) -> bytes:
     """The error object: MMS's error body ``{"code", "type", "message"}`` plus where it came from."""
     doc: dict[str, Any] = {"input": _input(obj), "model": model, "status": code,
-                           "error": {"code": code, "type": type, "message": message}, "created": _now()}
+                           "error": ErrorBody(code, type, message).to_dict(), "created": _now()}
     if request_id:
         doc["request_id"] = request_id
     return _dump(doc)
