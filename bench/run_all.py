@@ -12,7 +12,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BENCHES = ["predict.py", "serve.py", "top.py", "remote_cli.py", "archive_bench.py", "zoo_download.py",
-           "loadgen_vs_hey.py"]
+           "loadgen_vs_hey.py", "lambda_cold.py"]
 
 
 def main() -> int:

@@ -23,8 +23,10 @@ LAYERS: list[set[str]] = [
     {"engine"},  # running a model: handler contract, ServiceSpec, the worker runtime; the only mxnet
     {"archive"},  # .mar/.model/.tar.gz: packing (bundles the built-in handler), opening, ONNX import
     {"zoo"},  # names -> archives: catalog, cache, downloads, untrained builds
-    {"predict", "server", "client", "cloud"},  # predict core, model server, HTTP client, AWS
-    {"tui", "bench"},  # mmsctl top over the client; mmsctl bench (load generator) over client and predict inputs
+    {"predict", "server", "client", "cloud"},  # predict core, model server, HTTP client, AWS (Lambda's contract too)
+    # mmsctl top over the client; mmsctl bench (load generator) over client and predict inputs;
+    # the Lambda handler (and run-local) over the predict core and the control plane
+    {"tui", "bench", "serverless"},
     {"cli"},  # the typer commands, over everything
     {"__main__"},
 ]

@@ -7,20 +7,15 @@ from typing import Any, List, Optional
 
 import typer
 
-from mmsctl.cli.options import OutputOpt, check_output
+from mmsctl.cli.options import OutputOpt, ProfileOpt, RegionOpt, check_output
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
 
-__all__ = ["ProfileOpt", "RegionOpt", "aws_session", "register", "render_calls"]
+__all__ = ["aws_session", "register", "render_calls"]
 
 ec2_app = typer.Typer(
     help="Launch MXNet model servers on EC2 with an accelerator; list, describe, terminate, clean up, cost.",
     no_args_is_help=True,
 )
-
-RegionOpt: Optional[str] = typer.Option(None, "--region", help="AWS region (default: AWS_DEFAULT_REGION / profile).",
-                                        metavar="REGION")
-ProfileOpt: Optional[str] = typer.Option(None, "--profile", help="AWS profile from ~/.aws/config.",
-                                         metavar="PROFILE")
 
 CALL_COLUMNS = (
     Column("#", "n", justify="right"),

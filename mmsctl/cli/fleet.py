@@ -12,8 +12,8 @@ from typing import Any, List, Optional
 
 import typer
 
-from mmsctl.cli.ec2 import ProfileOpt, RegionOpt, aws_session, render_calls
-from mmsctl.cli.options import OutputOpt, check_output
+from mmsctl.cli.ec2 import aws_session, render_calls
+from mmsctl.cli.options import OutputOpt, ProfileOpt, RegionOpt, check_output
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
 
 __all__ = ["register"]

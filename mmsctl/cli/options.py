@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-__all__ = ["ContextOpt", "OutputOpt", "click_module", "global_context"]
+__all__ = ["ContextOpt", "OutputOpt", "ProfileOpt", "RegionOpt", "check_output", "click_module", "global_context"]
 
 OutputOpt = typer.Option(
     "table", "--output", "-o", help="Output format: table, wide, json or yaml.", metavar="FORMAT"
@@ -20,6 +20,12 @@ ContextOpt: Optional[str] = typer.Option(
     help="Server context to use (see `mmsctl context list`); overrides MMSCTL_CONTEXT.",
     metavar="NAME",
 )
+
+#: The AWS commands' (``ec2``, ``fleet``, ``lambda``) region and profile, as the aws CLI names them.
+RegionOpt: Optional[str] = typer.Option(None, "--region", help="AWS region (default: AWS_DEFAULT_REGION / profile).",
+                                        metavar="REGION")
+ProfileOpt: Optional[str] = typer.Option(None, "--profile", help="AWS profile from ~/.aws/config.",
+                                         metavar="PROFILE")
 
 
 def click_module(name: str) -> ModuleType:

@@ -32,34 +32,42 @@ class AwsSession:
         self.region = region
         self.dry_run = dry_run
         self.calls: list[Call] = []
-        self._clients: dict[tuple[str, str], Any] = {}
+        self._clients: dict[tuple[str, str, float, int], Any] = {}
         self._account: Optional[str] = None
 
     @property
     def profile(self) -> Optional[str]:
         return getattr(self._boto, "profile_name", None)
 
-    def client(self, service: str, region: Optional[str] = None) -> Any:
-        """The boto3 client for *service* (cached); *region* overrides the session's (Pricing lives in us-east-1)."""
-        key = (service, region or self.region)
+    def client(self, service: str, region: Optional[str] = None, *, read_timeout: float = 60.0,
+               max_attempts: int = 4) -> Any:
+        """The boto3 client for *service* (cached); *region* overrides the session's (Pricing lives in us-east-1).
+
+        *read_timeout* and *max_attempts* (botocore's: retries after the first attempt) change the defaults
+        for calls that are long or must not be repeated (a synchronous Lambda invoke runs up to 15 minutes,
+        and a retry would run it again: ``max_attempts=0``).
+        """
+        key = (service, region or self.region, read_timeout, max_attempts)
         if key not in self._clients:
             from botocore.config import Config
 
-            config = Config(retries={"max_attempts": 4, "mode": "standard"}, connect_timeout=10, read_timeout=60,
-                            user_agent_extra="mmsctl")
+            config = Config(retries={"max_attempts": max_attempts, "mode": "standard"}, connect_timeout=10,
+                            read_timeout=read_timeout, user_agent_extra="mmsctl")
             try:
                 self._clients[key] = self._boto.client(service, region_name=key[1], config=config)
             except Exception as exc:  # noqa: BLE001 - translated below
                 raise _translated(exc, service, "create_client") from exc
         return self._clients[key]
 
-    def call(self, service: str, operation: str, *, region: Optional[str] = None, **params: Any) -> dict[str, Any]:
+    def call(self, service: str, operation: str, *, region: Optional[str] = None, read_timeout: float = 60.0,
+             max_attempts: int = 4, **params: Any) -> dict[str, Any]:
         """Make one API call (or, dry run and mutating, record it and return a placeholder)."""
         if self.dry_run and is_mutating(operation):
             self.calls.append(Call(service, operation, dict(params), executed=False))
             return placeholder_response(service, operation, params)
         self.calls.append(Call(service, operation, dict(params)))
-        method: Callable[..., dict[str, Any]] = getattr(self.client(service, region), operation)
+        client = self.client(service, region, read_timeout=read_timeout, max_attempts=max_attempts)
+        method: Callable[..., dict[str, Any]] = getattr(client, operation)
         try:
             return method(**params)
         except Exception as exc:  # noqa: BLE001 - translated below

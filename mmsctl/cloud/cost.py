@@ -1,6 +1,7 @@
 """Cost per 100,000 requests from an hourly price and a throughput: pure functions plus a price table.
 
     cost per 100k = hourly price / (requests per second * 3600) * 100,000
+    Lambda:         (memory GB * billed seconds * GB-second price + request price) * 100,000
 
 A fleet of N instances behind a load balancer (:func:`fleet_estimate`) costs
 N × the instance price + the balancer's fixed hourly price, and serves N × one
@@ -13,6 +14,7 @@ live from the AWS Pricing API (:func:`live_price`), which needs credentials.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -25,6 +27,8 @@ __all__ = [
     "CostRow",
     "FleetCostRow",
     "balancer_price",
+    "LambdaCost",
+    "lambda_estimate",
     "bundled_prices",
     "cost_per_100k",
     "estimate",
@@ -187,6 +191,70 @@ def fleet_estimate(instance_type: str, throughput_per_instance: float, counts: l
     if lb < 0:
         raise UsageError("a load balancer price cannot be negative")
     return [FleetCostRow(n, one, lb) for n in sorted(set(counts))]
+
+
+# --- AWS Lambda -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LambdaCost:
+    """What *requests* invocations of *memory_mb* lasting *duration_ms* each cost on Lambda.
+
+    Lambda bills GB-seconds (memory × billed duration, rounded up to the millisecond) plus a
+    price per request; there is no idle cost, so the figure does not depend on throughput.
+    """
+
+    memory_mb: int
+    duration_ms: float
+    requests: int
+    per_gb_second: float
+    per_million_requests: float
+    price_source: str
+
+    @property
+    def gb_seconds_per_request(self) -> float:
+        return self.memory_mb / 1024.0 * math.ceil(self.duration_ms) / 1000.0
+
+    @property
+    def cost_per_request(self) -> float:
+        return self.gb_seconds_per_request * self.per_gb_second + self.per_million_requests / 1_000_000
+
+    @property
+    def total(self) -> float:
+        return self.cost_per_request * self.requests
+
+    @property
+    def cost_per_100k(self) -> float:
+        return self.cost_per_request * REQUESTS
+
+    @property
+    def label(self) -> str:
+        return f"lambda {self.memory_mb} MB, {self.duration_ms:g} ms"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"setup": self.label, "memory_mb": self.memory_mb, "duration_ms": self.duration_ms,
+                "requests": self.requests, "gb_seconds_per_request": round(self.gb_seconds_per_request, 6),
+                "per_gb_second": self.per_gb_second, "per_million_requests": self.per_million_requests,
+                "total": round(self.total, 4), "cost_per_100k": round(self.cost_per_100k, 4),
+                "price_source": self.price_source}
+
+
+def lambda_estimate(memory_mb: int, duration_ms: float, requests: int = REQUESTS) -> LambdaCost:
+    """Lambda's cost from the bundled us-east-1 x86 prices.
+
+    Raises:
+        UsageError: memory outside 128–10240 MB, a duration outside (0, 900000] ms, requests < 1.
+    """
+    if not 128 <= memory_mb <= 10240:
+        raise UsageError(f"--memory {memory_mb}: Lambda allows 128-10240 MB")
+    if not 0 < duration_ms <= 900_000:  # also refuses nan
+        raise UsageError(f"--duration-ms {duration_ms:g}: a Lambda call lasts more than 0 and at most 900000 ms")
+    if not 1 <= requests <= 10**12:
+        raise UsageError(f"--requests {requests}: use 1 to 10^12")
+    table = bundled_prices()["lambda"]
+    x86 = table["x86_64"]
+    return LambdaCost(memory_mb, float(duration_ms), int(requests), float(x86["per_gb_second"]),
+                      float(x86["per_million_requests"]), f"bundled us-east-1 x86 ({table['as_of']})")
 
 
 # --- the AWS Pricing API ---------------------------------------------------------------------------

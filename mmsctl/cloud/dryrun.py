@@ -1,6 +1,6 @@
 """A record of every AWS call a command makes, so ``--dry-run`` can print them without making them.
 
-In a dry run, reads (Describe*/Get*/List*) still go to AWS, so the plan
+In a dry run, reads (Describe*/Get*/List*/Head*/Filter*) still go to AWS, so the plan
 reflects what exists; every other call is recorded and answered with a
 placeholder (``<new vpc-endpoint>``) that later calls carry along.
 """
@@ -13,12 +13,12 @@ from typing import Any
 
 __all__ = ["Call", "is_mutating", "operation_name", "placeholder_response"]
 
-_READ_PREFIXES = ("describe_", "get_", "list_")
+_READ_PREFIXES = ("describe_", "get_", "list_", "head_", "filter_")
 _ELB_ARN = "arn:aws:elasticloadbalancing:<region>:<account>"
 
 
 def is_mutating(operation: str) -> bool:
-    """True for calls that change something (anything but Describe*/Get*/List*)."""
+    """True for calls that change something (anything but Describe*/Get*/List*/Head*/Filter*)."""
     return not operation.startswith(_READ_PREFIXES)
 
 

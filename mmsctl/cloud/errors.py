@@ -8,6 +8,8 @@
     ├── UnsupportedRegion               Elastic Inference never existed there
     └── ResourceNotFound                an instance/AMI/parameter that is not there
 
+    ContainerToolError (MmsError)       exit 1   no docker/podman, or its daemon is not running
+
 botocore is imported inside :func:`translate` only, so this module stays light.
 """
 
@@ -15,10 +17,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from mmsctl.errors import CloudError
+from mmsctl.errors import CloudError, MmsError
 
 __all__ = [
     "AccessDenied",
+    "ContainerToolError",
     "NoCredentials",
     "QuotaExceeded",
     "ResourceNotFound",
@@ -62,6 +65,12 @@ class ResourceNotFound(CloudError):
     """An instance, AMI or parameter that is not there."""
 
     reference = "cloud-not-found"
+
+
+class ContainerToolError(MmsError):
+    """Building or pushing an image needs docker or podman, and a running daemon."""
+
+    reference = "container-tool"
 
 
 _ACCESS = ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnrecognizedClientException",

@@ -17,6 +17,7 @@ __all__ = [
     "ACCELERATOR",
     "COMPONENT",
     "FLEET",
+    "LAMBDA",
     "MANAGED",
     "MODELS",
     "as_dict",
@@ -35,6 +36,8 @@ INSTANCE_TYPE = "mmsctl:instance-type"
 SERVER = "mmsctl:server"
 VERSION = "mmsctl:version"
 FLEET = "mmsctl:fleet"
+#: Every resource of one `mmsctl lambda deploy NAME` carries mmsctl:lambda=NAME.
+LAMBDA = "mmsctl:lambda"
 
 # Values of COMPONENT.
 EI_ENDPOINT = "ei-endpoint"

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable, Optional
 
-from mmsctl.errors import DownloadError, InputNotFoundError, MmsError, UsageError
+from mmsctl.errors import InputNotFoundError, MmsError, UsageError
+from mmsctl.predict.fetch import fetch_url
 
 __all__ = ["IMAGE_SUFFIXES", "InputSource", "expand_inputs"]
 
@@ -30,7 +31,6 @@ _IMAGE_TYPES = {
     ".gif": "image/gif", ".bmp": "image/bmp", ".webp": "image/webp", ".tif": "image/tiff",
     ".tiff": "image/tiff",
 }
-URL_TIMEOUT_S = 30.0
 
 
 @dataclass
@@ -57,7 +57,7 @@ class InputSource:
         Raises:
             InputNotFoundError: a path that is not there (or is a folder).
             UsageError: a file that cannot be read.
-            DownloadError: a URL that cannot be fetched.
+            DownloadError: a URL that cannot be fetched (:class:`~mmsctl.predict.fetch.FetchError`).
         """
         if self.error is not None:
             raise self.error
@@ -75,23 +75,6 @@ class InputSource:
             raise InputNotFoundError(f"{self.name}: is a folder") from exc
         except OSError as exc:
             raise UsageError(f"{self.name}: cannot read: {exc.strerror}") from exc
-
-
-def fetch_url(url: str, *, timeout: float = URL_TIMEOUT_S) -> bytes:
-    """GET *url* (redirects followed) and return the body.
-
-    Raises:
-        DownloadError: connection failure, timeout, or a non-2xx status.
-    """
-    import httpx
-
-    try:
-        response = httpx.get(url, timeout=timeout, follow_redirects=True)
-    except httpx.HTTPError as exc:
-        raise DownloadError(f"{url}: {type(exc).__name__}: {exc}") from exc
-    if response.status_code >= 400:
-        raise DownloadError(f"{url}: HTTP {response.status_code} {response.reason_phrase}")
-    return response.content
 
 
 def _folder_images(folder: Path) -> list[Path]:

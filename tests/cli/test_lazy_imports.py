@@ -58,3 +58,13 @@ def test_version_prints_version() -> None:
                                   ["context", "add", "--help"]])
 def test_fleet_help_does_not_import_boto3(args: list[str]) -> None:
     assert _heavy_modules(*args) == []
+
+
+@pytest.mark.parametrize("command", ["build", "deploy", "invoke", "logs", "list", "describe", "destroy",
+                                     "run-local", "cost"])
+def test_lambda_help_pages_are_light(command: str) -> None:
+    assert _heavy_modules("lambda", command, "--help") == []
+
+
+def test_lambda_cost_needs_no_boto3_or_mxnet() -> None:
+    assert _heavy_modules("lambda", "cost", "--duration-ms", "100") == []

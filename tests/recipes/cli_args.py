@@ -23,6 +23,7 @@ SAMPLE_VALUES = {
     "INFERENCE_PORT": "8080",
     "MANAGEMENT_PORT": "8081",
     "METRICS_PORT": "8082",
+    "WAIT": "120",
 }
 _VAR = re.compile(r"\$\{(\w+)(?::-[^}]*)?\}|\$(\w+)")
 _SUBST = re.compile(r"\$\((mmsctl\b[^()]*)\)")

@@ -1,0 +1,90 @@
+"""Download one input named by URL into memory: http(s) only, a byte ceiling and a deadline.
+
+``mmsctl predict URL`` and the Lambda handler's ``?url=`` requests both read their
+image this way. The whole download, redirects included, must finish within *timeout*
+seconds and *max_bytes* bytes; a server that announces more is refused before its
+body is read, one that sends more is cut off at the ceiling, and one that sends a
+byte at a time meets the deadline. A failure is a :class:`FetchError`: a
+:class:`~mmsctl.errors.DownloadError` that also carries the HTTP status and MMS
+error type a server answers with.
+
+(Model archives are a different job: :mod:`mmsctl.zoo.download` streams them to disk,
+atomically, with retries and a progress bar.)
+"""
+
+from __future__ import annotations
+
+import time
+from urllib.parse import urlsplit
+
+from mmsctl.errors import DownloadError
+
+__all__ = ["MAX_URL_BYTES", "URL_TIMEOUT_S", "FetchError", "check_url", "fetch_url"]
+
+#: ``mmsctl predict``'s limits for one URL input (the Lambda handler sets its own).
+URL_TIMEOUT_S = 30.0
+MAX_URL_BYTES = 100 * 1024 * 1024
+_MAX_REDIRECTS = 3
+_MAX_URL = 2048
+
+
+class FetchError(DownloadError):
+    """Why the input could not be fetched, also as an HTTP status and an MMS error type."""
+
+    reference = "url-fetch"
+
+    def __init__(self, status: int, type: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.type = type
+
+
+def check_url(url: str) -> str:
+    """The URL, if it is an absolute http(s) URL with a host; else :class:`FetchError` (400)."""
+    if len(url) > _MAX_URL:
+        raise FetchError(400, "BadRequestException", f"url is longer than {_MAX_URL} characters")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise FetchError(400, "BadRequestException", f"url must be an http(s) URL with a host, not {url[:200]!r}")
+    return url
+
+
+def fetch_url(url: str, *, max_bytes: int = MAX_URL_BYTES, timeout: float = URL_TIMEOUT_S) -> bytes:
+    """GET *url* within *timeout* seconds and *max_bytes* bytes.
+
+    Raises:
+        FetchError: 400 bad URL, 413 too large, 502 the server failed or answered an error,
+            504 too slow.
+    """
+    import httpx
+
+    check_url(url)
+    deadline = time.monotonic() + timeout
+    limits = httpx.Timeout(timeout, connect=min(5.0, timeout))
+    try:
+        with httpx.Client(timeout=limits, follow_redirects=True, max_redirects=_MAX_REDIRECTS,
+                          headers={"user-agent": "mmsctl"}) as client:
+            with client.stream("GET", url) as response:
+                if response.status_code >= 400:
+                    raise FetchError(502, "BadGatewayException",
+                                     f"{url[:200]}: HTTP {response.status_code} {response.reason_phrase}")
+                announced = response.headers.get("content-length", "")
+                if announced.isdigit() and int(announced) > max_bytes:
+                    raise FetchError(413, "PayloadTooLargeException",
+                                     f"{url[:200]}: {int(announced)} bytes is more than the {max_bytes} allowed")
+                data = bytearray()
+                for chunk in response.iter_bytes():  # as it arrives: a byte-a-second server meets the deadline
+                    data += chunk
+                    if len(data) > max_bytes:
+                        raise FetchError(413, "PayloadTooLargeException",
+                                         f"{url[:200]}: more than the {max_bytes} bytes allowed")
+                    if time.monotonic() > deadline:
+                        raise FetchError(504, "GatewayTimeoutException",
+                                         f"{url[:200]}: download took longer than {timeout:g}s")
+                return bytes(data)
+    except httpx.TimeoutException:
+        raise FetchError(504, "GatewayTimeoutException", f"{url[:200]}: no answer within {timeout:g}s") from None
+    except httpx.TooManyRedirects:
+        raise FetchError(502, "BadGatewayException", f"{url[:200]}: more than {_MAX_REDIRECTS} redirects") from None
+    except httpx.HTTPError as exc:
+        raise FetchError(502, "BadGatewayException", f"{url[:200]}: {type(exc).__name__}: {exc}") from None

@@ -1,0 +1,37 @@
+"""The build-time step of the image (``RUN python -m mmsctl.serverless.prepare``).
+
+It imports mxnet once so its compiled operator wrappers land in the image's cache
+(``MMSCTL_CACHE_DIR``; ~0.25 s off every cold start), and, for a baked model, loads
+it once, so an image that cannot serve fails to build instead of failing in Lambda.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+__all__ = ["main"]
+
+
+def main() -> int:
+    from mmsctl.engine.mxnet_compat import import_mxnet
+    from mmsctl.errors import MmsError
+    from mmsctl.serverless.settings import HandlerSettings
+
+    start = time.perf_counter()
+    try:
+        import_mxnet()
+        settings = HandlerSettings.from_environ()
+        if not settings.model_from_s3:
+            from mmsctl.serverless.model import load_model
+
+            load_model(settings).close()
+    except MmsError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 1
+    print(f"mmsctl: image prepared in {time.perf_counter() - start:.1f}s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""run-local's Lambda stand-in: init timing, REPORT lines, error payloads, and the Invoke API on loopback.
+
+Small handlers written for the test stand in for the image's, so these run without mxnet;
+the real handler runs through `mmsctl lambda run-local` in tests/cloud.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+import boto3
+import botocore.config
+import botocore.exceptions
+import httpx
+import pytest
+
+from mmsctl.cloud.lambda_invoke import parse_report
+from mmsctl.serverless.local import MAX_PAYLOAD, LocalFunction, _invoke_handler
+
+HANDLERS = '''
+import logging
+log = logging.getLogger("mmsctl.lambda")
+log.setLevel(logging.INFO)
+log.info("loading")
+calls = []
+
+def echo(event, context):
+    calls.append(context.aws_request_id)
+    log.info("got %s", sorted(event))
+    return {"event": event, "function": context.function_name, "memory": context.memory_limit_in_mb,
+            "remaining_ok": 0 < context.get_remaining_time_in_millis() <= 3000}
+
+def boom(event, context):
+    raise ValueError("the model exploded")
+'''
+
+
+@pytest.fixture
+def module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    name = f"fake_handlers_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text(HANDLERS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield name
+    sys.modules.pop(name, None)
+
+
+def test_first_invocation_reports_the_init_phase(module: str) -> None:
+    fn = LocalFunction(f"{module}.echo", function_name="demo", memory_mb=512, timeout_s=3)
+    first = fn.invoke({"b": 1, "a": 2})
+    second = fn.invoke({})
+    assert first.payload == {"event": {"b": 1, "a": 2}, "function": "demo", "memory": 512, "remaining_ok": True}
+    assert first.error is None and first.init_ms is not None and second.init_ms is None
+    assert any("loading" in line for line in first.logs) and not any("loading" in line for line in second.logs)
+    assert any(line.endswith("got ['a', 'b']") and first.request_id in line for line in first.logs)
+    report = parse_report(first.log_text())
+    assert report is not None and report.request_id == first.request_id and report.cold
+    assert report.memory_mb == 512 and report.billed_ms == first.billed_ms >= report.init_ms  # images bill init
+    assert not parse_report(second.log_text()).cold  # type: ignore[union-attr]
+    text = base64.b64decode(first.log_tail()).decode()
+    assert text.startswith("START RequestId: ") and f"END RequestId: {first.request_id}" in text
+
+
+def test_a_raising_handler_becomes_lambdas_error_payload(module: str) -> None:
+    result = LocalFunction(f"{module}.boom", function_name="demo").invoke({})
+    assert result.payload is None
+    assert result.error is not None
+    assert (result.error["errorType"], result.error["errorMessage"]) == ("ValueError", "the model exploded")
+    assert result.error["requestId"] == result.request_id and result.error["stackTrace"]
+
+
+@pytest.fixture
+def endpoint(module: str) -> Iterator[str]:
+    from http.server import ThreadingHTTPServer
+
+    fn = LocalFunction(f"{module}.echo", function_name="demo", timeout_s=3)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _invoke_handler(fn, lambda line: None))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def _client(url: str) -> Any:
+    return boto3.client("lambda", endpoint_url=url, region_name="us-east-1", aws_access_key_id="x",
+                        aws_secret_access_key="x", config=botocore.config.Config(retries={"max_attempts": 1}))
+
+
+def test_boto3s_invoke_reaches_the_local_invoke_api(endpoint: str) -> None:
+    client = _client(endpoint)
+    answer = client.invoke(FunctionName="demo", Payload=b'{"x": 1}', LogType="Tail")
+    assert answer["StatusCode"] == 200 and "FunctionError" not in answer
+    assert json.loads(answer["Payload"].read())["event"] == {"x": 1}
+    report = parse_report(base64.b64decode(answer["LogResult"]).decode())
+    assert report is not None and report.cold
+    again = client.invoke(FunctionName="arn:aws:lambda:us-east-1:1:function:demo", Payload=b"{}", LogType="Tail")
+    assert not parse_report(base64.b64decode(again["LogResult"]).decode()).cold  # type: ignore[union-attr]
+    assert client.invoke(FunctionName="demo", Payload=b"{}", InvocationType="Event")["StatusCode"] == 202
+    assert client.invoke(FunctionName="demo", Payload=b"{}", InvocationType="DryRun")["StatusCode"] == 204
+
+
+def test_the_invoke_api_refuses_what_lambda_refuses(endpoint: str) -> None:
+    client = _client(endpoint)
+    with pytest.raises(botocore.exceptions.ClientError) as info:
+        client.invoke(FunctionName="other", Payload=b"{}")
+    assert info.value.response["Error"]["Code"] == "ResourceNotFoundException"
+    with pytest.raises(botocore.exceptions.ClientError) as info:
+        client.invoke(FunctionName="demo", Payload=b"{not json")
+    assert info.value.response["Error"]["Code"] == "InvalidRequestContentException"
+    too_big = httpx.post(f"{endpoint}/2015-03-31/functions/demo/invocations", content=b"0" * (MAX_PAYLOAD + 1))
+    assert too_big.status_code == 413 and too_big.headers["x-amzn-ErrorType"] == "RequestTooLargeException"

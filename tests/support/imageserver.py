@@ -1,0 +1,89 @@
+"""A small HTTP server on 127.0.0.1 with the behaviours ``?url=`` downloads must survive.
+
+    /img/NAME      the file NAME from the served folder
+    /big           announces 50 MB in Content-Length
+    /endless       chunked, no length, never stops on its own
+    /drip          one byte every 0.2 s, for a long time
+    /redirect/N    redirects N more times, then to /img/kitten.jpg
+    anything else  404
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Iterator
+
+__all__ = ["serving_images"]
+
+
+def _handler(root: Path) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            pass
+
+        def _head(self, status: int, length: int | None, extra: dict[str, str] | None = None) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/octet-stream")
+            if length is None:
+                self.send_header("Transfer-Encoding", "chunked")
+            else:
+                self.send_header("Content-Length", str(length))
+            for k, v in (extra or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+
+        def do_GET(self) -> None:  # noqa: N802
+            path = self.path
+            try:
+                if path.startswith("/img/"):
+                    file = root / path[len("/img/"):]
+                    if not file.is_file():
+                        self._head(404, 0)
+                        return
+                    data = file.read_bytes()
+                    self._head(200, len(data))
+                    self.wfile.write(data)
+                elif path == "/big":
+                    self._head(200, 50 * 1024 * 1024)
+                    self.wfile.write(b"\0" * 1024)
+                elif path == "/endless":
+                    self._head(200, None)
+                    chunk = b"\0" * 65536
+                    for _ in range(10_000):  # ~650 MB at most: the client must stop long before
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                elif path == "/drip":
+                    self._head(200, 1000)
+                    for _ in range(1000):
+                        self.wfile.write(b"\0")
+                        self.wfile.flush()
+                        time.sleep(0.2)
+                elif path.startswith("/redirect/"):
+                    left = int(path.rsplit("/", 1)[1])
+                    target = f"/redirect/{left - 1}" if left > 0 else "/img/kitten.jpg"
+                    self._head(302, 0, {"Location": target})
+                else:
+                    self._head(404, 0)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+    return Handler
+
+
+@contextmanager
+def serving_images(root: Path) -> Iterator[str]:
+    """Serve *root* on a free loopback port; yields the base URL (no trailing slash)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(root))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
