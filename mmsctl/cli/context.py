@@ -11,11 +11,12 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, List, Optional
 
 import typer
 
-from mmsctl.cli.options import ContextOpt, OutputOpt, check_output
+from mmsctl.cli.options import ContextOpt, OutputOpt, check_output, complete_context_names, output_option
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
 
 __all__ = ["register"]
@@ -28,16 +29,6 @@ context_app = typer.Typer(
 )
 
 
-def _complete_context_names(incomplete: str) -> list[str]:
-    try:
-        from mmsctl.client.contexts import LOCAL, ContextStore
-
-        names = [LOCAL, *ContextStore().names()]
-        return [n for n in dict.fromkeys(names) if n.startswith(incomplete)]
-    except Exception:  # noqa: BLE001 - completion stays silent
-        return []
-
-
 def _complete_removable_names(incomplete: str) -> list[str]:
     """Only contexts from contexts.toml: the built-in `local` cannot be removed."""
     try:
@@ -48,7 +39,7 @@ def _complete_removable_names(incomplete: str) -> list[str]:
         return []
 
 
-NameArg: str = typer.Argument(..., help="Context name.", metavar="NAME", autocompletion=_complete_context_names)
+NameArg: str = typer.Argument(..., help="Context name.", metavar="NAME", autocompletion=complete_context_names)
 
 _COLUMNS = (
     Column("Current", "current"),
@@ -143,17 +134,23 @@ def use(name: str = NameArg) -> None:
 def list_contexts(output: str = OutputOpt) -> None:
     """List the contexts; `*` marks the one commands use (after MMSCTL_CONTEXT)."""
     check_output(output)
-    from mmsctl.client.contexts import LOCAL, ContextStore, resolve_context
+    from mmsctl.client.contexts import LOCAL, Context, ContextStore, instance_contexts, resolve_context
+    from mmsctl.errors import AmbiguousInstanceError
 
     store = ContextStore()
-    active = resolve_context(None, store=store).name
-    contexts = store.all()
-    if LOCAL not in store.names():
-        contexts.insert(0, store.get(LOCAL))
+    try:
+        active = resolve_context(None, store=store).name
+        local = store.get(LOCAL)
+    except AmbiguousInstanceError:  # `local` with several servers running: each is listed as local:NAME
+        active = store.current or os.environ.get("MMSCTL_CONTEXT") or LOCAL
+        local = Context(LOCAL, "", "", source="ambiguous")
+    contexts = [c for c in [local, *instance_contexts()] if c.name not in store.names()] + store.all()
     rows: list[dict[str, Any]] = []
     for ctx in contexts:
         row = ctx.to_dict()
         row["current"] = "*" if ctx.name == active else ""
+        if ctx.source == "ambiguous":
+            row["inference_url"] = "(several local servers: use local:NAME)"
         rows.append(row)
     if render_data([{k: v for k, v in r.items() if k != "current"} | {"current": bool(r["current"])} for r in rows], output):
         return
@@ -166,7 +163,7 @@ def list_contexts(output: str = OutputOpt) -> None:
 
 
 @context_app.command("current")
-def current(output: str = typer.Option("name", "--output", "-o", help="Output: name, json or yaml.", metavar="FORMAT"),
+def current(output: str = output_option("name", "json", "yaml"),
             context: Optional[str] = ContextOpt) -> None:
     """Print the context commands use now, and (with -o json) its URLs and where it came from."""
     check_output(output, ("name", "json", "yaml"))

@@ -7,7 +7,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from mmsctl.cli.options import OutputOpt, check_output
+from mmsctl.cli.options import OutputOpt, check_output, note_model_locations
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
 
 __all__ = ["ProfileOpt", "RegionOpt", "aws_session", "register", "render_calls"]
@@ -80,16 +80,19 @@ def launch_cmd(
     key_name: Optional[str] = typer.Option(None, "--key-name", help="EC2 key pair for SSH.", metavar="KEY"),
     ami: Optional[str] = typer.Option(None, "--ami", help="ami-… or resolve:ssm:/parameter (default: the "
                                       "accelerator's Deep Learning AMI from its public SSM parameter).", metavar="AMI"),
-    count: int = typer.Option(1, "--count", help="How many instances.", min=1),
-    server: str = typer.Option("mmsctl", "--server", help="What the instance runs: mmsctl or mms (MMS 1.1.11)."),
+    count: int = typer.Option(1, "--count", help="How many instances.", min=1, metavar="N"),
+    server: str = typer.Option("mmsctl", "--server", help="What the instance runs (mms: MMS 1.1.11).",
+                               metavar="[mmsctl|mms]"),
     allow: List[str] = typer.Option([], "--allow-cidr", help="CIDR allowed to reach port 8080 and SSH "
                                     "(default: the VPC only); repeatable.", metavar="CIDR"),
-    name: Optional[str] = typer.Option(None, "--name", help="Name tag (default: mmsctl-<models>)."),
+    name: Optional[str] = typer.Option(None, "--name", "-n", help="Name tag (default: mmsctl-MODELS).",
+                                       metavar="NAME"),
     pip_spec: Optional[str] = typer.Option(None, "--pip-spec", help="What the instance pip-installs for "
                                            "--server mmsctl (default: mmsctl==<this version>).", metavar="REQ"),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print every AWS call instead of making the changes."),
     wait: bool = typer.Option(False, "--wait", help="Wait until the instances run and their servers answer /ping."),
-    wait_timeout: float = typer.Option(900.0, "--wait-timeout", help="Seconds --wait waits for the server."),
+    wait_timeout: float = typer.Option(900.0, "--wait-timeout", help="Seconds --wait waits for the server.",
+                                       metavar="S"),
     output: str = OutputOpt,
 ) -> None:
     """Launch a model server on EC2; finds or creates the EI endpoint, security groups and role first.
@@ -103,6 +106,7 @@ def launch_cmd(
 
     kind = server_kind(server)
     choice = choose(accelerator, eia)
+    note_model_locations(models)
     req = ec2.LaunchRequest(accelerator=choice, models=parse_models(models), instance_type=instance_type,
                             subnet=subnet, key_name=key_name, ami=ami, count=count, server=kind,
                             allow_cidrs=list(allow), name=name, pip_spec=pip_spec)
@@ -151,7 +155,7 @@ def _wait_servers(rows: list[dict[str, Any]], timeout: float) -> None:
 def list_cmd(
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
-    all_: bool = typer.Option(False, "--all", "-a", help="Include terminated instances."),
+    all_: bool = typer.Option(False, "--all", "-A", help="Include terminated instances."),
     output: str = OutputOpt,
 ) -> None:
     """List the instances mmsctl launched (found by their mmsctl:managed tag)."""
@@ -218,7 +222,7 @@ def ssh_config_cmd(
     instance_ids: List[str] = typer.Argument(None, metavar="[INSTANCE_ID]..."),
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
-    identity_dir: str = typer.Option("~/.ssh", "--identity-dir", help="Where KEY.pem files live."),
+    identity_dir: str = typer.Option("~/.ssh", "--identity-dir", help="Where KEY.pem files live.", metavar="DIR"),
 ) -> None:
     """Print ~/.ssh/config entries for mmsctl instances (management port 8081 forwarded to localhost)."""
     from mmsctl.cloud.ec2 import ssh_config
@@ -261,7 +265,8 @@ def cleanup_cmd(
 @ec2_app.command("user-data")
 def user_data_cmd(
     models: List[str] = typer.Option([], "--models", "-m", metavar="NAME=LOCATION", help="Models to serve."),
-    server: str = typer.Option("mmsctl", "--server", help="mmsctl or mms."),
+    server: str = typer.Option("mmsctl", "--server", help="What the instance runs (mms: MMS 1.1.11).",
+                               metavar="[mmsctl|mms]"),
     eia: Optional[str] = typer.Option(None, "--eia", metavar="SIZE"),
     accelerator: Optional[str] = typer.Option(None, "--accelerator", metavar="KIND"),
     pip_spec: Optional[str] = typer.Option(None, "--pip-spec", metavar="REQ"),
@@ -289,7 +294,7 @@ def cost_cmd(
     from_bench: Optional[Path] = typer.Option(None, "--from-bench", metavar="FILE",
                                               help="Take the throughput from a saved `mmsctl bench --save` run "
                                               "(its peak OK/s)."),
-    bench_target: Optional[str] = typer.Option(None, "--bench-target", metavar="NAME",
+    bench_target: Optional[str] = typer.Option(None, "--bench-target", metavar="TARGET",
                                                help="With --from-bench: the server of a --compare run to use."),
     price: Optional[float] = typer.Option(None, "--price", help="Total hourly price in USD (skips the table).",
                                           metavar="USD"),

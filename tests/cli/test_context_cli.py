@@ -74,11 +74,12 @@ def test_local_instance_name_from_context_list_is_accepted(capsys) -> None:
         management_url="http://127.0.0.1:18081", metrics_url="http://127.0.0.1:18082",
     ))
     listed = json.loads(invoke(capsys, "context", "list", "-o", "json").stdout)
-    assert [c["name"] for c in listed] == ["local:qa"]
+    assert [c["name"] for c in listed] == ["local", "local:qa"]  # the one server is `local`, and local:qa
+    assert listed[0]["management_url"] == listed[1]["management_url"] == "http://127.0.0.1:18081"
     r = invoke(capsys, "--context", "local:qa", "context", "current", "-o", "json")
     assert r.code == 0, r.stderr
     assert json.loads(r.stdout)["management_url"] == "http://127.0.0.1:18081"
     assert invoke(capsys, "context", "use", "local:qa").code == 0
     assert invoke(capsys, "context", "current").stdout == "local:qa\n"
     r = invoke(capsys, "--context", "local:other", "context", "current")
-    assert r.code == 3 and r.stderr.startswith("error: context 'local:other' not found")
+    assert r.code == 3 and r.stderr.startswith("error: no mmsctl server named 'other' is running here")

@@ -154,7 +154,7 @@ def test_mixed_fleet_with_real_mms(ours: Ours, mms_server: MmsInstance,  # noqa:
                   "--inference", mms_server.inference_url, "--use").code == 0
     names = [_name(a.management_url), _name(mms_server.management_url), _name(dead)]
     try:
-        r = invoke(capsys, "models", "register", "noop.mar", "--name", "mixed", "--initial-workers", "1", "-o", "json")
+        r = invoke(capsys, "models", "register", "noop.mar", "--model-name", "mixed", "--initial-workers", "1", "-o", "json")
         assert r.code == 4, r.stderr
         assert [(d["member"], d["status"]) for d in _json(r)] == [
             (names[0], "registered"), (names[1], "registered"), (names[2], "failed")]

@@ -304,5 +304,11 @@ def test_help_paragraphs_are_reflowed(capsys, monkeypatch) -> None:
     monkeypatch.setenv("COLUMNS", "200")
     code, out, _ = invoke(capsys, monkeypatch, "predict", "--help")
     assert code == 0
-    assert "a model folder or an MXNet checkpoint folder" in out
-    assert "so the answer is what `curl -T INPUT http://host:8080/predictions/MODEL`" in out
+    lines = out.splitlines()
+    paragraph = lines[lines.index("  MODEL is a zoo name (squeezenet) or a path: a .mar/.tar.gz/.model archive, a"):]
+    paragraph = paragraph[:paragraph.index("")]
+    assert all(len(line) > 60 for line in paragraph[:-1])  # filled lines, no ragged half-lines
+    text = " ".join(out.split())
+    assert "a model folder or an MXNet checkpoint folder" in text
+    assert "write ./NAME for the folder" in text
+    assert "so the answer is what `curl -T INPUT http://host:8080/predictions/MODEL`" in text

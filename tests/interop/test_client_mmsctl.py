@@ -97,7 +97,7 @@ def test_ping_names_mmsctl_and_its_version(srv: ServerInfo, capsys) -> None:
 
 
 def test_register_without_waiting(srv: ServerInfo, capsys) -> None:
-    r = mmsctl(capsys, "models", "register", "noop", "--name", "lazy", "--initial-workers", "1", "--no-synchronous")
+    r = mmsctl(capsys, "models", "register", "noop", "--model-name", "lazy", "--initial-workers", "1", "--no-synchronous")
     assert r.code == 0 and r.stdout.startswith("lazy accepted, loading in the background on "), r.stderr
     try:
         r = mmsctl(capsys, "scale", "lazy", "--min-workers", "1", "--wait", "--timeout", "60")
@@ -108,10 +108,10 @@ def test_register_without_waiting(srv: ServerInfo, capsys) -> None:
 
 def test_register_describe_scale_unregister(srv: ServerInfo, token_file: Path, capsys) -> None:
     host = srv.management_url.removeprefix("http://")
-    r = mmsctl(capsys, "models", "register", "noop", "--name", "echo", "--initial-workers", "1")
+    r = mmsctl(capsys, "models", "register", "noop", "--model-name", "echo", "--initial-workers", "1")
     assert (r.code, r.stdout) == (0, f"echo registered on {host}: Workers scaled\n"), r.stderr
     try:
-        r = mmsctl(capsys, "models", "register", "noop", "--name", "echo")
+        r = mmsctl(capsys, "models", "register", "noop", "--model-name", "echo")
         assert r.code == 8 and "already registered" in one_error_line(r) and "409" in r.stderr
 
         # describe in every format: json/yaml are the server's own document, table/wide are for people
