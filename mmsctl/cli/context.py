@@ -71,8 +71,10 @@ def add(
     region: Optional[str] = typer.Option(None, "--region", help="AWS region of --fleet.", metavar="REGION"),
     use: bool = typer.Option(False, "--use", help="Also make it the current context."),
 ) -> None:
-    """Add a context, or replace one with the same name.
+    """Add a context, or change the fields given of an existing one (like `kubectl config set-context`).
 
+    A new context needs --inference and --management (or --members / --fleet); on an existing one,
+    what is not given stays, and an empty value (--token-file "") removes an optional field.
     A fleet context (--members or --fleet) makes `models`, `scale` and `ping` run on every member.
     """
     from pathlib import Path
@@ -84,29 +86,49 @@ def add(
         raise InputNotFoundError(f"token file {token_file} not found")
     if members and fleet:
         raise UsageError("pass --members or --fleet, not both")
-    if region and not fleet:
+    store = ContextStore()
+    old = store.get(name) if name in store.names() else None
+    if region and not (fleet or (old and old.fleet)):
         raise UsageError("--region goes with --fleet")
-    member_specs: tuple[str, ...] = ()
+    member_specs: tuple[str, ...] = old.members if old and not fleet else ()
+    fleet_name = fleet or (old.fleet if old and not members else None)
     if members:
         from mmsctl.client.fanout import parse_members
 
         parsed = parse_members(members)
         member_specs = tuple(m for spec in members for m in (x.strip() for x in spec.split(",")) if m)
-        inference = inference or parsed[0].inference_url
+        inference = inference or (old.inference_url if old else parsed[0].inference_url)
     elif fleet:
-        inference, region = _fleet_endpoint(fleet, region, inference)
-    elif not inference or not management:
-        raise UsageError("pass --inference and --management (or --members / --fleet for a fleet)",
-                         hint="see `mmsctl context add --help`")
-    store = ContextStore()
-    existed = name in store.names()
-    store.add(Context(name, str(inference), management or "", metrics, token_file,
-                      members=member_specs, fleet=fleet, region=region))
+        inference, region = _fleet_endpoint(fleet, region or (old.region if old else None), inference)
+    elif old is None and (not inference or not management):
+        raise UsageError(f"a new context needs --inference and --management (or --members / --fleet for a fleet); "
+                         f"{name!r} does not exist yet", hint="see `mmsctl context add --help`")
+    given = {"inference": inference, "management": management, "metrics": metrics, "token file": token_file,
+             "members": members or None, "fleet": fleet, "region": region}
+    context = Context(
+        name,
+        inference if inference is not None else (old.inference_url if old else ""),
+        management if management is not None else (old.management_url if old else ""),
+        _field(metrics, old.metrics_url if old else None),
+        _field(token_file, old.token_file if old else None),
+        members=member_specs, fleet=fleet_name,
+        region=_field(region, old.region if old and not members else None),
+    )
+    store.add(context)
     if use:
         store.use(name)
     ui = get_ui()
-    what = f" ({len(member_specs)} members)" if member_specs else (f" (fleet {fleet}, {inference})" if fleet else "")
-    ui.message(f"context {name!r} {'replaced' if existed else 'added'}{what}" + (" and in use" if use else ""))
+    what = f" ({len(member_specs)} members)" if members else (f" (fleet {fleet}, {inference})" if fleet else "")
+    changed = ", ".join(k for k, v in given.items() if v is not None)
+    verb = f"updated ({changed or 'nothing given'})" if old else "added"
+    ui.message(f"context {name!r} {verb}{what}" + (" and in use" if use else ""))
+
+
+def _field(given: Optional[str], old: Optional[str]) -> Optional[str]:
+    """A flag's new value, the old one when it was not given, nothing when given empty."""
+    if given is None:
+        return old
+    return given or None
 
 
 def _fleet_endpoint(fleet: str, region: Optional[str], inference: Optional[str]) -> tuple[str, str]:

@@ -45,22 +45,32 @@ INSTANCE_COLUMNS = (
 )
 
 
-def aws_session(region: Optional[str], profile: Optional[str], dry_run: bool = False) -> Any:
+def aws_session(region: Optional[str], profile: Optional[str], dry_run: bool = False,
+                plan_without_aws: bool = False) -> Any:
+    """The AWS session; a dry run that may plan without AWS (*plan_without_aws*) needs no region or credentials."""
     from mmsctl.cloud._session import open_session
 
-    return open_session(region=region, profile=profile, dry_run=dry_run)
+    return open_session(region=region, profile=profile, dry_run=dry_run, plan_without_aws=plan_without_aws)
 
 
 def render_calls(aws: Any, output: str, extra: Optional[dict[str, Any]] = None) -> None:
     calls = [c.to_dict() for c in aws.calls]
-    if render_data({**(extra or {}), "dry_run": True, "region": aws.region, "calls": calls}, output):
+    unlooked = getattr(aws, "unlooked", None)
+    ui = get_ui()
+    if unlooked is not None:
+        ui.message(f"dry run with {unlooked}: nothing was looked up in AWS; <…> marks what a real run "
+                   f"would find there (AMI, VPC, subnets, account), and what mmsctl creates when missing is "
+                   f"planned as missing. Pass --region and credentials for a plan from your account.")
+    if render_data({**(extra or {}), "dry_run": True, "region": aws.region, "looked_up": unlooked is None,
+                    "calls": calls}, output):
         return
     rows = [{"n": i, "service": c.service, "operation": c.to_dict()["operation"],
-             "status": "would run" if not c.executed else "read", "parameters": c.summary()}
+             "status": "would look up" if not c.looked else "would run" if not c.executed else "read",
+             "parameters": c.summary()}
             for i, c in enumerate(aws.calls, 1)]
     render_table(rows, CALL_COLUMNS, wide=output == "wide")
-    made = sum(1 for c in aws.calls if not c.executed)
-    get_ui().message(f"dry run in {aws.region}: {made} call(s) would change something; nothing was changed")
+    made = sum(1 for c in aws.calls if not c.executed and c.mutating)
+    ui.message(f"dry run in {aws.region}: {made} call(s) would change something; nothing was changed")
 
 
 @ec2_app.command("launch")
@@ -111,7 +121,7 @@ def launch_cmd(
                             subnet=subnet, key_name=key_name, ami=ami, count=count, server=kind,
                             allow_cidrs=list(allow), name=name, pip_spec=pip_spec)
     ui = get_ui()
-    aws = aws_session(region, profile, dry_run)
+    aws = aws_session(region, profile, dry_run, plan_without_aws=True)
     result = ec2.launch(aws, req)
     for warning in result.warnings:
         ui.warn(warning)

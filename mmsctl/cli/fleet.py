@@ -117,7 +117,7 @@ def create_cmd(
     )
     req.check()  # before the AWS session: no region or credentials needed to refuse these
     ui = get_ui()
-    aws = aws_session(region, profile, dry_run)
+    aws = aws_session(region, profile, dry_run, plan_without_aws=True)
     result = create(aws, req)
     for warning in result.warnings:
         ui.warn(warning)

@@ -31,6 +31,24 @@ def test_context_lifecycle(capsys, tmp_path, monkeypatch) -> None:
     assert invoke(capsys, "context", "current").stdout == "local\n"
 
 
+def test_context_add_changes_only_the_fields_given_like_set_context(capsys, tmp_path) -> None:
+    token = tmp_path / "tok"
+    token.write_text("t0k")
+    new = invoke(capsys, "context", "add", "prod", "--inference", "http://10.0.0.5:8080")
+    assert new.code == 2 and "a new context needs --inference and --management" in new.stderr
+    assert invoke(capsys, "context", "add", "prod", "--inference", "http://10.0.0.5:8080",
+                  "--management", "http://10.0.0.5:8081", "--token-file", str(token)).code == 0
+    moved = invoke(capsys, "context", "add", "prod", "--inference", "http://10.0.0.9:8080")
+    assert moved.code == 0 and "context 'prod' updated (inference)" in moved.stderr
+    ctx = json.loads(invoke(capsys, "--context", "prod", "context", "current", "-o", "json").stdout)
+    assert (ctx["inference_url"], ctx["management_url"], ctx["token_file"]) == (
+        "http://10.0.0.9:8080", "http://10.0.0.5:8081", str(token))
+    assert invoke(capsys, "context", "add", "prod", "--metrics", "http://10.0.0.9:8082", "--token-file", "").code == 0
+    ctx = json.loads(invoke(capsys, "--context", "prod", "context", "current", "-o", "json").stdout)
+    assert (ctx["metrics_url"], ctx["token_file"], ctx["inference_url"]) == (
+        "http://10.0.0.9:8082", None, "http://10.0.0.9:8080")
+
+
 def test_context_errors_are_one_line(capsys, tmp_path) -> None:
     r = invoke(capsys, "context", "use", "nope")
     assert r.code == 3 and r.stderr.startswith("error: context 'nope' not found")
