@@ -39,6 +39,11 @@ _COLUMNS = (
     Column("Probability", "probability", justify="right"),
     Column("Status", "status", wide=True, justify="right"),
 )
+_ANSWER_COLUMNS = (
+    Column("Input", "input"),
+    Column("Result", "result"),
+    Column("Status", "status", wide=True, justify="right"),
+)
 
 HELP = (
     "Run MODEL on images and print the answers.\n\n"
@@ -54,24 +59,31 @@ HELP = (
 )
 
 
+def _classes(result: Any) -> bool:
+    """An image classifier's answer: a list of {class|label, probability|score}."""
+    return isinstance(result, list) and bool(result) and all(
+        isinstance(r, dict) and ("class" in r or "label" in r) and ("probability" in r or "score" in r)
+        for r in result)
+
+
 def _rows(predictions: Iterable[Any]) -> Iterator[dict[str, Any]]:
     for p in predictions:
-        if not p.ok:
-            continue
+        for rank, entry in enumerate(p.result(), 1):
+            yield {
+                "input": p.input,
+                "rank": rank,
+                "class": entry.get("class", entry.get("label")),
+                "probability": entry.get("probability", entry.get("score")),
+                "status": p.status,
+            }
+
+
+def _answer_rows(predictions: Iterable[Any]) -> Iterator[dict[str, Any]]:
+    """One row per input for answers that are not class lists (a handler's own JSON, text)."""
+    for p in predictions:
         result = p.result()
-        if isinstance(result, list) and result and all(isinstance(r, dict) for r in result):
-            for rank, entry in enumerate(result, 1):
-                yield {
-                    "input": p.input,
-                    "rank": rank,
-                    "class": entry.get("class", entry.get("label")),
-                    "probability": entry.get("probability", entry.get("score")),
-                    "status": p.status,
-                }
-        else:
-            text = result if isinstance(result, str) else json.dumps(result)
-            yield {"input": p.input, "rank": None, "class": text.strip()[:120], "probability": None,
-                   "status": p.status}
+        text = result if isinstance(result, str) else json.dumps(result, separators=(", ", ": "))
+        yield {"input": p.input, "result": " ".join(text.split())[:200], "status": p.status}
 
 
 def _single_failure(p: Any) -> Exception:
@@ -143,7 +155,10 @@ def _emit(ui: UI, output: str, total: int, predictions: Iterator[Any]) -> None:
         else:
             render_data([p.to_dict() for p in done], output, ui=ui)
     elif output in ("table", "wide"):
-        render_table(_rows(good), _COLUMNS, wide=output == "wide", ui=ui)
+        if all(_classes(p.result()) for p in good):
+            render_table(_rows(good), _COLUMNS, wide=output == "wide", ui=ui)
+        else:  # not a classifier: its answers as they are, one line each
+            render_table(_answer_rows(good), _ANSWER_COLUMNS, wide=output == "wide", ui=ui)
     if failed:
         raise PartialFailure(f"{failed} of {total} inputs failed")
 

@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable, Optional
+from urllib.parse import urlsplit
 
 from mmsctl.errors import DownloadError, InputNotFoundError, MmsError, UsageError
 
@@ -85,10 +86,14 @@ def fetch_url(url: str, *, timeout: float = URL_TIMEOUT_S) -> bytes:
     """
     import httpx
 
+    from mmsctl.zoo.download import failure_reason
+
     try:
         response = httpx.get(url, timeout=timeout, follow_redirects=True)
     except httpx.HTTPError as exc:
-        raise DownloadError(f"{url}: {type(exc).__name__}: {exc}") from exc
+        raise DownloadError(f"{url}: {failure_reason(exc, urlsplit(url).netloc or url)}") from exc
+    except httpx.InvalidURL as exc:
+        raise DownloadError(f"{url}: not a URL mmsctl can fetch ({exc})") from exc
     if response.status_code >= 400:
         raise DownloadError(f"{url}: HTTP {response.status_code} {response.reason_phrase}")
     return response.content

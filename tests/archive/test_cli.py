@@ -186,3 +186,14 @@ def test_create_from_onnx(capsys, tmp_path: Path) -> None:  # type: ignore[no-un
         assert json.loads(zf.read("signature.json"))["inputs"][0]["data_name"] == "x"
         assert zf.read("synset.txt") == labels.read_bytes()
     assert {"tiny-onnx-symbol.json", "tiny-onnx-0000.params", "mmsctl_vision_service.py"} <= names
+
+
+def test_the_onnx_install_hint_fits_how_mmsctl_was_installed(tmp_path: Path) -> None:
+    from mmsctl.archive.onnx_import import onnx_install_hint
+    from tests.support.paths import REPO
+
+    assert onnx_install_hint(cwd=REPO).startswith("pip install -e '.[onnx]'")  # this checkout, from its folder
+    assert onnx_install_hint(cwd=tmp_path).startswith(f"pip install -e '{REPO}[onnx]'")
+    site = tmp_path / "site-packages" / "mmsctl"  # an installed wheel: no pyproject.toml beside it
+    site.mkdir(parents=True)
+    assert onnx_install_hint(site, cwd=tmp_path).startswith("pip install 'mmsctl[onnx]'")

@@ -87,9 +87,12 @@ def test_scale_wait_and_predict_with_the_inference_key(ts: TorchServeInstance, c
 
 
 def test_register_and_unregister_with_the_model_api(ts: TorchServeInstance, capsys) -> None:
-    r = invoke(capsys, "models", "register", "noop.mar", "--model-name", "noop2", "--initial-workers", "1")
+    r = invoke(capsys, "models", "register", "noop.mar", "--model-name", "noop2", "--initial-workers", "1",
+               "--response-timeout", "7")
     assert r.code == 0 and r.stdout.startswith(f"noop2 registered on {host(ts.management_url)}"), r.stderr
     try:
+        described = json.loads(invoke(capsys, "models", "describe", "noop2", "-o", "json").stdout)
+        assert described["responseTimeout"] == 7  # TorchServe counts seconds: sent as given
         assert [m["modelName"] for m in json.loads(invoke(capsys, "models", "list", "-o", "json").stdout)] == [
             "noop", "noop2"]
         r = invoke(capsys, "models", "register", "noop.mar", "--model-name", "noop2")
