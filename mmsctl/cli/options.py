@@ -102,11 +102,13 @@ def note_model_locations(values: "list[str]") -> None:
     of the same name exists (the zoo's; ``./NAME`` is the folder): :func:`mmsctl.names.model_location`."""
     from mmsctl.cli.render import get_ui
     from mmsctl.names import model_location
+    from mmsctl.zoo.catalog import lookup
 
     for value in values:
         for item in value.split(",") if "://" not in value else [value]:
             where = model_location(item) if item.strip() else None
-            if where is not None and where.shadowed is not None:
+            # (a word the catalog does not know fails to resolve, and that error's hint names the folder)
+            if where is not None and where.shadowed is not None and lookup(where.value) is not None:
                 kind = "folder" if os.path.isdir(where.shadowed) else "file"
                 get_ui().message(f"note: {where.value} is the zoo model; for the local {kind} "
                                  f"{where.local_spelling}, write {where.local_spelling}")
