@@ -27,14 +27,16 @@ __all__ = ["build_config", "print_logs", "prune_instances", "start_background", 
 def _model_spec(spec: str) -> str:
     """Make a local path in ``name=location`` absolute (the server runs elsewhere); zoo names and
     URLs stay as they are (:func:`mmsctl.names.model_location`: ``squeezenet`` is the zoo's even
-    with a ``./squeezenet`` folder here)."""
+    with a ``./squeezenet`` folder here). A zoo model is served under the name typed
+    (``--models squeezenet`` answers on /predictions/squeezenet, as ``ec2 launch`` does)."""
     where = model_location(spec)
     location = where.value
     if where.kind == "path":
         path = Path(location).expanduser()
         if path.exists():
             location = str(path.resolve())
-    return f"{where.name}={location}" if where.name else location
+    name = where.name or (location if where.kind == "zoo" else None)
+    return f"{name}={location}" if name else location
 
 
 def build_config(*, models: list[str], model_store: Optional[Path], config_file: Optional[Path],

@@ -103,7 +103,8 @@ def test_serve_start_keeps_a_word_for_the_zoo_and_makes_a_path_absolute(here: Pa
                           model_store=None, config_file=None, inference_address=None, management_address=None,
                           metrics_address=None, workers=None, token_file=None, name=None)
     folder = str(here / "squeezenet")
-    assert config.load_models == ["squeezenet", folder, f"sq={folder}", "r=https://h/m.mar"]
+    # a zoo model is served under the name typed (/predictions/squeezenet), as on EC2
+    assert config.load_models == ["squeezenet=squeezenet", folder, f"sq={folder}", "r=https://h/m.mar"]
 
 
 def test_ec2_launch_and_fleet_create_send_the_zoo_name_and_refuse_the_folder(
