@@ -101,3 +101,37 @@ def test_local_instance_name_from_context_list_is_accepted(capsys) -> None:
     assert invoke(capsys, "context", "current").stdout == "local:qa\n"
     r = invoke(capsys, "--context", "local:other", "context", "current")
     assert r.code == 3 and r.stderr.startswith("error: no mmsctl server named 'other' is running here")
+
+
+def _fake_instance(name: str, port: int) -> None:
+    """A running `mmsctl serve` instance as the registry shows it (this process stands in for its pid)."""
+    import os
+
+    from mmsctl.instances import Instance, InstanceState
+
+    Instance(name).write_state(InstanceState(
+        name=name, pid=os.getpid(), status="ready", inference_url=f"http://127.0.0.1:{port}",
+        management_url=f"http://127.0.0.1:{port + 1}", metrics_url=f"http://127.0.0.1:{port + 2}"))
+
+
+def test_local_with_two_servers_is_ambiguous_everywhere_and_each_is_local_name(capsys, tmp_path) -> None:
+    from tests.support.mmsctl_server import free_port
+
+    image = tmp_path / "x.jpg"
+    image.write_bytes(b"not looked at")
+    a, b = free_port(), free_port()
+    _fake_instance("a", a)
+    _fake_instance("b", b)
+    for args in (["models", "list"], ["context", "current"], ["scale", "m", "--min-workers", "1"],
+                 ["serve", "stop"], ["predict", "m", str(image), "--context", "local"]):
+        r = invoke(capsys, *args)
+        assert r.code == 2, (args, r.stderr)
+        assert r.stderr.startswith(f"error: 2 mmsctl servers are running here: a (http://127.0.0.1:{a}), "
+                                   f"b (http://127.0.0.1:{b})"), (args, r.stderr)
+    listed = [c["name"] for c in json.loads(invoke(capsys, "context", "list", "-o", "json").stdout)]
+    assert listed == ["local", "local:a", "local:b"]
+    pinged = invoke(capsys, "ping", "--all", "-o", "json", "--timeout", "2")
+    assert pinged.code == 5  # nothing listens there: unreachable
+    assert [row["context"] for row in json.loads(pinged.stdout)] == ["local:a", "local:b"]
+    current = json.loads(invoke(capsys, "--context", "local:b", "context", "current", "-o", "json").stdout)
+    assert current["inference_url"] == f"http://127.0.0.1:{b}"
