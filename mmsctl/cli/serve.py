@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, List, Optional
 import typer
 
 from mmsctl.cli.hints import CommandWords
-from mmsctl.cli.options import OutputOpt, check_output
+from mmsctl.cli.options import OutputOpt, check_output, complete_zoo_names
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
 from mmsctl.errors import AmbiguousInstanceError, InstanceRunningError
 from mmsctl.exit_codes import INTERRUPTED
@@ -40,7 +40,7 @@ _STOP_WORDS = CommandWords(hints=((AmbiguousInstanceError, "say which with --nam
 _LOGS_WORDS = CommandWords(hints=((AmbiguousInstanceError, "say which with --name NAME"),))
 
 NameOpt: Optional[str] = typer.Option(
-    None, "--name", "-n", help="Instance name (default: the inference port, e.g. 8080); its context is local:NAME.",
+    None, "--name", "-n", help="The instance (`serve status` lists them); default: the one running here.",
     metavar="NAME"
 )
 
@@ -48,9 +48,9 @@ NameOpt: Optional[str] = typer.Option(
 @serve_app.command("start")
 def start(
     models: List[str] = typer.Option(
-        [], "--models", "-m", metavar="NAME=LOCATION",
-        help="Model to load at start-up: a .mar/.model/folder, a zoo name or a file in the model "
-        "store, optionally as name=location. Repeat for more.",
+        [], "--models", "-m", metavar="NAME=LOCATION", autocompletion=complete_zoo_names,
+        help="Model to load at start-up: a zoo name (served under that name), a path (./m.mar, "
+        "./folder/), an http(s) URL or a file in --model-store; NAME=LOCATION names it. Repeat for more.",
     ),
     port: Optional[int] = typer.Option(None, "--port", "-p", min=1, max=65533, metavar="N",
                                        help="Inference API on 127.0.0.1:N, management on N+1, metrics on N+2 "
@@ -71,16 +71,14 @@ def start(
     token_file: Optional[Path] = typer.Option(
         None, "--token-file", help="Require a bearer token (plain file or TorchServe key_file.json).", metavar="FILE"
     ),
-    name: Optional[str] = NameOpt,
+    name: Optional[str] = typer.Option(
+        None, "--name", "-n", help="Instance name (default: the inference port, e.g. 8080); its context is "
+        "local:NAME.", metavar="NAME"),
     foreground: bool = typer.Option(False, "--foreground", help="Run in this terminal until Ctrl+C."),
     timeout: float = typer.Option(300.0, "--timeout", help="Seconds to wait for the server to be ready.",
                                   metavar="S"),
 ) -> None:
-    """Start a server; return once its APIs answer and the start-up models have READY workers.
-
-    MODELS are named as `predict` names them: a zoo name (squeezenet), a path (./model.mar,
-    ./folder/), an http(s) URL, or NAME=LOCATION.
-    """
+    """Start a server; return once its APIs answer and the start-up models have READY workers."""
     from mmsctl.server.control import build_config, start_background, start_foreground
 
     ui = get_ui()
