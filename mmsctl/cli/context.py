@@ -157,15 +157,17 @@ def list_contexts(output: str = OutputOpt) -> None:
     """List the contexts; `*` marks the one commands use (after MMSCTL_CONTEXT)."""
     check_output(output)
     from mmsctl.client.contexts import LOCAL, Context, ContextStore, instance_contexts, resolve_context
-    from mmsctl.errors import AmbiguousInstanceError
+    from mmsctl.errors import AmbiguousInstanceError, MmsError
 
     store = ContextStore()
     try:
-        active = resolve_context(None, store=store).name
         local = store.get(LOCAL)
     except AmbiguousInstanceError:  # `local` with several servers running: each is listed as local:NAME
-        active = store.current or os.environ.get("MMSCTL_CONTEXT") or LOCAL
         local = Context(LOCAL, "", "", source="ambiguous")
+    try:
+        active = resolve_context(None, store=store).name
+    except MmsError:  # the one in use is gone (a stopped local:NAME): still list the others
+        active = os.environ.get("MMSCTL_CONTEXT") or store.current or LOCAL
     contexts = [c for c in [local, *instance_contexts()] if c.name not in store.names()] + store.all()
     rows: list[dict[str, Any]] = []
     for ctx in contexts:

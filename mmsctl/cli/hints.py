@@ -59,7 +59,8 @@ HINTS: dict[str, Union[str, Callable[[MmsError], Optional[str]]]] = {
     "remote-archive-not-found": "LOCATION is an http(s) URL or a file name in the server's model store",
     "no-metrics-url": "add one with `mmsctl context add NAME … --metrics URL` (MMS 1.1 has no metrics API)",
     "context-not-found": "add it with `mmsctl context add`",
-    "local-server-not-running": "`mmsctl serve status` lists the servers started here",
+    "local-server-not-running": "`mmsctl serve status` lists the servers started here; "
+    "`mmsctl context use local` switches back to the local one",
     "ambiguous-instance": _ambiguous_local,
     "builtin-context": _builtin_context,
 }

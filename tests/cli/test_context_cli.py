@@ -99,6 +99,11 @@ def test_local_instance_name_from_context_list_is_accepted(capsys) -> None:
     assert json.loads(r.stdout)["management_url"] == "http://127.0.0.1:18081"
     assert invoke(capsys, "context", "use", "local:qa").code == 0
     assert invoke(capsys, "context", "current").stdout == "local:qa\n"
+    Instance("qa").update(status="stopped")  # the context in use is gone: say so, and still list the rest
+    r = invoke(capsys, "models", "list")
+    assert r.code == 3 and r.stderr.splitlines()[-1].endswith("`mmsctl context use local` switches back to the local one")
+    listed = json.loads(invoke(capsys, "context", "list", "-o", "json").stdout)
+    assert [(c["name"], c["current"]) for c in listed] == [("local", False)]
     r = invoke(capsys, "--context", "local:other", "context", "current")
     assert r.code == 3 and r.stderr.startswith("error: no mmsctl server named 'other' is running here")
 
