@@ -55,7 +55,7 @@ def main() -> None:
         (src / "mmsctl_vision_service.py").write_bytes(VISION_HANDLER_FILE.read_bytes())
 
         ours_cli = _median_ms(lambda: subprocess.run(
-            [str(mmsctl), "-q", "archive", "create", str(src), "--export-path", str(work / "a"), "-f"],
+            [str(mmsctl), "-q", "archive", "create", str(src), "--export-path", str(work / "a"), "--force"],
             check=True, capture_output=True), args.repeat)
         results["create (CLI, squeezenet .mar)"] = (ours_cli, None)
         if archiver.exists():

@@ -40,6 +40,7 @@ the command that called it adds its flags (``mmsctl/cli/hints.py``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Optional
 
 from mmsctl import exit_codes as codes
@@ -112,6 +113,12 @@ class AmbiguousInstanceError(UsageError):
     """Several server instances, and the request did not say which one."""
 
     reference = "ambiguous-instance"
+
+    def __init__(self, message: str, *, names: Sequence[str] = (), hint: Optional[str] = None,
+                 param: Optional[str] = None) -> None:
+        super().__init__(message, hint=hint, param=param)
+        #: The instances it could have meant.
+        self.names = list(names)
 
 
 class NotFoundError(MmsError):

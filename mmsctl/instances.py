@@ -23,7 +23,7 @@ from typing import Any, Optional
 
 from mmsctl.config import state_dir
 
-__all__ = ["Instance", "InstanceState", "list_instances", "pid_alive"]
+__all__ = ["Instance", "InstanceState", "list_instances", "one_running", "pid_alive", "running_instances"]
 
 
 @dataclass
@@ -124,3 +124,30 @@ def list_instances(root: Optional[Path] = None) -> list[Instance]:
     if not base.is_dir():
         return []
     return [Instance(p.name, base) for p in sorted(base.iterdir()) if (p / "state.json").is_file()]
+
+
+def running_instances(root: Optional[Path] = None) -> list[InstanceState]:
+    """The state of every instance whose server is running, by name."""
+    found = []
+    for instance in list_instances(root):
+        state = instance.running_state()
+        if state is not None:
+            found.append(state)
+    return found
+
+
+def one_running(root: Optional[Path] = None) -> Optional[InstanceState]:
+    """The one running instance ("the local server"); None when none runs.
+
+    Raises:
+        AmbiguousInstanceError: several run; the message names each (the one rule that the
+            ``local`` context, ``serve stop`` and ``serve logs`` share).
+    """
+    running = running_instances(root)
+    if len(running) > 1:
+        from mmsctl.errors import AmbiguousInstanceError
+
+        names = ", ".join(f"{s.name} ({s.inference_url})" for s in running)
+        raise AmbiguousInstanceError(f"{len(running)} mmsctl servers are running here: {names}",
+                                     names=[s.name for s in running])
+    return running[0] if running else None

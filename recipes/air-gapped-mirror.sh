@@ -9,13 +9,10 @@
 #          ./model.mar               an archive you built: copied as it is
 #          sitemodel=./checkpoint/   an MXNet checkpoint folder: packed with `mmsctl archive create`
 #
-# Environment: MMSCTL (the mmsctl command, default mmsctl); MMSCTL_ZOO_URL / MMSCTL_CACHE_DIR are
+# Run it with mmsctl on PATH (`source .venv/bin/activate`). MMSCTL_ZOO_URL / MMSCTL_CACHE_DIR are
 # used for the pulls as usual. At the end the mirror is checked offline with an empty cache.
 set -euo pipefail
 
-# shellcheck disable=SC2206  # MMSCTL may be a command with arguments, e.g. "python -m mmsctl"
-MMSCTL_CMD=(${MMSCTL:-mmsctl})
-mmsctl() { "${MMSCTL_CMD[@]}" "$@"; }
 step() { printf '==> %s\n' "$*" >&2; }
 
 DEST="${1:-mmsctl-mirror}"

@@ -1,17 +1,25 @@
 """From nothing to a prediction: `mmsctl predict squeezenet kitten.jpg`.
 
-Run by ``make demo``. It gets SqueezeNet the way a user would (cache, then the
-mirror in ``MMSCTL_ZOO_URL``, then the MMS model zoo). Without internet it
-builds the archive itself: from the pretrained checkpoint in ``../shared`` if
-there is one, else from a SqueezeNet with untrained weights (and says so),
-puts it in a mirror folder and runs the real ``mmsctl predict`` against it.
-Works offline in a few seconds.
+Run by ``make demo`` (in the repository folder). It leaves the machine the way the
+README's tour expects it:
+
+* ``squeezenet`` works by name without a network: it is got the way a user would
+  (cache, then the mirror in ``MMSCTL_ZOO_URL``, then the MMS model zoo); without
+  internet the archive is built from the pretrained checkpoint in ``../shared`` and
+  put in the cache as the zoo's ``squeezenet_v1.1.mar`` (its origin recorded);
+* ``kitten.jpg`` and a ``photos/`` folder are in the current folder (git ignores them).
+
+With neither internet nor ``../shared`` it builds SqueezeNet with untrained weights
+into a mirror folder of its own — never into the cache, so it never passes for the
+real model — and says how to use it. Works offline in a few seconds.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,22 +47,34 @@ def say(text: str) -> None:
 
 
 def find_image(workdir: Path) -> Path:
-    """The kitten from ../shared, or a generated picture where it is absent."""
-    for name in ("kitten_small.jpg", "kitten_224.png"):
-        candidate = shared_dir() / "images" / name
-        if candidate.is_file():
-            return candidate
-    from PIL import Image, ImageDraw
+    """``kitten.jpg`` and ``photos/`` in the current folder, for the tour: the kitten from ../shared,
+    or a generated picture where it is absent (said so)."""
+    here = Path.cwd()
+    target = here / "kitten.jpg"
+    photos = here / "photos"
+    photos.mkdir(exist_ok=True)
+    found = [shared_dir() / "images" / n for n in ("kitten_small.jpg", "kitten_224.png")]
+    found = [p for p in found if p.is_file()]
+    if found:
+        for image in found:
+            if not (photos / image.name).exists():
+                shutil.copyfile(image, photos / image.name)
+        if not target.exists():
+            shutil.copyfile(found[0], target)
+        return target
+    if not target.exists():
+        from PIL import Image, ImageDraw
 
-    image = Image.new("RGB", (224, 224), (250, 200, 120))
-    draw = ImageDraw.Draw(image)
-    draw.ellipse((40, 50, 184, 194), fill=(200, 120, 60))
-    draw.polygon([(50, 80), (70, 20), (100, 60)], fill=(200, 120, 60))
-    draw.polygon([(124, 60), (154, 20), (174, 80)], fill=(200, 120, 60))
-    path = workdir / "generated.png"
-    image.save(path)
-    say(f"no kitten picture in {shared_dir() / 'images'}: using a generated one")
-    return path
+        image = Image.new("RGB", (224, 224), (250, 200, 120))
+        draw = ImageDraw.Draw(image)
+        draw.ellipse((40, 50, 184, 194), fill=(200, 120, 60))
+        draw.polygon([(50, 80), (70, 20), (100, 60)], fill=(200, 120, 60))
+        draw.polygon([(124, 60), (154, 20), (174, 80)], fill=(200, 120, 60))
+        image.save(target, format="JPEG")
+        say(f"no kitten picture in {shared_dir() / 'images'}: kitten.jpg is a generated one")
+    if not any(photos.iterdir()):
+        shutil.copyfile(target, photos / "kitten.jpg")
+    return target
 
 
 def try_zoo() -> Optional[str]:
@@ -94,28 +114,38 @@ def build_archive(checkpoint: Path, mirror: Path) -> Path:
     return mirror / f"{ARCH}.mar"
 
 
-def local_model(workdir: Path, reason: str) -> Path:
-    """Make squeezenet_v1.1.mar in a mirror folder without the network; return the folder.
+def cache_pretrained(workdir: Path, reason: str) -> Optional[Path]:
+    """Build squeezenet_v1.1.mar from ../shared's pretrained checkpoint into the cache, as the zoo's
+    archive (so ``squeezenet`` resolves offline from now on); None when there is no checkpoint."""
+    from mmsctl.zoo import cache
 
-    The folder stays (in the cache folder) so the user can go on with it; the
-    untrained build gets its own, so it never passes for the real model.
+    pretrained = shared_dir() / "models" / ARCH
+    if not (pretrained / f"{ARCH}-symbol.json").is_file():
+        return None
+    say(f"{_what(reason)} ({_short(reason)}): using the pretrained checkpoint from {pretrained}")
+    built = build_archive(pretrained, workdir / "built")
+    target = cache.zoo_path(f"{ARCH}.mar")
+    part = cache.new_part_file(target)
+    shutil.copyfile(built, part)
+    digest = hashlib.sha256(part.read_bytes()).hexdigest()
+    cache.publish(part, target, url=pretrained.resolve().as_uri(), sha256=digest)
+    say(f"cached it as the zoo's {ARCH}.mar ({target}): `mmsctl predict squeezenet …` now works offline")
+    return target
+
+
+def untrained_mirror(workdir: Path, reason: str) -> Path:
+    """Make squeezenet_v1.1.mar with untrained weights in a mirror folder of its own; return the folder.
+
+    It never goes into the cache, so it never passes for the real model.
     """
     from mmsctl.config import cache_dir
+    from mmsctl.zoo.untrained import build_checkpoint
 
-    why = f"{_what(reason)} ({_short(reason)})"
-    pretrained = shared_dir() / "models" / ARCH
-    if (pretrained / f"{ARCH}-symbol.json").is_file():
-        say(f"{why}: using the pretrained checkpoint from {pretrained}")
-        mirror = cache_dir() / "demo" / "pretrained"
-        build_archive(pretrained, mirror)
-    else:
-        mirror = cache_dir() / "demo" / "untrained"
-        say(f"{why} and no pretrained checkpoint in {pretrained}")
-        say("building SqueezeNet v1.1 with [bold yellow]untrained weights[/]: "
-            "[bold yellow]the classes below are meaningless[/]")
-        from mmsctl.zoo.untrained import build_checkpoint
-
-        build_archive(build_checkpoint(ARCH, workdir / "untrained"), mirror)
+    mirror = cache_dir() / "demo" / "untrained"
+    say(f"{_what(reason)} ({_short(reason)}) and no pretrained checkpoint in {shared_dir() / 'models' / ARCH}")
+    say("building SqueezeNet v1.1 with [bold yellow]untrained weights[/]: "
+        "[bold yellow]the classes below are meaningless[/]")
+    build_archive(build_checkpoint(ARCH, workdir / "untrained"), mirror)
     return mirror
 
 
@@ -127,15 +157,15 @@ def main() -> int:
         env = dict(os.environ)
         why = try_zoo()
         prefix = ""
-        if why is not None:
-            mirror = local_model(workdir, why)
+        if why is not None and cache_pretrained(workdir, why) is None:
+            mirror = untrained_mirror(workdir, why)
             env["MMSCTL_ZOO_URL"] = str(mirror)
             prefix = f"MMSCTL_ZOO_URL={mirror} "
-            say(f"mirror folder: {mirror}")
+            say(f"mirror folder: {mirror}; the README's commands need `export {prefix.strip()}` first")
         say(f"mmsctl predict {MODEL} {image.name}")
-        proc = subprocess.run([sys.executable, "-m", "mmsctl", "predict", MODEL, str(image)], env=env)
+        proc = subprocess.run([sys.executable, "-m", "mmsctl", "predict", MODEL, image.name], env=env)
         if proc.returncode == 0:
-            say(f"done. Next: `{prefix}mmsctl serve start --models {MODEL}`, `mmsctl zoo list`")
+            say(f"done. Next, the README's tour: `{prefix}mmsctl serve start --models {MODEL}`, `mmsctl zoo list`")
         return proc.returncode
 
 

@@ -29,7 +29,7 @@ from typing import Any, Optional
 
 from mmsctl.errors import ArchiveError, InputNotFoundError
 
-__all__ = ["OnnxImport", "import_onnx"]
+__all__ = ["OnnxImport", "import_onnx", "onnx_install_hint"]
 
 
 @dataclass(frozen=True)
@@ -49,10 +49,25 @@ def _load_onnx() -> Any:
     try:
         import onnx
     except ImportError as exc:
-        raise ArchiveError(
-            "ONNX import needs the onnx package", hint="pip install 'mmsctl[onnx]'  (or: pip install onnx)"
-        ) from exc
+        raise ArchiveError("ONNX import needs the onnx package", hint=onnx_install_hint()) from exc
     return onnx
+
+
+def onnx_install_hint(package_dir: Optional[Path] = None, cwd: Optional[Path] = None) -> str:
+    """How to add the ``onnx`` extra to *this* mmsctl: from a checkout (``pyproject.toml`` beside the
+    package) ``pip install -e '.[onnx]'``, else ``pip install 'mmsctl[onnx]'``."""
+    package_dir = (package_dir or Path(__file__).resolve().parents[1])
+    repo = package_dir.parent
+    project = repo / "pyproject.toml"
+    try:
+        checkout = 'name = "mmsctl"' in project.read_text(encoding="utf-8")
+    except OSError:
+        checkout = False
+    if not checkout:
+        return "pip install 'mmsctl[onnx]'  (or: pip install onnx)"
+    here = (cwd or Path.cwd()).resolve()
+    where = "." if here == repo else str(repo)
+    return f"pip install -e '{where}[onnx]'  (this mmsctl runs from a checkout; or: pip install onnx)"
 
 
 def _to_fp32(onnx: Any, model: Any) -> bool:

@@ -42,11 +42,11 @@ _FromOnnxOpt: Optional[Path] = typer.Option(
     None, "--from-onnx", help="Import an ONNX model (fp16 weights become fp32) instead of a folder.",
     show_default=False, metavar="FILE")
 _ModelNameOpt: Optional[str] = typer.Option(
-    None, "--model-name", "-n", help="Model name (default: the folder or ONNX file name).", show_default=False,
+    None, "--model-name", help="Model name (default: the folder or ONNX file name).", show_default=False,
     metavar="NAME")
 _HandlerOpt: Optional[str] = typer.Option(
     None, "--handler", help="Your handler as module:function; leave out to use the built-in image classifier.",
-    show_default=False, metavar="MODULE:FN")
+    show_default=False, metavar="MODULE[:FN]")
 _ExtraFilesOpt: Optional[List[str]] = typer.Option(
     None, "--extra-files", help="More files or folders to include (comma list, may repeat).", show_default=False,
     metavar="PATHS")
@@ -58,11 +58,12 @@ _ExportPathOpt: Optional[Path] = typer.Option(
     None, "--export-path", help="Where to write the archive (default: current folder).", show_default=False,
     metavar="DIR")
 _FormatOpt: str = typer.Option(
-    "default", "--archive-format", help="default (.mar), tgz (.tar.gz) or no-archive (a folder).", metavar="FORMAT")
+    "default", "--archive-format", help="default (.mar), tgz (.tar.gz) or no-archive (a folder).",
+    metavar="[default|tgz|no-archive]")
 _DescriptionOpt: Optional[str] = typer.Option(
     None, "--description", help="Model description.", show_default=False, metavar="TEXT")
 _VersionOpt: str = typer.Option("1.0", "--model-version", help="Model version written to the manifest.",
-                                metavar="VERSION")
+                                metavar="V")
 
 #: How `archive create` names the arguments of create_archive / import_onnx, and its fixes.
 _CREATE_WORDS = CommandWords(
@@ -89,10 +90,11 @@ def create(
     runtime: str = _RuntimeOpt,
     export_path: Optional[Path] = _ExportPathOpt,
     archive_format: str = _FormatOpt,
-    force: bool = typer.Option(False, "--force", "-f", help="Overwrite an existing archive."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing archive."),
     description: Optional[str] = _DescriptionOpt,
     model_version: str = _VersionOpt,
-    output: str = typer.Option("", "--output", "-o", help="Print the result as json or yaml.", metavar="FORMAT"),
+    output: str = typer.Option("", "--output", "-o", help="Print the result as json or yaml (default: a line).",
+                               metavar="[json|yaml]", show_default=False),
 ) -> None:
     """Package a model as an MMS model archive (model-archiver 1.0 compatible).
 
@@ -234,7 +236,7 @@ def extract(
     dest: Optional[Path] = typer.Argument(
         None, help="Target folder (default: ./NAME, named after the archive).", show_default=False, metavar="DEST"
     ),
-    force: bool = typer.Option(False, "--force", "-f", help="Replace the target folder if it exists."),
+    force: bool = typer.Option(False, "--force", help="Replace the target folder if it exists."),
 ) -> None:
     """Extract an archive safely (no zip-slip, links, devices or zip bombs); MAR-INF/ lands at the top."""
     from mmsctl.archive import extract_archive

@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any, List, Optional
 import typer
 from typer.core import TyperGroup
 
-from mmsctl.cli.options import ContextOpt, check_output, global_context
+from mmsctl.cli.options import (
+    ContextOpt,
+    ModelVersionOpt,
+    check_output,
+    complete_context_names,
+    global_context,
+    output_option,
+)
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -202,10 +209,10 @@ def run_cmd(
                                        help="Open loop instead: requests scheduled per second, per level "
                                        "(latency counts from the scheduled time)."),
     duration: str = typer.Option("10s", "--duration", "-d", metavar="TIME", help="How long each level runs."),
-    requests: Optional[int] = typer.Option(None, "--requests", "-n", metavar="N",
+    requests: Optional[int] = typer.Option(None, "--requests", metavar="N",
                                            help="Send N requests per level instead of running for --duration."),
     warmup: str = typer.Option("2s", "--warmup", metavar="TIME", help="Load before each level, not measured."),
-    timeout: str = typer.Option("30s", "--timeout", metavar="TIME", help="Per request; a late answer is an error."),
+    timeout: str = typer.Option("30", "--timeout", metavar="S", help="Seconds per request; a late answer is an error."),
     max_connections: int = typer.Option(1000, "--max-connections", metavar="N",
                                         help="Open loop: connections at most (requests queue behind them)."),
     processes: str = typer.Option("auto", "--processes", metavar="N|auto",
@@ -217,11 +224,10 @@ def run_cmd(
                                            help="Where the server finds the no-op archive (its model store's file "
                                            "name, or an http(s) URL); needed for a remote server."),
     noop_workers: int = typer.Option(1, "--noop-workers", metavar="N", help="Workers for the no-op model."),
-    version: Optional[str] = typer.Option(None, "--version", metavar="V", help="Model version (TorchServe)."),
-    compare: Optional[str] = typer.Option(None, "--compare", metavar="CTX2",
+    version: Optional[str] = ModelVersionOpt,
+    compare: Optional[str] = typer.Option(None, "--compare", metavar="CTX2", autocompletion=complete_context_names,
                                           help="Run the same sweep against this context too, level by level."),
-    output: str = typer.Option("table", "--output", "-o", metavar="FORMAT",
-                               help="table (with a chart), wide, json or csv."),
+    output: str = output_option("table", "wide", "json", "csv"),
     save: Optional[Path] = typer.Option(None, "--save", metavar="FILE",
                                         help="Save the run as JSON (for `bench show`, `ec2 cost --from-bench`)."),
     context: Optional[str] = ContextOpt,
@@ -265,7 +271,7 @@ def show_cmd(
     file: Path = typer.Argument(..., help="A run saved with --save.", metavar="FILE"),
     other: Optional[Path] = typer.Argument(None, help="A second run: compared level by level.", metavar="[FILE2]",
                                            show_default=False),
-    output: str = typer.Option("table", "--output", "-o", metavar="FORMAT", help="table, wide, json or csv."),
+    output: str = output_option("table", "wide", "json", "csv"),
 ) -> None:
     """Print a saved run as table and chart, or compare two saved runs (the first server of each)."""
     from mmsctl.bench.results import BenchRun, load_run

@@ -11,11 +11,12 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, List, Optional
 
 import typer
 
-from mmsctl.cli.options import ContextOpt, OutputOpt, check_output
+from mmsctl.cli.options import ContextOpt, OutputOpt, check_output, complete_context_names, output_option
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
 
 __all__ = ["register"]
@@ -28,16 +29,6 @@ context_app = typer.Typer(
 )
 
 
-def _complete_context_names(incomplete: str) -> list[str]:
-    try:
-        from mmsctl.client.contexts import LOCAL, ContextStore
-
-        names = [LOCAL, *ContextStore().names()]
-        return [n for n in dict.fromkeys(names) if n.startswith(incomplete)]
-    except Exception:  # noqa: BLE001 - completion stays silent
-        return []
-
-
 def _complete_removable_names(incomplete: str) -> list[str]:
     """Only contexts from contexts.toml: the built-in `local` cannot be removed."""
     try:
@@ -48,7 +39,7 @@ def _complete_removable_names(incomplete: str) -> list[str]:
         return []
 
 
-NameArg: str = typer.Argument(..., help="Context name.", metavar="NAME", autocompletion=_complete_context_names)
+NameArg: str = typer.Argument(..., help="Context name.", metavar="NAME", autocompletion=complete_context_names)
 
 _COLUMNS = (
     Column("Current", "current"),
@@ -80,8 +71,10 @@ def add(
     region: Optional[str] = typer.Option(None, "--region", help="AWS region of --fleet.", metavar="REGION"),
     use: bool = typer.Option(False, "--use", help="Also make it the current context."),
 ) -> None:
-    """Add a context, or replace one with the same name.
+    """Add a context, or change the fields given of an existing one (like `kubectl config set-context`).
 
+    A new context needs --inference and --management (or --members / --fleet); on an existing one,
+    what is not given stays, and an empty value (--token-file "") removes an optional field.
     A fleet context (--members or --fleet) makes `models`, `scale` and `ping` run on every member.
     """
     from pathlib import Path
@@ -93,29 +86,49 @@ def add(
         raise InputNotFoundError(f"token file {token_file} not found")
     if members and fleet:
         raise UsageError("pass --members or --fleet, not both")
-    if region and not fleet:
+    store = ContextStore()
+    old = store.get(name) if name in store.names() else None
+    if region and not (fleet or (old and old.fleet)):
         raise UsageError("--region goes with --fleet")
-    member_specs: tuple[str, ...] = ()
+    member_specs: tuple[str, ...] = old.members if old and not fleet else ()
+    fleet_name = fleet or (old.fleet if old and not members else None)
     if members:
         from mmsctl.client.fanout import parse_members
 
         parsed = parse_members(members)
         member_specs = tuple(m for spec in members for m in (x.strip() for x in spec.split(",")) if m)
-        inference = inference or parsed[0].inference_url
+        inference = inference or (old.inference_url if old else parsed[0].inference_url)
     elif fleet:
-        inference, region = _fleet_endpoint(fleet, region, inference)
-    elif not inference or not management:
-        raise UsageError("pass --inference and --management (or --members / --fleet for a fleet)",
-                         hint="see `mmsctl context add --help`")
-    store = ContextStore()
-    existed = name in store.names()
-    store.add(Context(name, str(inference), management or "", metrics, token_file,
-                      members=member_specs, fleet=fleet, region=region))
+        inference, region = _fleet_endpoint(fleet, region or (old.region if old else None), inference)
+    elif old is None and (not inference or not management):
+        raise UsageError(f"a new context needs --inference and --management (or --members / --fleet for a fleet); "
+                         f"{name!r} does not exist yet", hint="see `mmsctl context add --help`")
+    given = {"inference": inference, "management": management, "metrics": metrics, "token file": token_file,
+             "members": members or None, "fleet": fleet, "region": region}
+    context = Context(
+        name,
+        inference if inference is not None else (old.inference_url if old else ""),
+        management if management is not None else (old.management_url if old else ""),
+        _field(metrics, old.metrics_url if old else None),
+        _field(token_file, old.token_file if old else None),
+        members=member_specs, fleet=fleet_name,
+        region=_field(region, old.region if old and not members else None),
+    )
+    store.add(context)
     if use:
         store.use(name)
     ui = get_ui()
-    what = f" ({len(member_specs)} members)" if member_specs else (f" (fleet {fleet}, {inference})" if fleet else "")
-    ui.message(f"context {name!r} {'replaced' if existed else 'added'}{what}" + (" and in use" if use else ""))
+    what = f" ({len(member_specs)} members)" if members else (f" (fleet {fleet}, {inference})" if fleet else "")
+    changed = ", ".join(k for k, v in given.items() if v is not None)
+    verb = f"updated ({changed or 'nothing given'})" if old else "added"
+    ui.message(f"context {name!r} {verb}{what}" + (" and in use" if use else ""))
+
+
+def _field(given: Optional[str], old: Optional[str]) -> Optional[str]:
+    """A flag's new value, the old one when it was not given, nothing when given empty."""
+    if given is None:
+        return old
+    return given or None
 
 
 def _fleet_endpoint(fleet: str, region: Optional[str], inference: Optional[str]) -> tuple[str, str]:
@@ -143,17 +156,25 @@ def use(name: str = NameArg) -> None:
 def list_contexts(output: str = OutputOpt) -> None:
     """List the contexts; `*` marks the one commands use (after MMSCTL_CONTEXT)."""
     check_output(output)
-    from mmsctl.client.contexts import LOCAL, ContextStore, resolve_context
+    from mmsctl.client.contexts import LOCAL, Context, ContextStore, instance_contexts, resolve_context
+    from mmsctl.errors import AmbiguousInstanceError, MmsError
 
     store = ContextStore()
-    active = resolve_context(None, store=store).name
-    contexts = store.all()
-    if LOCAL not in store.names():
-        contexts.insert(0, store.get(LOCAL))
+    try:
+        local = store.get(LOCAL)
+    except AmbiguousInstanceError:  # `local` with several servers running: each is listed as local:NAME
+        local = Context(LOCAL, "", "", source="ambiguous")
+    try:
+        active = resolve_context(None, store=store).name
+    except MmsError:  # the one in use is gone (a stopped local:NAME): still list the others
+        active = os.environ.get("MMSCTL_CONTEXT") or store.current or LOCAL
+    contexts = [c for c in [local, *instance_contexts()] if c.name not in store.names()] + store.all()
     rows: list[dict[str, Any]] = []
     for ctx in contexts:
         row = ctx.to_dict()
         row["current"] = "*" if ctx.name == active else ""
+        if ctx.source == "ambiguous":
+            row["inference_url"] = "(several local servers: use local:NAME)"
         rows.append(row)
     if render_data([{k: v for k, v in r.items() if k != "current"} | {"current": bool(r["current"])} for r in rows], output):
         return
@@ -166,7 +187,7 @@ def list_contexts(output: str = OutputOpt) -> None:
 
 
 @context_app.command("current")
-def current(output: str = typer.Option("name", "--output", "-o", help="Output: name, json or yaml.", metavar="FORMAT"),
+def current(output: str = output_option("name", "json", "yaml"),
             context: Optional[str] = ContextOpt) -> None:
     """Print the context commands use now, and (with -o json) its URLs and where it came from."""
     check_output(output, ("name", "json", "yaml"))

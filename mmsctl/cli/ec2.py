@@ -7,7 +7,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from mmsctl.cli.options import OutputOpt, ProfileOpt, RegionOpt, check_output
+from mmsctl.cli.options import OutputOpt, ProfileOpt, RegionOpt, check_output, note_model_locations
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
 
 __all__ = ["aws_session", "register", "render_calls"]
@@ -40,22 +40,32 @@ INSTANCE_COLUMNS = (
 )
 
 
-def aws_session(region: Optional[str], profile: Optional[str], dry_run: bool = False) -> Any:
+def aws_session(region: Optional[str], profile: Optional[str], dry_run: bool = False,
+                plan_without_aws: bool = False) -> Any:
+    """The AWS session; a dry run that may plan without AWS (*plan_without_aws*) needs no region or credentials."""
     from mmsctl.cloud._session import open_session
 
-    return open_session(region=region, profile=profile, dry_run=dry_run)
+    return open_session(region=region, profile=profile, dry_run=dry_run, plan_without_aws=plan_without_aws)
 
 
 def render_calls(aws: Any, output: str, extra: Optional[dict[str, Any]] = None) -> None:
     calls = [c.to_dict() for c in aws.calls]
-    if render_data({**(extra or {}), "dry_run": True, "region": aws.region, "calls": calls}, output):
+    unlooked = getattr(aws, "unlooked", None)
+    ui = get_ui()
+    if unlooked is not None:
+        ui.message(f"dry run with {unlooked}: nothing was looked up in AWS; <…> marks what a real run "
+                   f"would find there (AMI, VPC, subnets, account), and what mmsctl creates when missing is "
+                   f"planned as missing. Pass --region and credentials for a plan from your account.")
+    if render_data({**(extra or {}), "dry_run": True, "region": aws.region, "looked_up": unlooked is None,
+                    "calls": calls}, output):
         return
     rows = [{"n": i, "service": c.service, "operation": c.to_dict()["operation"],
-             "status": "would run" if not c.executed else "read", "parameters": c.summary()}
+             "status": "would look up" if not c.looked else "would run" if not c.executed else "read",
+             "parameters": c.summary()}
             for i, c in enumerate(aws.calls, 1)]
     render_table(rows, CALL_COLUMNS, wide=output == "wide")
-    made = sum(1 for c in aws.calls if not c.executed)
-    get_ui().message(f"dry run in {aws.region}: {made} call(s) would change something; nothing was changed")
+    made = sum(1 for c in aws.calls if not c.executed and c.mutating)
+    ui.message(f"dry run in {aws.region}: {made} call(s) would change something; nothing was changed")
 
 
 @ec2_app.command("launch")
@@ -75,16 +85,19 @@ def launch_cmd(
     key_name: Optional[str] = typer.Option(None, "--key-name", help="EC2 key pair for SSH.", metavar="KEY"),
     ami: Optional[str] = typer.Option(None, "--ami", help="ami-… or resolve:ssm:/parameter (default: the "
                                       "accelerator's Deep Learning AMI from its public SSM parameter).", metavar="AMI"),
-    count: int = typer.Option(1, "--count", help="How many instances.", min=1),
-    server: str = typer.Option("mmsctl", "--server", help="What the instance runs: mmsctl or mms (MMS 1.1.11)."),
+    count: int = typer.Option(1, "--count", help="How many instances.", min=1, metavar="N"),
+    server: str = typer.Option("mmsctl", "--server", help="What the instance runs (mms: MMS 1.1.11).",
+                               metavar="[mmsctl|mms]"),
     allow: List[str] = typer.Option([], "--allow-cidr", help="CIDR allowed to reach port 8080 and SSH "
                                     "(default: the VPC only); repeatable.", metavar="CIDR"),
-    name: Optional[str] = typer.Option(None, "--name", help="Name tag (default: mmsctl-<models>)."),
+    name: Optional[str] = typer.Option(None, "--name", "-n", help="Name tag (default: mmsctl-MODELS).",
+                                       metavar="NAME"),
     pip_spec: Optional[str] = typer.Option(None, "--pip-spec", help="What the instance pip-installs for "
                                            "--server mmsctl (default: mmsctl==<this version>).", metavar="REQ"),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print every AWS call instead of making the changes."),
     wait: bool = typer.Option(False, "--wait", help="Wait until the instances run and their servers answer /ping."),
-    wait_timeout: float = typer.Option(900.0, "--wait-timeout", help="Seconds --wait waits for the server."),
+    wait_timeout: float = typer.Option(900.0, "--wait-timeout", help="Seconds --wait waits for the server.",
+                                       metavar="S"),
     output: str = OutputOpt,
 ) -> None:
     """Launch a model server on EC2; finds or creates the EI endpoint, security groups and role first.
@@ -98,11 +111,12 @@ def launch_cmd(
 
     kind = server_kind(server)
     choice = choose(accelerator, eia)
+    note_model_locations(models)
     req = ec2.LaunchRequest(accelerator=choice, models=parse_models(models), instance_type=instance_type,
                             subnet=subnet, key_name=key_name, ami=ami, count=count, server=kind,
                             allow_cidrs=list(allow), name=name, pip_spec=pip_spec)
     ui = get_ui()
-    aws = aws_session(region, profile, dry_run)
+    aws = aws_session(region, profile, dry_run, plan_without_aws=True)
     result = ec2.launch(aws, req)
     for warning in result.warnings:
         ui.warn(warning)
@@ -146,7 +160,7 @@ def _wait_servers(rows: list[dict[str, Any]], timeout: float) -> None:
 def list_cmd(
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
-    all_: bool = typer.Option(False, "--all", "-a", help="Include terminated instances."),
+    all_: bool = typer.Option(False, "--all", "-A", help="Include terminated instances."),
     output: str = OutputOpt,
 ) -> None:
     """List the instances mmsctl launched (found by their mmsctl:managed tag)."""
@@ -213,7 +227,7 @@ def ssh_config_cmd(
     instance_ids: List[str] = typer.Argument(None, metavar="[INSTANCE_ID]..."),
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
-    identity_dir: str = typer.Option("~/.ssh", "--identity-dir", help="Where KEY.pem files live."),
+    identity_dir: str = typer.Option("~/.ssh", "--identity-dir", help="Where KEY.pem files live.", metavar="DIR"),
 ) -> None:
     """Print ~/.ssh/config entries for mmsctl instances (management port 8081 forwarded to localhost)."""
     from mmsctl.cloud.ec2 import ssh_config
@@ -256,7 +270,8 @@ def cleanup_cmd(
 @ec2_app.command("user-data")
 def user_data_cmd(
     models: List[str] = typer.Option([], "--models", "-m", metavar="NAME=LOCATION", help="Models to serve."),
-    server: str = typer.Option("mmsctl", "--server", help="mmsctl or mms."),
+    server: str = typer.Option("mmsctl", "--server", help="What the instance runs (mms: MMS 1.1.11).",
+                               metavar="[mmsctl|mms]"),
     eia: Optional[str] = typer.Option(None, "--eia", metavar="SIZE"),
     accelerator: Optional[str] = typer.Option(None, "--accelerator", metavar="KIND"),
     pip_spec: Optional[str] = typer.Option(None, "--pip-spec", metavar="REQ"),
@@ -284,7 +299,7 @@ def cost_cmd(
     from_bench: Optional[Path] = typer.Option(None, "--from-bench", metavar="FILE",
                                               help="Take the throughput from a saved `mmsctl bench --save` run "
                                               "(its peak OK/s)."),
-    bench_target: Optional[str] = typer.Option(None, "--bench-target", metavar="NAME",
+    bench_target: Optional[str] = typer.Option(None, "--bench-target", metavar="TARGET",
                                                help="With --from-bench: the server of a --compare run to use."),
     price: Optional[float] = typer.Option(None, "--price", help="Total hourly price in USD (skips the table).",
                                           metavar="USD"),

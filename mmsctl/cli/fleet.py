@@ -13,7 +13,7 @@ from typing import Any, List, Optional
 import typer
 
 from mmsctl.cli.ec2 import aws_session, render_calls
-from mmsctl.cli.options import OutputOpt, ProfileOpt, RegionOpt, check_output
+from mmsctl.cli.options import OutputOpt, ProfileOpt, RegionOpt, check_output, note_model_locations
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
 
 __all__ = ["register"]
@@ -82,7 +82,8 @@ def create_cmd(
     key_name: Optional[str] = typer.Option(None, "--key-name", help="EC2 key pair for SSH.", metavar="KEY"),
     ssh_cidrs: List[str] = typer.Option([], "--ssh-cidr", help="CIDR allowed to SSH to the instances (for tunnels "
                                         "to the management port); repeatable. Default: none.", metavar="CIDR"),
-    server: str = typer.Option("mmsctl", "--server", help="What the instances run: mmsctl or mms (MMS 1.1.11)."),
+    server: str = typer.Option("mmsctl", "--server", help="What the instances run (mms: MMS 1.1.11).",
+                               metavar="[mmsctl|mms]"),
     pip_spec: Optional[str] = typer.Option(None, "--pip-spec", help="What instances pip-install for --server mmsctl.",
                                            metavar="REQ"),
     health_check_path: Optional[str] = typer.Option(None, "--health-check-path", help="Override the target group's "
@@ -106,6 +107,7 @@ def create_cmd(
     from mmsctl.cloud.fleet.create import FleetRequest, create
     from mmsctl.cloud.userdata import parse_models, server_kind
 
+    note_model_locations(models)
     req = FleetRequest(
         name=name, models=parse_models(models), accelerator=choose(accelerator, eia), instance_type=instance_type,
         ami=ami, min_size=min_size, max_size=max_size, desired=desired, target_requests_per_instance=target_rps,
@@ -115,7 +117,7 @@ def create_cmd(
     )
     req.check()  # before the AWS session: no region or credentials needed to refuse these
     ui = get_ui()
-    aws = aws_session(region, profile, dry_run)
+    aws = aws_session(region, profile, dry_run, plan_without_aws=True)
     result = create(aws, req)
     for warning in result.warnings:
         ui.warn(warning)
@@ -302,7 +304,7 @@ def ssh_config_cmd(
     name: str = NameArg,
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
-    identity_dir: str = typer.Option("~/.ssh", "--identity-dir", help="Where KEY.pem files live."),
+    identity_dir: str = typer.Option("~/.ssh", "--identity-dir", help="Where KEY.pem files live.", metavar="DIR"),
     local_port: int = typer.Option(18080, "--local-port", min=1024, max=65000, help="First local port: member i "
                                    "gets inference on PORT+2i and management on PORT+2i+1.", metavar="PORT"),
 ) -> None:
@@ -336,7 +338,8 @@ def ssh_config_cmd(
 @fleet_app.command("user-data")
 def user_data_cmd(
     models: List[str] = typer.Option([], "--models", "-m", metavar="NAME=LOCATION", help="Models to serve."),
-    server: str = typer.Option("mmsctl", "--server", help="mmsctl or mms."),
+    server: str = typer.Option("mmsctl", "--server", help="What the instance runs (mms: MMS 1.1.11).",
+                               metavar="[mmsctl|mms]"),
     eia: Optional[str] = typer.Option(None, "--eia", metavar="SIZE"),
     accelerator: Optional[str] = typer.Option(None, "--accelerator", metavar="KIND"),
     pip_spec: Optional[str] = typer.Option(None, "--pip-spec", metavar="REQ"),

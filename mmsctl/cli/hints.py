@@ -31,13 +31,19 @@ _SERVER_DOWN = "is the server running? `mmsctl ping --all` checks every context"
 
 def _version(exc: MmsError) -> str:
     model = getattr(exc, "model", None) or "MODEL"
-    return f"`mmsctl models describe {model}` shows its default version; leave out --version to use it"
+    return f"`mmsctl models describe {model}` shows its default version; leave out --model-version to use it"
 
 
 def _builtin_context(exc: MmsError) -> Optional[str]:
     if getattr(exc, "operation", "") == "remove":
         return "`mmsctl context use NAME` switches to another context"
     return None
+
+
+def _ambiguous_local(exc: MmsError) -> str:
+    names = getattr(exc, "names", None) or ["NAME"]
+    picks = " or ".join(f"--context local:{n}" for n in names[:3])
+    return f"say which: {picks} (`mmsctl context use local:{names[0]}` keeps it)"
 
 
 #: error reference -> hint (a text, or a function of the error).
@@ -53,6 +59,9 @@ HINTS: dict[str, Union[str, Callable[[MmsError], Optional[str]]]] = {
     "remote-archive-not-found": "LOCATION is an http(s) URL or a file name in the server's model store",
     "no-metrics-url": "add one with `mmsctl context add NAME … --metrics URL` (MMS 1.1 has no metrics API)",
     "context-not-found": "add it with `mmsctl context add`",
+    "local-server-not-running": "`mmsctl serve status` lists the servers started here; "
+    "`mmsctl context use local` switches back to the local one",
+    "ambiguous-instance": _ambiguous_local,
     "builtin-context": _builtin_context,
 }
 

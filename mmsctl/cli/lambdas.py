@@ -60,7 +60,7 @@ def build_cmd(
     model: str = typer.Argument(..., metavar="MODEL", help="Zoo name, archive or folder to bake into the image, "
                                 "or s3://bucket/key to load at start."),
     out: Path = typer.Option(Path("lambda-build"), "--out", help="Folder for the build context.", metavar="DIR"),
-    model_version: Optional[str] = typer.Option(None, "--model-version", metavar="VERSION_ID",
+    model_version: Optional[str] = typer.Option(None, "--s3-version", metavar="VERSION_ID",
                                                 help="Pin this S3 object version (s3:// models)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing build context in DIR."),
     push: bool = typer.Option(False, "--push", help="Build with docker/podman and push to ECR "
@@ -144,7 +144,7 @@ def deploy_cmd(
     output_prefix: str = typer.Option("", "--output-prefix", metavar="PREFIX", help="Write under this prefix."),
     suffixes: List[str] = typer.Option([], "--suffix", metavar="SUFFIX", help="Image suffixes that trigger "
                                        "(default .jpg .jpeg .png in both cases); repeatable."),
-    url: bool = typer.Option(False, "--url", help="Add a function URL (IAM auth) for GET ?url= and POST."),
+    url: bool = typer.Option(False, "--function-url", help="Add a function URL (IAM auth) for GET ?url= and POST."),
     public: bool = typer.Option(False, "--public", help="Make the function URL public (AuthType NONE)."),
     warm: Optional[str] = typer.Option(None, "--warm", metavar="EVERY", help="Keep-warm schedule, e.g. 5m "
                                        "(EventBridge: 1 minute at least)."),
@@ -217,7 +217,7 @@ def invoke_cmd(
     url: Optional[str] = typer.Option(None, "--url", metavar="URL", help="Have the function fetch this image."),
     s3: Optional[Path] = typer.Option(None, "--s3", metavar="FILE", help="Upload into the input bucket and wait "
                                       "for the output object (end-to-end)."),
-    wait: float = typer.Option(120.0, "--wait", metavar="S", help="With --s3: seconds to wait for the output."),
+    wait: float = typer.Option(120.0, "--timeout", metavar="S", help="With --s3: seconds to wait for the output object."),
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
     output: str = OutputOpt,
@@ -235,7 +235,7 @@ def invoke_cmd(
     check_lambda_name(name)
     if s3 is not None:
         if not 0 < wait <= 900:
-            raise UsageError("--wait: 1 to 900 seconds")
+            raise UsageError("--timeout: 1 to 900 seconds")
         result = inv.invoke_pipeline(aws_session(region, profile), name, s3, wait=wait)
     else:
         event = inv.image_event(image) if image is not None else inv.url_event(_check_url(str(url)))

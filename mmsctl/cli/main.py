@@ -10,15 +10,16 @@ from __future__ import annotations
 import importlib
 import sys
 from types import ModuleType
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
 from mmsctl import __version__
 from mmsctl import exit_codes
+from mmsctl.cli.options import complete_context_names
 from mmsctl.cli.render import UI, get_ui, set_ui
 
-__all__ = ["app", "run"]
+__all__ = ["app", "command", "run"]
 
 # Command modules, in the order their commands appear in --help.
 COMMAND_MODULES = (
@@ -43,7 +44,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
-    rich_markup_mode="rich",
+    rich_markup_mode=None,  # click's plain help, polished in cli/helptext.py
     add_completion=False,
 )
 
@@ -58,7 +59,8 @@ def _version(value: bool) -> None:
 def _root(
     ctx: typer.Context,
     context: Optional[str] = typer.Option(
-        None, "--context", help="Server context for every command (see `mmsctl context`).", metavar="NAME"
+        None, "--context", help="Server context for every command (see `mmsctl context`).", metavar="NAME",
+        autocompletion=complete_context_names,
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print data only, no progress or status lines."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks instead of one-line errors."),
@@ -80,6 +82,21 @@ for _name in COMMAND_MODULES:
             raise
         continue
     _module.register(app)
+
+
+_command: Optional[Any] = None
+
+
+def command() -> Any:
+    """The click command tree ``mmsctl`` runs: typer's, built once, with kubectl-like help."""
+    global _command
+    if _command is None:
+        import typer.main
+
+        from mmsctl.cli.helptext import polish
+
+        _command = polish(typer.main.get_command(app))
+    return _command
 
 
 #: Global switches that may also be written after the command, as kubectl allows.
@@ -109,13 +126,15 @@ def _click_exceptions() -> ModuleType:
 
 def run(argv: Optional[list[str]] = None) -> None:
     """Entry point of the ``mmsctl`` console script."""
+    from mmsctl.cli import restore_sigint
     from mmsctl.errors import MmsError
 
+    restore_sigint()
     set_ui(UI())
     args = hoist_global_switches(list(sys.argv[1:] if argv is None else argv))
     click_exc = _click_exceptions()
     try:
-        code = app(args=args, prog_name="mmsctl", standalone_mode=False)
+        code = command().main(args=args, prog_name="mmsctl", standalone_mode=False)
     except click_exc.NoArgsIsHelpError as exc:  # `mmsctl models`: the group's help, like kubectl
         get_ui().err.file.write(exc.format_message() + "\n")
         sys.exit(exit_codes.SUCCESS)
@@ -126,8 +145,7 @@ def run(argv: Optional[list[str]] = None) -> None:
     except click_exc.ClickException as exc:
         get_ui().error(exc.format_message())
         sys.exit(exc.exit_code)
-    except typer.Abort:
-        get_ui().error("interrupted")
+    except (typer.Abort, KeyboardInterrupt):  # Ctrl+C: the shell shows ^C; no message, no traceback
         sys.exit(exit_codes.INTERRUPTED)
     except MmsError as exc:
         ui = get_ui()
@@ -137,9 +155,6 @@ def run(argv: Optional[list[str]] = None) -> None:
 
         ui.error(exc.message, hint_for(exc))
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        get_ui().error("interrupted")
-        sys.exit(exit_codes.INTERRUPTED)
     except BrokenPipeError:
         sys.exit(exit_codes.SUCCESS)
     except Exception as exc:  # noqa: BLE001 - the last line of defence: never a traceback
@@ -148,8 +163,6 @@ def run(argv: Optional[list[str]] = None) -> None:
             raise
         ui.error(f"internal error: {type(exc).__name__}: {exc}", "run again with --debug for the traceback")
         sys.exit(exit_codes.ERROR)
-    # typer returns the code of a typer.Exit; Ctrl-C inside a command arrives as a silent 130.
+    # typer returns the code of a typer.Exit (130 for a Ctrl+C a command handled itself).
     if isinstance(code, int) and code != exit_codes.SUCCESS:
-        if code == exit_codes.INTERRUPTED:
-            get_ui().error("interrupted")
         sys.exit(code)

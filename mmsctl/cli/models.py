@@ -1,8 +1,8 @@
 """`mmsctl models …`, `mmsctl scale` and `mmsctl ping`: manage any MMS/TorchServe/mmsctl server.
 
     mmsctl models list [-o wide|json|yaml] [--page-size N]
-    mmsctl models describe squeezenet [--version 1.0]
-    mmsctl models register squeezenet.mar --name sq --initial-workers 2
+    mmsctl models describe squeezenet [--model-version 1.0]
+    mmsctl models register squeezenet.mar --model-name sq --initial-workers 2
     mmsctl models unregister sq
     mmsctl scale sq --min-workers 4 --wait
     mmsctl ping [--all]
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from mmsctl.cli.options import ContextOpt, OutputOpt, check_output, global_context
+from mmsctl.cli.options import ContextOpt, ModelVersionOpt, OutputOpt, check_output, global_context, output_option
 from mmsctl.cli.render import Column, get_ui, human_size, render_data, render_table
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,9 +33,7 @@ models_app = typer.Typer(
 )
 
 TimeoutOpt: float = typer.Option(30.0, "--timeout", help="Seconds to wait for the server.", metavar="S")
-VersionOpt: Optional[str] = typer.Option(
-    None, "--version", help="Model version (TorchServe; `all` describes every version).", metavar="V"
-)
+WriteOutputOpt = output_option("text", "json", "yaml")
 
 
 def complete_model_names(ctx: typer.Context, incomplete: str) -> list[str]:
@@ -152,13 +150,16 @@ def _describe_rows(detail: "ModelDetail") -> list[dict[str, Any]]:
          f"(min {detail.min_workers}, max {detail.max_workers})"},
         {"key": "Batch size", "value": detail.batch_size},
         {"key": "Max batch delay", "value": None if detail.max_batch_delay is None else f"{detail.max_batch_delay} ms"},
+        {"key": "Response timeout", "value": None if detail.response_timeout is None else f"{detail.response_timeout} s"},
     ]
 
 
 @models_app.command("describe")
 def describe(
     model: str = ModelArg,
-    version: Optional[str] = VersionOpt,
+    version: Optional[str] = typer.Option(
+        None, "--model-version", help="Model version (TorchServe; `all` describes every version).", metavar="V"
+    ),
     output: str = OutputOpt,
     context: Optional[str] = ContextOpt,
     timeout: float = TimeoutOpt,
@@ -203,10 +204,13 @@ def register_model(
     location: str = typer.Argument(
         ..., help="Archive URL (http/https) or a file name in the server's model store.", metavar="LOCATION"
     ),
-    name: Optional[str] = typer.Option(None, "--name", "-n", help="Model name (default: the archive's).", metavar="NAME"),
-    handler: Optional[str] = typer.Option(None, "--handler", help="Handler (module:function) overriding the archive's."),
-    runtime: Optional[str] = typer.Option(None, "--runtime", help="Runtime, e.g. python or python3."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Inference batch size."),
+    name: Optional[str] = typer.Option(None, "--model-name", help="Model name (default: the archive's).",
+                                       metavar="NAME"),
+    handler: Optional[str] = typer.Option(None, "--handler", help="Handler overriding the archive's.",
+                                          metavar="MODULE[:FN]"),
+    runtime: Optional[str] = typer.Option(None, "--runtime", help="Runtime, e.g. python or python3.",
+                                          metavar="RUNTIME"),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Inference batch size.", metavar="N"),
     max_batch_delay: Optional[int] = typer.Option(
         None, "--max-batch-delay", min=0, help="Milliseconds to wait to fill a batch.", metavar="MS"
     ),
@@ -215,13 +219,13 @@ def register_model(
     ),
     response_timeout: Optional[int] = typer.Option(
         None, "--response-timeout", min=1,
-        help="Worker response timeout, passed through (seconds on TorchServe and mmsctl; MMS 1.1 multiplies it by 60).",
-        metavar="N",
+        help="Seconds a worker may take for one batch before it is replaced (sent as minutes to MMS 1.1).",
+        metavar="S",
     ),
     synchronous: bool = typer.Option(
         True, "--synchronous/--no-synchronous", help="Wait for the workers to start before answering."
     ),
-    output: str = typer.Option("text", "--output", "-o", help="Output: text, json or yaml.", metavar="FORMAT"),
+    output: str = WriteOutputOpt,
     context: Optional[str] = ContextOpt,
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds to wait for the server.", metavar="S"),
 ) -> None:
@@ -242,21 +246,24 @@ def register_model(
             response_timeout=response_timeout, synchronous=synchronous, timeout=timeout,
         )
         server = client.server
-    data = {"status": result.status, "message": result.message, "location": location, "modelName": name}
+    if result.note:
+        get_ui().warn(result.note)
+    data = {"status": result.status, "message": result.message, "location": location,
+            "modelName": result.model or name}
     if render_data(data, output):
         return
-    label = name or location
+    label = result.model or location
     state = "accepted, loading in the background" if result.in_progress else "registered"
-    _answer(f"{label} {state} on {server}" + (f": {result.message}" if result.message else ""))
+    _answer(f"{label} {state} on {server}" + (f" (from {location})" if label != location else ""))
 
 
 @models_app.command("unregister")
 def unregister_model(
     model: str = ModelArg,
-    version: Optional[str] = VersionOpt,
+    version: Optional[str] = ModelVersionOpt,
     context: Optional[str] = ContextOpt,
     timeout: float = typer.Option(60.0, "--timeout", help="Seconds to wait for the server.", metavar="S"),
-    output: str = typer.Option("text", "--output", "-o", help="Output: text, json or yaml.", metavar="FORMAT"),
+    output: str = WriteOutputOpt,
 ) -> None:
     """Unregister a model (DELETE /models/MODEL), stopping its workers."""
     check_output(output, ("text", "json", "yaml"))
@@ -289,10 +296,10 @@ def scale(
     model: str = ModelArg,
     min_workers: int = typer.Option(..., "--min-workers", "--replicas", min=0, help="Workers to run.", metavar="N"),
     max_workers: Optional[int] = typer.Option(None, "--max-workers", min=0, help="Upper bound (default: N).", metavar="M"),
-    version: Optional[str] = typer.Option(None, "--version", help="Model version (TorchServe).", metavar="V"),
+    version: Optional[str] = ModelVersionOpt,
     wait: bool = typer.Option(False, "--wait", help="Wait until N workers are ready (exit 7 on timeout)."),
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds --wait may take.", metavar="S"),
-    output: str = typer.Option("text", "--output", "-o", help="Output: text, json or yaml.", metavar="FORMAT"),
+    output: str = WriteOutputOpt,
     context: Optional[str] = ContextOpt,
 ) -> None:
     """Set a model's worker count on any server, like `kubectl scale` (PUT /models/MODEL)."""
@@ -362,15 +369,14 @@ def ping(
         return fanout.ping(fleet, output=output, timeout=timeout)
     from concurrent.futures import ThreadPoolExecutor
 
-    from mmsctl.client.contexts import ContextStore, local_context
+    from mmsctl.client.contexts import LOCAL, ContextStore, instance_contexts, local_context
     from mmsctl.client.inference import InferenceClient, PingResult
     from mmsctl.errors import ApiError, ClientError, MmsError
 
-    if all_contexts:
+    if all_contexts:  # each local server as local:NAME (or `local`: MMS's ports), then contexts.toml's
         store = ContextStore()
-        contexts = store.all()
-        if "local" not in store.names():
-            contexts.insert(0, local_context())
+        local = instance_contexts() or ([] if LOCAL in store.names() else [local_context()])
+        contexts = [c for c in local if c.name not in store.names()] + store.all()
     else:
         contexts = [_context(context)]
 

@@ -3,22 +3,69 @@
 from __future__ import annotations
 
 import importlib
+import os
 from types import ModuleType
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
-__all__ = ["ContextOpt", "OutputOpt", "ProfileOpt", "RegionOpt", "check_output", "click_module", "global_context"]
+__all__ = [
+    "ContextOpt",
+    "ModelVersionOpt",
+    "OutputOpt",
+    "ProfileOpt",
+    "RegionOpt",
+    "check_output",
+    "click_module",
+    "complete_context_names",
+    "complete_zoo_names",
+    "global_context",
+    "output_option",
+]
 
-OutputOpt = typer.Option(
-    "table", "--output", "-o", help="Output format: table, wide, json or yaml.", metavar="FORMAT"
-)
+
+def output_option(*choices: str, default: Optional[str] = None) -> Any:
+    """``-o, --output [a|b|c]``: the formats this command prints (the first is the default)."""
+    formats = choices or ("table", "wide", "json", "yaml")
+    return typer.Option(default or formats[0], "--output", "-o", metavar="[" + "|".join(formats) + "]",
+                        help="Output format.")
+
+
+OutputOpt = output_option()
+
+
+def complete_context_names(incomplete: str) -> list[str]:
+    """Shell completion for ``--context``: ``local``, each running local server, contexts.toml's names."""
+    try:
+        from mmsctl.client.contexts import context_names
+
+        return [n for n in context_names() if n.startswith(incomplete)]
+    except Exception:  # noqa: BLE001 - completion stays silent
+        return []
+
+
+def complete_zoo_names(incomplete: str) -> list[str]:
+    """Shell completion for a model: the zoo's names and aliases (offline: the catalog is built in).
+    Nothing matches ``./…``, so the shell completes files there."""
+    try:
+        from mmsctl.zoo.catalog import CATALOG
+
+        names = [n for entry in CATALOG for n in (entry.name, *entry.aliases)]
+        return sorted(n for n in dict.fromkeys(names) if n.startswith(incomplete))
+    except Exception:  # noqa: BLE001 - completion stays silent
+        return []
+
 
 ContextOpt: Optional[str] = typer.Option(
     None,
     "--context",
     help="Server context to use (see `mmsctl context list`); overrides MMSCTL_CONTEXT.",
     metavar="NAME",
+    autocompletion=complete_context_names,
+)
+
+ModelVersionOpt: Optional[str] = typer.Option(
+    None, "--model-version", help="Model version (TorchServe; default: the model's default version).", metavar="V"
 )
 
 #: The AWS commands' (``ec2``, ``fleet``, ``lambda``) region and profile, as the aws CLI names them.
@@ -57,3 +104,20 @@ def check_output(output: str, allowed: tuple[str, ...] = ("table", "wide", "json
     if output not in allowed:
         raise UsageError(f"unknown output format {output!r}; choose one of: {', '.join(allowed)}")
     return output
+
+
+def note_model_locations(values: "list[str]") -> None:
+    """Say which one is used where a model argument is a zoo name and a local file or folder
+    of the same name exists (the zoo's; ``./NAME`` is the folder): :func:`mmsctl.names.model_location`."""
+    from mmsctl.cli.render import get_ui
+    from mmsctl.names import model_location
+    from mmsctl.zoo.catalog import lookup
+
+    for value in values:
+        for item in value.split(",") if "://" not in value else [value]:
+            where = model_location(item) if item.strip() else None
+            # (a word the catalog does not know fails to resolve, and that error's hint names the folder)
+            if where is not None and where.shadowed is not None and lookup(where.value) is not None:
+                kind = "folder" if os.path.isdir(where.shadowed) else "file"
+                get_ui().message(f"note: {where.value} is the zoo model; for the local {kind} "
+                                 f"{where.local_spelling}, write {where.local_spelling}")

@@ -10,7 +10,14 @@ from typing import Any, Iterable, Iterator, List, Optional
 import typer
 
 from mmsctl.cli.hints import CommandWords
-from mmsctl.cli.options import ContextOpt, check_output, global_context
+from mmsctl.cli.options import (
+    ContextOpt,
+    check_output,
+    complete_zoo_names,
+    global_context,
+    note_model_locations,
+    output_option,
+)
 from mmsctl.cli.render import UI, Column, get_ui, render_data, render_table
 from mmsctl.errors import NoHandlerError, WorkerDiedError
 
@@ -32,38 +39,51 @@ _COLUMNS = (
     Column("Probability", "probability", justify="right"),
     Column("Status", "status", wide=True, justify="right"),
 )
+_ANSWER_COLUMNS = (
+    Column("Input", "input"),
+    Column("Result", "result"),
+    Column("Status", "status", wide=True, justify="right"),
+)
 
 HELP = (
     "Run MODEL on images and print the answers.\n\n"
-    "MODEL is a zoo name (squeezenet), a .mar/.tar.gz/.model archive, a model folder or an MXNet "
-    "checkpoint folder. INPUT is image files, folders (their images, sorted), globs, http(s) URLs "
+    "MODEL is a zoo name (squeezenet) or a path: a .mar/.tar.gz/.model archive, a model folder or an "
+    "MXNet checkpoint folder. A word is always the zoo's, even with a folder of that name here: write "
+    "./NAME for the folder. INPUT is image files, folders (their images, sorted), globs, http(s) URLs "
     "or - for stdin. Each input is sent as the raw request body, so the answer is what "
     "`curl -T INPUT http://host:8080/predictions/MODEL` gets from MMS.\n\n"
     "With --context NAME the inputs go to that server's /predictions/MODEL instead.\n\n"
-    "Output: a table of the top classes; -o json prints the response body (one input) or a list "
-    "of {input, status, result|error} (several); -o jsonl streams one such object per line. "
-    "Exit code 4 when some inputs failed (the others are printed)."
+    "Output: a table of the top classes (other answers: one line each); -o json prints the response "
+    "body (one input) or a list of {input, status, result|error} (several); -o jsonl streams one such "
+    "object per line. Exit code 4 when some inputs failed (the others are printed)."
 )
+
+
+def _classes(result: Any) -> bool:
+    """An image classifier's answer: a list of {class|label, probability|score}."""
+    return isinstance(result, list) and bool(result) and all(
+        isinstance(r, dict) and ("class" in r or "label" in r) and ("probability" in r or "score" in r)
+        for r in result)
 
 
 def _rows(predictions: Iterable[Any]) -> Iterator[dict[str, Any]]:
     for p in predictions:
-        if not p.ok:
-            continue
+        for rank, entry in enumerate(p.result(), 1):
+            yield {
+                "input": p.input,
+                "rank": rank,
+                "class": entry.get("class", entry.get("label")),
+                "probability": entry.get("probability", entry.get("score")),
+                "status": p.status,
+            }
+
+
+def _answer_rows(predictions: Iterable[Any]) -> Iterator[dict[str, Any]]:
+    """One row per input for answers that are not class lists (a handler's own JSON, text)."""
+    for p in predictions:
         result = p.result()
-        if isinstance(result, list) and result and all(isinstance(r, dict) for r in result):
-            for rank, entry in enumerate(result, 1):
-                yield {
-                    "input": p.input,
-                    "rank": rank,
-                    "class": entry.get("class", entry.get("label")),
-                    "probability": entry.get("probability", entry.get("score")),
-                    "status": p.status,
-                }
-        else:
-            text = result if isinstance(result, str) else json.dumps(result)
-            yield {"input": p.input, "rank": None, "class": text.strip()[:120], "probability": None,
-                   "status": p.status}
+        text = result if isinstance(result, str) else json.dumps(result, separators=(", ", ": "))
+        yield {"input": p.input, "result": " ".join(text.split())[:200], "status": p.status}
 
 
 def _single_failure(p: Any) -> Exception:
@@ -135,7 +155,10 @@ def _emit(ui: UI, output: str, total: int, predictions: Iterator[Any]) -> None:
         else:
             render_data([p.to_dict() for p in done], output, ui=ui)
     elif output in ("table", "wide"):
-        render_table(_rows(good), _COLUMNS, wide=output == "wide", ui=ui)
+        if all(_classes(p.result()) for p in good):
+            render_table(_rows(good), _COLUMNS, wide=output == "wide", ui=ui)
+        else:  # not a classifier: its answers as they are, one line each
+            render_table(_answer_rows(good), _ANSWER_COLUMNS, wide=output == "wide", ui=ui)
     if failed:
         raise PartialFailure(f"{failed} of {total} inputs failed")
 
@@ -171,12 +194,11 @@ def _exit_now() -> None:
 
 def predict(
     ctx: typer.Context,
-    model: str = typer.Argument(..., help="Zoo name, archive, model folder or checkpoint folder.",
-                                metavar="MODEL"),
+    model: str = typer.Argument(..., help="Zoo name (squeezenet), or a path: ./model.mar, ./folder/.",
+                                metavar="MODEL", autocompletion=complete_zoo_names),
     inputs: List[str] = typer.Argument(..., help="Image files, folders, globs, URLs or - (stdin).",
                                        metavar="INPUT..."),
-    output: str = typer.Option("table", "--output", "-o", metavar="FORMAT",
-                               help="table, wide, json, jsonl or yaml."),
+    output: str = output_option(*PREDICT_OUTPUTS),
     top_k: Optional[int] = typer.Option(None, "--top-k", "-k", min=1, metavar="K",
                                         help="How many classes per input (built-in handler default 5)."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", "-b", min=1, metavar="N",
@@ -192,6 +214,8 @@ def predict(
     context: Optional[str] = ContextOpt,
     model_version: Optional[str] = typer.Option(None, "--model-version", metavar="V",
                                                 help="With --context: the model version to call."),
+    timeout: float = typer.Option(60.0, "--timeout", metavar="S",
+                                  help="With --context: seconds to wait for each answer."),
 ) -> None:
     output = check_output(output, PREDICT_OUTPUTS)
     from mmsctl.predict.inputs import expand_inputs
@@ -206,7 +230,11 @@ def predict(
         from mmsctl.client.contexts import resolve_context
         from mmsctl.client.inference import InferenceClient
 
-        client = InferenceClient(resolve_context(context_name))
+        if timeout <= 0:
+            from mmsctl.errors import UsageError
+
+            raise UsageError("--timeout must be more than 0")
+        client = InferenceClient(resolve_context(context_name), timeout=timeout)
         try:
             _emit(ui, output, len(sources),
                   predict_remote(client, model, sources, top_k=top_k, version=model_version))
@@ -214,6 +242,7 @@ def predict(
             client.close()
         return
 
+    note_model_locations([model])
     with _LOCAL_WORDS.applied():
         local = open_model(model, progress=not ui.quiet)
         readable = sum(1 for s in sources if s.error is None)

@@ -1,4 +1,8 @@
-"""``mmsctl serve start|stop|status|logs``: run the embedded MMS-compatible server."""
+"""``mmsctl serve start|stop|status|logs|prune``: run the embedded MMS-compatible server.
+
+Each server started here is an instance with a name (``--name``, default its inference
+port) and is the context ``local:NAME``; ``local`` is the one running instance.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +12,10 @@ from typing import TYPE_CHECKING, List, Optional
 import typer
 
 from mmsctl.cli.hints import CommandWords
-from mmsctl.cli.options import OutputOpt, check_output
+from mmsctl.cli.options import OutputOpt, check_output, complete_zoo_names
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
 from mmsctl.errors import AmbiguousInstanceError, InstanceRunningError
+from mmsctl.exit_codes import INTERRUPTED
 
 if TYPE_CHECKING:
     from mmsctl.server.config import ServerConfig
@@ -25,57 +30,72 @@ serve_app = typer.Typer(
 
 _START_WORDS = CommandWords(
     flags={f"{api}_address": f"--{api}-address" for api in ("inference", "management", "metrics")},
-    hints=((InstanceRunningError, "stop it with `mmsctl serve stop`, or choose another --name and ports"),),
+    hints=((InstanceRunningError, "stop it with `mmsctl serve stop`, or choose another --name and --port"),),
 )
-_STOP_WORDS = CommandWords(hints=((AmbiguousInstanceError, "say which with --name, or use --all"),))
-_LOGS_WORDS = CommandWords(hints=((AmbiguousInstanceError, "say which with --name"),))
+_PORT_WORDS = CommandWords(
+    flags={f"{api}_address": "--port" for api in ("inference", "management", "metrics")},
+    hints=_START_WORDS.hints,
+)
+_STOP_WORDS = CommandWords(hints=((AmbiguousInstanceError, "say which with --name NAME, or stop them all with --all"),))
+_LOGS_WORDS = CommandWords(hints=((AmbiguousInstanceError, "say which with --name NAME"),))
 
 NameOpt: Optional[str] = typer.Option(
-    None, "--name", help="Instance name (default: the inference port, e.g. 8080).", metavar="NAME"
+    None, "--name", "-n", help="The instance (`serve status` lists them); default: the one running here.",
+    metavar="NAME"
 )
 
 
 @serve_app.command("start")
 def start(
     models: List[str] = typer.Option(
-        [], "--models", "-m", metavar="NAME=LOCATION",
-        help="Model to load at start-up: a .mar/.model/folder, a zoo name or a file in the model "
-        "store, optionally as name=location. Repeat for more.",
+        [], "--models", "-m", metavar="NAME=LOCATION", autocompletion=complete_zoo_names,
+        help="Model to load at start-up: a zoo name (served under that name), a path (./m.mar, "
+        "./folder/), an http(s) URL or a file in --model-store; NAME=LOCATION names it. Repeat for more.",
     ),
-    model_store: Optional[Path] = typer.Option(None, "--model-store", help="Folder register urls resolve against."),
+    port: Optional[int] = typer.Option(None, "--port", "-p", min=1, max=65533, metavar="N",
+                                       help="Inference API on 127.0.0.1:N, management on N+1, metrics on N+2 "
+                                       "(default 8080, 8081, 8082)."),
+    model_store: Optional[Path] = typer.Option(None, "--model-store", help="Folder register urls resolve against.",
+                                               metavar="DIR"),
     config_file: Optional[Path] = typer.Option(
         None, "--config", "--mms-config", help="An MMS config.properties file.", metavar="FILE"
     ),
     inference_address: Optional[str] = typer.Option(None, "--inference-address", metavar="URL",
-                                                    help="Default http://127.0.0.1:8080."),
+                                                    help="Inference API address (MMS's inference_address)."),
     management_address: Optional[str] = typer.Option(None, "--management-address", metavar="URL",
-                                                     help="Default http://127.0.0.1:8081."),
+                                                     help="Management API address."),
     metrics_address: Optional[str] = typer.Option(None, "--metrics-address", metavar="URL",
-                                                  help="Default http://127.0.0.1:8082."),
-    workers: Optional[int] = typer.Option(None, "--workers", "-w", min=0,
+                                                  help="Metrics address."),
+    workers: Optional[int] = typer.Option(None, "--workers", "-w", min=0, metavar="N",
                                           help="Workers per start-up model (default_workers_per_model)."),
     token_file: Optional[Path] = typer.Option(
-        None, "--token-file", help="Require a bearer token (plain file or TorchServe key_file.json)."
+        None, "--token-file", help="Require a bearer token (plain file or TorchServe key_file.json).", metavar="FILE"
     ),
-    name: Optional[str] = NameOpt,
-    foreground: bool = typer.Option(False, "--foreground", "-f", help="Run in this terminal until Ctrl+C."),
-    timeout: float = typer.Option(300.0, "--timeout", help="Seconds to wait for the server to be ready."),
+    name: Optional[str] = typer.Option(
+        None, "--name", "-n", help="Instance name (default: the inference port, e.g. 8080); its context is "
+        "local:NAME.", metavar="NAME"),
+    foreground: bool = typer.Option(False, "--foreground", help="Run in this terminal until Ctrl+C."),
+    timeout: float = typer.Option(300.0, "--timeout", help="Seconds to wait for the server to be ready.",
+                                  metavar="S"),
 ) -> None:
     """Start a server; return once its APIs answer and the start-up models have READY workers."""
     from mmsctl.server.control import build_config, start_background, start_foreground
 
     ui = get_ui()
-    with _START_WORDS.applied():
+    from mmsctl.cli.options import note_model_locations
+
+    note_model_locations(models)
+    with (_PORT_WORDS if port is not None else _START_WORDS).applied():
         config = build_config(
             models=models, model_store=model_store, config_file=config_file,
             inference_address=inference_address, management_address=management_address,
-            metrics_address=metrics_address, workers=workers, token_file=token_file, name=name,
+            metrics_address=metrics_address, workers=workers, token_file=token_file, name=name, port=port,
         )
         if foreground:
             raise typer.Exit(start_foreground(config))
         state = start_background(config, timeout=timeout, on_wait=lambda: ui.message(
             f"starting mmsctl server {config.instance_name} (log: {_log_hint(config)}) ..."))
-    ui.message(f"server {state.name} ready (pid {state.pid})")
+    ui.message(f"server {state.name} ready (pid {state.pid}; context local:{state.name})")
     ui.message(f"  inference:  {state.inference_url}")
     ui.message(f"  management: {state.management_url}")
     ui.message(f"  metrics:    {state.metrics_url}/metrics")
@@ -92,17 +112,24 @@ def _log_hint(config: ServerConfig) -> str:
 @serve_app.command("stop")
 def stop(
     name: Optional[str] = NameOpt,
-    all_: bool = typer.Option(False, "--all", help="Stop every running instance."),
+    all_: bool = typer.Option(False, "--all", help="Stop every running instance (none running is fine)."),
     timeout: float = typer.Option(
-        30.0, "--timeout", help="Seconds to answer queued and in-flight requests before killing."
+        30.0, "--timeout", help="Seconds to answer queued and in-flight requests before killing.", metavar="S"
     ),
 ) -> None:
-    """Stop a server after it has answered queued and in-flight requests."""
+    """Stop a server after it has answered queued and in-flight requests.
+
+    Without --name: the one server running here (several: say which, or --all).
+    """
     from mmsctl.server.control import stop_instances
 
+    stopped_any = False
     with _STOP_WORDS.applied():
         for stopped, forced in stop_instances(name, all_=all_, timeout=timeout):
+            stopped_any = True
             get_ui().message(f"server {stopped} stopped" + (" (killed after the timeout)" if forced else ""))
+    if all_ and not stopped_any:
+        get_ui().message("no mmsctl server is running")
 
 
 @serve_app.command("status")
@@ -131,14 +158,29 @@ def status(
 @serve_app.command("logs")
 def logs(
     name: Optional[str] = NameOpt,
-    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines."),
-    tail: int = typer.Option(-1, "--tail", "-n", help="Only the last N lines (-1: all)."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines (Ctrl+C stops)."),
+    tail: int = typer.Option(-1, "--tail", help="Only the last N lines (-1: all).", metavar="N"),
 ) -> None:
     """Print a server's log (worker output included)."""
     from mmsctl.server.control import print_logs
 
     with _LOGS_WORDS.applied():
-        print_logs(name, follow=follow, tail=tail, out=get_ui().out.file)
+        try:
+            print_logs(name, follow=follow, tail=tail, out=get_ui().out.file)
+        except KeyboardInterrupt:
+            if not follow:
+                raise
+            raise typer.Exit(INTERRUPTED) from None  # Ctrl+C is how following ends
+
+
+@serve_app.command("prune")
+def prune() -> None:
+    """Remove the stopped instances (their state, config and log) from `serve status`."""
+    from mmsctl.server.control import prune_instances
+
+    removed = prune_instances()
+    get_ui().message(f"removed {len(removed)} stopped instance{'s' if len(removed) != 1 else ''}"
+                     + (f": {', '.join(removed)}" if removed else ""))
 
 
 def register(app: typer.Typer) -> None:

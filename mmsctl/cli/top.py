@@ -33,8 +33,8 @@ def top(
     interval: float = typer.Option(1.0, "--interval", "-i", help="Seconds between polls.", metavar="S"),
     readonly: bool = typer.Option(False, "--readonly", help="No scale/register/unregister actions."),
     once: bool = typer.Option(False, "--once", help="Print one snapshot (two polls, S apart) and exit."),
-    output: str = typer.Option("table", "--output", "-o", help="With --once: table, wide, json or yaml.",
-                               metavar="FORMAT"),
+    output: str = typer.Option("table", "--output", "-o", help="Output format of --once.",
+                               metavar="[table|wide|json|yaml]"),
     timeout: float = typer.Option(2.0, "--timeout", help="Seconds to wait for each request.", metavar="S"),
 ) -> None:
     """Watch a model server live: models, workers, requests/s, latency, queue (like k9s or nvitop).

@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from mmsctl.cli.options import OutputOpt, check_output
+from mmsctl.cli.options import OutputOpt, check_output, complete_zoo_names, output_option
 from mmsctl.cli.render import Column, get_ui, human_size, render_data, render_table
 
 __all__ = ["register"]
@@ -64,11 +64,10 @@ def list_models(
 
 @zoo_app.command("pull")
 def pull(
-    names: list[str] = typer.Argument(..., help="Zoo names, aliases or http(s) URLs.", metavar="NAME..."),
-    force: bool = typer.Option(False, "--force", "-f", help="Download again even if cached."),
-    output: str = typer.Option(
-        "path", "--output", "-o", help="Output: path (one per line), json or yaml.", metavar="FORMAT"
-    ),
+    names: list[str] = typer.Argument(..., help="Zoo names, aliases or http(s) URLs.", metavar="NAME...",
+                                      autocompletion=complete_zoo_names),
+    force: bool = typer.Option(False, "--force", help="Download again even if cached."),
+    output: str = output_option("path", "json", "yaml"),
 ) -> None:
     """Download archives into the cache (or a mirror's copy) and print their paths."""
     check_output(output, ("path", "json", "yaml"))
@@ -78,6 +77,7 @@ def pull(
     ui = get_ui()
     results: list[dict[str, Any]] = []
     failures: list[MmsError] = []
+    _only_zoo(names)
     for name in names:
         try:
             model = pull_model(name, progress=not ui.quiet, force=force)
@@ -103,11 +103,13 @@ def pull(
 
 
 @zoo_app.command("path")
-def path(name: str = typer.Argument(..., help="Zoo name, alias or URL.", metavar="NAME")) -> None:
+def path(name: str = typer.Argument(..., help="Zoo name, alias or URL.", metavar="NAME",
+                                    autocompletion=complete_zoo_names)) -> None:
     """Print where NAME's archive is on disk (cache or mirror folder); never downloads."""
     from mmsctl.errors import ModelNotFoundError, OfflineError
     from mmsctl.zoo.resolve import resolve_model
 
+    _only_zoo([name])
     try:
         model = resolve_model(name, offline=True, progress=False)
     except OfflineError:
@@ -121,7 +123,8 @@ def path(name: str = typer.Argument(..., help="Zoo name, alias or URL.", metavar
 
 @zoo_app.command("rm")
 def rm(
-    names: list[str] = typer.Argument(..., help="Zoo names, aliases or URLs.", metavar="NAME..."),
+    names: list[str] = typer.Argument(..., help="Zoo names, aliases or URLs.", metavar="NAME...",
+                                      autocompletion=complete_zoo_names),
 ) -> None:
     """Remove cached archives."""
     from mmsctl.errors import ModelNotFoundError
@@ -129,6 +132,7 @@ def rm(
     from mmsctl.zoo.resolve import cached_model
 
     ui = get_ui()
+    _only_zoo(names)
     keep = _running_servers()
     missing = [n for n in names if cached_model(n) is None]
     if missing:
@@ -154,6 +158,19 @@ def clean() -> None:
     extracted = f" and {copies} extracted cop{'ies' if copies != 1 else 'y'}" if copies else ""
     get_ui().message(f"removed {count} archive{'s' if count != 1 else ''}{extracted}, freed {human_size(freed)}")
     _warn_kept(keep)
+
+
+def _only_zoo(names: list[str]) -> None:
+    """Zoo commands always mean the zoo: a word is a zoo name even where a folder of that name is
+    here; a path (``./x``, ``x.mar``) is refused rather than quietly used."""
+    from mmsctl.errors import UsageError
+    from mmsctl.names import model_location
+
+    for name in names:
+        where = model_location(name)
+        if where.kind == "path" or where.name is not None:
+            raise UsageError(f"{name!r} is not a zoo name or an http(s) URL",
+                             hint="`mmsctl zoo list` shows the names; local archives need no zoo command")
 
 
 def _running_servers() -> list[str]:

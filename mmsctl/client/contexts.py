@@ -5,7 +5,8 @@ Which context a command uses (first match wins):
 1. ``--context NAME`` on the command (or ``mmsctl --context NAME``);
 2. ``MMSCTL_CONTEXT`` in the environment;
 3. ``current`` in ``contexts.toml`` (set by ``mmsctl context use``);
-4. ``local``: a running ``mmsctl serve`` instance, else ``127.0.0.1:8080/8081/8082``.
+4. ``local``: the one running ``mmsctl serve`` instance (an error naming them when several
+   run), else ``127.0.0.1:8080/8081/8082``. Each running instance is also ``local:NAME``.
 
 Unless a context was named with ``--context``, ``MMSCTL_INFERENCE_URL``,
 ``MMSCTL_MANAGEMENT_URL``, ``MMSCTL_METRICS_URL`` and ``MMSCTL_TOKEN_FILE`` then
@@ -32,11 +33,14 @@ import os
 import re
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 from urllib.parse import urlsplit
 
 from mmsctl.config import config_dir, load_toml, save_toml
 from mmsctl.errors import ConfigError, NotFoundError, UsageError
+
+if TYPE_CHECKING:
+    from mmsctl.instances import InstanceState
 
 __all__ = [
     "DEFAULT_INFERENCE_URL",
@@ -47,7 +51,10 @@ __all__ = [
     "Context",
     "ContextNotFound",
     "ContextStore",
+    "LocalServerNotRunning",
+    "context_names",
     "contexts_file",
+    "instance_contexts",
     "local_context",
     "resolve_context",
     "validate_url",
@@ -64,6 +71,12 @@ class ContextNotFound(NotFoundError):
     """A context name that is not in contexts.toml."""
 
     reference = "context-not-found"
+
+
+class LocalServerNotRunning(ContextNotFound):
+    """``local:NAME`` names a local server instance that is not running."""
+
+    reference = "local-server-not-running"
 
 
 class BuiltinContextError(UsageError):
@@ -153,13 +166,11 @@ class ContextStore:
         if name == LOCAL and name not in self._data.get("contexts", {}):
             return local_context()
         if name.startswith(f"{LOCAL}:") and name not in self._data.get("contexts", {}):
-            # `context list` shows a running `mmsctl serve --name X` as local:X; accept that name back.
-            found = _running_instance(name.split(":", 1)[1])
-            if found is not None:
-                return found
+            # Each running `mmsctl serve` instance X is the context local:X.
+            return _running_instance(name.split(":", 1)[1])
         entry = self._data.get("contexts", {}).get(name)
         if not isinstance(entry, dict):
-            known = ", ".join([LOCAL, *self.names()])
+            known = ", ".join(dict.fromkeys([LOCAL, *(c.name for c in instance_contexts()), *self.names()]))
             raise ContextNotFound(f"context {name!r} not found (known: {known})")
         members = entry.get("members") or []
         if not isinstance(members, list) or not all(isinstance(m, str) for m in members):
@@ -230,36 +241,45 @@ class ContextStore:
 
 
 def local_context() -> Context:
-    """The local server: a running ``mmsctl serve`` instance, else the MMS default ports."""
-    found = _running_instance()
-    if found is not None:
-        return found
+    """The local server: the one running ``mmsctl serve`` instance, else MMS's default ports.
+
+    Raises:
+        AmbiguousInstanceError: several instances run here (each is ``local:NAME``; say which).
+    """
+    from mmsctl.instances import one_running
+
+    state = one_running()
+    if state is not None:
+        return replace(_instance_context(state), name=LOCAL)
     return Context(LOCAL, DEFAULT_INFERENCE_URL, DEFAULT_MANAGEMENT_URL, DEFAULT_METRICS_URL, source="default")
 
 
-def _running_instance(name: Optional[str] = None) -> Optional[Context]:
-    """The first running ``mmsctl serve`` instance (or the one called *name*) as a context."""
-    from mmsctl.instances import list_instances
+def instance_contexts() -> list[Context]:
+    """Every running ``mmsctl serve`` instance as its own context, ``local:NAME``."""
+    from mmsctl.instances import running_instances
 
     try:
-        instances = list_instances()
+        return [_instance_context(state) for state in running_instances()]
     except OSError:
-        return None
-    for instance in instances:
-        if name is not None and instance.name != name:
-            continue
-        state = instance.running_state()
-        if state is None or not state.inference_url or not state.management_url:
-            continue
-        return Context(
-            LOCAL if instance.name in ("default", LOCAL) else f"{LOCAL}:{instance.name}",
-            state.inference_url,
-            state.management_url,
-            state.metrics_url or None,
-            state.token_file or None,
-            source="instance",
-        )
-    return None
+        return []
+
+
+def context_names() -> list[str]:
+    """Every name ``--context`` takes: ``local``, ``local:NAME`` of each running server, contexts.toml's."""
+    return list(dict.fromkeys([LOCAL, *(c.name for c in instance_contexts()), *ContextStore().names()]))
+
+
+def _instance_context(state: "InstanceState") -> Context:
+    return Context(f"{LOCAL}:{state.name}", state.inference_url, state.management_url, state.metrics_url or None,
+                   state.token_file or None, source="instance")
+
+
+def _running_instance(name: str) -> Context:
+    """``local:NAME``: the running instance called *name*."""
+    for context in instance_contexts():
+        if context.name == f"{LOCAL}:{name}":
+            return context
+    raise LocalServerNotRunning(f"no mmsctl server named {name!r} is running here (context {LOCAL}:{name})")
 
 
 def _env(key: str) -> Optional[str]:

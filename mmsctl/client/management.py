@@ -16,6 +16,7 @@ Differences it smooths over:
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional
@@ -25,7 +26,9 @@ from mmsctl.client._errors import WorkersNotReady, server_label
 from mmsctl.client._http import AsyncHttpApi, HttpApi
 from mmsctl.client.auth import read_token
 from mmsctl.client.contexts import Context
-from mmsctl.errors import ApiError, UsageError
+from mmsctl.client.inference import kind_from_api_description
+from mmsctl.errors import ApiError, MmsError, UsageError
+from mmsctl.names import ARCHIVE_SUFFIXES
 
 if TYPE_CHECKING:  # pragma: no cover
     import httpx
@@ -39,6 +42,7 @@ __all__ = [
     "OperationResult",
     "ScaleResult",
     "Worker",
+    "response_timeout_param",
 ]
 
 IN_PROGRESS = (202, 210)
@@ -85,6 +89,8 @@ class ModelDetail:
     max_batch_delay: Optional[int]
     workers: list[Worker] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict)
+    #: Seconds a batch may take (``responseTimeout``: TorchServe and mmsctl say it; MMS 1.1 does not).
+    response_timeout: Optional[int] = None
     #: True when the server described the model with a list (TorchServe), not an object (MMS, mmsctl).
     listed: bool = False
 
@@ -118,15 +124,22 @@ class ModelDetail:
             workers=workers,
             raw=data,
             listed=listed,
+            response_timeout=data.get("responseTimeout") if isinstance(data.get("responseTimeout"), int) else None,
         )
 
 
 @dataclass
 class OperationResult:
-    """What register/unregister/scale answered: HTTP status and the server's status line."""
+    """What register/unregister/scale answered: HTTP status and the server's status line.
+
+    ``model`` is the model's name where the answer (or the request) says it; ``note`` says how a
+    value was adapted to the server (a response timeout in MMS's minutes).
+    """
 
     status: int
     message: str
+    model: Optional[str] = None
+    note: Optional[str] = None
 
     @property
     def in_progress(self) -> bool:
@@ -223,8 +236,23 @@ class _ManagementOps:
     def _register(self, url: str, options: dict[str, Any], timeout: Optional[float]) -> Operation[OperationResult]:
         if timeout is None and options.get("synchronous"):
             timeout = max(self._timeout, 120.0)
+        note = None
+        seconds = options.get("response_timeout")
+        if seconds is not None:
+            kind = yield from self._server_kind()
+            options["response_timeout"], note = response_timeout_param(int(seconds), kind)
         response = yield Call("POST", "/models", {"url": url, **options}, operation="register", timeout=timeout)
-        return OperationResult(response.status_code, status_message(response))
+        message = status_message(response)
+        return OperationResult(response.status_code, message, options.get("model_name") or _registered_name(message, url),
+                               note)
+
+    def _server_kind(self) -> Operation[str]:
+        """MMS, TorchServe or mmsctl, from the management API's ``OPTIONS /`` description; unknown on failure."""
+        try:
+            response = yield Call("OPTIONS", "/", operation="describe API", retries=0)
+            return kind_from_api_description(json_of(response), dict(response.headers))[0]
+        except MmsError:
+            return "unknown"
 
     def _unregister(self, name: str, version: Optional[str], timeout: Optional[float]) -> Operation[OperationResult]:
         response = yield Call("DELETE", _model_path(name, version), model=name, operation="unregister",
@@ -269,6 +297,36 @@ class _Wait:
     timeout: Optional[float] = None
     on_progress: Optional[Callable[[ModelDetail], None]] = None
     poll_interval: float = 0.5
+
+
+def response_timeout_param(seconds: int, kind: str) -> tuple[Any, Optional[str]]:
+    """A response timeout in seconds as *kind*'s ``response_timeout`` register parameter, and a note
+    when it had to change: MMS 1.1 counts minutes (it multiplies by 60), mmsctl takes ``Ns`` for
+    seconds (plain numbers are minutes, as on MMS), TorchServe counts seconds."""
+    if kind == "mms":
+        minutes = max(1, -(-seconds // 60))
+        note = None if minutes * 60 == seconds else (
+            f"MMS 1.1 counts response_timeout in minutes: sent {minutes} ({minutes * 60} s) for {seconds} s")
+        return minutes, note
+    if kind == "mmsctl":
+        return f"{seconds}s", None
+    return seconds, None
+
+
+_REGISTERED = re.compile(r'^Model "([^"]+)"')
+
+
+def _registered_name(message: str, url: str) -> Optional[str]:
+    """The model's name from MMS's / TorchServe's answer (``Model "onnxsq" registered``), else the
+    archive's file name without its suffix (MMS's default), else None."""
+    found = _REGISTERED.match(message or "")
+    if found:
+        return found.group(1)
+    stem = url.rstrip("/").rsplit("/", 1)[-1].split("?", 1)[0]
+    for suffix in ARCHIVE_SUFFIXES:
+        if stem.endswith(suffix):
+            return stem[: -len(suffix)] or None
+    return None
 
 
 def _register_options(

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Optional
 
-from mmsctl.cloud.dryrun import Call, is_mutating, placeholder_response
-from mmsctl.cloud.errors import UnknownRegion, translate
+from mmsctl.cloud.dryrun import Call, is_mutating, placeholder_read, placeholder_response
+from mmsctl.cloud.errors import ResourceNotFound, UnknownRegion, translate
 
 __all__ = ["AwsSession", "open_session"]
 
@@ -27,10 +27,13 @@ class AwsSession:
         >>> aws.call("ec2", "describe_vpcs")["Vpcs"]       # doctest: +SKIP
     """
 
-    def __init__(self, boto_session: Any, region: str, *, dry_run: bool = False) -> None:
+    def __init__(self, boto_session: Any, region: str, *, dry_run: bool = False,
+                 unlooked: Optional[str] = None) -> None:
         self._boto = boto_session
         self.region = region
-        self.dry_run = dry_run
+        self.dry_run = dry_run or unlooked is not None
+        #: Why this dry run looks nothing up (no region, no credentials); None when it does.
+        self.unlooked = unlooked
         self.calls: list[Call] = []
         self._clients: dict[tuple[str, str, float, int], Any] = {}
         self._account: Optional[str] = None
@@ -62,6 +65,12 @@ class AwsSession:
     def call(self, service: str, operation: str, *, region: Optional[str] = None, read_timeout: float = 60.0,
              max_attempts: int = 4, **params: Any) -> dict[str, Any]:
         """Make one API call (or, dry run and mutating, record it and return a placeholder)."""
+        if self.unlooked is not None and not is_mutating(operation):
+            self.calls.append(Call(service, operation, dict(params), executed=False, looked=False))
+            answer = placeholder_read(service, operation, params)
+            if answer is None:
+                raise ResourceNotFound(f"{operation}: not looked up (dry run without credentials)")
+            return answer
         if self.dry_run and is_mutating(operation):
             self.calls.append(Call(service, operation, dict(params), executed=False))
             return placeholder_response(service, operation, params)
@@ -75,6 +84,9 @@ class AwsSession:
 
     def paginate(self, service: str, operation: str, result_key: str, **params: Any) -> list[Any]:
         """Every item of *result_key* over all pages of a read call."""
+        if self.unlooked is not None:
+            self.calls.append(Call(service, operation, dict(params), executed=False, looked=False))
+            return []
         self.calls.append(Call(service, operation, dict(params)))
         client = self.client(service)
         items: list[Any] = []
@@ -108,8 +120,14 @@ def known_regions(boto_session: Any) -> set[str]:
     return regions
 
 
-def open_session(*, region: Optional[str] = None, profile: Optional[str] = None, dry_run: bool = False) -> AwsSession:
+def open_session(*, region: Optional[str] = None, profile: Optional[str] = None, dry_run: bool = False,
+                 plan_without_aws: bool = False) -> AwsSession:
     """A session from boto3's usual chain (flags > AWS_PROFILE/AWS_DEFAULT_REGION > ~/.aws/config).
+
+    Args:
+        plan_without_aws: with *dry_run*, a missing region or credentials is no error: the
+            session then looks nothing up and answers reads with placeholders
+            (:func:`~mmsctl.cloud.dryrun.placeholder_read`); ``unlooked`` says why.
 
     Raises:
         NoCredentials: the profile does not exist.
@@ -122,6 +140,11 @@ def open_session(*, region: Optional[str] = None, profile: Optional[str] = None,
     except Exception as exc:  # noqa: BLE001 - ProfileNotFound and friends
         raise _translated(exc, "", "") from exc
     name = boto_session.region_name
+    if dry_run and plan_without_aws:
+        missing = [what for what, there in (("region", name), ("credentials", _has_credentials(boto_session)))
+                   if not there]
+        if missing:
+            return AwsSession(None, name or "<region>", unlooked=f"no AWS {' or '.join(missing)}")
     if not name:
         raise UnknownRegion("no AWS region configured (pass --region or set AWS_DEFAULT_REGION)")
     if name not in known_regions(boto_session):
@@ -130,6 +153,13 @@ def open_session(*, region: Optional[str] = None, profile: Optional[str] = None,
         raise UnknownRegion(f"unknown AWS region: {name!r} (botocore {_botocore_version()} does not know it)",
                             hint="check the name, or upgrade boto3 if the region is new")
     return AwsSession(boto_session, name, dry_run=dry_run)
+
+
+def _has_credentials(boto_session: Any) -> bool:
+    try:
+        return boto_session.get_credentials() is not None
+    except Exception:  # noqa: BLE001 - a broken credential source counts as none
+        return False
 
 
 def _botocore_version() -> str:

@@ -3,15 +3,20 @@
 In a dry run, reads (Describe*/Get*/List*/Head*/Filter*) still go to AWS, so the plan
 reflects what exists; every other call is recorded and answered with a
 placeholder (``<new vpc-endpoint>``) that later calls carry along.
+
+Without a region or credentials a dry run cannot look anything up: then reads are
+recorded too and answered with placeholders for what a real run would find
+(``<AMI from …>``, ``<default VPC>``), and things mmsctl creates when missing
+(roles, security groups) are taken to be missing, so the plan shows every call.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
-__all__ = ["Call", "is_mutating", "operation_name", "placeholder_response"]
+__all__ = ["Call", "is_mutating", "operation_name", "placeholder_read", "placeholder_response"]
 
 _READ_PREFIXES = ("describe_", "get_", "list_", "head_", "filter_")
 _ELB_ARN = "arn:aws:elasticloadbalancing:<region>:<account>"
@@ -35,6 +40,8 @@ class Call:
     operation: str
     params: dict[str, Any] = field(default_factory=dict)
     executed: bool = True
+    #: False for a read a dry run without credentials could not make (its answer is a placeholder).
+    looked: bool = True
 
     @property
     def mutating(self) -> bool:
@@ -46,6 +53,7 @@ class Call:
             "operation": operation_name(self.operation),
             "mutating": self.mutating,
             "executed": self.executed,
+            "looked_up": self.looked,
             "parameters": _printable(self.params),
         }
 
@@ -130,3 +138,45 @@ def _instance_tags(params: dict[str, Any]) -> list[dict[str, str]]:
         if spec.get("ResourceType") == "instance":
             return list(spec.get("Tags", []))
     return []
+
+
+#: Reads a dry run without credentials answers "not there": mmsctl then plans to create it.
+_MISSING = frozenset({"get_role", "get_instance_profile"})
+
+
+def _filter(params: dict[str, Any], name: str) -> Any:
+    for item in params.get("Filters") or []:
+        if item.get("Name") == name and item.get("Values"):
+            return item["Values"][0]
+    return None
+
+
+def placeholder_read(service: str, operation: str, params: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """What a dry run without credentials takes a read to answer: placeholders for what it would find,
+    empty lists for what mmsctl creates when missing; None for a read it takes to find nothing
+    (the caller raises "not found")."""
+    if operation in _MISSING:
+        return None
+    if operation == "get_parameter":
+        return {"Parameter": {"Value": f"<AMI id from {params.get('Name', 'SSM')}>"}}
+    if operation == "describe_images":
+        return {"Images": [{"ImageId": i, "Name": "<not looked up>"} for i in params.get("ImageIds", [])]}
+    if operation == "describe_vpcs":
+        ids = params.get("VpcIds") or ["<default VPC>"]
+        return {"Vpcs": [{"VpcId": i, "CidrBlock": "<VPC CIDR>", "IsDefault": True} for i in ids]}
+    if operation == "describe_subnets":
+        if params.get("SubnetIds"):
+            return {"Subnets": [{"SubnetId": i, "VpcId": "<VPC of the subnet>", "AvailabilityZone": f"<zone {n}>"}
+                                for n, i in enumerate(params["SubnetIds"], 1)]}
+        vpc = _filter(params, "vpc-id") or "<default VPC>"
+        return {"Subnets": [{"SubnetId": f"<default subnet {n}>", "VpcId": vpc, "AvailabilityZone": f"<zone {n}>"}
+                            for n in (1, 2)]}
+    if operation == "get_caller_identity":
+        return {"Account": "<account>"}
+    empty = {"describe_security_groups": "SecurityGroups", "describe_vpc_endpoints": "VpcEndpoints",
+             "describe_instances": "Reservations", "describe_load_balancers": "LoadBalancers",
+             "describe_target_groups": "TargetGroups", "describe_auto_scaling_groups": "AutoScalingGroups",
+             "describe_launch_templates": "LaunchTemplates"}
+    if operation in empty:
+        return {empty[operation]: []}
+    return {}

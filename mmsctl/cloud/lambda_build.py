@@ -170,7 +170,7 @@ def write_build_context(model: str, out: Path, *, model_version: Optional[str] =
         shutil.rmtree(out)
     baked = not model.startswith("s3://")
     if model_version and baked:
-        raise UsageError("--model-version pins an S3 object version: MODEL must be s3://bucket/key")
+        raise UsageError("--s3-version pins an S3 object version: MODEL must be s3://bucket/key")
     variables: dict[str, str] = {}
     staging = out.with_name(f".{out.name}.tmp")
     if staging.exists():

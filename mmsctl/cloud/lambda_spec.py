@@ -187,7 +187,7 @@ class DeploySpec:
             if self.model.startswith("s3://"):
                 raise UsageError("--model-bucket is for an archive deploy uploads; an s3:// model stays where it is")
         if self.public and not self.url:
-            raise UsageError("--public makes the function URL public: pass --url too")
+            raise UsageError("--public makes the function URL public: pass --function-url too")
         if self.public:
             self.warnings.append("the function URL is public (AuthType NONE): anyone with the URL can invoke it "
                                  "and you pay for every call")
@@ -201,7 +201,7 @@ class DeploySpec:
             if not 1 <= self.provisioned <= PROVISIONED_MAX:
                 raise UsageError(f"--provisioned {self.provisioned}: use 1-{PROVISIONED_MAX}")
         if not self.url and not self.s3_trigger:
-            self.warnings.append("neither --url nor --input-bucket: the function can only be invoked directly")
+            self.warnings.append("neither --function-url nor --input-bucket: the function can only be invoked directly")
         return self
 
     def _check_buckets(self) -> None:

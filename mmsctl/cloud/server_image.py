@@ -65,7 +65,8 @@ def server_image(
     """
     warnings: list[str] = []
     if accelerator.is_ei:
-        check_ei_region(aws.region)
+        if aws.unlooked is None or not aws.region.startswith("<"):  # a plan without a region cannot check it
+            check_ei_region(aws.region)
         warnings.append(EI_RETIRED_WARNING)
     user_data = render_user_data(UserDataSpec(
         models=models, server=server, accelerator=accelerator.label, pip_spec=pip_spec,

@@ -18,7 +18,7 @@ from typing import Literal, Optional
 from urllib.parse import urlparse
 
 from mmsctl.errors import UsageError
-from mmsctl.names import split_named
+from mmsctl.names import model_location
 
 __all__ = ["ModelSpec", "UserDataSpec", "parse_models", "render_user_data", "server_kind"]
 
@@ -61,17 +61,18 @@ def parse_models(values: list[str]) -> list[ModelSpec]:
     for value in values:
         for item in (v for v in value.split(",") if v.strip()) if "://" not in value else [value]:
             item = item.strip()
-            named, location = split_named(item)
-            name = named or _default_name(item)
+            where = model_location(item)
+            location = where.value
+            name = where.name or _default_name(item)
             if any(ch.isspace() or ord(ch) < 32 for ch in item):
                 raise UsageError(f"--models {item!r}: spaces and control characters are not allowed")
             scheme = urlparse(location).scheme
-            if scheme in ("http", "https"):
+            if where.kind == "url":
                 pass
             elif scheme == "s3":
                 raise UsageError(f"--models {item!r}: the instance cannot read s3:// URLs",
                                  hint="share it as a presigned https URL: `aws s3 presign s3://… --expires-in 86400`")
-            elif Path(location).expanduser().exists() or "/" in location or location.endswith((".mar", ".model")):
+            elif where.kind == "path":
                 raise UsageError(f"--models {item!r}: a local file is not on the instance",
                                  hint="upload it (S3, a web server) and pass its https URL, or use a zoo name")
             elif not _ZOO_RE.match(location):

@@ -31,6 +31,8 @@ import struct
 import subprocess
 import sys
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any, Optional
@@ -159,6 +161,21 @@ def _command(fd: int) -> list[str]:
     return [sys.executable, "-m", "mmsctl.engine.worker", str(fd)]
 
 
+@contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """Spawn with SIGINT blocked: the mask survives exec, so a Ctrl+C that reaches the whole process
+    group while a worker is still importing cannot interrupt it (:func:`main` ignores SIGINT, then
+    unblocks it). Here a Ctrl+C waits until the spawn is done; none is lost."""
+    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not POSIX
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 #: How much of an answer the event loop buffers before it stops reading (big batches, few wake-ups).
 _READ_BUFFER = 2**26
 #: A worker's stdout goes onto stderr (stdin is closed): a handler's prints never mix with
@@ -176,10 +193,11 @@ class WorkerProcess:
     def __init__(self, spec: ServiceSpec, *, threads: int = 1, tag: Optional[str] = None) -> None:
         parent, child = socket.socketpair()
         try:
-            self.process = subprocess.Popen(
-                _command(child.fileno()), pass_fds=(child.fileno(),), env=worker_env(threads),
-                stdin=subprocess.DEVNULL, stdout=_STDOUT,
-            )
+            with _sigint_blocked():
+                self.process = subprocess.Popen(
+                    _command(child.fileno()), pass_fds=(child.fileno(),), env=worker_env(threads),
+                    stdin=subprocess.DEVNULL, stdout=_STDOUT,
+                )
         except BaseException:
             parent.close()
             raise
@@ -255,10 +273,11 @@ class AsyncWorkerProcess:
 
         parent, child = socket.socketpair()
         try:
-            process = await asyncio.create_subprocess_exec(
-                *_command(child.fileno()), pass_fds=(child.fileno(),), env=worker_env(threads),
-                stdin=subprocess.DEVNULL, stdout=_STDOUT,
-            )
+            with _sigint_blocked():
+                process = await asyncio.create_subprocess_exec(
+                    *_command(child.fileno()), pass_fds=(child.fileno(),), env=worker_env(threads),
+                    stdin=subprocess.DEVNULL, stdout=_STDOUT,
+                )
         except BaseException:
             parent.close()
             raise
@@ -404,7 +423,10 @@ def serve(conn: Connection) -> int:
 def main(argv: list[str]) -> None:
     """``python -m mmsctl.engine.worker FD``."""
     # The parent decides when a worker stops; Ctrl+C in its terminal must not kill us first.
+    # (The parent started us with SIGINT blocked, so none arrived during the imports.)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     conn = Connection(int(argv[0]))
     try:
         code = serve(conn)

@@ -87,4 +87,7 @@ def fetch_url(url: str, *, max_bytes: int = MAX_URL_BYTES, timeout: float = URL_
     except httpx.TooManyRedirects:
         raise FetchError(502, "BadGatewayException", f"{url[:200]}: more than {_MAX_REDIRECTS} redirects") from None
     except httpx.HTTPError as exc:
-        raise FetchError(502, "BadGatewayException", f"{url[:200]}: {type(exc).__name__}: {exc}") from None
+        from mmsctl.zoo.download import failure_reason
+
+        reason = failure_reason(exc, urlsplit(url).netloc or url)
+        raise FetchError(502, "BadGatewayException", f"{url[:200]}: {reason}") from None

@@ -28,6 +28,8 @@ def _is_checkpoint_folder(path: Path) -> bool:
 def open_model(location: str, *, progress: bool = True) -> ServiceSpec:
     """Find a model by zoo name, path, URL or ``name=location`` and open it.
 
+    A word is a zoo name, a path has a slash (``./squeezenet``): :func:`mmsctl.names.model_location`.
+
     A bare MXNet checkpoint folder (``signature.json``, ``*-symbol.json``,
     ``*.params``, ``synset.txt``, no manifest) is served with the built-in vision
     handler as it is.
@@ -39,11 +41,12 @@ def open_model(location: str, *, progress: bool = True) -> ServiceSpec:
         ModelNotFoundError: nothing by that name or path.
         ArchiveError: the archive cannot be read.
     """
-    from mmsctl.names import split_named
+    from mmsctl.names import model_location
 
-    name_override, target = split_named(location)
+    where = model_location(location)
+    name_override, target = where.name, where.value
     path = Path(target).expanduser()
-    if _is_checkpoint_folder(path):
+    if where.kind == "path" and _is_checkpoint_folder(path):
         return ServiceSpec(path.resolve(), name_override or path.name.split("-")[0])
     from mmsctl.archive import open_archive
     from mmsctl.zoo import resolve_model

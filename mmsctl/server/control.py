@@ -17,31 +17,43 @@ from typing import IO, Any, Callable, Iterator, Optional
 
 from mmsctl.errors import AmbiguousInstanceError, InstanceRunningError, NotFoundError, ServerError
 from mmsctl.server.config import ServerConfig, load_properties, parse_address
-from mmsctl.instances import Instance, InstanceState, list_instances, pid_alive
-from mmsctl.names import split_named
+from mmsctl.instances import Instance, InstanceState, list_instances, one_running, pid_alive
+from mmsctl.names import model_location
 
-__all__ = ["build_config", "print_logs", "start_background", "start_foreground", "status_rows",
+__all__ = ["build_config", "print_logs", "prune_instances", "start_background", "start_foreground", "status_rows",
            "stop_instances"]
 
 
 def _model_spec(spec: str) -> str:
-    """Make a local path in ``name=location`` absolute (the server runs elsewhere)."""
-    name, location = split_named(spec)
-    if location and not location.startswith(("http://", "https://")):
+    """Make a local path in ``name=location`` absolute (the server runs elsewhere); zoo names and
+    URLs stay as they are (:func:`mmsctl.names.model_location`: ``squeezenet`` is the zoo's even
+    with a ``./squeezenet`` folder here). A zoo model is served under the name typed
+    (``--models squeezenet`` answers on /predictions/squeezenet, as ``ec2 launch`` does)."""
+    where = model_location(spec)
+    location = where.value
+    if where.kind == "path":
         path = Path(location).expanduser()
         if path.exists():
             location = str(path.resolve())
+    name = where.name or (location if where.kind == "zoo" else None)
     return f"{name}={location}" if name else location
 
 
 def build_config(*, models: list[str], model_store: Optional[Path], config_file: Optional[Path],
                  inference_address: Optional[str], management_address: Optional[str],
                  metrics_address: Optional[str], workers: Optional[int], token_file: Optional[Path],
-                 name: Optional[str]) -> ServerConfig:
-    """config.properties (if any), then flags; validated."""
+                 name: Optional[str], port: Optional[int] = None) -> ServerConfig:
+    """config.properties (if any), then flags; validated.
+
+    *port* N puts the inference API on 127.0.0.1:N, management on N+1 and metrics on N+2;
+    an address given as well wins for its API.
+    """
     config = load_properties(config_file) if config_file else ServerConfig()
     if model_store is not None:
         config.model_store = str(model_store.expanduser().resolve())
+    if port is not None:
+        config.inference_address, config.management_address, config.metrics_address = (
+            f"http://127.0.0.1:{port + i}" for i in range(3))
     for key, value in (("inference_address", inference_address), ("management_address", management_address),
                        ("metrics_address", metrics_address)):
         if value:
@@ -168,14 +180,22 @@ def _select(name: Optional[str], *, running_only: bool) -> list[Instance]:
 
 
 def stop_instances(name: Optional[str], *, all_: bool, timeout: float) -> Iterator[tuple[str, bool]]:
-    """Stop one (or every) running instance; yield (name, was_killed)."""
-    candidates = _select(name, running_only=True)
-    if not name and not all_ and len(candidates) > 1:
-        names = ", ".join(i.name for i in candidates)
-        raise AmbiguousInstanceError(f"several servers are running ({names}); say which", param="name")
+    """Stop one (or, *all_*, every) running instance; yield (name, was_killed).
+
+    Without *name* or *all_* it is the one running instance ("the local server"), as the
+    ``local`` context means it; several running is an AmbiguousInstanceError naming them.
+    *all_* with none running stops nothing and is not an error.
+    """
+    if name or all_:
+        candidates = _select(name, running_only=True)
+    else:
+        state = one_running()
+        candidates = [Instance(state.name)] if state is not None else []
     if not candidates:
         if name:
             raise NotFoundError(f"server {name} is not running")
+        if all_:
+            return
         raise NotFoundError("no mmsctl server is running")
     for instance in candidates:
         state = instance.running_state()
@@ -228,15 +248,30 @@ def status_rows(name: Optional[str]) -> list[dict[str, Any]]:
     return rows
 
 
+def prune_instances() -> list[str]:
+    """Remove the folders (state, config, log) of instances that are not running; their names."""
+    import shutil
+
+    removed = []
+    for instance in list_instances():
+        if instance.running_state() is None:
+            shutil.rmtree(instance.dir, ignore_errors=True)
+            removed.append(instance.name)
+    return removed
+
+
 def print_logs(name: Optional[str], *, follow: bool, tail: int, out: IO[str]) -> None:
+    """Print an instance's log: *name*'s, else the running one's, else the only one's."""
     candidates = _select(name, running_only=False)
     if not candidates:
-        raise NotFoundError("no mmsctl server instance", hint="start one with `mmsctl serve start`")
+        raise NotFoundError("no mmsctl server instance")
     if len(candidates) > 1:
-        running = [i for i in candidates if i.running_state() is not None]
-        if len(running) != 1:
-            raise AmbiguousInstanceError("several server instances; say which", param="name")
-        candidates = running
+        state = one_running()
+        if state is None:
+            names = ", ".join(i.name for i in candidates)
+            raise AmbiguousInstanceError(f"{len(candidates)} mmsctl server instances here, none running: {names}",
+                                         names=[i.name for i in candidates], param="name")
+        candidates = [Instance(state.name)]
     instance = candidates[0]
     try:
         fh = open(instance.log_file, "r", errors="replace")

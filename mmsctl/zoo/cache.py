@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from mmsctl.config import cache_dir
+from mmsctl import names
 
 __all__ = [
     "ARCHIVE_SUFFIXES",
@@ -45,7 +46,7 @@ __all__ = [
 ]
 
 #: File endings of the archive forms mmsctl reads.
-ARCHIVE_SUFFIXES = (".mar", ".model", ".tar.gz", ".tgz", ".zip")
+ARCHIVE_SUFFIXES = names.ARCHIVE_SUFFIXES
 _META = ".meta.json"
 _PART = ".part"
 

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from mmsctl.errors import DownloadError, causes
 from mmsctl.zoo import cache
 
-__all__ = ["DownloadOptions", "Unreachable", "download"]
+__all__ = ["DownloadOptions", "Unreachable", "download", "failure_reason"]
 
 #: HTTP statuses worth another try (like pip's retry list).
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -192,6 +192,21 @@ def _content_length(response: Any) -> Optional[int]:
         return int(response.headers["content-length"])
     except (KeyError, ValueError):
         return None
+
+
+def failure_reason(exc: BaseException, where: str) -> str:
+    """Why a GET to *where* (a host) failed, in a few words: ``cannot reach h: Name or service not known``,
+    ``timed out connecting to h``, ``cannot connect to h: connection refused``, not httpx's class name."""
+    import httpx
+
+    if isinstance(exc, httpx.ConnectTimeout):
+        return f"timed out connecting to {where}"
+    if isinstance(exc, httpx.ConnectError):
+        verb = "cannot reach" if _unreachable(exc) else "cannot connect to"
+        return f"{verb} {where}: {_reason(exc)}"
+    if isinstance(exc, httpx.TimeoutException):
+        return f"timed out reading from {where}"
+    return _reason(exc)
 
 
 def _unreachable(exc: BaseException) -> bool:

@@ -1,11 +1,13 @@
 """Turn what the user typed into a model archive on disk.
 
-A location is, in this order of checks:
+What a location means is :func:`mmsctl.names.model_location`'s one rule:
 
-1. an existing file or folder (``.mar``, ``.model``, ``.tar.gz``, an extracted folder);
-2. ``name=location`` (MMS's ``--models`` form): the given name wins;
-3. an ``http(s)://`` URL (cached by URL) or a ``file://`` URL;
-4. a model-zoo name or alias, any case (``squeezenet`` → ``squeezenet_v1.1``):
+1. ``name=location`` (MMS's ``--models`` form): the given name wins;
+2. a path (``./squeezenet``, ``models/x.mar``, ``resnet.mar``: a ``/``, a leading ``.``
+   or ``~``, or an archive suffix), or a ``file://`` URL: that file or folder;
+3. an ``http(s)://`` URL (cached by URL);
+4. any other word is a model-zoo name or alias, any case (``squeezenet`` →
+   ``squeezenet_v1.1``), even where a folder of that name is in the current folder:
    the cache first, then the mirror (``MMSCTL_ZOO_URL`` / setting ``zoo_url``,
    an http(s) base URL or a folder holding ``<name>.mar``), else the MMS zoo.
 
@@ -30,7 +32,7 @@ from mmsctl.errors import (
     OfflineError,
     UsageError,
 )
-from mmsctl.names import MODEL_NAME_PATTERN, split_named
+from mmsctl.names import MODEL_NAME_PATTERN, model_location, split_named
 from mmsctl.zoo import cache
 from mmsctl.zoo.catalog import ZooEntry, lookup, unknown_model_message
 
@@ -167,42 +169,37 @@ def _url_name(url: str) -> str:
     return cache.archive_stem(cache.url_path(url).name)
 
 
-def _looks_like_path(text: str) -> bool:
-    lower = text.lower()
-    return (
-        "/" in text
-        or "\\" in text
-        or text.startswith((".", "~"))
-        or any(lower.endswith(s) for s in cache.ARCHIVE_SUFFIXES)
-    )
-
-
 def _resolve(location: str, *, offline: Optional[bool], progress: bool, refresh: bool) -> ResolvedModel:
     loc = location.strip()
     if not loc:
         raise UsageError("empty model location: give a zoo name, a path or a URL")
 
-    path = Path(loc).expanduser()
-    if path.exists():
-        return ResolvedModel(cache.archive_stem(path.resolve().name), path, "local", str(path))
+    where = model_location(loc)
+    if where.name is not None:
+        return replace(_resolve(where.value, offline=offline, progress=progress, refresh=refresh), name=where.name)
 
-    name, inner = split_named(loc)
-    if name is not None:
-        return replace(_resolve(inner, offline=offline, progress=progress, refresh=refresh), name=name)
-
-    if loc.lower().startswith("file://"):
-        file_path = Path(unquote(urlsplit(loc).path))
-        if not file_path.exists():
-            raise InputNotFoundError(f"{file_path}: no such file or folder")
-        return ResolvedModel(cache.archive_stem(file_path.name), file_path, "local", loc)
-
-    if _is_url(loc):
+    if where.kind == "url":
         return _resolve_url(loc, offline=offline, progress=progress, refresh=refresh)
 
-    if _looks_like_path(loc) or not MODEL_NAME_PATTERN.match(loc):
-        raise InputNotFoundError(f"{loc}: no such file or folder")
+    if where.kind == "path":
+        path = Path(unquote(urlsplit(loc).path)) if loc.lower().startswith("file://") else Path(loc).expanduser()
+        if not path.exists():
+            raise InputNotFoundError(f"{path}: no such file or folder")
+        return ResolvedModel(cache.archive_stem(path.resolve().name), path, "local", loc)
 
-    return _resolve_name(loc, offline=offline, progress=progress, refresh=refresh)
+    if not MODEL_NAME_PATTERN.match(loc):
+        raise ModelNotFoundError(f"{loc!r} is not a zoo name, a path or a URL",
+                                 hint="a local file or folder is written with a slash: ./NAME")
+    try:
+        return _resolve_name(loc, offline=offline, progress=progress, refresh=refresh)
+    except ModelNotFoundError as exc:
+        if where.shadowed is not None:  # the user probably meant the folder here
+            exc.hint = f"{where.local_spelling} is a local {_kind(where.shadowed)}: write {where.local_spelling} for it"
+        raise
+
+
+def _kind(path: str) -> str:
+    return "folder" if Path(path).is_dir() else "file"
 
 
 def _resolve_url(url: str, *, offline: Optional[bool], progress: bool, refresh: bool) -> ResolvedModel:

@@ -1,31 +1,22 @@
 #!/usr/bin/env bash
 # Custom handler: archive sum_service/handler.py, run it locally, serve it, curl it.
 #
+#   source .venv/bin/activate        # mmsctl on PATH, as after `make demo`
 #   recipes/custom-handler/run.sh
 #
 # Environment (all optional):
-#   MMSCTL           the mmsctl command (default: mmsctl)
 #   EXPORT_DIR       where adder.mar is written (default: a temporary folder, removed at the end)
-#   HOST             default 127.0.0.1
-#   INFERENCE_PORT   default 8080    MANAGEMENT_PORT  default 8081    METRICS_PORT  default 8082
+#   PORT             inference API port; management is PORT+1, metrics PORT+2 (default: 8080)
 #
 # The server is stopped on exit, also on errors and Ctrl+C.
 set -euo pipefail
 
-# shellcheck disable=SC2206  # MMSCTL may be a command with arguments, e.g. "python -m mmsctl"
-MMSCTL_CMD=(${MMSCTL:-mmsctl})
-mmsctl() { "${MMSCTL_CMD[@]}" "$@"; }
 step() { printf '\n==> %s\n' "$*" >&2; }
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-HOST="${HOST:-127.0.0.1}"
-INFERENCE="http://${HOST}:${INFERENCE_PORT:-8080}"
-MANAGEMENT="http://${HOST}:${MANAGEMENT_PORT:-8081}"
-METRICS="http://${HOST}:${METRICS_PORT:-8082}"
+PORT="${PORT:-8080}"
+INFERENCE="http://127.0.0.1:${PORT}"
 NAME=custom-handler
-
-export MMSCTL_CONTEXT=local MMSCTL_INFERENCE_URL="$INFERENCE" MMSCTL_MANAGEMENT_URL="$MANAGEMENT"
-unset MMSCTL_TOKEN_FILE
 
 started=0
 tmp="$(mktemp -d)"
@@ -58,10 +49,9 @@ mmsctl predict "$MAR" "$HERE/numbers.json" -o json
 step "echo '[10, 20, 12]' | mmsctl predict adder.mar - -o json"
 echo '[10, 20, 12]' | mmsctl predict "$MAR" - -o json
 
-step "mmsctl serve start --models adder=adder.mar"
+step "mmsctl serve start --models adder=adder.mar --port $PORT"
 started=1
-mmsctl serve start --name "$NAME" --models "adder=$MAR" \
-  --inference-address "$INFERENCE" --management-address "$MANAGEMENT" --metrics-address "$METRICS"
+mmsctl serve start --name "$NAME" --models "adder=$MAR" --port "$PORT"
 
 step "curl -X POST $INFERENCE/predictions/adder -H 'Content-Type: application/json' -d '{\"numbers\": [1, 2, 3]}'"
 curl -sS --fail-with-body -X POST "$INFERENCE/predictions/adder" \

@@ -65,4 +65,4 @@ step "what was deployed"
 mmsctl lambda describe "$NAME" >&2
 
 step "one image through the pipeline: upload to s3://$INPUT_BUCKET/incoming/, wait for the prediction"
-mmsctl lambda invoke "$NAME" --s3 "$IMAGE" --wait "$WAIT" -o json
+mmsctl lambda invoke "$NAME" --s3 "$IMAGE" --timeout "$WAIT" -o json

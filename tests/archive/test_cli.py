@@ -25,7 +25,7 @@ def mmsctl(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, st
 
 
 def test_create_prints_the_path_and_a_summary(capsys, tiny_checkpoint: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    code, out, err = mmsctl(capsys, "archive", "create", str(tiny_checkpoint), "-n", "tiny", "--export-path", str(tmp_path))
+    code, out, err = mmsctl(capsys, "archive", "create", str(tiny_checkpoint), "--model-name", "tiny", "--export-path", str(tmp_path))
     assert code == 0, err
     assert out == f"{tmp_path / 'tiny.mar'}\n"
     assert "created tiny.mar" in err and "mmsctl_vision_service:handle" in err
@@ -41,7 +41,6 @@ def test_create_refuses_to_overwrite_without_force(capsys, tiny_checkpoint: Path
     assert err.splitlines()[0] == f"error: {tmp_path / 'tiny_net.mar'} already exists"
     assert "--force" in err
     assert mmsctl(capsys, *args, "--force")[0] == 0
-    assert mmsctl(capsys, *args, "-f")[0] == 0
 
 
 def test_create_json_output(capsys, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -68,7 +67,7 @@ def test_create_json_output(capsys, tmp_path: Path) -> None:  # type: ignore[no-
         (["archive", "create"], 2, "error: no model given"),
         (["archive", "create", "/nonexistent/model"], 3, "error: /nonexistent/model: no such folder"),
         (["archive", "create", "{dir}", "--archive-format", "zip"], 2, "error: unknown archive format 'zip'"),
-        (["archive", "create", "{dir}", "-n", "bad name"], 2, "error: invalid model name 'bad name'"),
+        (["archive", "create", "{dir}", "--model-name", "bad name"], 2, "error: invalid model name 'bad name'"),
         (["archive", "create", "{dir}", "--model-path", "/elsewhere"], 2, "error: give the model folder once"),
         (["archive", "create", "{dir}", "--from-onnx", "x.onnx"], 2, "error: --from-onnx and a model folder"),
         (["archive", "create", "--from-onnx", "/missing.onnx"], 3, "error: /missing.onnx: no such file"),
@@ -99,7 +98,7 @@ def test_bad_input_is_one_error_line(  # type: ignore[no-untyped-def]
 
 
 def test_inspect_table(capsys, tiny_checkpoint: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    mmsctl(capsys, "archive", "create", str(tiny_checkpoint), "-n", "tiny", "--export-path", str(tmp_path),
+    mmsctl(capsys, "archive", "create", str(tiny_checkpoint), "--model-name", "tiny", "--export-path", str(tmp_path),
            "--description", "a tiny net")
     code, out, err = mmsctl(capsys, "archive", "inspect", str(tmp_path / "tiny.mar"))
     assert code == 0, err
@@ -117,7 +116,7 @@ def test_inspect_table(capsys, tiny_checkpoint: Path, tmp_path: Path) -> None:  
 
 @pytest.mark.parametrize("fmt", ["json", "yaml"])
 def test_inspect_machine_readable(capsys, tiny_checkpoint: Path, tmp_path: Path, fmt: str) -> None:  # type: ignore[no-untyped-def]
-    mmsctl(capsys, "archive", "create", str(tiny_checkpoint), "-n", "tiny", "--export-path", str(tmp_path),
+    mmsctl(capsys, "archive", "create", str(tiny_checkpoint), "--model-name", "tiny", "--export-path", str(tmp_path),
            "--archive-format", "tgz")
     code, out, err = mmsctl(capsys, "archive", "inspect", str(tmp_path / "tiny.tar.gz"), "-o", fmt)
     assert code == 0, err
@@ -159,7 +158,7 @@ def test_core_errors_name_the_flag(  # type: ignore[no-untyped-def]
 
 
 def test_extract(capsys, tiny_checkpoint: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    mmsctl(capsys, "archive", "create", str(tiny_checkpoint), "-n", "tiny", "--export-path", str(tmp_path))
+    mmsctl(capsys, "archive", "create", str(tiny_checkpoint), "--model-name", "tiny", "--export-path", str(tmp_path))
     dest = tmp_path / "x"
     code, out, err = mmsctl(capsys, "archive", "extract", str(tmp_path / "tiny.mar"), str(dest))
     assert code == 0, err
@@ -187,3 +186,14 @@ def test_create_from_onnx(capsys, tmp_path: Path) -> None:  # type: ignore[no-un
         assert json.loads(zf.read("signature.json"))["inputs"][0]["data_name"] == "x"
         assert zf.read("synset.txt") == labels.read_bytes()
     assert {"tiny-onnx-symbol.json", "tiny-onnx-0000.params", "mmsctl_vision_service.py"} <= names
+
+
+def test_the_onnx_install_hint_fits_how_mmsctl_was_installed(tmp_path: Path) -> None:
+    from mmsctl.archive.onnx_import import onnx_install_hint
+    from tests.support.paths import REPO
+
+    assert onnx_install_hint(cwd=REPO).startswith("pip install -e '.[onnx]'")  # this checkout, from its folder
+    assert onnx_install_hint(cwd=tmp_path).startswith(f"pip install -e '{REPO}[onnx]'")
+    site = tmp_path / "site-packages" / "mmsctl"  # an installed wheel: no pyproject.toml beside it
+    site.mkdir(parents=True)
+    assert onnx_install_hint(site, cwd=tmp_path).startswith("pip install 'mmsctl[onnx]'")

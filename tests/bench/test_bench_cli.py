@@ -85,7 +85,7 @@ def _check_level(level: dict[str, Any]) -> None:
 
 
 def test_closed_sweep_figures_are_consistent(srv: ServerInfo, body: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    run = _json(bench(capsys, "noop", str(body), "-c", "1,3", "-n", "40", "--warmup", "0", "-o", "json"))
+    run = _json(bench(capsys, "noop", str(body), "-c", "1,3", "--requests", "40", "--warmup", "0", "-o", "json"))
     assert run["format"] == "mmsctl-bench" and run["complete"] is True
     (sweep,) = run["sweeps"]
     assert (sweep["target"], sweep["model"], sweep["server_kind"], sweep["mode"]) == ("srv", "noop", "mmsctl", "closed")
@@ -101,7 +101,7 @@ def test_closed_sweep_figures_are_consistent(srv: ServerInfo, body: Path, capsys
 def test_table_csv_save_and_show(srv: ServerInfo, body: Path, tmp_path: Path,
                                  capsys: pytest.CaptureFixture[str]) -> None:
     saved = tmp_path / "run.json"
-    r = bench(capsys, "noop", str(body), "-c", "1,2", "-n", "20", "--warmup", "0", "-o", "csv", "--save", str(saved))
+    r = bench(capsys, "noop", str(body), "-c", "1,2", "--requests", "20", "--warmup", "0", "-o", "csv", "--save", str(saved))
     assert r.code == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0].startswith("target,model,level,concurrency,rate,duration_s,sent,ok,success_pct,goodput")
@@ -116,7 +116,7 @@ def test_table_csv_save_and_show(srv: ServerInfo, body: Path, tmp_path: Path,
 
 def test_noop_registers_measures_and_leaves_nothing_behind(srv: ServerInfo, capsys: pytest.CaptureFixture[str]) -> None:
     before = _models(srv)
-    run = _json(bench(capsys, "--noop", "-c", "2", "-n", "30", "--warmup", "0", "-o", "json"))
+    run = _json(bench(capsys, "--noop", "-c", "2", "--requests", "30", "--warmup", "0", "-o", "json"))
     (name,) = run["settings"]["noop_models"].values()
     assert name.startswith("bench-noop-") and name not in before
     (level,) = run["sweeps"][0]["levels"]
@@ -126,12 +126,12 @@ def test_noop_registers_measures_and_leaves_nothing_behind(srv: ServerInfo, caps
 
 
 def test_compare_interleaves_and_aligns_levels(srv: ServerInfo, body: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    run = _json(bench(capsys, "noop", str(body), "--compare", "srv2", "-c", "1,2,4", "-n", "15", "--warmup", "0",
+    run = _json(bench(capsys, "noop", str(body), "--compare", "srv2", "-c", "1,2,4", "--requests", "15", "--warmup", "0",
                       "-o", "json"))
     a, b = run["sweeps"]
     assert (a["target"], b["target"]) == ("srv", "srv2")
     assert [lvl["concurrency"] for lvl in a["levels"]] == [lvl["concurrency"] for lvl in b["levels"]] == [1, 2, 4]
-    table = bench(capsys, "noop", str(body), "--compare", "srv2", "-c", "1,2", "-n", "10", "--warmup", "0")
+    table = bench(capsys, "noop", str(body), "--compare", "srv2", "-c", "1,2", "--requests", "10", "--warmup", "0")
     assert table.code == 0, table.stderr
     assert "B/A: srv2 against srv" in table.stdout
     assert "█ srv   ░ srv2" in table.stdout
@@ -141,7 +141,7 @@ def test_open_loop_reports_latency_from_the_scheduled_time(srv: ServerInfo, tmp_
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     slow = tmp_path / "slow.txt"
     slow.write_text("sleep:0.2")  # the echo handler sleeps 0.2 s; one worker serves 5 requests/s
-    run = _json(bench(capsys, "noop", str(slow), "--rate", "10", "-n", "10", "--warmup", "0", "-o", "json"))
+    run = _json(bench(capsys, "noop", str(slow), "--rate", "10", "--requests", "10", "--warmup", "0", "-o", "json"))
     (level,) = run["sweeps"][0]["levels"]
     _check_level(level)
     assert run["sweeps"][0]["mode"] == "open" and level["rate"] == 10 and level["ok"] == 10
@@ -155,7 +155,7 @@ def test_open_loop_reports_latency_from_the_scheduled_time(srv: ServerInfo, tmp_
 
 
 def test_unknown_model_is_exit_3(srv: ServerInfo, body: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    r = bench(capsys, "nosuchmodel", str(body), "-n", "5")
+    r = bench(capsys, "nosuchmodel", str(body), "--requests", "5")
     assert r.code == 3
     assert "nosuchmodel not found" in one_error_line(r)
 
@@ -165,16 +165,16 @@ def test_unreachable_server_is_exit_5(body: Path, capsys: pytest.CaptureFixture[
     r = run_mmsctl(capsys, "context", "add", "dead", "--inference", f"http://127.0.0.1:{port}",
                    "--management", f"http://127.0.0.1:{port}")
     assert r.code == 0
-    r = run_mmsctl(capsys, "--context", "dead", "bench", "noop", str(body), "-n", "5")
+    r = run_mmsctl(capsys, "--context", "dead", "bench", "noop", str(body), "--requests", "5")
     assert r.code == 5
     assert "connection refused" in one_error_line(r)
 
 
 def test_refused_token_is_exit_6(srv: ServerInfo, body: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    r = run_mmsctl(capsys, "--context", "badtoken", "bench", "noop", str(body), "-n", "5")
+    r = run_mmsctl(capsys, "--context", "badtoken", "bench", "noop", str(body), "--requests", "5")
     assert r.code == 6
     assert "authentication failed" in one_error_line(r)
-    r = run_mmsctl(capsys, "--context", "badtoken", "bench", "--noop", "-n", "5")
+    r = run_mmsctl(capsys, "--context", "badtoken", "bench", "--noop", "--requests", "5")
     assert r.code == 6
 
 
@@ -183,7 +183,7 @@ def test_level_that_fails_completely_is_exit_4_with_results_saved(srv: ServerInf
     slow = tmp_path / "slow.txt"
     slow.write_text("sleep:0.4")
     saved = tmp_path / "failed.json"
-    r = bench(capsys, "noop", str(slow), "-c", "1,2", "-n", "2", "--warmup", "0", "--timeout", "0.1s",
+    r = bench(capsys, "noop", str(slow), "-c", "1,2", "--requests", "2", "--warmup", "0", "--timeout", "0.1s",
               "--save", str(saved))
     assert r.code == 4
     assert "level 1 failed completely on srv: 2 sent, 0 ok (timeout: 2)" in one_error_line(r).replace("hint", "")
@@ -199,7 +199,7 @@ def test_level_that_fails_completely_is_exit_4_with_results_saved(srv: ServerInf
     (["-c", "0"], "must be above 0"),
     (["--rate", "-5"], "bad --rate value"),
     (["--duration", "ten"], "bad --duration 'ten'"),
-    (["-n", "0"], "--requests must be"),
+    (["--requests", "0"], "--requests must be"),
     (["-o", "xml"], "unknown output format 'xml'"),
 ])
 def test_bad_flags_are_exit_2(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:

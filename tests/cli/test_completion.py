@@ -57,3 +57,43 @@ def test_context_names_complete_and_remove_offers_only_removable_ones(capsys) ->
     env = {key: os.environ[key] for key in ("MMSCTL_CONFIG_DIR", "MMSCTL_STATE_DIR")}
     assert _complete("mmsctl context use ", env) == ["local", "prod"]
     assert _complete("mmsctl context remove ", env) == ["prod"]  # `local` is built in
+
+
+def _commands_with(option: str) -> list[list[str]]:
+    from mmsctl.cli.main import command
+
+    found: list[list[str]] = []
+
+    def walk(cmd, path: list[str]) -> None:  # type: ignore[no-untyped-def]
+        if any(option in p.opts for p in cmd.params):
+            found.append(path)
+        for name, sub in getattr(cmd, "commands", {}).items():
+            walk(sub, [*path, name])
+
+    walk(command(), [])
+    return found
+
+
+def test_context_completes_on_every_command_that_takes_it(capsys) -> None:
+    """`--context <TAB>`: local, each running local server as local:NAME, contexts.toml's names."""
+    import os as _os
+
+    from mmsctl.instances import Instance, InstanceState
+
+    assert invoke(capsys, "context", "add", "prod", "--inference", "http://10.0.0.5:8080",
+                  "--management", "http://10.0.0.5:8081").code == 0
+    Instance("qa").write_state(InstanceState(name="qa", pid=_os.getpid(), status="ready",
+                                             inference_url="http://127.0.0.1:1", management_url="http://127.0.0.1:2"))
+    env = {key: os.environ[key] for key in ("MMSCTL_CONFIG_DIR", "MMSCTL_STATE_DIR")}
+    paths = _commands_with("--context")
+    assert [] in paths and ["models", "list"] in paths and ["predict"] in paths and len(paths) >= 10
+    for path in paths:
+        words = " ".join(["mmsctl", *path, "--context", ""])
+        assert _complete(words, env) == ["local", "local:qa", "prod"], words
+    assert _complete("mmsctl scale m --context p", env) == ["prod"]
+
+
+def test_zoo_names_complete_for_predict_and_zoo_pull() -> None:
+    assert "squeezenet" in _complete("mmsctl predict squ", {})
+    assert _complete("mmsctl zoo pull resnet-1", {}) == ["resnet-152", "resnet-18"]
+    assert _complete("mmsctl predict ./", {}) == []  # a path: the shell completes files

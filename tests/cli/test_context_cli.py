@@ -31,6 +31,24 @@ def test_context_lifecycle(capsys, tmp_path, monkeypatch) -> None:
     assert invoke(capsys, "context", "current").stdout == "local\n"
 
 
+def test_context_add_changes_only_the_fields_given_like_set_context(capsys, tmp_path) -> None:
+    token = tmp_path / "tok"
+    token.write_text("t0k")
+    new = invoke(capsys, "context", "add", "prod", "--inference", "http://10.0.0.5:8080")
+    assert new.code == 2 and "a new context needs --inference and --management" in new.stderr
+    assert invoke(capsys, "context", "add", "prod", "--inference", "http://10.0.0.5:8080",
+                  "--management", "http://10.0.0.5:8081", "--token-file", str(token)).code == 0
+    moved = invoke(capsys, "context", "add", "prod", "--inference", "http://10.0.0.9:8080")
+    assert moved.code == 0 and "context 'prod' updated (inference)" in moved.stderr
+    ctx = json.loads(invoke(capsys, "--context", "prod", "context", "current", "-o", "json").stdout)
+    assert (ctx["inference_url"], ctx["management_url"], ctx["token_file"]) == (
+        "http://10.0.0.9:8080", "http://10.0.0.5:8081", str(token))
+    assert invoke(capsys, "context", "add", "prod", "--metrics", "http://10.0.0.9:8082", "--token-file", "").code == 0
+    ctx = json.loads(invoke(capsys, "--context", "prod", "context", "current", "-o", "json").stdout)
+    assert (ctx["metrics_url"], ctx["token_file"], ctx["inference_url"]) == (
+        "http://10.0.0.9:8082", None, "http://10.0.0.9:8080")
+
+
 def test_context_errors_are_one_line(capsys, tmp_path) -> None:
     r = invoke(capsys, "context", "use", "nope")
     assert r.code == 3 and r.stderr.startswith("error: context 'nope' not found")
@@ -74,11 +92,51 @@ def test_local_instance_name_from_context_list_is_accepted(capsys) -> None:
         management_url="http://127.0.0.1:18081", metrics_url="http://127.0.0.1:18082",
     ))
     listed = json.loads(invoke(capsys, "context", "list", "-o", "json").stdout)
-    assert [c["name"] for c in listed] == ["local:qa"]
+    assert [c["name"] for c in listed] == ["local", "local:qa"]  # the one server is `local`, and local:qa
+    assert listed[0]["management_url"] == listed[1]["management_url"] == "http://127.0.0.1:18081"
     r = invoke(capsys, "--context", "local:qa", "context", "current", "-o", "json")
     assert r.code == 0, r.stderr
     assert json.loads(r.stdout)["management_url"] == "http://127.0.0.1:18081"
     assert invoke(capsys, "context", "use", "local:qa").code == 0
     assert invoke(capsys, "context", "current").stdout == "local:qa\n"
+    Instance("qa").update(status="stopped")  # the context in use is gone: say so, and still list the rest
+    r = invoke(capsys, "models", "list")
+    assert r.code == 3 and r.stderr.splitlines()[-1].endswith("`mmsctl context use local` switches back to the local one")
+    listed = json.loads(invoke(capsys, "context", "list", "-o", "json").stdout)
+    assert [(c["name"], c["current"]) for c in listed] == [("local", False)]
     r = invoke(capsys, "--context", "local:other", "context", "current")
-    assert r.code == 3 and r.stderr.startswith("error: context 'local:other' not found")
+    assert r.code == 3 and r.stderr.startswith("error: no mmsctl server named 'other' is running here")
+
+
+def _fake_instance(name: str, port: int) -> None:
+    """A running `mmsctl serve` instance as the registry shows it (this process stands in for its pid)."""
+    import os
+
+    from mmsctl.instances import Instance, InstanceState
+
+    Instance(name).write_state(InstanceState(
+        name=name, pid=os.getpid(), status="ready", inference_url=f"http://127.0.0.1:{port}",
+        management_url=f"http://127.0.0.1:{port + 1}", metrics_url=f"http://127.0.0.1:{port + 2}"))
+
+
+def test_local_with_two_servers_is_ambiguous_everywhere_and_each_is_local_name(capsys, tmp_path) -> None:
+    from tests.support.mmsctl_server import free_port
+
+    image = tmp_path / "x.jpg"
+    image.write_bytes(b"not looked at")
+    a, b = free_port(), free_port()
+    _fake_instance("a", a)
+    _fake_instance("b", b)
+    for args in (["models", "list"], ["context", "current"], ["scale", "m", "--min-workers", "1"],
+                 ["serve", "stop"], ["predict", "m", str(image), "--context", "local"]):
+        r = invoke(capsys, *args)
+        assert r.code == 2, (args, r.stderr)
+        assert r.stderr.startswith(f"error: 2 mmsctl servers are running here: a (http://127.0.0.1:{a}), "
+                                   f"b (http://127.0.0.1:{b})"), (args, r.stderr)
+    listed = [c["name"] for c in json.loads(invoke(capsys, "context", "list", "-o", "json").stdout)]
+    assert listed == ["local", "local:a", "local:b"]
+    pinged = invoke(capsys, "ping", "--all", "-o", "json", "--timeout", "2")
+    assert pinged.code == 5  # nothing listens there: unreachable
+    assert [row["context"] for row in json.loads(pinged.stdout)] == ["local:a", "local:b"]
+    current = json.loads(invoke(capsys, "--context", "local:b", "context", "current", "-o", "json").stdout)
+    assert current["inference_url"] == f"http://127.0.0.1:{b}"

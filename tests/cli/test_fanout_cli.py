@@ -154,7 +154,7 @@ def test_mixed_fleet_with_real_mms(ours: Ours, mms_server: MmsInstance,  # noqa:
                   "--inference", mms_server.inference_url, "--use").code == 0
     names = [_name(a.management_url), _name(mms_server.management_url), _name(dead)]
     try:
-        r = invoke(capsys, "models", "register", "noop.mar", "--name", "mixed", "--initial-workers", "1", "-o", "json")
+        r = invoke(capsys, "models", "register", "noop.mar", "--model-name", "mixed", "--initial-workers", "1", "-o", "json")
         assert r.code == 4, r.stderr
         assert [(d["member"], d["status"]) for d in _json(r)] == [
             (names[0], "registered"), (names[1], "registered"), (names[2], "failed")]
@@ -221,7 +221,8 @@ def test_top_refuses_a_fleet_context_with_one_line(capsys) -> None:
 def test_context_add_needs_both_urls_unless_it_is_a_fleet(capsys) -> None:
     r = invoke(capsys, "context", "add", "x", "--inference", "http://h:8080")
     assert r.code == 2 and one_error_line(r) == (
-        "error: pass --inference and --management (or --members / --fleet for a fleet)")
+        "error: a new context needs --inference and --management (or --members / --fleet for a fleet); "
+        "'x' does not exist yet")
     r = invoke(capsys, "context", "add", "x", "--members", "http://h:8081", "--region", "us-east-1")
     assert r.code == 2 and one_error_line(r) == "error: --region goes with --fleet"
     r = invoke(capsys, "context", "add", "lab", "--members", "http://a:9081,http://b=http://b:9081")

@@ -74,10 +74,10 @@ def test_a_version_that_is_not_there_gets_the_version_hint(capsys: pytest.Captur
         standin.add_model("nin", 1)
         monkeypatch.setenv("MMSCTL_INFERENCE_URL", standin.inference_url)
         monkeypatch.setenv("MMSCTL_MANAGEMENT_URL", standin.management_url)
-        r = invoke(capsys, "models", "describe", "nin", "--version", "9.9")
+        r = invoke(capsys, "models", "describe", "nin", "--model-version", "9.9")
     assert r.code == 3
     assert r.stderr.splitlines()[1] == (
-        "hint: `mmsctl models describe nin` shows its default version; leave out --version to use it")
+        "hint: `mmsctl models describe nin` shows its default version; leave out --model-version to use it")
 
 
 def test_an_error_with_its_own_hint_keeps_it() -> None:

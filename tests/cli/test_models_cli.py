@@ -75,7 +75,7 @@ def test_register_on_torchserve_without_model_api(server: StandIn, capsys) -> No
     assert r.code == 8
     assert "model API disabled (start it with --enable-model-api)" in r.stderr
     server.model_api = True
-    r = invoke(capsys, "models", "register", "a.mar", "--name", "a", "--initial-workers", "1", "--batch-size", "4")
+    r = invoke(capsys, "models", "register", "a.mar", "--model-name", "a", "--initial-workers", "1", "--batch-size", "4")
     assert r.code == 0 and r.stdout.startswith("a registered on 127.0.0.1:")
     post = [c[1] for c in server.calls if c[0] == "POST"][-1]
     assert "batch_size=4" in post and "initial_workers=1" in post and "synchronous=true" in post

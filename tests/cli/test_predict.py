@@ -304,5 +304,51 @@ def test_help_paragraphs_are_reflowed(capsys, monkeypatch) -> None:
     monkeypatch.setenv("COLUMNS", "200")
     code, out, _ = invoke(capsys, monkeypatch, "predict", "--help")
     assert code == 0
-    assert "a model folder or an MXNet checkpoint folder" in out
-    assert "so the answer is what `curl -T INPUT http://host:8080/predictions/MODEL`" in out
+    lines = out.splitlines()
+    paragraph = lines[lines.index("  MODEL is a zoo name (squeezenet) or a path: a .mar/.tar.gz/.model archive, a"):]
+    paragraph = paragraph[:paragraph.index("")]
+    assert all(len(line) > 60 for line in paragraph[:-1])  # filled lines, no ragged half-lines
+    text = " ".join(out.split())
+    assert "a model folder or an MXNet checkpoint folder" in text
+    assert "write ./NAME for the folder" in text
+    assert "so the answer is what `curl -T INPUT http://host:8080/predictions/MODEL`" in text
+
+
+def test_answers_that_are_not_classes_are_not_put_under_rank_class_probability(
+        capsys, monkeypatch, tmp_path: Path) -> None:
+    from tests.support.mmsctl_server import make_noop_archive
+
+    echo = make_noop_archive(tmp_path / "echo")
+    for name, body in (("a.txt", "hello"), ("b.txt", '{"sum": 6}')):
+        (tmp_path / name).write_text(body)
+    code, out, err = invoke(capsys, monkeypatch, "predict", str(echo), str(tmp_path / "a.txt"),
+                            str(tmp_path / "b.txt"))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].split() == ["INPUT", "RESULT"]
+    assert lines[1].split() == [str(tmp_path / "a.txt"), "hello"]
+    assert lines[2].split(None, 1) == [str(tmp_path / "b.txt"), '{"sum": 6}']
+
+
+def test_a_url_input_that_cannot_be_fetched_is_one_plain_line(capsys, monkeypatch, tiny: Path) -> None:
+    from tests.support.mmsctl_server import free_port
+
+    where = f"127.0.0.1:{free_port()}"
+    code, out, err = invoke(capsys, monkeypatch, "predict", str(tiny), f"http://{where}/x.png")
+    assert code == 1 and out == ""
+    assert err.splitlines() == [f"error: http://{where}/x.png: cannot connect to {where}: connection refused"]
+
+
+def test_a_host_that_does_not_resolve_reads_as_such() -> None:
+    """What a DNS failure looks like (built here: tests never ask a resolver beyond loopback)."""
+    import socket
+
+    import httpx
+
+    from mmsctl.zoo.download import failure_reason
+
+    try:
+        raise httpx.ConnectError("[Errno -2] Name or service not known") from socket.gaierror(-2, "x")
+    except httpx.ConnectError as exc:
+        assert failure_reason(exc, "nohost.invalid") == "cannot reach nohost.invalid: Name or service not known"
+    assert "ConnectError" not in failure_reason(httpx.ConnectTimeout("t"), "h")

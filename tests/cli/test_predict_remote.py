@@ -68,13 +68,23 @@ def test_one_input_every_output_format(srv: ServerInfo, inputs: Path, capsys) ->
     assert r.code == 0 and json.loads(r.stdout) == {"input": doc, "status": 200, "result": {"answer": 42}}
     r = invoke(capsys, "predict", "echo", str(inputs / "b.txt"), "--context", "srv")
     lines = r.stdout.splitlines()
-    assert r.code == 0 and lines[0].split() == ["INPUT", "RANK", "CLASS", "PROBABILITY"]
-    # not a classification: no rank or probability, the text is the class
-    assert lines[1].split() == [str(inputs / "b.txt"), "-", "bravo", "-"]
+    # not a classification: the answer as it is, not under RANK/CLASS/PROBABILITY
+    assert r.code == 0 and lines[0].split() == ["INPUT", "RESULT"]
+    assert lines[1].split() == [str(inputs / "b.txt"), "bravo"]
     # the root flag names the server as well as the command's own
     r = invoke(capsys, "--context", "srv", "predict", "echo", str(inputs / "b.txt"), "-o", "json",
                "--model-version", "1.0")
     assert (r.code, r.stdout) == (0, "bravo\n"), r.stderr
+
+
+def test_timeout_bounds_each_remote_answer(srv: ServerInfo, tmp_path: Path, capsys) -> None:
+    slow = tmp_path / "slow.txt"
+    slow.write_text("sleep:1.5")
+    r = invoke(capsys, "predict", "echo", str(slow), "--context", "srv", "--timeout", "0.3")
+    assert r.code == 7, r.stderr
+    assert "0.3" in one_error_line(r) or "timed out" in one_error_line(r)
+    r = invoke(capsys, "predict", "echo", str(slow), "--context", "srv", "--timeout", "10", "-o", "json")
+    assert (r.code, r.stdout) == (0, "sleep:1.5\n"), r.stderr
 
 
 def test_folders_and_stdin(srv: ServerInfo, inputs: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:

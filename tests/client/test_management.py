@@ -38,7 +38,7 @@ def test_describe_unwraps_torchserve_list_and_versions(standin: StandIn, context
         # The hint names CLI flags, so the CLI adds it (the client names none).
         assert version.value.hint is None
         hint = hint_for(version.value)
-        assert hint is not None and "leave out --version" in hint and "models list" not in hint
+        assert hint is not None and "leave out --model-version" in hint and "models list" not in hint
         with pytest.raises(RemoteModelNotFound) as info:
             client.describe("nope")
     assert info.value.exit_code == 3

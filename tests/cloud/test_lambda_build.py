@@ -82,7 +82,7 @@ def test_run_local_build_imports_the_handler_from_the_context(context: Path, kit
 
 def test_a_model_in_s3_is_pinned_in_the_image(tmp_path: Path) -> None:
     out = tmp_path / "s3ctx"
-    proc = mmsctl_cli("lambda", "build", "s3://models-b/zoo/squeezenet.mar", "--model-version", "3HL4kqtJ",
+    proc = mmsctl_cli("lambda", "build", "s3://models-b/zoo/squeezenet.mar", "--s3-version", "3HL4kqtJ",
                       "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     text = (out / "Dockerfile").read_text()

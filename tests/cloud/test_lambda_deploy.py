@@ -59,7 +59,7 @@ def mutating(result: dict[str, Any]) -> list[str]:
 
 def test_deploy_creates_the_pipeline_with_least_privilege(moto: Moto, cli: Any, aws: dict[str, Any], mar: Path) -> None:
     digest = pushed_image(NAME)
-    out = deploy(cli, "--model", str(mar), *PIPELINE, "--url", "--warm", "5m")
+    out = deploy(cli, "--model", str(mar), *PIPELINE, "--function-url", "--warm", "5m")
     s3, iam, lam = aws["s3"], aws["iam"], aws["lambda"]
     tag = {"mmsctl:lambda": NAME}
 
@@ -148,7 +148,7 @@ def test_a_second_deploy_changes_nothing_and_a_new_archive_updates_the_pinned_ve
     moto: Moto, cli: Any, aws: dict[str, Any], mar: Path, tmp_path: Path
 ) -> None:
     pushed_image(NAME)
-    args = ("--model", str(mar), *PIPELINE, "--url", "--warm", "5m")
+    args = ("--model", str(mar), *PIPELINE, "--function-url", "--warm", "5m")
     first = deploy(cli, *args)
     again = deploy(cli, *args)
     assert mutating(again) == []
@@ -157,7 +157,7 @@ def test_a_second_deploy_changes_nothing_and_a_new_archive_updates_the_pinned_ve
     newer = noop_mar(tmp_path / "v2")  # another archive under the same name
     with zipfile.ZipFile(newer, "a") as zf:
         zf.writestr("extra.txt", "changed")
-    third = deploy(cli, "--model", str(newer), *PIPELINE, "--url", "--warm", "5m", "--memory", "2048")
+    third = deploy(cli, "--model", str(newer), *PIPELINE, "--function-url", "--warm", "5m", "--memory", "2048")
     assert third["model_version"] != first["model_version"]
     assert mutating(third) == ["s3.PutObject", "lambda.UpdateFunctionConfiguration"]
     config = aws["lambda"].get_function_configuration(FunctionName=NAME)
@@ -167,7 +167,7 @@ def test_a_second_deploy_changes_nothing_and_a_new_archive_updates_the_pinned_ve
 
 def test_dry_run_lists_every_call_a_deploy_makes_and_makes_none(moto: Moto, cli: Any, aws: dict[str, Any], mar: Path) -> None:
     pushed_image(NAME)
-    args = ("--model", str(mar), *PIPELINE, "--url", "--public", "--warm", "1h")
+    args = ("--model", str(mar), *PIPELINE, "--function-url", "--public", "--warm", "1h")
     planned = cli("lambda", "deploy", NAME, "--dry-run", "-o", "json", *args)
     assert planned.code == 0, planned.stderr
     plan = json.loads(planned.stdout)
@@ -195,7 +195,7 @@ def test_dry_run_lists_every_call_a_deploy_makes_and_makes_none(moto: Moto, cli:
 
 def test_public_url_warns_and_adds_both_permissions(moto: Moto, cli: Any, aws: dict[str, Any], mar: Path) -> None:
     pushed_image(NAME)
-    proc = cli("lambda", "deploy", NAME, "--model", str(mar), "--url", "--public", "-o", "json")
+    proc = cli("lambda", "deploy", NAME, "--model", str(mar), "--function-url", "--public", "-o", "json")
     assert proc.code == 0, proc.stderr
     assert "warning: the function URL is public (AuthType NONE)" in proc.stderr
     assert aws["lambda"].get_function_url_config(FunctionName=NAME)["AuthType"] == "NONE"
@@ -208,7 +208,7 @@ def test_public_url_warns_and_adds_both_permissions(moto: Moto, cli: Any, aws: d
     assert grants["mmsctl-url-public"]["FunctionUrlAuthType"] == "NONE"
     assert grants["mmsctl-url-public-invoke"]["InvokedViaFunctionUrl"] is True
 
-    private = deploy(cli, "--model", str(mar), "--url")  # back to IAM auth: the public grants go
+    private = deploy(cli, "--model", str(mar), "--function-url")  # back to IAM auth: the public grants go
     assert "lambda.RemovePermission" in mutating(private)
     assert aws["lambda"].get_function_url_config(FunctionName=NAME)["AuthType"] == "AWS_IAM"
     with pytest.raises(aws["lambda"].exceptions.ResourceNotFoundException):
@@ -240,7 +240,7 @@ def test_destroy_leaves_nothing_tagged_and_a_second_destroy_is_a_no_op(
     moto: Moto, cli: Any, aws: dict[str, Any], mar: Path, kitten_jpg: Path
 ) -> None:
     pushed_image(NAME)
-    deploy(cli, "--model", str(mar), *PIPELINE, "--url", "--warm", "5m")
+    deploy(cli, "--model", str(mar), *PIPELINE, "--function-url", "--warm", "5m")
     aws["s3"].put_object(Bucket="kitten-in", Key="incoming/k.jpg", Body=kitten_jpg.read_bytes())
     aws["s3"].put_object(Bucket="kitten-out", Key="predictions/k.jpg.json", Body=b"{}")
 
@@ -333,7 +333,7 @@ def test_provisioned_concurrency_plan_points_everything_at_the_alias(moto: Moto,
                                                                      mar: Path) -> None:
     """moto has no provisioned concurrency: the plan (dry run) shows what deploy asks of Lambda."""
     pushed_image(NAME)
-    proc = cli("lambda", "deploy", NAME, "--dry-run", "-o", "json", "--model", str(mar), "--url",
+    proc = cli("lambda", "deploy", NAME, "--dry-run", "-o", "json", "--model", str(mar), "--function-url",
                    *PIPELINE, "--provisioned", "3")
     assert proc.code == 0, proc.stderr
     calls = [c for c in json.loads(proc.stdout)["calls"] if c["mutating"]]

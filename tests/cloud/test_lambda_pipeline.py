@@ -34,7 +34,7 @@ OUT_KEY = "predictions/cats/my kitten (1)+é.jpg.json"
 @pytest.fixture
 def deployed(moto: Moto, squeezenet_archive: Path) -> Moto:  # noqa: F811
     pushed_image(NAME)
-    proc = run_cli(moto, "lambda", "deploy", NAME, "--model", str(squeezenet_archive), "--url",
+    proc = run_cli(moto, "lambda", "deploy", NAME, "--model", str(squeezenet_archive), "--function-url",
                    "--input-bucket", "kitten-in", "--output-bucket", "kitten-out",
                    "--input-prefix", "incoming/", "--output-prefix", "predictions/")
     assert proc.returncode == 0, proc.stderr
@@ -159,7 +159,7 @@ def test_invoke_reports_cold_then_warm_through_the_invoke_api(deployed: Moto, ki
 def test_invoke_s3_waits_for_the_output_object(deployed: Moto, kitten: Path, expected: list[dict[str, Any]]) -> None:
     s3 = boto3.client("s3")
     waiting = subprocess.Popen([sys.executable, "-m", "mmsctl", "lambda", "invoke", NAME, "--s3", str(kitten),
-                                "--wait", "120", "-o", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                "--timeout", "120", "-o", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, cwd=REPO, env=deployed.env())
     try:
         deadline = time.monotonic() + 60
@@ -183,7 +183,7 @@ def test_invoke_s3_waits_for_the_output_object(deployed: Moto, kitten: Path, exp
 
 
 def test_invoke_s3_gives_up_after_wait(deployed: Moto, kitten: Path) -> None:
-    proc = run_cli(deployed, "lambda", "invoke", NAME, "--s3", str(kitten), "--wait", "1")
+    proc = run_cli(deployed, "lambda", "invoke", NAME, "--s3", str(kitten), "--timeout", "1")
     assert proc.returncode == 7
     assert proc.stderr.startswith("error: no output for s3://kitten-in/incoming/mmsctl-invoke-")
 

@@ -52,7 +52,7 @@ def test_a_sub_minute_schedule_is_refused_and_says_why() -> None:
     ({"input_bucket": "in-b", "output_bucket": "out-b", "input_prefix": "/x/"}, "S3 keys do not start with '/'"),
     ({"input_bucket": "in-b", "output_bucket": "out-b", "suffixes": (".jpg", ".thumb.jpg")}, "overlap"),
     ({"input_bucket": "in-b", "output_bucket": "out-b", "suffixes": ("jpg",)}, "a suffix looks like .jpg"),
-    ({"public": True}, "pass --url too"),
+    ({"public": True}, "pass --function-url too"),
     ({"name": "Kitten"}, "function name 'Kitten'"),
     ({"name": "a" * 41}, "use 1-40"),
     ({"image": "docker.io/library/python:3.11"}, "not an Amazon ECR image URI"),

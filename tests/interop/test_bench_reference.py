@@ -53,7 +53,7 @@ def _consistent(level: dict[str, Any]) -> None:
 def test_noop_on_mms_is_registered_from_loopback_and_removed(mms: MmsInstance,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     before = _models(mms)
-    r = run_mmsctl(capsys, "--context", "mms", "bench", "--noop", "-c", "1,4", "-n", "40", "--warmup", "0",
+    r = run_mmsctl(capsys, "--context", "mms", "bench", "--noop", "-c", "1,4", "--requests", "40", "--warmup", "0",
                    "-o", "json")
     run = _run(r)
     assert "MMS 1.1 publishes no metrics endpoint" in r.stderr
@@ -71,7 +71,7 @@ def test_a_registered_model_on_mms(mms: MmsInstance, tmp_path: Path, capsys: pyt
         wait_for_prediction(mms, "noop")
         body = tmp_path / "b.txt"
         body.write_text("hello")
-        run = _run(run_mmsctl(capsys, "--context", "mms", "bench", "noop", str(body), "-c", "2", "-n", "30",
+        run = _run(run_mmsctl(capsys, "--context", "mms", "bench", "noop", str(body), "-c", "2", "--requests", "30",
                               "--warmup", "0", "-o", "json"))
         (level,) = run["sweeps"][0]["levels"]
         _consistent(level)
@@ -90,7 +90,7 @@ def test_compare_mms_with_mmsctl_aligns_levels(mms: MmsInstance, tmp_path: Path,
                        "--management", ours.management_url, "--metrics", ours.metrics_url)
         assert r.code == 0, r.stderr
         run = _run(run_mmsctl(capsys, "--context", "mms", "bench", "--noop", "--compare", "ours", "-c", "1,2,4",
-                              "-n", "20", "--warmup", "0", "-o", "json"))
+                              "--requests", "20", "--warmup", "0", "-o", "json"))
         a, b = run["sweeps"]
         assert (a["server_kind"], b["server_kind"]) == ("mms", "mmsctl")
         assert [lvl["concurrency"] for lvl in a["levels"]] == [lvl["concurrency"] for lvl in b["levels"]] == [1, 2, 4]
@@ -109,7 +109,7 @@ def test_noop_on_torchserve_with_token_and_prometheus_metrics(torchserve: TorchS
     assert r.code == 0, r.stderr
     before = _models(torchserve, torchserve.management_headers())
     store_before = sorted(p.name for p in torchserve.model_store.iterdir())
-    run = _run(run_mmsctl(capsys, "--context", "ts", "bench", "--noop", "-c", "1,2", "-n", "30", "--warmup", "0",
+    run = _run(run_mmsctl(capsys, "--context", "ts", "bench", "--noop", "-c", "1,2", "--requests", "30", "--warmup", "0",
                           "-o", "json"))
     (sweep,) = run["sweeps"]
     assert sweep["server_kind"] == "torchserve"

@@ -61,12 +61,12 @@ def test_ping_list_describe(ts: TorchServeInstance, capsys) -> None:
     assert "1 ready / 1 (min 1, max 1)" in table.stdout and "READY" in table.stdout
     doc = json.loads(invoke(capsys, "models", "describe", "noop", "-o", "json").stdout)
     assert isinstance(doc, dict) and (doc["modelName"], doc["modelVersion"]) == ("noop", "1.0")
-    every = json.loads(invoke(capsys, "models", "describe", "noop", "--version", "all", "-o", "json").stdout)
+    every = json.loads(invoke(capsys, "models", "describe", "noop", "--model-version", "all", "-o", "json").stdout)
     assert [d["modelVersion"] for d in every] == ["1.0"]
 
     r = invoke(capsys, "models", "describe", "ghost")
     assert r.code == 3 and one_error_line(r) == f"error: model ghost not found on {host(ts.management_url)}"
-    r = invoke(capsys, "models", "describe", "noop", "--version", "9.9")
+    r = invoke(capsys, "models", "describe", "noop", "--model-version", "9.9")
     assert r.code == 3 and "9.9" in one_error_line(r)
 
 
@@ -87,12 +87,15 @@ def test_scale_wait_and_predict_with_the_inference_key(ts: TorchServeInstance, c
 
 
 def test_register_and_unregister_with_the_model_api(ts: TorchServeInstance, capsys) -> None:
-    r = invoke(capsys, "models", "register", "noop.mar", "--name", "noop2", "--initial-workers", "1")
+    r = invoke(capsys, "models", "register", "noop.mar", "--model-name", "noop2", "--initial-workers", "1",
+               "--response-timeout", "7")
     assert r.code == 0 and r.stdout.startswith(f"noop2 registered on {host(ts.management_url)}"), r.stderr
     try:
+        described = json.loads(invoke(capsys, "models", "describe", "noop2", "-o", "json").stdout)
+        assert described["responseTimeout"] == 7  # TorchServe counts seconds: sent as given
         assert [m["modelName"] for m in json.loads(invoke(capsys, "models", "list", "-o", "json").stdout)] == [
             "noop", "noop2"]
-        r = invoke(capsys, "models", "register", "noop.mar", "--name", "noop2")
+        r = invoke(capsys, "models", "register", "noop.mar", "--model-name", "noop2")
         assert r.code == 8 and "409" in one_error_line(r)
     finally:
         r = invoke(capsys, "models", "unregister", "noop2")
@@ -130,7 +133,7 @@ def test_model_api_disabled_is_a_clear_405(ts: TorchServeInstance, capsys, tmp_p
         invoke(capsys, "context", "add", "locked", "--inference", locked.inference_url,
                "--management", locked.management_url, "--token-file", str(locked.key_file), "--use")
         server = host(locked.management_url)
-        r = invoke(capsys, "models", "register", "noop.mar", "--name", "again")
+        r = invoke(capsys, "models", "register", "noop.mar", "--model-name", "again")
         assert (r.code, r.stdout) == (8, "")
         assert one_error_line(r) == (f"error: {server} refused to register: this server has its model API "
                                      "disabled (start it with --enable-model-api)")

@@ -58,6 +58,22 @@ def test_register_scale_predict_unregister(ctx: Context, mms_server: MmsInstance
             mgmt.register("missing.mar")  # MMS: "Model not found in model store"
 
 
+def test_cli_register_sends_the_response_timeout_in_minutes(ctx: Context, capsys, monkeypatch) -> None:
+    """MMS 1.1 multiplies response_timeout by 60: 90 s goes out as 2 (minutes), and mmsctl says so."""
+    monkeypatch.setenv("MMSCTL_MANAGEMENT_URL", ctx.management_url)
+    monkeypatch.setenv("MMSCTL_INFERENCE_URL", ctx.inference_url)
+    r = invoke(capsys, "models", "register", "noop.mar", "--model-name", "slow", "--response-timeout", "90",
+               "--initial-workers", "0")
+    try:
+        assert r.code == 0, r.stderr
+        assert r.stdout.startswith("slow registered on ")
+        assert "warning: MMS 1.1 counts response_timeout in minutes: sent 2 (120 s) for 90 s" in r.stderr
+        described = json.loads(invoke(capsys, "models", "describe", "slow", "-o", "json").stdout)
+        assert described["modelName"] == "slow"
+    finally:
+        assert invoke(capsys, "models", "unregister", "slow").code == 0
+
+
 def test_pages_with_a_token_on_the_last_full_page(ctx: Context) -> None:
     names = [f"p{i}" for i in range(4)]
     with ManagementClient(ctx) as mgmt:

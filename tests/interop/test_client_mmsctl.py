@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -41,11 +42,20 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     store = tmp_path_factory.mktemp("mmsctl-store")
     make_noop_archive(store / "noop")
     make_noop_archive(store / "broken", "broken", failing=True)
+    _zip(make_noop_archive(store / "onnxsq-src", "onnxsq"), store / "onnxsq.mar")
     if SQUEEZENET_DIR.exists():
         from mmsctl.archive import create_archive
 
         create_archive(SQUEEZENET_DIR, model_name="squeezenet", export_path=store)
     return store
+
+
+def _zip(folder: Path, mar: Path) -> None:
+    import zipfile
+
+    with zipfile.ZipFile(mar, "w") as zf:
+        for path in sorted(folder.rglob("*")):
+            zf.write(path, path.relative_to(folder).as_posix())
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +107,7 @@ def test_ping_names_mmsctl_and_its_version(srv: ServerInfo, capsys) -> None:
 
 
 def test_register_without_waiting(srv: ServerInfo, capsys) -> None:
-    r = mmsctl(capsys, "models", "register", "noop", "--name", "lazy", "--initial-workers", "1", "--no-synchronous")
+    r = mmsctl(capsys, "models", "register", "noop", "--model-name", "lazy", "--initial-workers", "1", "--no-synchronous")
     assert r.code == 0 and r.stdout.startswith("lazy accepted, loading in the background on "), r.stderr
     try:
         r = mmsctl(capsys, "scale", "lazy", "--min-workers", "1", "--wait", "--timeout", "60")
@@ -106,12 +116,26 @@ def test_register_without_waiting(srv: ServerInfo, capsys) -> None:
         assert mmsctl(capsys, "models", "unregister", "lazy").code == 0
 
 
+def test_register_names_the_model_and_takes_the_response_timeout_in_seconds(srv: ServerInfo, capsys) -> None:
+    """`--response-timeout` is seconds everywhere; mmsctl's server counts plain numbers in minutes
+    (as MMS does), so the client sends `7s`, and describe shows 7, not 420."""
+    host = srv.management_url.removeprefix("http://")
+    r = mmsctl(capsys, "models", "register", "onnxsq.mar", "--response-timeout", "7", "--initial-workers", "0")
+    assert (r.code, r.stdout) == (0, f"onnxsq registered on {host} (from onnxsq.mar)\n"), r.stderr
+    try:
+        assert json.loads(mmsctl(capsys, "models", "describe", "onnxsq", "-o", "json").stdout)["responseTimeout"] == 7
+        table = mmsctl(capsys, "models", "describe", "onnxsq").stdout
+        assert re.search(r"^Response timeout\s+7 s$", table, re.M), table
+    finally:
+        assert mmsctl(capsys, "models", "unregister", "onnxsq").code == 0
+
+
 def test_register_describe_scale_unregister(srv: ServerInfo, token_file: Path, capsys) -> None:
     host = srv.management_url.removeprefix("http://")
-    r = mmsctl(capsys, "models", "register", "noop", "--name", "echo", "--initial-workers", "1")
-    assert (r.code, r.stdout) == (0, f"echo registered on {host}: Workers scaled\n"), r.stderr
+    r = mmsctl(capsys, "models", "register", "noop", "--model-name", "echo", "--initial-workers", "1")
+    assert (r.code, r.stdout) == (0, f"echo registered on {host} (from noop)\n"), r.stderr
     try:
-        r = mmsctl(capsys, "models", "register", "noop", "--name", "echo")
+        r = mmsctl(capsys, "models", "register", "noop", "--model-name", "echo")
         assert r.code == 8 and "already registered" in one_error_line(r) and "409" in r.stderr
 
         # describe in every format: json/yaml are the server's own document, table/wide are for people

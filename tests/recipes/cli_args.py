@@ -15,14 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Found", "commands_in_file", "commands_in_markdown", "commands_in_shell", "parse_mmsctl"]
+__all__ = ["Found", "check_synopsis", "commands_in_file", "commands_in_markdown", "commands_in_shell", "parse_mmsctl"]
 
 # Values for shell variables, so `--min-workers "$WORKERS"` parses like the recipe's default would.
 SAMPLE_VALUES = {
     "WORKERS": "2",
-    "INFERENCE_PORT": "8080",
-    "MANAGEMENT_PORT": "8081",
-    "METRICS_PORT": "8082",
+    "PORT": "8080",
     "WAIT": "120",
 }
 _VAR = re.compile(r"\$\{(\w+)(?::-[^}]*)?\}|\$(\w+)")
@@ -175,11 +173,11 @@ def parse_mmsctl(args: Sequence[str]) -> str:
         Exception: the CLI's own usage error (unknown command or option, missing argument,
             bad value), or ValueError when no command is given.
     """
-    import typer.main
+    from mmsctl.cli.main import command as mmsctl_command
 
-    from mmsctl.cli.main import app
-
-    root = typer.main.get_command(app)  # typer ships its own click: no isinstance(click.Group)
+    if any(a.startswith("[") for a in args):
+        return check_synopsis(args)
+    root = mmsctl_command()  # typer ships its own click: no isinstance(click.Group)
     ctx = root.make_context("mmsctl", list(args))
     command: Any = root
     path = ["mmsctl"]
@@ -193,4 +191,26 @@ def parse_mmsctl(args: Sequence[str]) -> str:
         ctx = sub.make_context(name, rest, parent=ctx)
         command = sub
         path.append(name)
+    return " ".join(path)
+
+
+def check_synopsis(args: Sequence[str]) -> str:
+    """A usage synopsis (``models describe MODEL [--model-version V|all]``): the command exists and
+    every option it names is one of that command's (values are placeholders, so not parsed)."""
+    from mmsctl.cli.main import command as mmsctl_command
+
+    command: Any = mmsctl_command()
+    path = ["mmsctl"]
+    words = list(args)
+    while hasattr(command, "commands") and words and words[0] in command.commands:
+        command = command.commands[words[0]]
+        path.append(words.pop(0))
+    if hasattr(command, "commands"):
+        raise ValueError(f"{' '.join(path)}: no such command {words[:1]}")
+    known = {o for p in command.params for o in (*p.opts, *p.secondary_opts) if o.startswith("-")}
+    known |= {"--context", "-q", "--quiet", "--debug"}  # global flags that may follow the command
+    for word in words:
+        for option in re.findall(r"(?:^|[\[|])(--?[A-Za-z][\w-]*)", word):
+            if option not in known:
+                raise ValueError(f"{' '.join(path)}: no such option {option}")
     return " ".join(path)

@@ -1,9 +1,9 @@
 """Run the shell recipes in recipes/ as a user would: bash, real mmsctl, real servers on loopback.
 
-Each recipe takes its ports and the mmsctl command from the environment (``MMSCTL``,
-``INFERENCE_PORT`` …), so the tests point them at free ports and at this checkout's
-mmsctl; the autouse ``clean_environ`` fixture already gives every test private
-cache/config/state folders and ``MMSCTL_OFFLINE=1``.
+As a user runs them: the venv activated (its ``bin`` first on PATH, ``VIRTUAL_ENV`` set) and
+nothing else set for them but ``PORT`` (inference on PORT, management PORT+1, metrics PORT+2),
+so they run on free ports beside whatever else is running; the autouse ``clean_environ`` fixture
+already gives every test private cache/config/state folders and ``MMSCTL_OFFLINE=1``.
 """
 
 from __future__ import annotations
@@ -29,11 +29,28 @@ def mmsctl_command() -> str:
     return str(exe) if exe.exists() else f"{sys.executable} -m mmsctl"
 
 
-def free_ports(count: int) -> list[int]:
-    ports: set[int] = set()
-    while len(ports) < count:
-        ports.add(free_port())
-    return sorted(ports)
+def port_block() -> int:
+    """A port N with N, N+1 and N+2 free (a recipe's PORT)."""
+    import socket
+
+    for _ in range(50):
+        port = free_port()
+        with socket.socket() as a, socket.socket() as b:
+            try:
+                a.bind(("127.0.0.1", port + 1))
+                b.bind(("127.0.0.1", port + 2))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no three free ports in a row")
+
+
+def activated_env(base: dict[str, str]) -> dict[str, str]:
+    """*base* as after ``source .venv/bin/activate``: this checkout's venv first on PATH."""
+    bin_dir = Path(sys.executable).parent
+    env = {k: v for k, v in base.items() if k != "MMSCTL"}
+    env.update(PATH=f"{bin_dir}{os.pathsep}{base.get('PATH', '')}", VIRTUAL_ENV=str(bin_dir.parent))
+    return env
 
 
 @dataclass
@@ -44,12 +61,24 @@ class RecipeRun:
     cwd: Path
 
     @property
+    def port(self) -> int:
+        return int(self.env["PORT"])
+
+    @property
+    def management_port(self) -> int:
+        return self.port + 1
+
+    @property
+    def metrics_port(self) -> int:
+        return self.port + 2
+
+    @property
     def inference_url(self) -> str:
-        return f"http://127.0.0.1:{self.env['INFERENCE_PORT']}"
+        return f"http://127.0.0.1:{self.port}"
 
     @property
     def management_url(self) -> str:
-        return f"http://127.0.0.1:{self.env['MANAGEMENT_PORT']}"
+        return f"http://127.0.0.1:{self.management_port}"
 
     def run(
         self, script: Path, *args: str, timeout: float = 240, **extra_env: str
@@ -80,16 +109,8 @@ class RecipeRun:
 @pytest.fixture
 def recipe(tmp_path: Path) -> Iterator[RecipeRun]:
     """A recipe environment on free ports; any server a recipe left behind is stopped afterwards."""
-    inference, management, metrics = free_ports(3)
-    env = dict(os.environ)
-    env.update(
-        MMSCTL=mmsctl_command(),
-        HOST="127.0.0.1",
-        INFERENCE_PORT=str(inference),
-        MANAGEMENT_PORT=str(management),
-        METRICS_PORT=str(metrics),
-        PYTHONUNBUFFERED="1",
-    )
+    env = activated_env(dict(os.environ))
+    env.update(PORT=str(port_block()), PYTHONUNBUFFERED="1")
     cwd = tmp_path / "work"
     cwd.mkdir()
     run = RecipeRun(env=env, cwd=cwd)

@@ -24,7 +24,7 @@ from tests.support.paths import REPO
 FILES = sorted(
     p for p in RECIPES.rglob("*") if p.is_file() and p.suffix in (".sh", ".md", ".service")
 )
-FILES += [REPO / "docs" / "index.md", REPO / "README.md"]
+FILES += sorted((REPO / "docs").glob("*.md")) + [REPO / "README.md"]  # every page a newcomer reads
 SCRIPTS = sorted(RECIPES.rglob("*.sh"))
 
 

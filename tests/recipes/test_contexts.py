@@ -36,7 +36,7 @@ def test_contexts_recipe_against_a_token_server(recipe: RecipeRun, tmp_path: Pat
         "--management-address",
         recipe.management_url,
         "--metrics-address",
-        f"http://127.0.0.1:{recipe.env['METRICS_PORT']}",
+        f"http://127.0.0.1:{recipe.metrics_port}",
         timeout=120,
     )
     assert started.returncode == 0, started.stderr

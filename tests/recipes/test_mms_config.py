@@ -51,14 +51,14 @@ def _java_properties(path: Path, tmp_path: Path) -> dict[str, str]:
 
 
 def _with_ports(text: str, recipe: RecipeRun) -> str:
-    for key, env in (
-        ("inference_address", "INFERENCE_PORT"),
-        ("management_address", "MANAGEMENT_PORT"),
-        ("metrics_address", "METRICS_PORT"),
+    for key, port in (
+        ("inference_address", recipe.port),
+        ("management_address", recipe.management_port),
+        ("metrics_address", recipe.metrics_port),
     ):
         text = re.sub(
             rf"^{key}=http://127\.0\.0\.1:\d+$",
-            f"{key}=http://127.0.0.1:{recipe.env[env]}",
+            f"{key}=http://127.0.0.1:{port}",
             text,
             flags=re.M,
         )
@@ -101,10 +101,10 @@ def test_mmsctl_serves_with_the_config(
         assert model["minWorkers"] == 2  # default_workers_per_model
         assert [w["status"] for w in model["workers"]] == ["READY", "READY"]
         assert model["queueStatus"]["capacity"] == 500  # job_queue_size
-        metrics = http_request("GET", f"http://127.0.0.1:{recipe.env['METRICS_PORT']}/metrics")
+        metrics = http_request("GET", f"http://127.0.0.1:{recipe.metrics_port}/metrics")
         assert metrics.status == 200 and b"mmsctl_requests_total" in metrics.body
     finally:
-        stopped = recipe.mmsctl("serve", "stop", "--name", recipe.env["INFERENCE_PORT"])
+        stopped = recipe.mmsctl("serve", "stop", "--name", str(recipe.port))
     assert stopped.returncode == 0, stopped.stderr
 
 

@@ -86,12 +86,12 @@ def test_exec_start_runs_and_drains_on_sigterm(recipe: RecipeRun, tmp_path: Path
     config.parent.mkdir(parents=True)
     text = CONFIG.read_text()
     for key, port in (
-        ("inference", "INFERENCE_PORT"),
-        ("management", "MANAGEMENT_PORT"),
-        ("metrics", "METRICS_PORT"),
+        ("inference", recipe.port),
+        ("management", recipe.management_port),
+        ("metrics", recipe.metrics_port),
     ):
         text = re.sub(
-            rf"^{key}_address=.*$", f"{key}_address=http://127.0.0.1:{env[port]}", text, flags=re.M
+            rf"^{key}_address=.*$", f"{key}_address=http://127.0.0.1:{port}", text, flags=re.M
         )
     config.write_text(text)
     store = state / "mmsctl" / "model-store"
@@ -100,7 +100,7 @@ def test_exec_start_runs_and_drains_on_sigterm(recipe: RecipeRun, tmp_path: Path
         "archive",
         "create",
         str(noop),
-        "-n",
+        "--model-name",
         "squeezenet_v1.1",
         "--handler",
         "noop_service:handle",
@@ -131,7 +131,7 @@ def test_exec_start_runs_and_drains_on_sigterm(recipe: RecipeRun, tmp_path: Path
     )
     log.close()
     try:
-        url = f"http://127.0.0.1:{env['INFERENCE_PORT']}/predictions/squeezenet"
+        url = f"http://127.0.0.1:{recipe.port}/predictions/squeezenet"
         wait_until(
             lambda: (
                 http_request(

@@ -54,7 +54,7 @@ def test_start_returns_ready_then_status_then_stop(noop: Path) -> None:
 
     again = _mmsctl("serve", "start", "--models", f"noop={noop}", *flags)
     assert again.returncode != 0 and "already running" in again.stderr
-    assert "hint: stop it with `mmsctl serve stop`, or choose another --name and ports" in again.stderr
+    assert "hint: stop it with `mmsctl serve stop`, or choose another --name and --port" in again.stderr
 
     logs = _mmsctl("serve", "logs", "--tail", "50")
     assert "READY" in logs.stdout
@@ -100,18 +100,65 @@ def test_stop_drains_in_flight_and_queued_requests(noop: Path) -> None:
     assert results == [200] * 5
 
 
-def test_two_servers_side_by_side(noop: Path) -> None:
+def _port_block() -> int:
+    """A port N with N, N+1 and N+2 free (for `serve start --port N`)."""
+    for _ in range(50):
+        base = free_port()
+        if base + 2 >= 65536:
+            continue
+        with socket.socket() as s1, socket.socket() as s2:
+            try:
+                s1.bind(("127.0.0.1", base + 1))
+                s2.bind(("127.0.0.1", base + 2))
+            except OSError:
+                continue
+        return base
+    raise AssertionError("no three free ports in a row")
+
+
+def test_two_servers_side_by_side_each_its_own_context(noop: Path) -> None:
+    """Several local servers: `local` is ambiguous everywhere it is used, each is local:NAME,
+    `serve stop` says which exist, `--port N` gives N/N+1/N+2, `stop --all` and `prune` tidy up."""
     a_flags, a_port, _ = _addresses()
-    b_flags, b_port, _ = _addresses()
+    b_port = _port_block()
     assert _mmsctl("serve", "start", "--models", f"noop={noop}", *a_flags).returncode == 0
-    assert _mmsctl("serve", "start", "--models", f"noop={noop}", *b_flags, "--name", "second").returncode == 0
+    second = _mmsctl("serve", "start", "--models", f"noop={noop}", "--port", str(b_port), "--name", "second")
+    assert second.returncode == 0, second.stderr
+    assert "context local:second" in second.stderr
     for port in (a_port, b_port):
         assert httpx.post(f"http://127.0.0.1:{port}/predictions/noop", content=b"x").text == "x"
+    assert httpx.get(f"http://127.0.0.1:{b_port + 1}/models/noop").status_code == 200
+    assert httpx.get(f"http://127.0.0.1:{b_port + 2}/metrics").status_code == 200
+
+    running = f"2 mmsctl servers are running here: {a_port} (http://127.0.0.1:{a_port}), " \
+              f"second (http://127.0.0.1:{b_port})"
     ambiguous = _mmsctl("serve", "stop")
-    assert ambiguous.returncode == 2 and "--name" in ambiguous.stderr
-    assert ambiguous.stderr.splitlines()[1] == "hint: say which with --name, or use --all"
+    assert ambiguous.returncode == 2
+    assert ambiguous.stderr.splitlines() == [f"error: {running}",
+                                             "hint: say which with --name NAME, or stop them all with --all"]
+    listed = _mmsctl("models", "list")  # the `local` context: the same rule, the same names
+    assert listed.returncode == 2
+    assert listed.stderr.splitlines() == [
+        f"error: {running}",
+        f"hint: say which: --context local:{a_port} or --context local:second "
+        f"(`mmsctl context use local:{a_port}` keeps it)"]
+    names = [c["name"] for c in json.loads(_mmsctl("context", "list", "-o", "json").stdout)]
+    assert names == ["local", f"local:{a_port}", "local:second"]
+    on_second = _mmsctl("--context", "local:second", "context", "current", "-o", "json")
+    assert json.loads(on_second.stdout)["management_url"] == f"http://127.0.0.1:{b_port + 1}"
+
     assert _mmsctl("serve", "stop", "--name", "second").returncode == 0
     assert httpx.get(f"http://127.0.0.1:{a_port}/ping").status_code == 200
+    one = _mmsctl("models", "list", "-o", "json")  # one server left: `local` is it
+    assert one.returncode == 0 and [m["modelName"] for m in json.loads(one.stdout)] == ["noop"]
+
+    assert _mmsctl("serve", "stop", "--all").returncode == 0
+    nothing = _mmsctl("serve", "stop", "--all")
+    assert nothing.returncode == 0 and "no mmsctl server is running" in nothing.stderr
+    assert len(json.loads(_mmsctl("serve", "status", "-o", "json").stdout)) == 2  # stopped, still listed
+    pruned = _mmsctl("serve", "prune")
+    assert pruned.returncode == 0 and pruned.stderr.strip() == f"removed 2 stopped instances: {a_port}, second"
+    assert json.loads(_mmsctl("serve", "status", "-o", "json").stdout) == []
 
 
 def test_port_taken_is_a_clear_error(noop: Path) -> None:

@@ -18,12 +18,12 @@ SQUEEZENET_MAR_NAME = "squeezenet_v1.1"
 def squeezenet_mar(
     mmsctl: Callable[..., subprocess.CompletedProcess[str]], squeezenet_dir: Path, export_path: Path
 ) -> Path:
-    """``mmsctl archive create SQUEEZENET_DIR -n squeezenet_v1.1 --export-path EXPORT_PATH``; the .mar's path."""
+    """``mmsctl archive create SQUEEZENET_DIR --model-name squeezenet_v1.1 --export-path EXPORT_PATH``; the .mar's path."""
     made = mmsctl(
         "archive",
         "create",
         str(squeezenet_dir),
-        "-n",
+        "--model-name",
         SQUEEZENET_MAR_NAME,
         "--export-path",
         str(export_path),

@@ -1,0 +1,99 @@
+"""One meaning per flag across every command (as in kubectl), and `--help` that shows them whole.
+
+The walk goes over the click command tree ``mmsctl`` runs (``mmsctl.cli.main.command()``), so a
+command added later is checked without anyone listing it here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from mmsctl.cli.main import command
+from tests.support.cli import run_mmsctl
+
+#: Long options that are the same thing under two spellings on one command (kept for people who
+#: know MMS/kubectl): they share a short option and a meaning.
+SAME_MEANING = {("--min-workers", "--replicas"), ("--config", "--mms-config")}
+
+
+def _commands(cmd: Any = None, path: tuple[str, ...] = ("mmsctl",)) -> Iterator[tuple[tuple[str, ...], Any]]:
+    cmd = cmd or command()
+    yield path, cmd
+    for name, sub in getattr(cmd, "commands", {}).items():
+        yield from _commands(sub, (*path, name))
+
+
+def _options() -> Iterator[tuple[str, Any]]:
+    for path, cmd in _commands():
+        for param in cmd.params:
+            if param.param_type_name == "option":
+                yield " ".join(path), param
+
+
+def _takes(param: Any) -> str:
+    """What the option takes: nothing (a flag), or its metavar (any choice list counts as one kind)."""
+    if param.is_flag:
+        return "flag"
+    return re.sub(r"^\[.*\]$", "[choice]", param.metavar or "?")
+
+
+def test_every_short_and_long_option_means_one_thing() -> None:
+    shorts: dict[str, set[str]] = defaultdict(set)  # -f -> {--follow}
+    longs: dict[str, set[tuple[str, str]]] = defaultdict(set)  # --timeout -> {(short, takes)}
+    where: dict[str, list[str]] = defaultdict(list)
+    for path, param in _options():
+        names = [o for o in param.opts + param.secondary_opts if o.startswith("--")]
+        short = next((o for o in param.opts if not o.startswith("--")), "")
+        long_ = names[0]
+        if short:
+            shorts[short].add(long_)
+        longs[long_].add((short, _takes(param)))
+        where[long_].append(path)
+    problems = [f"{s} means {sorted(ls)}" for s, ls in shorts.items()
+                if len(ls) > 1 and tuple(sorted(ls)) not in SAME_MEANING]
+    for long_, kinds in longs.items():
+        with_short = {s for s, _ in kinds if s}
+        if len(with_short) > 1:
+            problems.append(f"{long_} has the short options {sorted(with_short)}")
+        takes = {t for _, t in kinds}
+        if len(takes) > 1:
+            problems.append(f"{long_} takes {sorted(takes)} in {sorted(set(where[long_]))}")
+    assert problems == []
+
+
+def test_the_conventions_hold() -> None:
+    """The choices docs/cli.md states, checked where they matter most."""
+    by_long = {(path, p.opts[0] if p.opts[0].startswith("--") else p.opts[-1]): p for path, p in _options()}
+    assert "--model-version" in {o for _, p in _options() for o in p.opts}
+    assert all(p.is_flag for (path, o), p in by_long.items() if o == "--version")  # only mmsctl --version
+    for _, param in _options():
+        if "-n" in param.opts:
+            assert "--name" in param.opts
+        if "-f" in param.opts:
+            assert "--follow" in param.opts
+        if "-A" in param.opts:
+            assert "--all" in param.opts
+
+
+def _help_pages() -> list[list[str]]:
+    return [list(path[1:]) for path, _ in _commands()]
+
+
+@pytest.mark.parametrize("args", _help_pages(), ids=lambda a: " ".join(a) or "mmsctl")
+def test_help_at_80_columns_shows_whole_options_and_choices(args: list[str], capsys, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run_mmsctl(capsys, *args, "--help")
+    assert code == 0
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert not re.search(r"<(str|int|float|bool|path|text|int range|float range|list\[[^]]*\])>", out), out
+    cmd = dict(_commands())[("mmsctl", *args)]
+    for param in (p for p in cmd.params if p.param_type_name == "option"):
+        for name in param.opts + param.secondary_opts:
+            assert name in out  # never cut
+        if "--output" in getattr(param, "opts", []):
+            assert re.search(r"-o, --output \[[a-z]+(\|[a-z]+)+\]", out), out

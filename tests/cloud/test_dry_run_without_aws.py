@@ -1,0 +1,48 @@
+"""The README's `mmsctl ec2 launch --eia medium --dry-run` on a machine with no AWS set up at all.
+
+No region, no credentials, no ~/.aws: a dry run still prints the whole plan, with placeholders
+for what it would have looked up, and says that it did not look. (The autouse fixture already
+removed every AWS_* variable; AWS_EC2_METADATA_DISABLED keeps botocore off the network.)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import run_mmsctl
+
+
+@pytest.fixture(autouse=True)
+def no_aws_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.aws/config or credentials
+
+
+def test_ec2_launch_dry_run_plans_without_region_or_credentials(capsys) -> None:
+    code, out, err = run_mmsctl(capsys, "ec2", "launch", "--eia", "medium", "--dry-run", "-o", "json")
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["looked_up"] is False and plan["region"] == "<region>"
+    calls = {c["operation"]: c for c in plan["calls"]}
+    assert not any(c["executed"] for c in plan["calls"])  # nothing reached AWS
+    assert calls["GetParameter"]["looked_up"] is False
+    run = calls["RunInstances"]["parameters"]
+    assert run["ImageId"].startswith("<AMI id from /aws/service/deeplearning/")
+    assert run["SubnetId"] == "<default subnet 1>"
+    assert run["ElasticInferenceAccelerators"] == [{"Type": "eia1.medium", "Count": 1}]
+    assert {"CreateSecurityGroup", "CreateVpcEndpoint", "CreateRole", "CreateInstanceProfile"} <= set(calls)
+    assert "nothing was looked up in AWS" in err and "no AWS region or credentials" in err
+
+
+def test_the_table_says_which_calls_it_would_look_up(capsys) -> None:
+    code, out, err = run_mmsctl(capsys, "ec2", "launch", "--eia", "medium", "--dry-run")
+    assert code == 0, err
+    rows = [line.split() for line in out.splitlines()[1:]]
+    assert rows[0][2:5] == ["GetParameter", "would", "look"] and rows[-1][2:5] == ["RunInstances", "would", "run"]
+
+
+def test_a_real_launch_still_needs_a_region(capsys) -> None:
+    code, _, err = run_mmsctl(capsys, "ec2", "launch", "--eia", "medium")
+    assert code == 9 and err.startswith("error: no AWS region configured")
