@@ -73,7 +73,7 @@ def main() -> int:
     try:
         mirror = work / "mirror"
         base = _env(work, MMSCTL_CACHE_DIR=str(work / "cache"), MMSCTL_ZOO_URL=str(mirror))
-        subprocess.run([*MMSCTL, "archive", "create", str(SQUEEZENET_DIR), "-n", "squeezenet_v1.1",
+        subprocess.run([*MMSCTL, "archive", "create", str(SQUEEZENET_DIR), "--model-name", "squeezenet_v1.1",
                         "--export-path", str(mirror)], env=base, check=True, capture_output=True)
         ctx = work / "ctx"
         subprocess.run([*MMSCTL, "lambda", "build", "squeezenet", "--out", str(ctx)], env=base, check=True,

@@ -10,7 +10,6 @@
 # Environment:
 #   INPUT_BUCKET, OUTPUT_BUCKET   required; created (and later deleted) if they do not exist, used as they are if they do
 #   NAME          function name (default: mmsctl-pipeline)
-#   MMSCTL        the mmsctl command (default: mmsctl)
 #   PUSH=0        do not build and push the image (one is already in ECR: mmsctl-lambda/NAME:latest)
 #   WAIT          seconds to wait for the prediction (default: 120)
 #   KEEP=1        leave everything deployed at the end (remove it later with `mmsctl lambda destroy NAME`)
@@ -18,9 +17,6 @@
 # Everything the recipe deployed is destroyed on exit, also on errors and Ctrl+C, unless KEEP=1.
 set -euo pipefail
 
-# shellcheck disable=SC2206  # MMSCTL may be a command with arguments, e.g. "python -m mmsctl"
-MMSCTL_CMD=(${MMSCTL:-mmsctl})
-mmsctl() { "${MMSCTL_CMD[@]}" "$@"; }
 step() { printf '\n==> %s\n' "$*" >&2; }
 
 MODEL="${1:?usage: run.sh MODEL IMAGE}"

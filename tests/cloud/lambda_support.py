@@ -28,7 +28,7 @@ __all__ = ["aws_calls_recorded", "noop_mar", "policy_doc", "pushed_image", "tags
 def noop_mar(folder: Path, name: str = "noop") -> Path:
     """A real .mar of a tiny echo handler, made with `mmsctl archive create` (deploy only uploads it)."""
     src = make_noop_archive(folder / f"{name}-src", name)
-    done = subprocess.run([sys.executable, "-m", "mmsctl", "archive", "create", str(src), "-n", name,
+    done = subprocess.run([sys.executable, "-m", "mmsctl", "archive", "create", str(src), "--model-name", name,
                            "--handler", "noop_service:handle", "--export-path", str(folder), "--force"],
                           capture_output=True, text=True, cwd=REPO, timeout=60)
     assert done.returncode == 0, done.stderr
