@@ -109,6 +109,7 @@ HELP_TEXT = """\
 
 [b]Models list[/b]
   ↑ ↓ PgUp PgDn   move              Enter   open the model
+  Home End        first / last row
   < >             sort column       click   sort (again: reverse)
   /               filter (regex)    Esc     clear the filter
 

@@ -9,10 +9,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import Footer, Static
 
 from mmsctl.tui.format import fmt_bytes, fmt_count, fmt_int, fmt_ms, fmt_rate, fmt_workers
 from mmsctl.tui.widgets.load_chart import LoadChart
+from mmsctl.tui.widgets.row_table import RowTable
 from mmsctl.tui.widgets.server_header import ServerHeader
 from mmsctl.tui.widgets.status_line import StatusLine
 
@@ -44,7 +45,7 @@ class ModelScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield ServerHeader(id="header")
         yield Static(id="model-info")
-        workers: DataTable[str] = DataTable(id="workers", cursor_type="row")
+        workers = RowTable(id="workers")
         for label in _WORKER_COLUMNS:
             workers.add_column(label, key=label.lower())
         yield workers
@@ -104,7 +105,7 @@ class ModelScreen(Screen[None]):
             self.query_one(f"#{chart_id}", LoadChart).show(values, available=available or bool(values), window=window)
 
     def _show_workers(self, row: ModelRow) -> None:
-        table = self.query_one("#workers", DataTable)
+        table = self.query_one("#workers", RowTable)
         cells = [
             (w.id, fmt_int(w.pid), w.status, w.start_time or "n/a", fmt_bytes(w.memory),
              "n/a" if w.gpu is None else ("yes" if w.gpu else "no"))

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from rich.text import Text
-from textual.widgets import DataTable
 
 from mmsctl.tui.format import fmt_count, fmt_int, fmt_ms, fmt_rate, fmt_workers
 from mmsctl.tui.model import ModelRow
+from mmsctl.tui.widgets.row_table import RowTable
 
 __all__ = ["COLUMNS", "ModelsTable"]
 
@@ -52,11 +52,16 @@ def _sort_key(column: _Column, row: ModelRow) -> tuple[int, Any]:
     return (1, 0) if value is None else (0, value)  # unknown last, whatever the direction
 
 
-class ModelsTable(DataTable):
-    """One row per model; ``sort_column``/``reverse``/``pattern`` pick and order them."""
+class ModelsTable(RowTable):
+    """One row per model; ``sort_column``/``reverse``/``pattern`` pick and order them.
+
+    Every header keeps one cell for the sort arrow, so the arrow shows on whichever
+    column is the sort key (a column is as wide as its widest cell *or label*, and a
+    label that grows later would be cut) and the columns do not shift when it moves.
+    """
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
+        super().__init__(zebra_stripes=False, **kwargs)
         self.sort_column = "name"
         self.reverse = False
         self.pattern: Optional[re.Pattern[str]] = None
@@ -103,7 +108,7 @@ class ModelsTable(DataTable):
 
     def _label(self, column: _Column) -> str:
         if column.key != self.sort_column:
-            return column.label
+            return column.label + " "  # the arrow's cell, kept free
         return column.label + ("▼" if self.reverse else "▲")
 
     # ------------------------------------------------------------------ drawing
