@@ -15,6 +15,9 @@ remote command) with short timeouts and no retries (the next poll is the retry):
 
 It never raises from ``fetch``: a dead server is a snapshot with ``reachable=False``
 and the reason, so the screen keeps its last data and reconnects by itself.
+
+A fleet is a :class:`FleetDataSource` (:mod:`mmsctl.tui.fleet_source`: one
+``HttpSource`` per member), whose actions can also scale each member its own way.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import replace
-from typing import Any, Callable, Optional, Protocol, runtime_checkable
+from typing import Any, Callable, Mapping, Optional, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from mmsctl.client._errors import RemoteModelNotFound
@@ -41,7 +44,7 @@ from mmsctl.tui.readings import (
     row_from_describe,
 )
 
-__all__ = ["DataSource", "HttpSource"]
+__all__ = ["DataSource", "FleetDataSource", "HttpSource"]
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 _METRICS_RETRY_S = 30.0
@@ -71,6 +74,16 @@ class DataSource(Protocol):
     def set_focus(self, key: Optional[str]) -> None: ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class FleetDataSource(DataSource, Protocol):
+    """A source over a fleet: its snapshots carry ``members``; actions apply to every member."""
+
+    async def scale_members(self, model: str, targets: Mapping[str, tuple[int, int]],
+                            *, version: Optional[str] = None) -> str:
+        """Scale *model* on each named member to its own ``(min_workers, max_workers)``."""
+        ...
 
 
 def _is_loopback(url: str) -> bool:
