@@ -30,6 +30,10 @@ from mmsctl.tui.source import DataSource, HttpSource
 __all__ = ["FleetSource", "member_deadline"]
 
 
+#: A fleet describes each member's models this many times less often (at most) than one server's.
+_DESCRIBE_SPREAD = 8
+
+
 def member_deadline(timeout: float) -> float:
     """The longest one member's whole poll may take: a few requests' worth, at least 10 s."""
     return max(10.0, 4 * timeout + 2)
@@ -76,9 +80,19 @@ class FleetSource:
     def over_http(cls, name: str, members: Sequence[Member], *, token_file: Optional[str] = None,
                   timeout: float = 2.0, describe_every: float = 5.0, patience: Optional[float] = None,
                   transport: Any = None) -> "FleetSource":
-        """Every member polled by its own :class:`HttpSource` (the fleet context's token file for each)."""
+        """Every member polled by its own :class:`HttpSource` (the fleet context's token file for each).
+
+        A member whose metrics count each model's workers (mmsctl) has its models described
+        round-robin every ``describe_every`` times twice the number of members (at most 8 times) -
+        a model is described at once when it is on screen, new, just scaled, or when its worker
+        count changed - and every member's ``/ping`` is asked every ``describe_every`` seconds (the
+        model list and metrics answer every poll): a fleet of a few members costs about what one
+        server does. A member without such metrics (MMS) is described as one server is.
+        """
+        spread = min(2 * max(1, len(members)), _DESCRIBE_SPREAD)
         sources: list[tuple[Member, DataSource]] = [
-            (m, HttpSource(m.context(token_file), timeout=timeout, describe_every=describe_every, transport=transport))
+            (m, HttpSource(m.context(token_file), timeout=timeout, describe_every=describe_every,
+                           describe_spread=spread, health_every=describe_every, transport=transport))
             for m in members
         ]
         return cls(name, sources, deadline=member_deadline(timeout), patience=patience)
