@@ -102,6 +102,8 @@ class TopApp(App[None]):
     def apply(self, snapshot: Snapshot) -> None:
         """Take a new snapshot: a failed poll keeps the last models and shows why."""
         self.polls += 1
+        if snapshot.members and all(m.waiting for m in snapshot.members):
+            return  # a fleet whose members have not answered yet: still connecting
         if snapshot.server.reachable:
             self._error = snapshot.server.error
             self.snapshot = snapshot

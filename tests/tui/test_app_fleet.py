@@ -188,3 +188,26 @@ async def test_snapshot_fleet_model_detail() -> None:
         assert "on 2 of 3 members, ready on 2" in text
         assert _line(app, MEMBER_A)[:3] == [MEMBER_A, "2/2", "2"]  # the per-member table
         assert sum(1 for line in text.splitlines() if line.lstrip().startswith(MEMBER_B)) == 3  # + 2 workers
+
+
+async def test_a_fleet_still_waiting_for_its_members_is_connecting_not_an_error() -> None:
+    from mmsctl.tui.fleet import fleet_snapshot, member_status
+
+    waiting = fleet_snapshot("2 members", 1.0, [(member_status(n, f"http://{n}", None), None)
+                                                for n in (MEMBER_A, MEMBER_B)])
+    app = _app(ScriptedFleetSource([waiting, fleet()]))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.polls >= 1)
+        await pilot.pause()
+        text = screen_text(app)
+        assert "connecting…" in text and "retrying" not in text and app.snapshot is None
+        app.poll()
+        await wait_for(pilot, lambda: app.polls >= 2)
+        await pilot.pause()
+        assert "squeezenet" in screen_text(app)
+        await pilot.press("m")
+        await wait_for(pilot, lambda: isinstance(app.screen, MembersScreen))
+        await pilot.press("end")  # Home/End move the members' cursor too
+        await wait_for(pilot, lambda: app.screen.query_one("#members").cursor_row == 2)
+        await pilot.press("home")
+        await wait_for(pilot, lambda: app.screen.query_one("#members").cursor_row == 0)
