@@ -197,7 +197,7 @@ class TopApp(App[None]):
         return True
 
     def request_scale(self, key: str, delta: int) -> None:
-        """``+``/``-``: one worker more or less (on a fleet, on each member that has the model), after a confirmation."""
+        """``+``/``-``: one worker more or less after a confirmation (on a fleet: on each member with the model)."""
         if not self._writable():
             return
         row = self._row(key)
@@ -218,13 +218,19 @@ class TopApp(App[None]):
         )
 
     def _request_fleet_scale(self, row: ModelRow, delta: int) -> None:
-        steps = {p.member: step for p in row.parts if p.member and (step := _scale_step(p, delta)) is not None}
+        """Each member from its own count; a member already at the bound (0) is left out."""
+        source = self.source
+        if not isinstance(source, FleetDataSource):
+            return
+        steps: dict[str, tuple[int, int, int]] = {}
+        for part in row.parts:
+            step = _scale_step(part, delta)
+            if part.member and step is not None:
+                steps[part.member] = step
         if not steps:
             self.set_message(f"{row.name} already has {_current_workers(row.parts[0])} workers on every member",
                              "warn")
             return
-        source = self.source
-        assert isinstance(source, FleetDataSource)
         targets: Mapping[str, tuple[int, int]] = {m: (target, high) for m, (_, target, high) in steps.items()}
         before = _span(current for current, _, _ in steps.values())
         after = _span(target for _, target, _ in steps.values())

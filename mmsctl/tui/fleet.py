@@ -142,7 +142,7 @@ def member_status(name: str, url: str, snapshot: Optional[Snapshot], *, last_err
     )
 
 
-def fleet_snapshot(label: str, taken_at: float, members: Sequence[tuple[MemberStatus, Optional[Snapshot]]],
+def fleet_snapshot(name: str, taken_at: float, members: Sequence[tuple[MemberStatus, Optional[Snapshot]]],
                    poll_ms: Optional[float] = None) -> Snapshot:
     """The fleet as one snapshot: models combined across the members that answered, and every member's status.
 
@@ -167,7 +167,7 @@ def fleet_snapshot(label: str, taken_at: float, members: Sequence[tuple[MemberSt
     kinds = {s.server.kind for s, _ in up}
     health = "Healthy" if len(healthy) == len(members) else f"{len(healthy)}/{len(members)} healthy"
     server = ServerStatus(
-        url=label,
+        url=name,  # the fleet's name: its members' URLs are in ``members``
         kind=kinds.pop() if len(kinds) == 1 else "unknown",
         reachable=bool(up),
         health=health if up else None,

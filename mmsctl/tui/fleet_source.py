@@ -67,6 +67,7 @@ class FleetSource:
         concurrency: Optional[int] = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        self.name = name
         self.title = f"{name} (fleet, {len(members)} member{'s' if len(members) != 1 else ''})"
         self.deadline = deadline
         self.patience = patience
@@ -122,8 +123,7 @@ class FleetSource:
                            last_error_at=s.last_error_at), s.latest)
             for s in self._slots
         ]
-        label = f"{len(self._slots)} members"
-        return fleet_snapshot(label, self._clock(), statuses, poll_ms=round((time.perf_counter() - started) * 1e3, 1))
+        return fleet_snapshot(self.name, self._clock(), statuses, poll_ms=round((time.perf_counter() - started) * 1e3, 1))
 
     async def _poll(self, slot: _Slot) -> None:
         """One poll of one member, under the shared bound and the deadline; never raises."""

@@ -151,7 +151,7 @@ def unreachable(t: float = 200.0) -> Snapshot:
     return Snapshot(t, ServerStatus("http://127.0.0.1:8081", error="cannot reach http://127.0.0.1:8081: connection refused"))
 
 
-async def wait_for(pilot: Any, condition: Callable[[], bool], timeout: float = 10.0) -> None:
+async def wait_for(pilot: Any, condition: Callable[[], bool], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
@@ -159,7 +159,7 @@ async def wait_for(pilot: Any, condition: Callable[[], bool], timeout: float = 1
         await pilot.pause(0.02)
 
 
-async def wait_settled(pilot: Any, app: Any, timeout: float = 10.0) -> None:
+async def wait_settled(pilot: Any, app: Any, timeout: float = 30.0) -> None:
     """Wait until the footer shows the keys and two looks 50 ms apart see the same screen.
 
     The footer recomposes whenever the screen's bindings change (the first rows, the cursor):
