@@ -122,7 +122,7 @@ HELP_TEXT = """\
   + -             scale the model's workers up / down by one
   r               register a model   d      unregister the model
 
-[b]Fleet[/b] (a context with --members or --fleet)
+[b]Fleet[/b] (a context with members)
   m               members: state, models, workers, errors (m, Esc: back)
 
 [b]Anywhere[/b]
