@@ -1,6 +1,6 @@
 """`mmsctl top` cost while idle: CPU% of one core and RSS, in a real terminal (tmux).
 
-Run from the repo root: ``.venv/bin/python bench/top.py [--models 50] [--seconds 30] [--interval 1]``.
+Run from the repo root: ``.venv/bin/python bench/top.py [--models 50] [--seconds 30] [--interval 1] [--members 1]``.
 
 Starts a real mmsctl server on loopback, registers a no-op model ``--models`` times
 (``--workers`` each, 0 by default so 50 models do not start 50 processes), runs
@@ -9,12 +9,17 @@ until all models are on screen, then samples the process's CPU time over
 ``--seconds``. Targets (issue 5): at most 5 % of one core at a 1 s interval with
 50 models, RSS under 100 MB. Prints measured vs target and the ratio; exits 1 if
 a target is missed. Needs tmux (apt-get install tmux).
+
+``--members N`` (N > 1) starts N such servers and watches them as one fleet
+(a ``--members`` context; every member polled each interval, each model combined
+across them), with the same targets.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -22,6 +27,7 @@ import sys
 import tempfile
 import time
 import uuid
+from contextlib import ExitStack
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -58,6 +64,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--interval", type=float, default=1.0)
     parser.add_argument("--warmup", type=float, default=5.0)
+    parser.add_argument("--members", type=int, default=1, help="servers; more than 1 is watched as a fleet")
     parser.add_argument("--show", action="store_true", help="print the last screen")
     args = parser.parse_args()
     if shutil.which("tmux") is None:
@@ -68,23 +75,35 @@ def main() -> None:
         tmp = Path(tmp_name)
         store = tmp / "store"
         make_noop_archive(store / "noop")
-        with running_mmsctl_server(tmp, model_store=store) as srv:
+        with ExitStack() as servers:
+            started = [servers.enter_context(running_mmsctl_server(tmp / f"member{n}", model_store=store))
+                       for n in range(max(1, args.members))]
             with httpx.Client(timeout=60) as client:
-                for i in range(args.models):
-                    r = client.post(f"{srv.management_url}/models",
-                                    params={"url": "noop", "model_name": f"noop{i:02d}",
-                                            "initial_workers": args.workers, "synchronous": "true"})
-                    r.raise_for_status()
-            env = {"MMSCTL_INFERENCE_URL": srv.inference_url, "MMSCTL_MANAGEMENT_URL": srv.management_url,
-                   "MMSCTL_METRICS_URL": srv.metrics_url, "TERM": "xterm-256color",
-                   "MMSCTL_CONFIG_DIR": str(tmp / "config")}
+                for srv in started:
+                    for i in range(args.models):
+                        r = client.post(f"{srv.management_url}/models",
+                                        params={"url": "noop", "model_name": f"noop{i:02d}",
+                                                "initial_workers": args.workers, "synchronous": "true"})
+                        r.raise_for_status()
+            env = {"TERM": "xterm-256color", "MMSCTL_CONFIG_DIR": str(tmp / "config")}
+            srv = started[0]
+            if args.members > 1:
+                members = ",".join(f"{s.inference_url}={s.management_url}={s.metrics_url}" for s in started)
+                subprocess.run([sys.executable, "-m", "mmsctl", "context", "add", "bench", "--members", members],
+                               env={**os.environ, **env}, check=True, capture_output=True, timeout=60)
+                env["MMSCTL_CONTEXT"] = "bench"
+            else:
+                env.update(MMSCTL_INFERENCE_URL=srv.inference_url, MMSCTL_MANAGEMENT_URL=srv.management_url,
+                           MMSCTL_METRICS_URL=srv.metrics_url)
             command = "exec env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + \
                 f" {shlex.quote(sys.executable)} -m mmsctl top --interval {args.interval:g}"
             sock = f"mmsctl-bench-{uuid.uuid4().hex[:8]}"
             _tmux(sock, "new-session", "-d", "-s", "top", "-x", "160", "-y", "60", command)
             try:
                 deadline = time.monotonic() + 60
-                while f"models {args.models}" not in _tmux(sock, "capture-pane", "-p", "-t", "top"):
+                ready = [f"models {args.models}"] + ([f"members {args.members}/{args.members} up"]
+                                                     if args.members > 1 else [])
+                while not all(w in _tmux(sock, "capture-pane", "-p", "-t", "top") for w in ready):
                     if time.monotonic() > deadline:
                         sys.exit("mmsctl top never showed all models:\n" + _tmux(sock, "capture-pane", "-p"))
                     time.sleep(0.2)
@@ -102,12 +121,13 @@ def main() -> None:
     used = (after.user - before.user) + (after.system - before.system)
     cpu = 100.0 * used / elapsed
     result = {
-        "models": args.models, "interval_s": args.interval, "seconds": round(elapsed, 1),
+        "models": args.models, "members": args.members, "interval_s": args.interval, "seconds": round(elapsed, 1),
         "cpu_percent": round(cpu, 2), "cpu_target": CPU_TARGET, "cpu_ratio": round(cpu / CPU_TARGET, 2),
         "rss_mb": round(rss / 2**20, 1), "rss_target_mb": RSS_TARGET / 2**20,
         "rss_ratio": round(rss / RSS_TARGET, 2),
     }
-    print(f"mmsctl top idle, {args.models} models, {args.interval:g} s interval, {elapsed:.0f} s in tmux")
+    fleet = f" on each of a fleet of {args.members} members" if args.members > 1 else ""
+    print(f"mmsctl top idle, {args.models} models{fleet}, {args.interval:g} s interval, {elapsed:.0f} s in tmux")
     print(f"  CPU  {cpu:6.2f} % of one core   target <= {CPU_TARGET:g} %   ratio {cpu / CPU_TARGET:.2f}")
     print(f"  RSS  {rss / 2**20:6.1f} MB               target <  {RSS_TARGET / 2**20:g} MB  ratio {rss / RSS_TARGET:.2f}")
     print(json.dumps(result))

@@ -63,8 +63,9 @@ def add(
         None, "--token-file", help="Bearer token file (plain token or TorchServe key_file.json).", metavar="FILE"
     ),
     members: List[str] = typer.Option(
-        [], "--members", help="A fleet of servers: management URLs (port 8081 default; inference assumed on 8080 "
-        "of the same host) or INFERENCE=MANAGEMENT pairs, comma-separated or repeated.", metavar="URL,URL…"),
+        [], "--members", help="A fleet of servers: management URLs (port 8081 default; inference and metrics "
+        "assumed on 8080 and 8082 of the same host) or INFERENCE=MANAGEMENT[=METRICS], comma-separated or repeated.",
+        metavar="URL,URL…"),
     fleet: Optional[str] = typer.Option(
         None, "--fleet", help="An mmsctl fleet on AWS (`mmsctl fleet create`): members are its instances, "
         "predict goes through its load balancer.", metavar="FLEET"),
@@ -75,7 +76,7 @@ def add(
 
     A new context needs --inference and --management (or --members / --fleet); on an existing one,
     what is not given stays, and an empty value (--token-file "") removes an optional field.
-    A fleet context (--members or --fleet) makes `models`, `scale` and `ping` run on every member.
+    A fleet context (--members or --fleet) makes `models`, `scale`, `ping` and `top` run on every member.
     """
     from pathlib import Path
 

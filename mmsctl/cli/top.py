@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from mmsctl.cli.options import ContextOpt, check_output, global_context
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mmsctl.tui.source import DataSource
 
 __all__ = ["register"]
 
@@ -26,6 +29,19 @@ _COLUMNS = (
     Column("ERR/S", "errors", justify="right"),
     Column("URL", "url", wide=True),
 )
+_MEMBERS = Column("MEMBERS", "members", justify="right")
+_MEMBER_COLUMNS = (
+    Column("MEMBER", "member"),
+    Column("STATE", "state"),
+    Column("KIND", "kind"),
+    Column("MODELS", "models", justify="right"),
+    Column("WORKERS", "workers", justify="right"),
+    Column("REQ/S", "rps", justify="right"),
+    Column("CPU", "cpu", justify="right", wide=True),
+    Column("POLL", "poll", justify="right", wide=True),
+    Column("LAST ERROR", "error"),
+    Column("URL", "url", wide=True),
+)
 
 
 def top(
@@ -40,8 +56,10 @@ def top(
     """Watch a model server live: models, workers, requests/s, latency, queue (like k9s or nvitop).
 
     Works with mmsctl servers, TorchServe (metrics port) and real MMS (describe only; what it does not publish shows as n/a).
+    On a fleet context (--members / --fleet) each model is combined across the members, m shows the members,
+    and actions apply to every member.
 
-    Keys: Enter opens a model, + - scale, r register, d unregister, / filter, < > sort, p pause, ? help, q quit.
+    Keys: Enter opens a model, + - scale, r register, d unregister, / filter, < > sort, m members, p pause, ? help, q quit.
     """
     from mmsctl.errors import UsageError
 
@@ -50,31 +68,51 @@ def top(
         raise UsageError(f"--interval must be at least 0.1 seconds, not {interval:g}")
     if timeout <= 0:
         raise UsageError("--timeout must be greater than 0")
+    import sys
+
+    if not once and not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UsageError("mmsctl top needs a terminal", hint="for scripts use: mmsctl top --once -o json")
     from mmsctl.client.contexts import resolve_context
 
     target = resolve_context(global_context(context))
-    if target.is_fleet:  # the fleet view (models across members, a members view) is not built yet
-        raise UsageError(f"context {target.name!r} is a fleet; `mmsctl top` watches one server",
-                         hint="`mmsctl models list` and `mmsctl ping` show every member; for one member add "
-                              "a context with its --inference and --management URLs")
-    from mmsctl.tui.source import HttpSource
+    describe_every = max(5.0, 5 * interval)
+    source: "DataSource"
+    if target.is_fleet:
+        from mmsctl.cli.fanout import fleet_members
+        from mmsctl.tui.fleet_source import FleetSource
 
-    source = HttpSource(target, timeout=timeout, describe_every=max(5.0, 5 * interval))
+        # Live, a poll waits for a slow member only so long; the view goes on with its last answer.
+        source = FleetSource.over_http(target.name, fleet_members(target), token_file=target.token_file,
+                                       timeout=timeout, describe_every=describe_every,
+                                       patience=None if once else 0.8 * min(interval, timeout))
+    else:
+        from mmsctl.tui.source import HttpSource
+
+        source = HttpSource(target, timeout=timeout, describe_every=describe_every)
     if once:
-        from mmsctl.tui.once import rows_for_table, snapshot_once
-
-        snapshot = snapshot_once(source, interval)
-        if not render_data(snapshot.to_dict(), output):
-            render_table(rows_for_table(snapshot), _COLUMNS, wide=output == "wide")
+        _print_once(source, interval, output)
         return
-    import sys
-
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        raise UsageError("mmsctl top needs a terminal", hint="for scripts use: mmsctl top --once -o json")
     from mmsctl.tui.app import TopApp
 
     get_ui().quiet = True
     TopApp(source, interval=interval, readonly=readonly).run()
+
+
+def _print_once(source: "DataSource", interval: float, output: str) -> None:
+    """One snapshot; on a fleet also the members, then exit 4 naming any member that did not answer."""
+    from mmsctl.tui.once import members_down, rows_for_members, rows_for_table, snapshot_once
+
+    snapshot = snapshot_once(source, interval)
+    if not render_data(snapshot.to_dict(), output):
+        wide = output == "wide"
+        columns = (*_COLUMNS[:2], _MEMBERS, *_COLUMNS[2:]) if snapshot.is_fleet else _COLUMNS
+        render_table(rows_for_table(snapshot), columns, wide=wide)
+        if snapshot.is_fleet:
+            get_ui().out.print()
+            render_table(rows_for_members(snapshot), _MEMBER_COLUMNS, wide=wide)
+    failure = members_down(snapshot)
+    if failure is not None:
+        raise failure
 
 
 def register(app: typer.Typer) -> None:

@@ -3,13 +3,17 @@
 A fleet context names its members (``contexts.toml``: ``members = [...]``, or
 ``fleet = "NAME"`` whose members the CLI finds in the Auto Scaling group). Each
 member is a server with its own management and inference URL; the calls are the
-ordinary :class:`ManagementClient` / :class:`InferenceClient` ones, run in a
-thread pool bounded by the ``fanout_concurrency`` setting
-(``MMSCTL_FANOUT_CONCURRENCY``, default 16, at most 256).
+ordinary :class:`ManagementClient` / :class:`InferenceClient` ones, run at most
+``fanout_concurrency`` at a time (``MMSCTL_FANOUT_CONCURRENCY``, default 16, at
+most 256): in a thread pool (:func:`fan_out`, the CLI) or as asyncio tasks
+(:func:`async_fan_out`, ``mmsctl top``). Both share one core: the bound, one
+:class:`MemberResult` per member in member order, an :class:`MmsError` as that
+member's failure and anything else raised as the bug it is.
 
 A member spec is its management URL (``http://10.0.0.5:8081``; no port means
-8081) with the inference API assumed on the same host at 8080, or both URLs as
-``INFERENCE=MANAGEMENT`` (``http://10.0.0.5:9080=http://10.0.0.5:9081``).
+8081) with the inference and metrics APIs assumed on the same host at the
+standard ports 8080 and 8082, or the URLs as ``INFERENCE=MANAGEMENT[=METRICS]``
+(``http://10.0.0.5:9080=http://10.0.0.5:9081``; no metrics URL there means none).
 
 Every member answers or fails on its own; :meth:`FanOut.check` then raises
 :class:`MembersFailed` (exit 4) naming the members that failed.
@@ -19,13 +23,16 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generic, Iterable, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Generic, Iterable, Optional, Sequence, TypeVar
 from urllib.parse import urlsplit
 
 from mmsctl.client.contexts import Context, validate_url
 from mmsctl.client.inference import InferenceClient, PingResult
 from mmsctl.client.management import ManagementClient, ModelDetail, ModelSummary, OperationResult, ScaleResult
 from mmsctl.errors import ApiError, ConfigError, MmsError, PartialFailure, UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import asyncio
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
@@ -36,10 +43,13 @@ __all__ = [
     "Member",
     "MemberResult",
     "MembersFailed",
+    "async_fan_out",
     "concurrency_limit",
     "fan_out",
+    "failure_message",
     "member_from_address",
     "parse_member",
+    "pool_size",
     "parse_members",
 ]
 
@@ -48,6 +58,7 @@ MAX_CONCURRENCY = 256
 MAX_MEMBERS = 1000
 INFERENCE_PORT = 8080
 MANAGEMENT_PORT = 8081
+METRICS_PORT = 8082
 
 T = TypeVar("T")
 
@@ -59,13 +70,16 @@ class Member:
     name: str
     management_url: str
     inference_url: str
+    metrics_url: Optional[str] = None
 
     def context(self, token_file: Optional[str] = None) -> Context:
         """The member as a one-server context (the fleet context's token file applies to each)."""
-        return Context(self.name, self.inference_url, self.management_url, token_file=token_file, source="fleet")
+        return Context(self.name, self.inference_url, self.management_url, self.metrics_url,
+                       token_file=token_file, source="fleet")
 
-    def to_dict(self) -> dict[str, str]:
-        return {"member": self.name, "managementUrl": self.management_url, "inferenceUrl": self.inference_url}
+    def to_dict(self) -> dict[str, Optional[str]]:
+        return {"member": self.name, "managementUrl": self.management_url, "inferenceUrl": self.inference_url,
+                "metricsUrl": self.metrics_url}
 
 
 def _host_url(scheme: str, host: str, port: int) -> str:
@@ -73,19 +87,24 @@ def _host_url(scheme: str, host: str, port: int) -> str:
 
 
 def parse_member(spec: str) -> Member:
-    """A member from ``MANAGEMENT_URL`` or ``INFERENCE_URL=MANAGEMENT_URL``.
+    """A member from ``MANAGEMENT_URL`` or ``INFERENCE_URL=MANAGEMENT_URL[=METRICS_URL]``.
 
     Raises:
-        UsageError: not an http(s) URL, or a management URL with a path (its inference
-            URL cannot be guessed: give both).
+        UsageError: not an http(s) URL, more than three URLs, or a management URL with a
+            path (its other URLs cannot be guessed: give them).
     """
     text = spec.strip()
     if not text:
         raise UsageError("empty fleet member", hint="members are URLs separated by commas")
-    inference, sep, management = text.partition("=")
-    if sep:
-        inference_url = validate_url(inference, "member inference")
-        management_url = validate_url(management, "member management")
+    urls = text.split("=")
+    metrics_url: Optional[str] = None
+    if len(urls) > 3:
+        raise UsageError(f"member {text!r} has {len(urls)} URLs; give INFERENCE=MANAGEMENT[=METRICS]")
+    if len(urls) > 1:
+        inference_url = validate_url(urls[0], "member inference")
+        management_url = validate_url(urls[1], "member management")
+        if len(urls) == 3:
+            metrics_url = validate_url(urls[2], "member metrics")
     else:
         management_url = validate_url(text, "member")
         parts = urlsplit(management_url)
@@ -94,7 +113,9 @@ def parse_member(spec: str) -> Member:
         host = parts.hostname or ""
         management_url = _host_url(parts.scheme, host, parts.port or MANAGEMENT_PORT)
         inference_url = _host_url(parts.scheme, host, INFERENCE_PORT)
-    return Member(urlsplit(management_url).netloc + urlsplit(management_url).path, management_url, inference_url)
+        metrics_url = _host_url(parts.scheme, host, METRICS_PORT)
+    name = urlsplit(management_url).netloc + urlsplit(management_url).path
+    return Member(name, management_url, inference_url, metrics_url)
 
 
 def parse_members(specs: Iterable[str]) -> list[Member]:
@@ -118,7 +139,8 @@ def parse_members(specs: Iterable[str]) -> list[Member]:
 
 def member_from_address(name: str, address: str, *, scheme: str = "http") -> Member:
     """A fleet instance reached at *address* (a private IP) on the standard ports."""
-    return Member(name, _host_url(scheme, address, MANAGEMENT_PORT), _host_url(scheme, address, INFERENCE_PORT))
+    return Member(name, _host_url(scheme, address, MANAGEMENT_PORT), _host_url(scheme, address, INFERENCE_PORT),
+                  _host_url(scheme, address, METRICS_PORT))
 
 
 def concurrency_limit() -> int:
@@ -168,6 +190,14 @@ def _short(text: str, width: int = 100) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
+def failure_message(what: str, failed: Sequence[tuple[str, str]], total: int) -> str:
+    """"WHAT failed on 1 of 3 members: NAME (REASON), …" - the one wording of a partial failure."""
+    reasons = ", ".join(f"{name} ({_short(reason)})" for name, reason in failed)
+    if len(failed) == total:
+        return f"{what} failed on {'the only member' if total == 1 else f'all {total} members'}: {reasons}"
+    return f"{what} failed on {len(failed)} of {total} members: {reasons}"
+
+
 @dataclass
 class FanOut(Generic[T]):
     """Every member's result, in member order."""
@@ -183,24 +213,27 @@ class FanOut(Generic[T]):
         failed = self.failed
         if not failed:
             return
-        reasons = ", ".join(f"{r.member.name} ({_short(r.error.message if r.error else '')})" for r in failed)
         codes = {r.error.exit_code for r in failed if r.error is not None}
         total = len(self.results)
-        if len(failed) == total:
-            code = codes.pop() if len(codes) == 1 else None
-            message = f"{what} failed on {'the only member' if total == 1 else f'all {total} members'}: {reasons}"
-        else:
-            code = None
-            message = f"{what} failed on {len(failed)} of {total} members: {reasons}"
+        code = codes.pop() if len(failed) == total and len(codes) == 1 else None
+        message = failure_message(what, [(r.member.name, r.error.message if r.error else "") for r in failed], total)
         raise MembersFailed(message, failed=[r.member.name for r in failed], exit_code=code)
 
 
-def fan_out(members: list[Member], call: Callable[[Member], T], *,
-            concurrency: Optional[int] = None) -> FanOut[T]:
-    """Run *call* on every member, at most *concurrency* at a time; an :class:`MmsError` is that
-    member's failure, anything else (a bug) is raised."""
-    limit = concurrency if concurrency is not None else concurrency_limit()
+# --------------------------------------------------------------------------- the core, two ways to run it
 
+
+def pool_size(members: Sequence[Member], concurrency: Optional[int] = None) -> int:
+    """How many of *members* are called at once: the bound (the ``fanout_concurrency`` setting unless
+    given), never more than there are."""
+    limit = concurrency if concurrency is not None else concurrency_limit()
+    return max(1, min(limit, len(members)))
+
+
+def fan_out(members: Sequence[Member], call: Callable[[Member], T], *,
+            concurrency: Optional[int] = None) -> FanOut[T]:
+    """Run *call* on every member in a thread pool, at most *concurrency* at a time; an
+    :class:`MmsError` is that member's failure, anything else (a bug) is raised."""
     def one(member: Member) -> MemberResult[T]:
         try:
             return MemberResult(member, call(member))
@@ -209,8 +242,35 @@ def fan_out(members: list[Member], call: Callable[[Member], T], *,
 
     if not members:
         return FanOut([])
-    with ThreadPoolExecutor(max_workers=max(1, min(limit, len(members))), thread_name_prefix="fanout") as pool:
+    with ThreadPoolExecutor(max_workers=pool_size(members, concurrency), thread_name_prefix="fanout") as pool:
         return FanOut(list(pool.map(one, members)))
+
+
+async def async_fan_out(members: Sequence[Member], call: Callable[[Member], Awaitable[T]], *,
+                        concurrency: Optional[int] = None, timeout: Optional[float] = None,
+                        limit: Optional["asyncio.Semaphore"] = None) -> FanOut[T]:
+    """:func:`fan_out` for asyncio programs: *call* on every member as tasks, at most *concurrency*
+    at a time; *timeout* bounds each member's whole call (then it fails with :class:`RequestTimeout`).
+
+    *limit* replaces the bound with a semaphore the caller shares between fan-outs (``mmsctl top``
+    polls each member on its own schedule, all under one bound).
+    """
+    import asyncio
+
+    from mmsctl.errors import RequestTimeout
+
+    semaphore = limit if limit is not None else asyncio.Semaphore(pool_size(members, concurrency))
+
+    async def one(member: Member) -> MemberResult[T]:
+        async with semaphore:
+            try:
+                return MemberResult(member, await asyncio.wait_for(call(member), timeout))
+            except asyncio.TimeoutError:
+                return MemberResult(member, error=RequestTimeout(f"{member.name} did not answer in {timeout:g} s"))
+            except MmsError as exc:
+                return MemberResult(member, error=exc)
+
+    return FanOut(list(await asyncio.gather(*(one(m) for m in members))))
 
 
 class FleetClient:

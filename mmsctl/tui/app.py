@@ -4,13 +4,17 @@ Polling runs in a background worker on a timer; a poll still in flight when the
 timer fires again is left to finish (a slow server is shown late, never as a
 frozen screen), and a failed poll keeps the last data on screen with the error
 in the status line until the server answers again.
+
+On a fleet (a :class:`~mmsctl.tui.source.FleetDataSource`) the models are combined
+across members, ``m`` opens the members view, and each action applies to every
+member that has the model: ``+``/``-`` move each member's own worker count by one.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Any, Awaitable, Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping, Optional
 
 from rich.text import Text
 from textual import work
@@ -21,15 +25,19 @@ from textual.screen import Screen
 
 from mmsctl.tui.model import ModelRow, SeriesStore, ServerStatus, Snapshot
 from mmsctl.tui.screens.dialogs import ConfirmScreen, HelpScreen, RegisterRequest, RegisterScreen
+from mmsctl.tui.screens.members import MembersScreen
 from mmsctl.tui.screens.model_detail import ModelScreen
 from mmsctl.tui.screens.models import ModelsScreen
-from mmsctl.tui.source import DataSource
+from mmsctl.tui.source import DataSource, FleetDataSource
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mmsctl.tui.monitor import Monitor
 
 __all__ = ["TopApp"]
 
 
 class TopApp(App[None]):
-    """A k9s-style monitor for one model server."""
+    """A k9s-style monitor for one model server or a fleet of them."""
 
     CSS_PATH = "mmsctl.tcss"
     TITLE = "mmsctl top"
@@ -51,6 +59,7 @@ class TopApp(App[None]):
     ) -> None:
         super().__init__()
         self.source = source
+        self.fleet = isinstance(source, FleetDataSource)
         self.interval = interval
         self.readonly = readonly
         self.clock = clock
@@ -93,6 +102,8 @@ class TopApp(App[None]):
     def apply(self, snapshot: Snapshot) -> None:
         """Take a new snapshot: a failed poll keeps the last models and shows why."""
         self.polls += 1
+        if snapshot.members and all(m.waiting for m in snapshot.members):
+            return  # a fleet whose members have not answered yet: still connecting
         if snapshot.server.reachable:
             self._error = snapshot.server.error
             self.snapshot = snapshot
@@ -100,7 +111,8 @@ class TopApp(App[None]):
         else:
             self._error = (snapshot.server.error or "server unreachable") + " - retrying"
             old = self.snapshot
-            self.snapshot = replace(old, server=snapshot.server) if old is not None else snapshot
+            self.snapshot = (replace(old, server=snapshot.server, members=snapshot.members)
+                             if old is not None else snapshot)
         self._redraw("show_snapshot")
 
     def _redraw(self, part: str) -> None:
@@ -149,6 +161,14 @@ class TopApp(App[None]):
         if isinstance(self.screen, ModelScreen):
             self.pop_screen()
 
+    def open_members(self) -> None:
+        if self.fleet and not isinstance(self.screen, MembersScreen):
+            self.push_screen(MembersScreen())
+
+    def close_members(self) -> None:
+        if isinstance(self.screen, MembersScreen):
+            self.pop_screen()
+
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
@@ -177,25 +197,47 @@ class TopApp(App[None]):
         return True
 
     def request_scale(self, key: str, delta: int) -> None:
-        """``+``/``-``: one worker more or less, after a confirmation."""
+        """``+``/``-``: one worker more or less after a confirmation (on a fleet: on each member with the model)."""
         if not self._writable():
             return
         row = self._row(key)
         if row is None:
             return
-        current = row.min_workers if row.min_workers is not None else (row.workers_total or 0)
-        target = max(0, current + delta)
-        if target == current:
-            self.set_message(f"{row.name} already has {current} workers", "warn")
+        if row.parts:
+            self._request_fleet_scale(row, delta)
             return
-        if row.max_workers is None or row.max_workers <= current:
-            max_workers = target
-        else:
-            max_workers = max(row.max_workers, target)
+        step = _scale_step(row, delta)
+        if step is None:
+            self.set_message(f"{row.name} already has {_current_workers(row)} workers", "warn")
+            return
+        current, target, max_workers = step
         version = self._version_of(row)
         self._confirm(
             f"Scale {row.name} from {current} to {target} worker(s)?",
             lambda: self.source.scale(row.name, target, max_workers, version=version),
+        )
+
+    def _request_fleet_scale(self, row: ModelRow, delta: int) -> None:
+        """Each member from its own count; a member already at the bound (0) is left out."""
+        source = self.source
+        if not isinstance(source, FleetDataSource):
+            return
+        steps: dict[str, tuple[int, int, int]] = {}
+        for part in row.parts:
+            step = _scale_step(part, delta)
+            if part.member and step is not None:
+                steps[part.member] = step
+        if not steps:
+            self.set_message(f"{row.name} already has {_current_workers(row.parts[0])} workers on every member",
+                             "warn")
+            return
+        targets: Mapping[str, tuple[int, int]] = {m: (target, high) for m, (_, target, high) in steps.items()}
+        before = _span(current for current, _, _ in steps.values())
+        after = _span(target for _, target, _ in steps.values())
+        members = f"{len(steps)} member{'s' if len(steps) != 1 else ''}"
+        self._confirm(
+            f"Scale {row.name} on {members} from {before} to {after} worker(s) each?",
+            lambda: source.scale_members(row.name, targets),
         )
 
     def request_unregister(self, key: str) -> None:
@@ -210,8 +252,9 @@ class TopApp(App[None]):
             if isinstance(self.screen, ModelScreen):
                 self.close_model()
 
+        where = f" on {len(row.parts)} member{'s' if len(row.parts) != 1 else ''}" if row.parts else ""
         self._confirm(
-            f"Unregister {row.name}" + (f" version {version}" if version else "") + "? Its workers stop.",
+            f"Unregister {row.name}" + (f" version {version}" if version else "") + where + "? Its workers stop.",
             lambda: self.source.unregister(row.name, version=version),
             after=done,
         )
@@ -228,7 +271,7 @@ class TopApp(App[None]):
                     )
                 )
 
-        self.push_screen(RegisterScreen(), got)
+        self.push_screen(RegisterScreen(on_every_member=self.fleet), got)
 
     def _confirm(
         self,
@@ -265,6 +308,8 @@ class TopApp(App[None]):
         yield from super().get_system_commands(screen)
         yield SystemCommand("Help", "Show the keys of mmsctl top", self.action_help)
         yield SystemCommand("Pause / resume", "Stop or restart polling the server", self.action_pause)
+        if self.fleet and not isinstance(screen, MembersScreen):
+            yield SystemCommand("Members", "The fleet's members: health, models, workers, errors", self.open_members)
         if isinstance(screen, ModelsScreen):
             yield SystemCommand("Filter models", "Show only models matching a regular expression",
                                 screen.action_filter)
@@ -282,3 +327,33 @@ class TopApp(App[None]):
             if not self.readonly:
                 yield SystemCommand("Scale up", "One more worker", lambda: screen.action_scale(1))
                 yield SystemCommand("Scale down", "One worker less", lambda: screen.action_scale(-1))
+
+
+def _current_workers(row: ModelRow) -> int:
+    return row.min_workers if row.min_workers is not None else (row.workers_total or 0)
+
+
+def _scale_step(row: ModelRow, delta: int) -> Optional[tuple[int, int, int]]:
+    """(current, target, max workers) for one worker more or less; None when it would not change.
+
+    A max that is wider than the new count is kept; otherwise it follows the count.
+    """
+    current = _current_workers(row)
+    target = max(0, current + delta)
+    if target == current:
+        return None
+    if row.max_workers is None or row.max_workers <= current:
+        return current, target, target
+    return current, target, max(row.max_workers, target)
+
+
+def _span(values: Iterable[int]) -> str:
+    """"2", or "1-3" where members differ."""
+    ordered = sorted(values)
+    return str(ordered[0]) if ordered[0] == ordered[-1] else f"{ordered[0]}-{ordered[-1]}"
+
+
+if TYPE_CHECKING:  # pragma: no cover
+
+    def _is_a_monitor(app: TopApp) -> Monitor:
+        return app  # mypy checks that the app is what its screens expect

@@ -2,17 +2,32 @@
 
 Unavailable and idle are told apart: ``n/a`` means the server does not publish
 the number at all (real MMS has no metrics), ``-`` means it does but there was
-nothing to measure in the last interval (no requests, so no latency).
+nothing to measure in the last interval (no requests, so no latency); ``mixed``
+means the members of a fleet differ.
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
-__all__ = ["NA", "IDLE", "fmt_bytes", "fmt_count", "fmt_ms", "fmt_percent", "fmt_rate", "fmt_workers"]
+__all__ = [
+    "IDLE",
+    "MIXED",
+    "NA",
+    "fmt_age",
+    "fmt_bytes",
+    "fmt_count",
+    "fmt_int",
+    "fmt_ms",
+    "fmt_percent",
+    "fmt_rate",
+    "fmt_workers",
+]
 
 NA = "n/a"
 IDLE = "-"
+#: A setting the members of a fleet do not agree on.
+MIXED = "mixed"
 
 
 def _missing(known: bool) -> str:
@@ -82,3 +97,12 @@ def fmt_bytes(value: Optional[float]) -> str:
 
 def fmt_percent(value: Optional[float]) -> str:
     return NA if value is None else f"{value:.0f}%"
+
+
+def fmt_age(seconds: float) -> str:
+    """How long ago, in the largest whole unit: ``12s``, ``3m``, ``2h``, ``4d``."""
+    value = max(0, int(seconds))
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "m")):
+        if value >= size:
+            return f"{value // size}{unit}"
+    return f"{value}s"

@@ -6,6 +6,10 @@ Rates come from the difference of two scrapes of a Prometheus counter, and
 p50/p99 from the difference of two scrapes of a histogram's buckets, the way
 ``rate()`` and ``histogram_quantile()`` do in PromQL.
 
+A fleet's snapshot is the same shape: each model row combines the model's rows
+on every member (kept as its ``parts``), and ``members`` holds one
+:class:`MemberStatus` per member (:mod:`mmsctl.tui.fleet` does the combining).
+
 A value the server does not give is ``None`` ("unavailable"), never ``0``:
 real MMS has no metrics endpoint, so its requests/s is unknown, not zero.
 This module imports only the standard library, so ``--once`` and the tests
@@ -22,6 +26,7 @@ from typing import Any, Deque, Literal, Mapping, Optional
 __all__ = [
     "Buckets",
     "HostStats",
+    "MemberStatus",
     "ModelRow",
     "SeriesPoint",
     "SeriesStore",
@@ -29,9 +34,11 @@ __all__ = [
     "ServerStatus",
     "Snapshot",
     "WorkerRow",
+    "bucket_increase",
     "counter_increase",
     "histogram_quantile",
     "mean_from_counters",
+    "quantile",
     "rate",
 ]
 
@@ -39,6 +46,8 @@ ServerKind = Literal["mmsctl", "torchserve", "mms", "unknown"]
 
 #: A histogram's cumulative bucket counts keyed by upper bound (``le``), ``math.inf`` included.
 Buckets = Mapping[float, float]
+#: What a histogram observed in one interval: (upper bound, cumulative count) pairs, bounds ascending.
+Increase = tuple[tuple[float, float], ...]
 
 
 # --------------------------------------------------------------------------- data
@@ -54,6 +63,7 @@ class WorkerRow:
     start_time: Optional[str] = None
     memory: Optional[int] = None  # bytes
     gpu: Optional[bool] = None
+    member: Optional[str] = None  # the fleet member it runs on
 
     @property
     def ready(self) -> bool:
@@ -66,6 +76,13 @@ class ModelRow:
 
     ``metrics`` says whether the server publishes metrics for it at all; with
     ``metrics`` true a ``None`` latency means "no traffic in the last interval".
+
+    On a fleet: ``parts`` are the model's rows on each member (``member`` names
+    it), ``members_present``/``members_healthy`` on how many members it is listed /
+    has a ready worker on a healthy member, and ``mixed`` names the fields whose
+    value differs between members (shown as "mixed", the value itself is ``None``).
+    ``latency`` is the interval's latency histogram (milliseconds), kept so a fleet
+    can combine percentiles from every member's observations.
     """
 
     name: str
@@ -86,6 +103,12 @@ class ModelRow:
     url: Optional[str] = None
     metrics: bool = False
     workers: tuple[WorkerRow, ...] = ()
+    member: Optional[str] = None
+    members_present: Optional[int] = None
+    members_healthy: Optional[int] = None
+    mixed: tuple[str, ...] = ()
+    parts: tuple["ModelRow", ...] = ()
+    latency: Optional[Increase] = field(default=None, repr=False)
 
     @property
     def key(self) -> str:
@@ -126,6 +149,37 @@ class ServerStatus:
 
 
 @dataclass(frozen=True)
+class MemberStatus:
+    """One member of a fleet as its last poll saw it, for the members view.
+
+    ``server.error`` is why its last poll failed (it is down now); ``last_error``
+    stays after it recovers, with when (``last_error_at``, the poll's clock).
+    ``waiting`` is true until its first poll has answered or failed.
+    """
+
+    name: str
+    server: ServerStatus
+    host: HostStats = field(default_factory=HostStats)
+    models: Optional[int] = None
+    workers_ready: Optional[int] = None
+    workers_total: Optional[int] = None
+    requests_per_s: Optional[float] = None
+    poll_ms: Optional[float] = None
+    waiting: bool = False
+    last_error: Optional[str] = None
+    last_error_at: Optional[float] = None
+
+    @property
+    def state(self) -> str:
+        """``waiting``, ``down``, ``up`` or ``unhealthy`` (answers, but its /ping does not say Healthy)."""
+        if self.waiting:
+            return "waiting"
+        if not self.server.reachable:
+            return "down"
+        return "up" if self.server.healthy else "unhealthy"
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """One complete poll; the screens render only this."""
 
@@ -134,6 +188,11 @@ class Snapshot:
     host: HostStats = field(default_factory=HostStats)
     models: tuple[ModelRow, ...] = ()
     poll_ms: Optional[float] = None  # how long the poll took
+    members: tuple[MemberStatus, ...] = ()  # a fleet's members; empty for one server
+
+    @property
+    def is_fleet(self) -> bool:
+        return bool(self.members)
 
     def model(self, key: str) -> Optional[ModelRow]:
         for row in self.models:
@@ -146,7 +205,20 @@ class Snapshot:
         data = asdict(self)
         data["server"]["healthy"] = self.server.healthy
         data["host"]["memory_percent"] = self.host.memory_percent
+        for row in data["models"]:
+            _drop_latency(row)
+        for member, status in zip(data["members"], self.members):
+            member["state"] = status.state
+        if not self.members:
+            del data["members"]
         return data
+
+
+def _drop_latency(row: dict[str, Any]) -> None:
+    """The histogram is for combining, not for scripts (and its +Inf bound is not JSON)."""
+    row.pop("latency", None)
+    for part in row.get("parts", ()):
+        _drop_latency(part)
 
 
 # --------------------------------------------------------------------------- math
@@ -183,14 +255,13 @@ def mean_from_counters(
     return total / count
 
 
-def histogram_quantile(q: float, previous: Optional[Buckets], current: Optional[Buckets]) -> Optional[float]:
-    """The q-quantile of what a histogram observed between two scrapes (PromQL's algorithm).
+def bucket_increase(previous: Optional[Buckets], current: Optional[Buckets]) -> Optional[Increase]:
+    """What a histogram observed between two scrapes, as cumulative counts by ascending bound.
 
-    Bucket counts are cumulative. Within the bucket holding the rank the value is
-    interpolated linearly; a rank in the ``+Inf`` bucket gives the largest finite
-    bound. ``None`` when nothing was observed or the buckets are unusable.
+    ``None`` without two scrapes or without a ``+Inf`` bucket. A bucket that went down
+    means the server restarted: the current counts are the increase.
     """
-    if not current or previous is None or not 0.0 <= q <= 1.0:
+    if not current or previous is None:
         return None
     bounds = sorted(current)
     if not math.isinf(bounds[-1]):
@@ -200,6 +271,25 @@ def histogram_quantile(q: float, previous: Optional[Buckets], current: Optional[
     # Cumulative counts must not decrease; clamp scrape noise the way Prometheus does.
     for i in range(1, len(counts)):
         counts[i] = max(counts[i], counts[i - 1])
+    return tuple(zip(bounds, counts))
+
+
+def histogram_quantile(q: float, previous: Optional[Buckets], current: Optional[Buckets]) -> Optional[float]:
+    """The q-quantile of what a histogram observed between two scrapes (PromQL's algorithm).
+
+    Bucket counts are cumulative. Within the bucket holding the rank the value is
+    interpolated linearly; a rank in the ``+Inf`` bucket gives the largest finite
+    bound. ``None`` when nothing was observed or the buckets are unusable.
+    """
+    return quantile(q, bucket_increase(previous, current))
+
+
+def quantile(q: float, increase: Optional[Increase]) -> Optional[float]:
+    """The q-quantile of one interval's observations (:func:`bucket_increase`); ``None`` if there were none."""
+    if not increase or not 0.0 <= q <= 1.0:
+        return None
+    bounds = [b for b, _ in increase]
+    counts = [c for _, c in increase]
     total = counts[-1]
     if total <= 0:
         return None

@@ -21,11 +21,13 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 from mmsctl.tui.model import (
     HostStats,
+    Increase,
     ModelRow,
     ServerKind,
     WorkerRow,
-    histogram_quantile,
+    bucket_increase,
     mean_from_counters,
+    quantile,
     rate,
 )
 
@@ -164,6 +166,7 @@ class ModelLoad:
     queue_depth: Optional[float] = None
     workers_ready: Optional[int] = None
     workers_total: Optional[int] = None
+    latency: Optional[Increase] = None  # the interval's latency histogram, in milliseconds
 
 
 def _per_model_sum(index: MetricIndex, name: Optional[str], *, errors_only: bool = False,
@@ -284,9 +287,10 @@ def _latency_from_histogram(loads: _Loads, scrapes: _Scrapes) -> None:
     for model, buckets in cur_b.items():
         row = loads.of(model)
         before = prev_b.get(model, {}) if previous is not None else None
-        for q, attr in ((0.5, "p50_ms"), (0.99, "p99_ms")):
-            quantile = histogram_quantile(q, before, buckets)
-            setattr(row, attr, None if quantile is None else quantile * names.latency_scale_ms)
+        increase = bucket_increase(before, buckets)
+        if increase is not None:
+            row.latency = tuple((bound * names.latency_scale_ms, count) for bound, count in increase)
+        row.p50_ms, row.p99_ms = quantile(0.5, row.latency), quantile(0.99, row.latency)
         mean = None
         if previous is not None:
             mean = mean_from_counters(prev_sum.get(model, 0.0), cur_sum.get(model),
@@ -416,6 +420,7 @@ def merge_row(base: ModelRow, load: Optional[ModelLoad], *, metrics: bool) -> Mo
         p50_ms=load.p50_ms,
         p99_ms=load.p99_ms,
         mean_ms=load.mean_ms,
+        latency=load.latency,
         queue_depth=load.queue_depth if load.queue_depth is not None else base.queue_depth,
         workers_ready=load.workers_ready if load.workers_ready is not None else base.workers_ready,
         workers_total=load.workers_total if load.workers_total is not None else base.workers_total,

@@ -7,14 +7,20 @@ the client's async face (``AsyncInferenceClient``, ``AsyncManagementClient``,
 ``AsyncMetricsClient``: the same requests, tokens, URL encoding and errors as every other
 remote command) with short timeouts and no retries (the next poll is the retry):
 
-* every poll: ``/ping``, the model list (following pages) and ``/metrics``;
-* describe: the model on screen every poll, the others round-robin so each is
-  described every ``describe_every`` seconds (50 models do not cost 50 requests a second);
+* every poll: ``/ping``, the model list (following pages) and ``/metrics`` (``/ping`` only
+  every ``health_every`` seconds where that is set - a fleet's members - and after a failure);
+* describe: the model on screen every poll, one whose worker count in the metrics
+  changed since the last poll at once, the others round-robin so each is described
+  every ``describe_every`` seconds (50 models do not cost 50 requests a second;
+  ``describe_spread`` times that where the metrics count workers - a fleet's members);
 * no metrics endpoint (real MMS): tried again every 30 s; meanwhile the numbers
   only metrics give are ``None`` (unavailable), never 0.
 
 It never raises from ``fetch``: a dead server is a snapshot with ``reachable=False``
 and the reason, so the screen keeps its last data and reconnects by itself.
+
+A fleet is a :class:`FleetDataSource` (:mod:`mmsctl.tui.fleet_source`: one
+``HttpSource`` per member), whose actions can also scale each member its own way.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import replace
-from typing import Any, Callable, Optional, Protocol, runtime_checkable
+from typing import Any, Callable, Iterable, Mapping, Optional, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from mmsctl.client._errors import RemoteModelNotFound
@@ -41,7 +47,7 @@ from mmsctl.tui.readings import (
     row_from_describe,
 )
 
-__all__ = ["DataSource", "HttpSource"]
+__all__ = ["DataSource", "FleetDataSource", "HttpSource"]
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 _METRICS_RETRY_S = 30.0
@@ -73,6 +79,16 @@ class DataSource(Protocol):
     async def aclose(self) -> None: ...
 
 
+@runtime_checkable
+class FleetDataSource(DataSource, Protocol):
+    """A source over a fleet: its snapshots carry ``members``; actions apply to every member."""
+
+    async def scale_members(self, model: str, targets: Mapping[str, tuple[int, int]],
+                            *, version: Optional[str] = None) -> str:
+        """Scale *model* on each named member to its own ``(min_workers, max_workers)``."""
+        ...
+
+
 def _is_loopback(url: str) -> bool:
     return (urlsplit(url).hostname or "") in _LOOPBACK
 
@@ -86,11 +102,12 @@ class _DescribeSchedule:
         self.focus: Optional[str] = None
         self._cursor = 0
 
-    def due(self, names: list[str], now: float) -> list[str]:
-        """The focused model, new ones, and a round-robin share of the rest."""
+    def due(self, names: list[str], now: float, changed: Iterable[str] = ()) -> list[str]:
+        """The focused model, new and *changed* ones, and a round-robin share of the rest."""
         if not names:
             return []
         due = [n for n in names if n not in self.rows]
+        due += [n for n in changed if n in names and n not in due]
         if self.focus:
             focus = self.focus.split("@", 1)[0]
             if focus in names and focus not in due:
@@ -131,6 +148,8 @@ class HttpSource:
         *,
         timeout: float = 2.0,
         describe_every: float = 5.0,
+        describe_spread: float = 1.0,
+        health_every: float = 0.0,
         transport: Any = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -144,6 +163,10 @@ class HttpSource:
         self._metrics = AsyncMetricsClient(context, **polling) if context.metrics_url else None
         self._actions: Optional[AsyncManagementClient] = None
         self._schedule = _DescribeSchedule(describe_every)
+        self._describe_every, self._describe_spread = describe_every, describe_spread
+        self._health_every = health_every
+        self._worker_totals: dict[str, int] = {}  # workers per model in the last metrics
+        self._last_health: Optional[tuple[float, str]] = None  # (when, the /ping word)
         self._previous_metrics: Optional[MetricIndex] = None
         self._metrics_retry_at = 0.0
         self._describe_is_list: Optional[bool] = None
@@ -168,10 +191,17 @@ class HttpSource:
             health, names, metrics = await asyncio.gather(self._health(), self._names(), self._scrape(now))
         except MmsError as exc:
             self._previous_metrics = None
+            self._last_health = None
             return Snapshot(now, replace(status, error=str(exc)), self._host(None, "unknown"), poll_ms=_ms(started))
-        error = await self._describe_due(names, now)
+        loads = load_from_metrics(detect_kind(metrics), self._previous_metrics, metrics, names) if metrics else {}
+        totals = {n: load.workers_total for n, load in loads.items() if load.workers_total is not None}
+        changed = [n for n, total in totals.items() if self._worker_totals.get(n, total) != total]
+        self._worker_totals = totals
+        # Where the metrics count each model's workers, a change is described at once: the
+        # round-robin may then be slower (``describe_spread``), as on a fleet's members.
+        self._schedule.every = self._describe_every * (self._describe_spread if totals else 1.0)
+        error = await self._describe_due(names, now, changed)
         kind = detect_kind(metrics, self._describe_is_list)
-        loads = load_from_metrics(kind, self._previous_metrics, metrics, names) if metrics else {}
         self._previous_metrics = metrics
         rows = tuple(merge_row(self._schedule.row(n), loads.get(n), metrics=metrics is not None) for n in names)
         status = replace(status, kind=kind, reachable=True, health=health, metrics=metrics is not None, error=error)
@@ -179,6 +209,14 @@ class HttpSource:
 
     async def _health(self) -> str:
         """The server's /ping word; a server that answers but is unhealthy (503) is still up."""
+        now = self._clock()
+        if self._last_health is not None and now - self._last_health[0] < self._health_every:
+            return self._last_health[1]
+        word = await self._ping()
+        self._last_health = (now, word)
+        return word
+
+    async def _ping(self) -> str:
         result = await self._inference.ping(detect=False)
         if result.error is None:
             return result.status
@@ -202,7 +240,7 @@ class HttpSource:
             self._metrics_retry_at = now + _METRICS_RETRY_S
             return None
 
-    async def _describe_due(self, names: list[str], now: float) -> Optional[str]:
+    async def _describe_due(self, names: list[str], now: float, changed: Iterable[str] = ()) -> Optional[str]:
         """Describe the models due this poll; the error that stopped it, if any."""
         semaphore = asyncio.Semaphore(_DESCRIBE_CONCURRENCY)
 
@@ -217,7 +255,7 @@ class HttpSource:
             self._schedule.store(name, [row_from_describe(d.raw) for d in details], now)
 
         try:
-            await asyncio.gather(*(describe(n) for n in self._schedule.due(names, now)))
+            await asyncio.gather(*(describe(n) for n in self._schedule.due(names, now, changed)))
         except MmsError as exc:
             return str(exc)
         finally:

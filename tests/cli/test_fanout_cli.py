@@ -212,10 +212,12 @@ def test_health_check_path_choice(ours: Ours, mms_server: MmsInstance) -> None: 
         http_request("DELETE", f"{a.management_url}/models/idle", timeout=60)
 
 
-def test_top_refuses_a_fleet_context_with_one_line(capsys) -> None:
+def test_top_on_a_fleet_whose_only_member_is_down_is_one_line(capsys) -> None:
+    """`top` watches fleets (tests/tui/test_fleet_live.py); with no member answering it exits 5."""
     assert invoke(capsys, "context", "add", "lab", "--members", "http://127.0.0.1:1").code == 0
-    r = invoke(capsys, "top", "--once", "--context", "lab")
-    assert r.code == 2 and one_error_line(r) == "error: context 'lab' is a fleet; `mmsctl top` watches one server"
+    r = invoke(capsys, "top", "--once", "--context", "lab", "--interval", "0.1")
+    assert r.code == 5 and r.stdout == ""
+    assert one_error_line(r).startswith("error: top failed on the only member: 127.0.0.1:1 (cannot connect to")
 
 
 def test_context_add_needs_both_urls_unless_it_is_a_fleet(capsys) -> None:

@@ -16,6 +16,7 @@ from mmsctl.client.fanout import (
     Member,
     MemberResult,
     MembersFailed,
+    async_fan_out,
     concurrency_limit,
     fan_out,
     member_from_address,
@@ -25,16 +26,20 @@ from mmsctl.client.fanout import (
 from mmsctl.errors import ConfigError, ConnectionFailed, RequestTimeout, UsageError
 
 
-def test_a_member_is_its_management_url_or_an_inference_management_pair() -> None:
+def test_a_member_is_its_management_url_or_its_urls_in_full() -> None:
+    """One URL: the other APIs on the same host at the standard ports; else INFERENCE=MANAGEMENT[=METRICS]."""
     assert parse_member("http://10.0.0.5:9081") == Member(
-        "10.0.0.5:9081", "http://10.0.0.5:9081", "http://10.0.0.5:8080")
-    assert parse_member(" http://gpu1 ") == Member("gpu1:8081", "http://gpu1:8081", "http://gpu1:8080")
+        "10.0.0.5:9081", "http://10.0.0.5:9081", "http://10.0.0.5:8080", "http://10.0.0.5:8082")
+    assert parse_member(" http://gpu1 ") == Member("gpu1:8081", "http://gpu1:8081", "http://gpu1:8080",
+                                                   "http://gpu1:8082")
     assert parse_member("https://[fd00::5]:9081") == Member(
-        "[fd00::5]:9081", "https://[fd00::5]:9081", "https://[fd00::5]:8080")
+        "[fd00::5]:9081", "https://[fd00::5]:9081", "https://[fd00::5]:8080", "https://[fd00::5]:8082")
     assert parse_member("http://127.0.0.1:18080=http://127.0.0.1:18081/") == Member(
-        "127.0.0.1:18081", "http://127.0.0.1:18081", "http://127.0.0.1:18080")
+        "127.0.0.1:18081", "http://127.0.0.1:18081", "http://127.0.0.1:18080")  # no metrics URL: none
+    assert parse_member("http://h:1=http://h:2=http://h:3") == Member("h:2", "http://h:2", "http://h:1", "http://h:3")
     assert member_from_address("i-0abc", "172.31.0.4") == Member(
-        "i-0abc", "http://172.31.0.4:8081", "http://172.31.0.4:8080")
+        "i-0abc", "http://172.31.0.4:8081", "http://172.31.0.4:8080", "http://172.31.0.4:8082")
+    assert parse_member("http://h:1=http://h:2=http://h:3").context("/t").metrics_url == "http://h:3"
 
 
 @pytest.mark.parametrize(
@@ -43,6 +48,8 @@ def test_a_member_is_its_management_url_or_an_inference_management_pair() -> Non
         ("10.0.0.5:8081", "bad member URL '10.0.0.5:8081': expected http(s)://HOST:PORT"),
         ("http://h/mgmt", "member 'http://h/mgmt' has a path; give both URLs as INFERENCE=MANAGEMENT"),
         ("http://h:1=ftp://h:2", "bad member management URL 'ftp://h:2'"),
+        ("http://h:1=http://h:2=h:3", "bad member metrics URL 'h:3'"),
+        ("http://h:1=http://h:2=http://h:3=http://h:4", "has 4 URLs; give INFERENCE=MANAGEMENT[=METRICS]"),
         ("http://h:99999", "the port must be a number from 1 to 65535"),
         ("  ", "empty fleet member"),
     ],
@@ -111,6 +118,61 @@ def test_a_members_error_is_its_row_and_a_bug_is_raised() -> None:
 
     with pytest.raises(KeyError):
         fan_out(members, buggy, concurrency=2)
+
+
+def test_the_async_fan_out_has_the_same_bound_order_and_failures() -> None:
+    """The asyncio face (mmsctl top): nine members, a bound of three; each call waits until three are in
+    flight together, so the run ends only if the bound is reached, and the count shows it is never passed."""
+    import asyncio
+
+    members = parse_members([f"http://m{i}:8081" for i in range(9)])
+
+    async def run() -> tuple[FanOut[str], int]:
+        active, most = [0], [0]
+        three = asyncio.Event()
+
+        async def call(member: Member) -> str:
+            active[0] += 1
+            most[0] = max(most[0], active[0])
+            if active[0] == 3:
+                three.set()
+            await asyncio.wait_for(three.wait(), 30)
+            await asyncio.sleep(0)
+            active[0] -= 1
+            if active[0] == 0:
+                three.clear()
+            if member.name.startswith("m4"):
+                raise ConnectionFailed("cannot connect to m4:8081: connection refused")
+            return member.name.upper()
+
+        return await async_fan_out(members, call, concurrency=3), most[0]
+
+    answers, most = asyncio.run(run())
+    assert most == 3
+    assert [r.value for r in answers.results] == [None if i == 4 else f"M{i}:8081" for i in range(9)]
+    assert [r.member.name for r in answers.failed] == ["m4:8081"]
+
+
+def test_the_async_fan_out_bounds_each_member_in_time_and_raises_bugs() -> None:
+    import asyncio
+
+    members = parse_members(["http://fast:8081,http://stuck:8081"])
+
+    async def call(member: Member) -> int:
+        if member.name.startswith("stuck"):
+            await asyncio.sleep(60)
+        return 1
+
+    answers = asyncio.run(async_fan_out(members, call, timeout=0.2))
+    assert answers.results[0].value == 1
+    error = answers.results[1].error
+    assert isinstance(error, RequestTimeout) and error.message == "stuck:8081 did not answer in 0.2 s"
+
+    async def buggy(member: Member) -> int:
+        raise KeyError("a bug, not a member's failure")
+
+    with pytest.raises(KeyError):
+        asyncio.run(async_fan_out(members, buggy))
 
 
 def _results(*errors: object) -> FanOut[int]:

@@ -7,9 +7,12 @@ import io
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 from mmsctl.tui.model import HostStats, ModelRow, ServerStatus, Snapshot, WorkerRow
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mmsctl.tui.model import MemberStatus
 
 SNAPSHOT_DIR = Path(__file__).with_name("snapshots")
 
@@ -55,6 +58,17 @@ class ScriptedSource:
         self.closed = True
 
 
+class ScriptedFleetSource(ScriptedSource):
+    """A fleet's source: the same playback, and per-member scaling recorded."""
+
+    title = "lab (fleet, 3 members)"
+
+    async def scale_members(self, model: str, targets: Mapping[str, tuple[int, int]],
+                            *, version: Optional[str] = None) -> str:
+        self.calls.append(("scale_members", (model, dict(targets)), {"version": version}))
+        return f"scale {model}: done on {len(targets)} members"
+
+
 def worker(i: int, status: str = "READY") -> WorkerRow:
     return WorkerRow(str(9000 + i), 4000 + i, status, f"2024-05-01T10:00:0{i}Z", (180 + i) << 20, False)
 
@@ -83,11 +97,61 @@ def mms_snapshot(t: float = 100.0) -> Snapshot:
                     HostStats(), models)
 
 
+def latency(*counts: float) -> tuple[tuple[float, float], ...]:
+    """An interval's latency histogram (ms bounds 5, 10, 25, 50, +Inf) from per-bucket counts."""
+    import math
+
+    bounds = (5.0, 10.0, 25.0, 50.0, math.inf)
+    cumulative, total = [], 0.0
+    for bound, count in zip(bounds, counts):
+        total += count
+        cumulative.append((bound, total))
+    return tuple(cumulative)
+
+
+MEMBER_A = "10.0.0.5:8081"
+MEMBER_B = "10.0.0.6:8081"
+MEMBER_C = "10.0.0.7:8081"
+
+
+def member_snapshot(url: str, t: float = 100.0, *, noop_workers: int = 1, rps: float = 10.0,
+                    batch: int = 4) -> Snapshot:
+    """One mmsctl member with squeezenet (traffic) and noop (idle)."""
+    from mmsctl.tui.model import quantile
+
+    hist = latency(rps * 4, rps * 4, rps, rps, 0)
+    models = (
+        ModelRow("squeezenet", "1.0", 2, 2, 2, 2, batch, 50, 1.0, rps, 0.0, quantile(0.5, hist), quantile(0.99, hist),
+                 9.0, url="squeezenet.mar", metrics=True, workers=(worker(0), worker(1)), latency=hist),
+        ModelRow("noop", "2.0", noop_workers, noop_workers, noop_workers, noop_workers, 1, 100, 0.0, 0.0, 0.0,
+                 url="noop.mar", metrics=True, workers=tuple(worker(2 + i) for i in range(noop_workers))),
+    )
+    return Snapshot(t, ServerStatus(f"http://{url}", "mmsctl", True, "Healthy", True),
+                    HostStats(20.0, 2 << 30, 8 << 30, "server"), models, poll_ms=12.0)
+
+
+def fleet(t: float = 100.0, *, c_down: bool = True, **member: Any) -> Snapshot:
+    """Three members: two mmsctl servers that answer (B a little different) and C down (a closed port)."""
+    from mmsctl.tui.fleet import fleet_snapshot, member_status
+
+    a = member_snapshot(MEMBER_A, t)
+    b = member_snapshot(MEMBER_B, t, noop_workers=2, rps=30.0, **member)
+    c: Snapshot = (Snapshot(t, ServerStatus(f"http://{MEMBER_C}", error=f"cannot connect to {MEMBER_C}: "
+                                                                           "connection refused"))
+                   if c_down else member_snapshot(MEMBER_C, t))
+    members: list[tuple["MemberStatus", Optional[Snapshot]]] = []
+    for name, snap in ((MEMBER_A, a), (MEMBER_B, b), (MEMBER_C, c)):
+        error = snap.server.error
+        members.append((member_status(name, f"http://{name}", snap, last_error=error,
+                                      last_error_at=t - 30 if error else None), snap))
+    return fleet_snapshot("3 members", t, members)
+
+
 def unreachable(t: float = 200.0) -> Snapshot:
     return Snapshot(t, ServerStatus("http://127.0.0.1:8081", error="cannot reach http://127.0.0.1:8081: connection refused"))
 
 
-async def wait_for(pilot: Any, condition: Callable[[], bool], timeout: float = 10.0) -> None:
+async def wait_for(pilot: Any, condition: Callable[[], bool], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
@@ -95,7 +159,7 @@ async def wait_for(pilot: Any, condition: Callable[[], bool], timeout: float = 1
         await pilot.pause(0.02)
 
 
-async def wait_settled(pilot: Any, app: Any, timeout: float = 10.0) -> None:
+async def wait_settled(pilot: Any, app: Any, timeout: float = 30.0) -> None:
     """Wait until the footer shows the keys and two looks 50 ms apart see the same screen.
 
     The footer recomposes whenever the screen's bindings change (the first rows, the cursor):

@@ -115,6 +115,68 @@ async def test_sort_with_keys_and_header_click() -> None:
         assert table.shown_keys == ["noop@2.0", "squeezenet@1.0", "resnet-18@1.0"]
 
 
+def _header(app: TopApp) -> str:
+    return next(line for line in screen_text(app).splitlines() if line.lstrip().startswith("NAME"))
+
+
+async def test_the_sort_arrow_is_on_the_sort_column() -> None:
+    """Issue 10: the arrow showed only on NAME (a label that grew was cut to its column's width)."""
+    from mmsctl.tui.widgets.models_table import COLUMNS
+
+    app = _app(ScriptedSource([mmsctl_snapshot()]))
+    async with app.run_test(size=SIZE) as pilot:
+        await _started(pilot, app)
+        table = _table(app)
+        for column in COLUMNS:
+            if table.sort_column != column.key:
+                await pilot.press("greater_than_sign")
+                await pilot.pause()
+            arrow = "▼" if table.reverse else "▲"
+            header = _header(app)
+            assert f"{column.label}{arrow}" in header, header
+            assert header.count("▲") + header.count("▼") == 1, header
+        # Reversing flips the arrow in place.
+        table.sort_by(table.sort_column)
+        await pilot.pause()
+        assert f"{COLUMNS[-1].label}{'▼' if table.reverse else '▲'}" in _header(app)
+
+
+async def test_home_end_and_pages_move_the_cursor() -> None:
+    """Issue 10: Home/End go to the first/last row (DataTable gives them to the columns)."""
+    import dataclasses
+
+    base = mmsctl_snapshot()
+    many = dataclasses.replace(base, models=tuple(dataclasses.replace(base.models[0], name=f"m{i:02d}")
+                                                  for i in range(40)))
+    app = _app(ScriptedSource([many]))
+    async with app.run_test(size=SIZE) as pilot:
+        await _started(pilot, app)
+        table = _table(app)
+        assert table.current_key == "m00@1.0"
+        await pilot.press("end")
+        await pilot.pause()
+        assert table.current_key == "m39@1.0"
+        assert " m39 " in screen_text(app)  # scrolled into view
+        await pilot.press("home")
+        await pilot.pause()
+        assert table.current_key == "m00@1.0" and " m00 " in screen_text(app)
+        await pilot.press("pagedown")
+        await pilot.pause()
+        after_page = table.cursor_row
+        assert after_page > 5
+        await pilot.press("down")
+        assert table.cursor_row == after_page + 1
+        await pilot.press("pageup")
+        await pilot.pause()
+        assert table.cursor_row < after_page
+        await pilot.press("ctrl+end")
+        await pilot.pause()
+        assert table.current_key == "m39@1.0"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ModelScreen))
+        assert app.screen.key == "m39@1.0"
+
+
 async def test_real_header_click_sorts() -> None:
     app = _app(ScriptedSource([mmsctl_snapshot()]))
     async with app.run_test(size=SIZE) as pilot:

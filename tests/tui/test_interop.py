@@ -18,7 +18,7 @@ from tests.support.mms import register_model, unregister_model, wait_for_predict
 pytestmark = [pytest.mark.interop, pytest.mark.xdist_group("mms")]
 
 
-def _two_polls(source: HttpSource, between: Any) -> Any:
+def _two_polls(source: Any, between: Any) -> Any:
     async def run() -> Any:
         try:
             await source.fetch()
@@ -76,3 +76,41 @@ def test_torchserve_metrics_with_token_auth(torchserve_metrics: Any) -> None:
     assert row.requests_per_s is not None and row.requests_per_s > 0
     assert row.mean_ms is not None
     assert row.p50_ms is None and row.p99_ms is None  # TorchServe publishes no histograms
+
+
+def test_a_mixed_fleet_of_mmsctl_real_mms_and_a_member_down(mms_server: Any, tmp_path: Path) -> None:  # noqa: F811
+    """One model on our server and on MMS 1.1.11, and a closed port: the fleet view combines what each
+    publishes - our rates count, MMS's are unknown (not zero), the down member is named."""
+    from mmsctl.client.fanout import parse_members
+    from mmsctl.tui.fleet_source import FleetSource
+    from tests.support.mmsctl_server import free_port, make_noop_archive, running_mmsctl_server
+
+    register_model(mms_server, "noop.mar")
+    try:
+        wait_for_prediction(mms_server, "noop")
+        noop = make_noop_archive(tmp_path / "noop")
+        with running_mmsctl_server(tmp_path / "ours", models={"noop": str(noop)}, workers=1) as ours:
+            dead = f"http://127.0.0.1:{free_port()}"
+            members = parse_members([f"{ours.inference_url}={ours.management_url}={ours.metrics_url}",
+                                     f"{mms_server.inference_url}={mms_server.management_url}", dead])
+            fleet = FleetSource.over_http("mixed", members, timeout=5, describe_every=0)
+
+            def traffic() -> None:
+                for url in (ours.inference_url, mms_server.inference_url):
+                    for _ in range(5):
+                        assert httpx.post(f"{url}/predictions/noop", content=b"x", timeout=30).status_code == 200
+
+            snapshot = _two_polls(fleet, traffic)
+    finally:
+        unregister_model(mms_server, "noop")
+    assert [(m.state, m.server.kind) for m in snapshot.members] == [("up", "mmsctl"), ("up", "mms"),
+                                                                      ("down", "unknown")]
+    assert snapshot.server.kind == "unknown" and snapshot.server.metrics  # mixed kinds; ours has metrics
+    row = snapshot.model("noop")
+    assert row is not None and (row.members_present, row.members_healthy) == (2, 2)
+    ours_part, mms_part = row.parts
+    assert ours_part.requests_per_s is not None and ours_part.requests_per_s > 0
+    assert mms_part.requests_per_s is None and not mms_part.metrics  # unavailable, never zero
+    assert row.requests_per_s == ours_part.requests_per_s  # the fleet's sum counts what is known
+    assert (row.workers_ready, row.workers_total) == (2, 2)
+    assert snapshot.members[1].requests_per_s is None and snapshot.members[0].requests_per_s is not None

@@ -184,3 +184,46 @@ async def test_actions_go_through_the_management_api(tmp_path) -> None:
         ("POST", "/models?url=x.mar&model_name=x%3F&initial_workers=0&synchronous=false", "Bearer M-key"),
         ("DELETE", "/models/a%20b", "Bearer M-key"),
     ]
+
+
+async def test_worker_changes_are_described_at_once_and_health_can_be_asked_less_often() -> None:
+    """As on a fleet's members: a slow round-robin and /ping every 5 s, yet a model whose worker count
+    in the metrics changes is described on that very poll."""
+    now = [1000.0]
+    workers = [1]
+    base = FakeServer(["m"], [])
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.host == "metrics.test":
+            return httpx.Response(200, text=_METRICS_TEXT.replace("a?b", "m").replace(
+                'state="READY"} 1', f'state="READY"}} {workers[0]}'))
+        return base.answer(request)
+
+    server = Server(default=answer)
+    source = HttpSource(Context("mock", INFERENCE, MANAGEMENT, METRICS), transport=server.transport,
+                        describe_every=5, describe_spread=4, health_every=5, clock=lambda: now[0])
+
+    def counted(path: str) -> int:
+        return sum(1 for r in server.requests if r.url.path == path)
+
+    try:
+        await source.fetch()  # new: described; pinged
+        now[0] += 1
+        second = await source.fetch()
+        assert (counted("/models/m"), counted("/ping")) == (1, 1)  # not due; health from 1 s ago
+        assert second.server.health == "Healthy"
+        workers[0] = 2
+        now[0] += 1
+        third = await source.fetch()
+        assert counted("/models/m") == 2 and third.model("m").workers_total == 2
+        now[0] += 4
+        await source.fetch()
+        assert counted("/ping") == 2
+        now[0] += 5  # 9 s since the last describe: the round-robin (5 s x 4) is not there yet
+        await source.fetch()
+        assert counted("/models/m") == 2
+        now[0] += 2
+        await source.fetch()
+        assert counted("/models/m") == 3
+    finally:
+        await source.aclose()

@@ -114,3 +114,37 @@ def test_a_person_watches_filters_and_quits(served: Any, tmp_path: Path) -> None
         assert exit_file.read_text().strip() == "0"
     finally:
         tmux.kill()
+
+
+def test_a_person_watches_a_fleet_with_a_member_down(served: Any, tmp_path: Path) -> None:
+    """`mmsctl top --context lab` on a fleet context: one real server and a closed port."""
+    dead = f"127.0.0.1:{server_support.free_port()}"
+    env = {
+        "MMSCTL_CONFIG_DIR": os.environ["MMSCTL_CONFIG_DIR"],
+        "MMSCTL_STATE_DIR": os.environ["MMSCTL_STATE_DIR"],
+        "TERM": "xterm-256color",
+    }
+    member = f"{served.inference_url}={served.management_url}={served.metrics_url}"
+    added = subprocess.run([sys.executable, "-m", "mmsctl", "context", "add", "lab", "--members",
+                            f"{member},http://{dead}"], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, **env})
+    assert added.returncode == 0, added.stderr
+    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    exit_file = tmp_path / "exit-code"
+    command = (f"env {exports} {shlex.quote(sys.executable)} -m mmsctl top --context lab --interval 0.5; "
+               f"echo $? > {shlex.quote(str(exit_file))}")
+    tmux = Tmux(command)
+    try:
+        screen = tmux.wait(lambda s: "noop" in s and "members 1/2 up" in s)
+        assert "lab (fleet, 2 members)" in screen and "MEMBERS" in screen and f"{dead} (cannot connect" in screen
+        tmux.keys("m")
+        screen = tmux.wait(lambda s: "LAST ERROR" in s and dead in s)
+        row = next(line for line in screen.splitlines() if line.lstrip().startswith(dead)).split()
+        assert row[1] == "down"
+        tmux.keys("Escape")
+        tmux.wait(lambda s: "REQ/S" in s and "LAST ERROR" not in s)
+        tmux.keys("q")
+        tmux.wait_ended()
+        assert exit_file.read_text().strip() == "0"
+    finally:
+        tmux.kill()

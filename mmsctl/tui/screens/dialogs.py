@@ -57,9 +57,14 @@ class RegisterScreen(ModalScreen[Optional[RegisterRequest]]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
+    def __init__(self, *, on_every_member: bool = False) -> None:
+        super().__init__()
+        self.on_every_member = on_every_member
+
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="dialog"):
-            yield Label("Register a model (POST /models)", classes="dialog-title")
+            where = " on every member" if self.on_every_member else ""
+            yield Label(f"Register a model{where} (POST /models)", classes="dialog-title")
             yield Label("Archive URL or file in the server's model store:")
             yield Input(placeholder="squeezenet.mar or https://…/model.mar", id="url")
             yield Label("Model name (optional):")
@@ -109,19 +114,24 @@ HELP_TEXT = """\
 
 [b]Models list[/b]
   ↑ ↓ PgUp PgDn   move              Enter   open the model
+  Home End        first / last row
   < >             sort column       click   sort (again: reverse)
   /               filter (regex)    Esc     clear the filter
 
-[b]Actions[/b] (each asks first; off with --readonly)
+[b]Actions[/b] (each asks first; off with --readonly; a fleet: every member)
   + -             scale the model's workers up / down by one
   r               register a model   d      unregister the model
+
+[b]Fleet[/b] (a context with members)
+  m               members: state, models, workers, errors (m, Esc: back)
 
 [b]Anywhere[/b]
   p  pause / resume polling     ctrl+p  command palette
   ?  this help                  q       quit
 
 Numbers: [b]n/a[/b] = the server does not publish it (real MMS has no metrics),
-[b]-[/b] = nothing to measure in the last interval (no requests).
+[b]-[/b] = nothing to measure in the last interval (no requests),
+[b]mixed[/b] = the members of a fleet differ.
 """
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, cast
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -15,7 +15,7 @@ from mmsctl.tui.widgets.server_header import ServerHeader
 from mmsctl.tui.widgets.status_line import StatusLine
 
 if TYPE_CHECKING:
-    from mmsctl.tui.app import TopApp
+    from mmsctl.tui.monitor import Monitor
 
 __all__ = ["ModelsScreen"]
 
@@ -33,14 +33,18 @@ class ModelsScreen(Screen[None]):
         Binding("minus", "scale(-1)", "-Worker", key_display="-"),
         Binding("r", "register", "Register"),
         Binding("d", "unregister", "Unregister"),
+        Binding("m", "members", "Members"),
     ]
 
-    app: "TopApp"
+    @property
+    def monitor(self) -> "Monitor":
+        """The app, as the Protocol the screens use (no import of the app module)."""
+        return cast("Monitor", self.app)
 
     def compose(self) -> ComposeResult:
         yield ServerHeader(id="header")
         yield Input(placeholder="filter models (regular expression, Esc clears)", id="filter")
-        yield ModelsTable(id="models")
+        yield ModelsTable(id="models", fleet=self.monitor.fleet)
         yield StatusLine(id="status")
         yield Footer()
 
@@ -57,7 +61,7 @@ class ModelsScreen(Screen[None]):
         return self.query_one(ModelsTable)
 
     def show_snapshot(self) -> None:
-        app = self.app
+        app = self.monitor
         snapshot = app.snapshot
         self.query_one(ServerHeader).show(snapshot, title=app.source.title, paused=app.paused, clock=app.clock)
         if snapshot is not None:
@@ -65,7 +69,7 @@ class ModelsScreen(Screen[None]):
         self.query_one(StatusLine).update(app.status_renderable())
 
     def show_status(self) -> None:
-        self.query_one(StatusLine).update(self.app.status_renderable())
+        self.query_one(StatusLine).update(self.monitor.status_renderable())
 
     # ------------------------------------------------------------------ table events
 
@@ -79,10 +83,17 @@ class ModelsScreen(Screen[None]):
 
     # ------------------------------------------------------------------ actions
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> Optional[bool]:
+        """The members view exists only on a fleet (no ``m`` in the footer otherwise)."""
+        return self.monitor.fleet if action == "members" else True
+
+    def action_members(self) -> None:
+        self.monitor.open_members()
+
     def action_open(self) -> None:
         key = self.table.current_key
         if key is not None:
-            self.app.open_model(key)
+            self.monitor.open_model(key)
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
@@ -95,7 +106,7 @@ class ModelsScreen(Screen[None]):
         box.display = False
         self.table.set_filter(None)
         self.table.focus()
-        self.app.set_message(None)
+        self.monitor.set_message(None)
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id != "filter":
@@ -105,9 +116,9 @@ class ModelsScreen(Screen[None]):
             try:
                 pattern = re.compile(event.value, re.IGNORECASE)
             except re.error as exc:
-                self.app.set_message(f"bad filter: {exc}", "error")
+                self.monitor.set_message(f"bad filter: {exc}", "error")
                 return
-        self.app.set_message(None)
+        self.monitor.set_message(None)
         self.table.set_filter(pattern)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -123,12 +134,12 @@ class ModelsScreen(Screen[None]):
     def action_scale(self, delta: int) -> None:
         key = self.table.current_key
         if key is not None:
-            self.app.request_scale(key, delta)
+            self.monitor.request_scale(key, delta)
 
     def action_register(self) -> None:
-        self.app.request_register()
+        self.monitor.request_register()
 
     def action_unregister(self) -> None:
         key = self.table.current_key
         if key is not None:
-            self.app.request_unregister(key)
+            self.monitor.request_unregister(key)

@@ -1,4 +1,7 @@
-"""The header line: which server, its health, host CPU/memory, and whether polling is paused."""
+"""The header line: which server, its health, host CPU/memory, and whether polling is paused.
+
+For a fleet: how many members are up and healthy, their kinds, and the fleet's workers and requests/s.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from typing import Optional
 from rich.text import Text
 from textual.widgets import Static
 
-from mmsctl.tui.format import fmt_bytes, fmt_percent
+from mmsctl.tui.format import fmt_bytes, fmt_percent, fmt_rate, fmt_workers
 from mmsctl.tui.model import Snapshot
 
 __all__ = ["ServerHeader"]
@@ -23,6 +26,8 @@ class ServerHeader(Static):
         text.append(f"  {title}")
         if snapshot is None:
             text.append("  connecting…", style="yellow")
+        elif snapshot.is_fleet:
+            _fleet(text, snapshot)
         else:
             server = snapshot.server
             if not server.reachable:
@@ -52,3 +57,29 @@ class ServerHeader(Static):
         if clock:
             text.append("   " + time.strftime("%H:%M:%S"), style="dim")
         self.update(text)
+
+
+def _fleet(text: Text, snapshot: Snapshot) -> None:
+    members = snapshot.members
+    up = [m for m in members if m.server.reachable]
+    healthy = sum(1 for m in up if m.server.healthy)
+    if not up:
+        text.append("  ● unreachable", style="bold red")
+    elif healthy == len(members):
+        text.append("  ● Healthy", style="bold green")
+    else:
+        text.append(f"  ● {healthy}/{len(members)} healthy", style="bold yellow")
+    kinds = sorted({m.server.kind for m in up})
+    if kinds:
+        text.append(f"  [{', '.join(kinds)}]", style="cyan")
+        if not any(m.server.metrics for m in up):
+            text.append("  no metrics endpoint", style="dim")
+    text.append("\n")
+    text.append("fleet ", style="dim")
+    text.append(f"members {len(up)}/{len(members)} up", style="" if len(up) == len(members) else "bold red")
+    ready = [r.workers_ready for r in snapshot.models if r.workers_ready is not None]
+    total = [r.workers_total for r in snapshot.models if r.workers_total is not None]
+    text.append(f"  workers {fmt_workers(sum(ready), sum(total)) if total else 'n/a'}")
+    rates = [r.requests_per_s for r in snapshot.models if r.requests_per_s is not None]
+    text.append(f"  req/s {fmt_rate(sum(rates)) if rates else fmt_rate(None, snapshot.server.metrics)}")
+    text.append(f"   models {len(snapshot.models)}")
