@@ -54,6 +54,10 @@ def start(
                                                   help="Default http://127.0.0.1:8082."),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", min=0,
                                           help="Workers per start-up model (default_workers_per_model)."),
+    worker_limit: Optional[int] = typer.Option(
+        None, "--worker-limit", min=1, metavar="N",
+        help="Most worker processes of all models together (worker_limit; default: 4 per core, "
+        "at most one per 256 MiB of memory)."),
     token_file: Optional[Path] = typer.Option(
         None, "--token-file", help="Require a bearer token (plain file or TorchServe key_file.json)."
     ),
@@ -70,6 +74,7 @@ def start(
             models=models, model_store=model_store, config_file=config_file,
             inference_address=inference_address, management_address=management_address,
             metrics_address=metrics_address, workers=workers, token_file=token_file, name=name,
+            worker_limit=worker_limit,
         )
         if foreground:
             raise typer.Exit(start_foreground(config))

@@ -37,7 +37,7 @@ def _model_spec(spec: str) -> str:
 def build_config(*, models: list[str], model_store: Optional[Path], config_file: Optional[Path],
                  inference_address: Optional[str], management_address: Optional[str],
                  metrics_address: Optional[str], workers: Optional[int], token_file: Optional[Path],
-                 name: Optional[str]) -> ServerConfig:
+                 name: Optional[str], worker_limit: Optional[int] = None) -> ServerConfig:
     """config.properties (if any), then flags; validated."""
     config = load_properties(config_file) if config_file else ServerConfig()
     if model_store is not None:
@@ -53,6 +53,8 @@ def build_config(*, models: list[str], model_store: Optional[Path], config_file:
         config.load_models = [_model_spec(m) for m in config.load_models]
     if workers is not None:
         config.default_workers_per_model = workers
+    if worker_limit is not None:
+        config.worker_limit = worker_limit
     if token_file is not None:
         config.token_file = str(token_file.expanduser().resolve())
     if name:

@@ -17,7 +17,10 @@ from aiohttp import web
 from mmsctl.server import openapi
 from mmsctl.server.config import ServerConfig
 from mmsctl.server.errors import BadRequest, InternalServerError
-from mmsctl.server.http import bool_param, int_param, json_response, params, status_response, timeout_param
+from mmsctl.server.http import (
+    MAX_BATCH_DELAY_MS, MAX_WAIT_SECONDS, bool_param, int_param, json_response, params, status_response,
+    timeout_param,
+)
 from mmsctl.server.store import resolve_archive
 from mmsctl.server.model import Model
 from mmsctl.server.supervisor import ModelManager
@@ -71,9 +74,12 @@ class ManagementApi:
         runtime = p.get("runtime")
         if runtime is not None and str(runtime).lower() not in _RUNTIMES:
             raise BadRequest(f"Invalid RuntimeType value: {runtime}")
-        batch_size = int_param(p, "batch_size", 1, minimum=1)
-        max_batch_delay = int_param(p, "max_batch_delay", 100, minimum=0)
-        workers = int_param(p, "initial_workers", self.config.default_workers_per_model, minimum=0)
+        limit = self.manager.worker_limit
+        batch_size = int_param(p, "batch_size", 1, minimum=1, maximum=self.config.job_queue_size,
+                               over=" (job_queue_size)")
+        max_batch_delay = int_param(p, "max_batch_delay", 100, minimum=0, maximum=MAX_BATCH_DELAY_MS)
+        workers = int_param(p, "initial_workers", self.config.default_workers_per_model, minimum=0,
+                            maximum=limit, over=" (worker_limit)")
         synchronous = bool_param(p, "synchronous", True)
         response_timeout = timeout_param(p, "response_timeout", self.config.default_response_timeout)
         archive = await asyncio.get_running_loop().run_in_executor(None, resolve_archive, url, self.config)
@@ -126,12 +132,14 @@ class ManagementApi:
 
     async def scale(self, request: web.Request) -> web.Response:
         q = request.query
-        min_workers = int_param(q, "min_worker", 1)
-        max_workers = int_param(q, "max_worker", min_workers)
+        limit = self.manager.worker_limit
+        min_workers = int_param(q, "min_worker", 1, maximum=limit, over=" (worker_limit)")
+        max_workers = int_param(q, "max_worker", min_workers, maximum=limit, over=" (worker_limit)")
         if max_workers < min_workers:
             raise BadRequest("max_worker cannot be less than min_worker.")
         synchronous = bool_param(q, "synchronous", False)
-        timeout = int_param(q, "timeout", int(self.config.worker_start_timeout), minimum=None)
+        timeout = int_param(q, "timeout", int(self.config.worker_start_timeout), minimum=None,
+                            maximum=MAX_WAIT_SECONDS)
         if timeout < 0:
             timeout = int(self.config.worker_start_timeout)
         model = self.manager.get(request.match_info["model"], request.match_info.get("version"))

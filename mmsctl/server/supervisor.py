@@ -35,6 +35,8 @@ class ModelManager:
         self.models: dict[str, Model] = {}
         self.startup_models: set[str] = set()
         self._gpu_next = 0
+        #: The most workers of all models together (``worker_limit``), fixed at start.
+        self.worker_limit = config.workers_allowed
 
     # -- registration ----------------------------------------------------------------------
     def add(self, model: Model) -> None:
@@ -57,6 +59,7 @@ class ModelManager:
         """
         from mmsctl.server.errors import InternalServerError
 
+        self._check_worker_limit(model, workers)
         self.add(model)
         if workers <= 0:
             return True
@@ -175,8 +178,27 @@ class ModelManager:
             model.queue.task_done()
             job.answer(ResponseItem.error(503, "ServiceUnavailableException", message))
 
+    def _check_worker_limit(self, model: Model, wanted: int) -> None:
+        """Refuse (400) a worker range that would take the server over ``worker_limit``.
+
+        Every model holds its ``maxWorkers`` (autoscaling may start that many), so the sum over
+        all models never passes the limit, however the requests come.
+        """
+        from mmsctl.server.errors import BadRequest
+
+        others = sum(max(m.min_workers, m.max_workers) for m in self.models.values() if m is not model)
+        if others + wanted > self.worker_limit:
+            raise BadRequest(
+                f"Cannot run {wanted} workers for model {model.name}: the server runs at most "
+                f"{self.worker_limit} workers in all (worker_limit) and other models hold {others}.")
+
     async def scale(self, model: Model, min_workers: int, max_workers: int) -> None:
-        """Set the worker range and start or stop workers to reach ``min_workers``."""
+        """Set the worker range and start or stop workers to reach ``min_workers``.
+
+        Raises:
+            BadRequest: the range would take the server over its worker limit.
+        """
+        self._check_worker_limit(model, max(min_workers, max_workers))
         model.min_workers, model.max_workers = min_workers, max(max_workers, min_workers)
         model.failures = 0
         model.last_error = None
