@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import logging
 import os
 import signal
@@ -99,7 +100,8 @@ class Server:
         for spec in self._startup_specs():
             name, location = split_named(spec)
             try:
-                archive = await loop.run_in_executor(None, resolve_archive, location, self.config)
+                archive = await loop.run_in_executor(
+                    None, functools.partial(resolve_archive, location, self.config, trusted=True))
                 model_name = name or archive.model_name or Path(location.rstrip("/")).name.split(".")[0]
                 model = Model.from_archive(model_name, location, archive,
                                            response_timeout=self.config.default_response_timeout,

@@ -8,9 +8,11 @@ describe adds a few fields (docs/server.md).
 from __future__ import annotations
 
 import asyncio
+import re
 import time
+import unicodedata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -25,11 +27,40 @@ from mmsctl.server.store import resolve_archive
 from mmsctl.server.model import Model
 from mmsctl.server.supervisor import ModelManager
 
+if TYPE_CHECKING:
+    from mmsctl.archive import ModelArchive
+
 __all__ = ["ManagementApi"]
 
 _RUNTIMES = ("python", "python2", "python3")
 #: MMS pages model lists by 100 at most.
 _MAX_PAGE = 100
+
+
+#: A handler a request may name: ``module`` or ``module:function``, Python identifiers only.
+_HANDLER = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?", re.ASCII)
+_MAX_NAME = 255
+
+
+def _model_name(name: str) -> str:
+    """A model name a request (or an archive) gives: any text a URL path segment can carry and a log
+    line can show as one line (no ``/``, no control characters), at most 255 characters."""
+    if not name or len(name) > _MAX_NAME or "/" in name or \
+            any(unicodedata.category(c)[0] == "C" for c in name):
+        raise BadRequest(f"Invalid model name {name[:80]!r}: 1 to {_MAX_NAME} characters, no '/' or "
+                         "control characters.")
+    return name
+
+
+def _handler_in(archive: ModelArchive, handler: str) -> str:
+    """A register ``handler``, only if it names a module inside the archive (never one elsewhere on disk)."""
+    if not _HANDLER.fullmatch(handler):
+        raise BadRequest(f"Invalid handler {handler[:80]!r}: expected module or module:function.")
+    module = Path(*handler.split(":")[0].split("."))
+    root = archive.root
+    if not ((root / module).with_suffix(".py").is_file() or (root / module / "__init__.py").is_file()):
+        raise BadRequest(f"Invalid handler {handler!r}: no module {module.as_posix()}.py in the archive.")
+    return handler
 
 
 class ManagementApi:
@@ -68,9 +99,11 @@ class ManagementApi:
 
     async def register(self, request: web.Request) -> web.Response:
         p = await params(request)
-        url = str(p.get("url") or "")
+        url = str(p.get("url") or "").strip()
         if not url:
             raise BadRequest("Parameter url is required.")
+        if p.get("model_name"):
+            _model_name(str(p["model_name"]))
         runtime = p.get("runtime")
         if runtime is not None and str(runtime).lower() not in _RUNTIMES:
             raise BadRequest(f"Invalid RuntimeType value: {runtime}")
@@ -83,9 +116,10 @@ class ManagementApi:
         synchronous = bool_param(p, "synchronous", True)
         response_timeout = timeout_param(p, "response_timeout", self.config.default_response_timeout)
         archive = await asyncio.get_running_loop().run_in_executor(None, resolve_archive, url, self.config)
-        name = str(p.get("model_name") or archive.model_name or Path(url.rstrip("/")).name.split(".")[0])
+        name = _model_name(str(p.get("model_name") or archive.model_name or Path(url.rstrip("/")).name.split(".")[0]))
+        handler = _handler_in(archive, str(p["handler"])) if p.get("handler") else None
         model = Model.from_archive(
-            name, url, archive, handler=str(p["handler"]) if p.get("handler") else None, batch_size=batch_size,
+            name, url, archive, handler=handler, batch_size=batch_size,
             runtime=str(runtime).lower() if runtime else None, max_batch_delay=max_batch_delay,
             response_timeout=response_timeout, queue_size=self.config.job_queue_size,
         )
