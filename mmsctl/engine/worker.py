@@ -144,10 +144,12 @@ async def read_frame(reader: asyncio.StreamReader) -> Message:
 # -- starting a worker -------------------------------------------------------------------------
 
 
-def worker_env(threads: int) -> dict[str, str]:
+def worker_env(threads: int, extra: Optional[dict[str, str]] = None) -> dict[str, str]:
     """The worker's environment: ours (``MXNET_MKLDNN_ENABLED`` and friends pass through, read once
-    when the MXNet library loads), with *threads* OpenMP/MKL threads and unbuffered output."""
+    when the MXNet library loads), with *threads* OpenMP/MKL threads, unbuffered output, and *extra*
+    (the server's limits for handlers, such as ``MMSCTL_MAX_IMAGE_PIXELS``)."""
     env = dict(os.environ)
+    env.update(extra or {})
     env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(max(1, threads))
     if env.get("MXNET_MKLDNN_ENABLED") == "0":  # else every bind logs a storage-fallback warning
         env.setdefault("MXNET_STORAGE_FALLBACK_LOG_VERBOSE", "0")
@@ -249,14 +251,15 @@ class AsyncWorkerProcess:
         self._writer = writer
 
     @classmethod
-    async def start(cls, spec: ServiceSpec, *, threads: int = 1, tag: Optional[str] = None) -> AsyncWorkerProcess:
+    async def start(cls, spec: ServiceSpec, *, threads: int = 1, tag: Optional[str] = None,
+                    env: Optional[dict[str, str]] = None) -> AsyncWorkerProcess:
         """Start a worker and send it *spec* (it then loads; see :meth:`wait_ready`)."""
         import asyncio
 
         parent, child = socket.socketpair()
         try:
             process = await asyncio.create_subprocess_exec(
-                *_command(child.fileno()), pass_fds=(child.fileno(),), env=worker_env(threads),
+                *_command(child.fileno()), pass_fds=(child.fileno(),), env=worker_env(threads, env),
                 stdin=subprocess.DEVNULL, stdout=_STDOUT,
             )
         except BaseException:

@@ -57,6 +57,7 @@ class Server:
     async def startup(self) -> None:
         from aiohttp import web
 
+        from mmsctl.server.connections import MmsAppRunner
         from mmsctl.server.frontend import Frontend
         from mmsctl.server.metrics import ServerMetrics
         from mmsctl.server.supervisor import ModelManager
@@ -71,7 +72,9 @@ class Server:
         ]
         for api, address, app in apps:
             host, port = parse_address(address, key=f"{api}_address")
-            runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+            runner = MmsAppRunner(app, header_timeout=self.config.request_header_timeout,
+                                  body_timeout=self.config.request_body_timeout, access_log=None,
+                                  handle_signals=False, shutdown_timeout=1.0)
             await runner.setup()
             self._runners.append(runner)
             site = web.TCPSite(runner, host, port, reuse_address=True, backlog=1024)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from mmsctl.server.config import ServerConfig
+from mmsctl.server.http import BODY_TIMEOUT
 from mmsctl.server.inference_api import InferenceApi
 from mmsctl.server.management_api import ManagementApi
 from mmsctl.server.metrics import ServerMetrics
@@ -35,9 +36,12 @@ class Frontend:
     def _app(self, api: str) -> web.Application:
         middleware = api_middleware(api, self.keys.get(api), self.config.max_request_size, self.metrics,
                                     self.traffic)
-        # The body limit is checked by the middleware (413 with an MMS body); aiohttp's own is a backstop.
-        return web.Application(middlewares=[middleware], client_max_size=self.config.max_request_size + 1,
-                               handler_args={})
+        # A declared length over the limit is refused by the middleware before anything is read; a chunked
+        # body is cut by aiohttp at exactly max_request_size bytes (413 too).
+        app = web.Application(middlewares=[middleware], client_max_size=self.config.max_request_size,
+                              handler_args={})
+        app[BODY_TIMEOUT] = self.config.request_body_timeout
+        return app
 
     def inference_app(self) -> web.Application:
         app = self._app("inference")

@@ -1,26 +1,37 @@
 """Turning requests into the engine's items and answers into aiohttp responses, MMS's way.
 
 Query and JSON-body parameters are checked here, once, into the value that is then
-used: an integer that is not one, or below its floor, is a 400 (MMS silently uses the
-default). Bodies are read only after the front end checked their declared size.
+used: an integer that is not one, or out of its range, is a 400 (MMS silently uses the
+default). Bodies are read only here (:func:`read_body`), after the front end checked their
+declared size, within ``request_body_timeout``, and never past ``max_request_size`` (chunked
+ones included). A prediction's body reaches the handler as MMS hands it over, except that a
+body MMS would mangle is passed as it is: a ``x-www-form-urlencoded`` body that is not a form
+(``curl --data-binary @kitten.jpg``) is the raw ``body``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from typing import Any, Optional
+from urllib.parse import parse_qsl
 
 from aiohttp import web
 
 from mmsctl.engine.protocol import Parameter, RequestItem, ResponseItem
 from mmsctl.error_body import error_body
-from mmsctl.server.errors import BadRequest
+from mmsctl.server.errors import BadRequest, RequestTimeout
 
 __all__ = [
-    "bool_param", "error_response", "int_param", "json_response", "params", "request_item",
-    "status_response", "timeout_param", "web_response",
+    "BODY_TIMEOUT", "bool_param", "error_response", "int_param", "json_response", "params", "read_body",
+    "request_item", "status_response", "timeout_param", "web_response",
 ]
+
+#: Seconds a request may take to send its body (``request_body_timeout``), kept on each application.
+BODY_TIMEOUT = web.AppKey("body_timeout", float)
+#: A urlencoded body with more fields than this is not read as a form (it is the raw body).
+_MAX_FORM_FIELDS = 1000
 
 
 # -- responses ----------------------------------------------------------------------------------
@@ -123,13 +134,28 @@ def timeout_param(params: Any, key: str, default_seconds: int) -> int:
     return seconds
 
 
+async def _within_body_timeout(request: web.Request, reading: Any) -> Any:
+    timeout = request.config_dict.get(BODY_TIMEOUT, 60.0)
+    try:
+        return await asyncio.wait_for(reading, timeout)
+    except asyncio.TimeoutError:
+        raise RequestTimeout(f"The request body did not arrive within {timeout:g} s (request_body_timeout).") \
+            from None
+
+
+async def read_body(request: web.Request) -> bytes:
+    """The whole body, within ``request_body_timeout`` (408) and ``max_request_size`` (413), chunked or not."""
+    body: bytes = await _within_body_timeout(request, request.read())
+    return body
+
+
 async def params(request: web.Request) -> Any:
     """The query, with a JSON object body's keys on top (register accepts either)."""
     content_type = (request.headers.get("Content-Type") or "").split(";")[0].strip().lower()
     if content_type == "application/json" and request.can_read_body:
         try:
-            data = await request.json()
-        except ValueError:
+            data = json.loads(await read_body(request))
+        except (ValueError, UnicodeDecodeError):
             raise BadRequest("Invalid JSON body.") from None
         if not isinstance(data, dict):
             raise BadRequest("The JSON body must be an object.")
@@ -139,24 +165,39 @@ async def params(request: web.Request) -> Any:
     return request.query
 
 
-async def request_item(request: web.Request, include_query: bool) -> RequestItem:
-    """One prediction request as MMS hands it to a worker: the raw body as ``body``, or each form field."""
-    parameters: list[Parameter] = []
-    if include_query:
-        parameters.extend(Parameter(k, v) for k, v in request.query.items())
+def _form_fields(body: bytes) -> Optional[list[tuple[str, str]]]:
+    """The fields of a urlencoded form, or None if *body* is not one (an image sent by ``curl --data-binary``)."""
+    if not body:
+        return None
+    try:
+        return parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=True,
+                         max_num_fields=_MAX_FORM_FIELDS)
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+async def request_item(request: web.Request) -> RequestItem:
+    """One prediction request as a worker gets it: the query parameters (every prediction route),
+    then the raw body as ``body``, or each field of a form."""
+    parameters = [Parameter(k, v) for k, v in request.query.items()]
     headers = {k.lower(): v for k, v in request.headers.items()}
     content_type = request.headers.get("Content-Type")
     mime = content_type.split(";")[0].strip().lower() if content_type else None
-    if mime in ("multipart/form-data", "application/x-www-form-urlencoded"):
+    if mime == "multipart/form-data":
         try:
-            form = await request.post()
+            form = await _within_body_timeout(request, request.post())
         except ValueError as exc:
-            raise BadRequest(f"Invalid form data: {exc}") from None
+            raise BadRequest(f"Invalid multipart body: {exc}") from None
         for key, value in form.items():
             if isinstance(value, web.FileField):
                 parameters.append(Parameter(key, value.file.read(), value.content_type))
             else:
                 parameters.append(Parameter(key, str(value)))
+        return RequestItem(request["request_id"], parameters, headers)
+    body = await read_body(request)
+    fields = _form_fields(body) if mime == "application/x-www-form-urlencoded" else None
+    if fields is not None:
+        parameters.extend(Parameter(k, v) for k, v in fields)
     else:
-        parameters.append(Parameter("body", await request.read(), mime))
+        parameters.append(Parameter("body", body, mime))
     return RequestItem(request["request_id"], parameters, headers)

@@ -8,11 +8,12 @@ describe adds a few fields (docs/server.md).
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import time
 import unicodedata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from aiohttp import web
 
@@ -63,6 +64,22 @@ def _handler_in(archive: ModelArchive, handler: str) -> str:
     return handler
 
 
+Handler = Callable[[web.Request], Awaitable[web.Response]]
+
+
+def _completes(handler: Handler) -> Handler:
+    """*handler* run to its end even if its client leaves (aiohttp then cancels the request):
+    a register, scale or unregister is never left half done."""
+
+    @functools.wraps(handler)
+    async def run(request: web.Request) -> web.Response:
+        task = asyncio.ensure_future(handler(request))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved even if nobody waits
+        return await asyncio.shield(task)
+
+    return run
+
+
 class ManagementApi:
     """The management routes over one ModelManager."""
 
@@ -73,11 +90,11 @@ class ManagementApi:
     def add_routes(self, router: web.UrlDispatcher) -> None:
         router.add_route("OPTIONS", "/", self.describe_api)
         router.add_route("GET", "/models", self.list_models)
-        router.add_route("POST", "/models", self.register)
+        router.add_route("POST", "/models", _completes(self.register))
         for path in ("/models/{model}", "/models/{model}/{version}"):
             router.add_route("GET", path, self.describe)
-            router.add_route("PUT", path, self.scale)
-            router.add_route("DELETE", path, self.unregister)
+            router.add_route("PUT", path, _completes(self.scale))
+            router.add_route("DELETE", path, _completes(self.unregister))
 
     async def describe_api(self, request: web.Request) -> web.Response:
         return json_response(openapi.management_api())
