@@ -94,6 +94,13 @@ def _log_hint(config: ServerConfig) -> str:
     return str(Instance(config.instance_name).log_file)
 
 
+_STOPPED = {
+    "stopped": "server {name} stopped",
+    "killed": "server {name} stopped (killed after the timeout)",
+    "died": "server {name} had died (killed or crashed); marked died and cleaned up",
+}
+
+
 @serve_app.command("stop")
 def stop(
     name: Optional[str] = NameOpt,
@@ -106,8 +113,8 @@ def stop(
     from mmsctl.server.control import stop_instances
 
     with _STOP_WORDS.applied():
-        for stopped, forced in stop_instances(name, all_=all_, timeout=timeout):
-            get_ui().message(f"server {stopped} stopped" + (" (killed after the timeout)" if forced else ""))
+        for stopped, outcome in stop_instances(name, all_=all_, timeout=timeout):
+            get_ui().message(_STOPPED[outcome].format(name=stopped))
 
 
 @serve_app.command("status")

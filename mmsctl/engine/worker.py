@@ -404,10 +404,35 @@ def serve(conn: Connection) -> int:
     return 0
 
 
+#: A worker's exit status when its parent went away without telling it.
+EXIT_ORPHANED = 4
+
+
+def _exit_with_parent(fd: int) -> None:
+    """Exit at once when the parent is gone, whatever the main thread is doing (a handler stuck in
+    ``initialize`` or in a batch): a daemon thread watches for the parent's end of the connection to
+    close (it closes when the parent dies, even by SIGKILL) and, as a fallback, for a new parent pid."""
+    import select
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        poller = select.poll()
+        # POLLIN is left out on purpose: a batch waiting to be read is not the parent leaving.
+        poller.register(fd, getattr(select, "POLLRDHUP", 0) | select.POLLHUP | select.POLLERR)
+        while True:
+            if poller.poll(1000) or os.getppid() != parent:
+                os._exit(EXIT_ORPHANED)
+
+    threading.Thread(target=watch, name="mmsctl-parent-watch", daemon=True).start()
+
+
 def main(argv: list[str]) -> None:
     """``python -m mmsctl.engine.worker FD``."""
     # The parent decides when a worker stops; Ctrl+C in its terminal must not kill us first.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _exit_with_parent(int(argv[0]))
     conn = Connection(int(argv[0]))
     try:
         code = serve(conn)

@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 from mmsctl.errors import MmsError, ServerError
 from mmsctl.server.config import ServerConfig, parse_address
-from mmsctl.instances import Instance, InstanceState
+from mmsctl.instances import Instance, InstanceState, process_start_time
 from mmsctl.names import split_named
 
 __all__ = ["Server", "STARTUP_FAILURE", "main", "run_server"]
@@ -44,6 +44,29 @@ class Server:
         self.force_exit = False
         self._wake: Optional[asyncio.Event] = None
         self._runners: list[Any] = []
+        self._state_error: Optional[str] = None
+
+    # -- state.json -----------------------------------------------------------------------------
+    def _write_state(self, **changes: Any) -> Optional[str]:
+        """Update ``state.json``; a folder that cannot be written is logged (once) and returned, never raised.
+
+        Returns:
+            None, or what went wrong (the caller of a register gets it).
+        """
+        try:
+            self.instance.update(**changes)
+        except OSError as exc:
+            error = f"cannot write {self.instance.state_file}: {exc.strerror or exc}"
+            if error != self._state_error:
+                log.error("%s", error)
+            self._state_error = error
+            return error
+        self._state_error = None
+        return None
+
+    def record_models(self) -> Optional[str]:
+        """Publish the registered models in ``state.json`` (what ``serve status`` and contexts read)."""
+        return self._write_state(models=sorted(self.manager.models))
 
     # -- signals -----------------------------------------------------------------------------
     def _on_signal(self) -> None:
@@ -64,7 +87,7 @@ class Server:
 
         self.metrics = ServerMetrics(lambda: self.manager.models)
         self.manager = ModelManager(self.config, self.metrics)
-        self.frontend = Frontend(self.config, self.manager, self.metrics)
+        self.frontend = Frontend(self.config, self.manager, self.metrics, record_models=self.record_models)
         apps = [
             ("inference", self.config.inference_address, self.frontend.inference_app()),
             ("management", self.config.management_address, self.frontend.management_app()),
@@ -132,10 +155,9 @@ class Server:
                 for line in self.metrics.log_lines():
                     metric_log.info(line)
             if self.instance.dir.exists():
-                models = sorted(self.manager.models)
                 state = self.instance.read_state()
-                if state is not None and state.models != models and state.status == "ready":
-                    self.instance.update(models=models)
+                if state is not None and state.models != sorted(self.manager.models) and state.status == "ready":
+                    self.record_models()
 
     def _drain_timeout(self) -> float:
         try:
@@ -170,12 +192,13 @@ class Server:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal)
-        self.instance.write_state(InstanceState(
+        self.instance.write_state(InstanceState(  # unwritable at start: the start fails, with the reason
             name=self.instance.name, pid=os.getpid(), status="starting",
             inference_url=_url(self.config.inference_address),
             management_url=_url(self.config.management_address),
             metrics_url=_url(self.config.metrics_address),
             log_file=str(self.instance.log_file), token_file=self.config.token_file,
+            process_start=process_start_time(os.getpid()),
         ))
         try:
             startup = asyncio.ensure_future(self.startup())
@@ -188,20 +211,20 @@ class Server:
         except (MmsError, asyncio.CancelledError) as exc:
             message = getattr(exc, "message", None) or "start-up cancelled"
             log.error("start-up failed: %s", message)
-            self.instance.update(status="failed", error=message)
+            self._write_state(status="failed", error=message)
             await self.shutdown()
             return STARTUP_FAILURE
         except Exception as exc:  # noqa: BLE001 - reported in state.json, not as a traceback
             log.exception("start-up failed")
-            self.instance.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+            self._write_state(status="failed", error=f"{type(exc).__name__}: {exc}")
             await self.shutdown()
             return STARTUP_FAILURE
-        self.instance.update(status="ready", models=sorted(self.manager.models))
+        self._write_state(status="ready", models=sorted(self.manager.models))
         log.info("mmsctl server ready (pid %s)", os.getpid())
         await self.main_loop()
-        self.instance.update(status="stopping")
+        self._write_state(status="stopping")
         await self.shutdown()
-        self.instance.update(status="stopped")
+        self._write_state(status="stopped")
         log.info("mmsctl server stopped")
         return 0
 
@@ -241,9 +264,21 @@ def run_server(config: ServerConfig, instance: Optional[Instance] = None) -> int
 
 
 def main(argv: list[str]) -> int:
-    """``python -m mmsctl.server CONFIG_JSON``: run the server a ``serve start`` prepared."""
+    """``python -m mmsctl.server CONFIG_JSON``: run the server a ``serve start`` prepared.
+
+    Its output (and its workers') goes into the instance's ``server.log``, rotated by size.
+    """
+    from mmsctl.server.logfile import RotatingOutput
+
     if len(argv) != 1:
         print("usage: python -m mmsctl.server CONFIG_JSON", file=sys.stderr)
         return 2
     config = ServerConfig.from_json(Path(argv[0]).read_text())
-    return run_server(config)
+    instance = Instance(config.instance_name)
+    instance.dir.mkdir(parents=True, exist_ok=True)
+    output = RotatingOutput(instance.log_file, config.log_max_size, config.log_backups)
+    output.start()
+    try:
+        return run_server(config, instance)
+    finally:
+        output.close()

@@ -17,7 +17,7 @@ from typing import IO, Any, Callable, Iterator, Optional
 
 from mmsctl.errors import AmbiguousInstanceError, InstanceRunningError, NotFoundError, ServerError
 from mmsctl.server.config import ServerConfig, load_properties, parse_address
-from mmsctl.instances import Instance, InstanceState, list_instances, pid_alive
+from mmsctl.instances import LIVE_STATUSES, Instance, InstanceState, list_instances, server_alive
 from mmsctl.names import split_named
 
 __all__ = ["build_config", "print_logs", "start_background", "start_foreground", "status_rows",
@@ -169,9 +169,45 @@ def _select(name: Optional[str], *, running_only: bool) -> list[Instance]:
     return found
 
 
-def stop_instances(name: Optional[str], *, all_: bool, timeout: float) -> Iterator[tuple[str, bool]]:
-    """Stop one (or every) running instance; yield (name, was_killed)."""
-    candidates = _select(name, running_only=True)
+def _reap(instance: Instance, state: InstanceState) -> None:
+    """Record that a server died without stopping (killed, crashed): ``died``, with why, and no stale files.
+
+    Its workers exit by themselves once their server is gone (they watch it).
+    """
+    reason = (f"the server process (pid {state.pid}) is gone: it was killed or crashed without stopping; "
+              f"see {instance.log_file}")
+    try:
+        instance.update(status="died", error=reason, models=[])
+        (instance.dir / "stop-timeout").unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def stop_instances(name: Optional[str], *, all_: bool, timeout: float) -> Iterator[tuple[str, str]]:
+    """Stop one (or every) running instance; yield (name, outcome).
+
+    The outcome is ``stopped``, ``killed`` (still running after the timeout) or ``died`` (the
+    server was already gone: it is marked so and cleaned up). Only a process that is really the
+    server (:func:`~mmsctl.instances.server_alive`: pid and start time) is ever signalled.
+    """
+    if name:
+        instance = Instance(name)
+        if instance.read_state() is None:
+            raise NotFoundError(f"no mmsctl server instance named {name!r}",
+                                hint="list them with `mmsctl serve status`")
+        died = instance.died_state()
+        if died is not None:
+            _reap(instance, died)
+            yield instance.name, "died"
+            return
+        candidates = [instance] if instance.running_state() is not None else []
+    else:
+        for instance in list_instances():
+            died = instance.died_state()
+            if died is not None:
+                _reap(instance, died)
+                yield instance.name, "died"
+        candidates = _select(None, running_only=True)
     if not name and not all_ and len(candidates) > 1:
         names = ", ".join(i.name for i in candidates)
         raise AmbiguousInstanceError(f"several servers are running ({names}); say which", param="name")
@@ -192,7 +228,7 @@ def stop_instances(name: Optional[str], *, all_: bool, timeout: float) -> Iterat
             continue
         forced = False
         deadline = time.monotonic() + timeout + 5.0
-        while pid_alive(state.pid):
+        while server_alive(state):
             if time.monotonic() > deadline:
                 _kill_group(state.pid)
                 forced = True
@@ -200,7 +236,7 @@ def stop_instances(name: Optional[str], *, all_: bool, timeout: float) -> Iterat
             time.sleep(0.05)
         if forced or (instance.read_state() or state).status != "stopped":
             instance.update(status="stopped")
-        yield instance.name, forced
+        yield instance.name, "killed" if forced else "stopped"
 
 
 def _uptime(seconds: float) -> str:
@@ -215,11 +251,14 @@ def _uptime(seconds: float) -> str:
 def status_rows(name: Optional[str]) -> list[dict[str, Any]]:
     rows = []
     for instance in _select(name, running_only=False):
+        died = instance.died_state()
+        if died is not None:
+            _reap(instance, died)
         state = instance.read_state()
         if state is None:
             continue
-        alive = pid_alive(state.pid)
-        status = state.status if alive or state.status in ("stopped", "failed") else "dead"
+        alive = state.status in LIVE_STATUSES and server_alive(state)
+        status = state.status
         rows.append({
             "name": state.name, "status": status, "pid": state.pid if alive else None,
             "inference_url": state.inference_url, "management_url": state.management_url,
@@ -244,7 +283,7 @@ def print_logs(name: Optional[str], *, follow: bool, tail: int, out: IO[str]) ->
         fh = open(instance.log_file, "r", errors="replace")
     except FileNotFoundError:
         raise NotFoundError(f"no log yet for server {instance.name}") from None
-    with fh:
+    try:
         lines = fh.readlines()
         if tail >= 0:
             lines = lines[-tail:] if tail else []
@@ -258,6 +297,19 @@ def print_logs(name: Optional[str], *, follow: bool, tail: int, out: IO[str]) ->
                 out.write(line)
                 out.flush()
                 continue
+            if _rotated(instance.log_file, fh):  # the server started a new server.log: go on there
+                fh.close()
+                fh = open(instance.log_file, "r", errors="replace")
+                continue
             if instance.running_state() is None:
                 return
             time.sleep(0.2)
+    finally:
+        fh.close()
+
+
+def _rotated(path: Path, fh: IO[str]) -> bool:
+    try:
+        return os.stat(path).st_ino != os.fstat(fh.fileno()).st_ino
+    except OSError:
+        return False

@@ -9,6 +9,8 @@ differences are listed in docs/server.md.
 
 from __future__ import annotations
 
+from typing import Callable, Optional
+
 from aiohttp import web
 
 from mmsctl.server.config import ServerConfig
@@ -25,13 +27,14 @@ __all__ = ["Frontend"]
 class Frontend:
     """Builds the three aiohttp applications around one ModelManager."""
 
-    def __init__(self, config: ServerConfig, manager: ModelManager, metrics: ServerMetrics) -> None:
+    def __init__(self, config: ServerConfig, manager: ModelManager, metrics: ServerMetrics, *,
+                 record_models: Callable[[], Optional[str]] = lambda: None) -> None:
         self.config = config
         self.metrics = metrics
         self.keys = config.api_keys()  # a token file that does not give both keys stops the start here
         self.traffic = Traffic()
         self.inference = InferenceApi(manager, self.traffic)
-        self.management = ManagementApi(config, manager)
+        self.management = ManagementApi(config, manager, record_models)
 
     def _app(self, api: str) -> web.Application:
         middleware = api_middleware(api, self.keys.get(api), self.config.max_request_size, self.metrics,

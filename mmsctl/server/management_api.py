@@ -13,7 +13,7 @@ import re
 import time
 import unicodedata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
 from aiohttp import web
 
@@ -83,9 +83,12 @@ def _completes(handler: Handler) -> Handler:
 class ManagementApi:
     """The management routes over one ModelManager."""
 
-    def __init__(self, config: ServerConfig, manager: ModelManager) -> None:
+    def __init__(self, config: ServerConfig, manager: ModelManager,
+                 record_models: Callable[[], Optional[str]] = lambda: None) -> None:
         self.config = config
         self.manager = manager
+        #: Publishes the models in state.json; returns what went wrong (an unwritable state folder).
+        self.record_models = record_models
 
     def add_routes(self, router: web.UrlDispatcher) -> None:
         router.add_route("OPTIONS", "/", self.describe_api)
@@ -142,6 +145,10 @@ class ManagementApi:
         )
         done = await self.manager.register(model, workers, synchronous=synchronous,
                                            timeout=self.config.worker_start_timeout)
+        error = self.record_models()
+        if error is not None:  # the server serves on; this model is not kept half-recorded
+            await self.manager.unregister(model.name, 0)
+            raise InternalServerError(f'Model "{model.name}" was not registered: {error}')
         if workers <= 0:
             return status_response(f'Model "{model.name}" registered')
         if not done:
@@ -209,4 +216,5 @@ class ManagementApi:
         name = self.manager.get(request.match_info["model"], request.match_info.get("version")).name
         request["model"] = name
         await self.manager.unregister(name, self.config.unregister_model_timeout)
+        self.record_models()  # an unwritable state folder is logged; the model is gone either way
         return status_response(f'Model "{name}" unregistered')
