@@ -21,7 +21,7 @@ from aiohttp import web
 
 from mmsctl.engine.protocol import Parameter, RequestItem, ResponseItem
 from mmsctl.error_body import error_body
-from mmsctl.server.errors import BadRequest, RequestTimeout
+from mmsctl.server.errors import ApiException, BadRequest, RequestTimeout
 
 __all__ = [
     "BODY_TIMEOUT", "bool_param", "error_response", "int_param", "json_response", "params", "read_body",
@@ -186,8 +186,10 @@ async def request_item(request: web.Request) -> RequestItem:
     if mime == "multipart/form-data":
         try:
             form = await _within_body_timeout(request, request.post())
-        except ValueError as exc:
-            raise BadRequest(f"Invalid multipart body: {exc}") from None
+        except (web.HTTPException, ApiException):
+            raise  # 413 over max_request_size, 408 too slow
+        except Exception as exc:  # noqa: BLE001 - whatever the multipart parser trips on is the client's body
+            raise BadRequest(f"Invalid multipart body: {getattr(exc, 'message', None) or exc}") from None
         for key, value in form.items():
             if isinstance(value, web.FileField):
                 parameters.append(Parameter(key, value.file.read(), value.content_type))
