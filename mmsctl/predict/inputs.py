@@ -77,21 +77,30 @@ class InputSource:
             raise UsageError(f"{self.name}: cannot read: {exc.strerror}") from exc
 
 
-def fetch_url(url: str, *, timeout: float = URL_TIMEOUT_S) -> bytes:
-    """GET *url* (redirects followed) and return the body.
+#: An input fetched from a URL may be at most this big (an image, not whatever the far end streams).
+MAX_URL_INPUT_BYTES = 64 * 1024 * 1024
+
+
+def fetch_url(url: str, *, timeout: float = URL_TIMEOUT_S, max_bytes: int = MAX_URL_INPUT_BYTES) -> bytes:
+    """GET *url* (redirects followed) and return the body, refusing one over *max_bytes*.
 
     Raises:
-        DownloadError: connection failure, timeout, or a non-2xx status.
+        DownloadError: connection failure, timeout, a non-2xx status, or too big a body.
     """
     import httpx
 
     try:
-        response = httpx.get(url, timeout=timeout, follow_redirects=True)
+        with httpx.stream("GET", url, timeout=timeout, follow_redirects=True) as response:
+            if response.status_code >= 400:
+                raise DownloadError(f"{url}: HTTP {response.status_code} {response.reason_phrase}")
+            body = bytearray()
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > max_bytes:
+                    raise DownloadError(f"{url}: larger than {max_bytes} bytes: not an input")
+            return bytes(body)
     except httpx.HTTPError as exc:
         raise DownloadError(f"{url}: {type(exc).__name__}: {exc}") from exc
-    if response.status_code >= 400:
-        raise DownloadError(f"{url}: HTTP {response.status_code} {response.reason_phrase}")
-    return response.content
 
 
 def _folder_images(folder: Path) -> list[Path]:

@@ -160,10 +160,12 @@ class Server:
                     self.record_models()
 
     def _drain_timeout(self) -> float:
+        """``serve stop --timeout`` (written beside state.json), within [0, a day]; else the default."""
         try:
-            return float((self.instance.dir / "stop-timeout").read_text().strip())
-        except (OSError, ValueError):
+            seconds = float((self.instance.dir / "stop-timeout").read_text(encoding="utf-8")[:32].strip())
+        except (OSError, ValueError, UnicodeDecodeError):
             return DEFAULT_DRAIN_TIMEOUT
+        return seconds if 0 <= seconds <= 86400 else DEFAULT_DRAIN_TIMEOUT
 
     async def shutdown(self) -> None:
         timeout = self._drain_timeout()

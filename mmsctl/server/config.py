@@ -84,6 +84,8 @@ class ServerConfig:
     request_header_timeout: float = 60.0
     #: Seconds a request may take to send its whole body.
     request_body_timeout: float = 60.0
+    #: Bytes of request bodies held at once, all requests together (None: a quarter of the memory).
+    max_buffered_bytes: Optional[int] = None
     #: ``server.log`` size before it is rotated, and how many rotated files are kept.
     log_max_size: int = DEFAULT_LOG_MAX_SIZE
     log_backups: int = DEFAULT_LOG_BACKUPS
@@ -102,6 +104,15 @@ class ServerConfig:
     def workers_allowed(self) -> int:
         """The worker limit in force: ``worker_limit``, else what this machine can run."""
         return self.worker_limit if self.worker_limit is not None else default_worker_limit()
+
+    @property
+    def buffered_bytes_allowed(self) -> int:
+        """The body-bytes limit in force: ``max_buffered_bytes``, else a quarter of this machine's memory."""
+        if self.max_buffered_bytes is not None:
+            return self.max_buffered_bytes
+        import psutil
+
+        return max(self.max_request_size, int(psutil.virtual_memory().total // 4))
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
@@ -124,9 +135,9 @@ class ServerConfig:
             )
         for key in ("default_workers_per_model", "job_queue_size", "max_request_size", "default_response_timeout",
                     "worker_threads", "worker_limit", "max_image_pixels", "max_archive_size",
-                    "max_archive_members", "log_max_size", "log_backups"):
+                    "max_archive_members", "log_max_size", "log_backups", "max_buffered_bytes"):
             value = getattr(self, key)
-            if value is None and key == "worker_limit":
+            if value is None and key in ("worker_limit", "max_buffered_bytes"):
                 continue
             minimum = 0 if key in ("default_workers_per_model", "log_backups") else 1
             if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
@@ -250,7 +261,7 @@ def load_properties(path: Path, base: Optional[ServerConfig] = None) -> ServerCo
     for key in ("default_workers_per_model", "job_queue_size", "max_request_size",
                 "default_response_timeout", "number_of_gpu", "metric_time_interval",
                 "unregister_model_timeout", "worker_limit", "max_image_pixels", "max_archive_size",
-                "max_archive_members", "log_max_size", "log_backups"):
+                "max_archive_members", "log_max_size", "log_backups", "max_buffered_bytes"):
         number = _int(props, key, path)
         if number is not None:
             setattr(cfg, key, number)

@@ -32,7 +32,7 @@ class Frontend:
         self.config = config
         self.metrics = metrics
         self.keys = config.api_keys()  # a token file that does not give both keys stops the start here
-        self.traffic = Traffic()
+        self.traffic = Traffic(max_buffered=config.buffered_bytes_allowed)
         self.inference = InferenceApi(manager, self.traffic)
         self.management = ManagementApi(config, manager, record_models)
 

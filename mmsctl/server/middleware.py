@@ -40,10 +40,21 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 @dataclass
 class Traffic:
-    """What shutdown needs to know of the front end: stop taking predictions, wait for answers in flight."""
+    """The front end's traffic: draining (stop taking requests), answers in flight, and request body
+    bytes held at once, bounded by ``max_buffered_bytes`` (a body is held from before it is read until
+    its answer is sent: queued predictions hold theirs)."""
 
     draining: bool = False
     in_flight: int = 0
+    buffered: int = 0
+    max_buffered: Optional[int] = None
+
+    def hold(self, size: int) -> bool:
+        """Reserve *size* body bytes; False (nothing reserved) when that would pass the limit."""
+        if self.max_buffered is not None and self.buffered + size > self.max_buffered and self.buffered > 0:
+            return False
+        self.buffered += size
+        return True
 
 
 #: Routes of the inference API that answer without a token and while draining (health checks).
@@ -119,6 +130,7 @@ def api_middleware(api: str, token: Optional[str], max_request_size: int, metric
         request["model"] = ""
         started = time.monotonic()
         traffic.in_flight += 1
+        held = 0
         try:
             open_route = api == "inference" and _route(request) in _HEALTH_ROUTES
             if token and not open_route and not _authorised(request, token):
@@ -130,6 +142,12 @@ def api_middleware(api: str, token: Optional[str], max_request_size: int, metric
             if length is not None and length > max_request_size:
                 raise RequestTooLarge(f"Request body of {length} bytes exceeds max_request_size "
                                       f"({max_request_size} bytes).")
+            if request.body_exists:
+                size = length if length is not None else max_request_size  # chunked: it may grow that big
+                if not traffic.hold(size):
+                    raise ServiceUnavailable("The server holds as many request bodies as it may "
+                                             "(max_buffered_bytes); retry shortly.", retry_after=1)
+                held = size
             response = await handler(request)
         except asyncio.CancelledError:
             raise
@@ -139,6 +157,7 @@ def api_middleware(api: str, token: Optional[str], max_request_size: int, metric
             response = _error_for(exc, max_request_size)
         finally:
             traffic.in_flight -= 1
+            traffic.buffered -= held
         response.headers["x-request-id"] = request_id
         metrics.count_request(api, request["model"], response.status)
         if access_log.isEnabledFor(logging.INFO):

@@ -306,3 +306,16 @@ def test_help_paragraphs_are_reflowed(capsys, monkeypatch) -> None:
     assert code == 0
     assert "a model folder or an MXNet checkpoint folder" in out
     assert "so the answer is what `curl -T INPUT http://host:8080/predictions/MODEL`" in out
+
+
+def test_an_input_url_is_read_only_up_to_its_cap(tmp_path: Path) -> None:
+    """A URL input is an image, not whatever the far end streams: the read stops at the cap."""
+    from mmsctl.errors import DownloadError
+    from mmsctl.predict.inputs import fetch_url
+    from tests.support.http_mirror import serving_folder
+
+    (tmp_path / "big.jpg").write_bytes(b"\xff\xd8" + bytes(50_000))
+    with serving_folder(tmp_path) as mirror:
+        assert len(fetch_url(mirror.url_for("big.jpg"), max_bytes=60_000)) == 50_002
+        with pytest.raises(DownloadError, match="larger than"):
+            fetch_url(mirror.url_for("big.jpg"), max_bytes=10_000)

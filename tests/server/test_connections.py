@@ -6,6 +6,7 @@ to ``max_request_size`` exactly, and a connection that stalls is closed after it
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 import socket
@@ -26,7 +27,7 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerInfo]:
     noop = make_noop_archive(tmp_path_factory.mktemp("m") / "noop")
     with running_mmsctl_server(tmp_path_factory.mktemp("srv"), models={"noop": str(noop)}, token=TOKEN,
                                extra_config={"max_request_size": MAX, "request_header_timeout": 0.5,
-                                             "request_body_timeout": 0.5}) as info:
+                                             "request_body_timeout": 0.5, "max_buffered_bytes": 2 * MAX}) as info:
         yield info
 
 
@@ -139,3 +140,29 @@ def test_a_compressed_body_reaches_the_handler_as_sent(srv: ServerInfo, tmp_path
                                "Content-Type": "application/octet-stream"})
     assert resp.status_code == 200
     assert resp.content == packed.decode("utf-8", "replace").encode()  # the echo handler got the gzip bytes
+
+
+def test_the_bodies_held_at_once_are_bounded(srv: ServerInfo) -> None:
+    """Many large requests together cannot take the server's memory: past max_buffered_bytes, 503."""
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    url = f"{srv.inference_url}/predictions/noop"
+
+    async def scenario() -> tuple[list[httpx.Response], httpx.Response, httpx.Response]:
+        async with httpx.AsyncClient(timeout=30, headers=headers) as client:
+            # each holds ~900 bytes while its worker sleeps; the one worker takes them in turn
+            slow = [asyncio.ensure_future(client.post(url, data={"data": "sleep:1", "pad": "p" * 800}))
+                    for _ in range(2)]
+            while "mmsctl_queue_depth{model=\"noop\"} 1.0" not in (await client.get(
+                    srv.metrics_url + "/metrics")).text:
+                await asyncio.sleep(0.02)
+            refused = await client.post(url, content=b"q" * 800)
+            small = await client.get(f"{srv.inference_url}/ping")
+            return [await s for s in slow], refused, small
+
+    held, refused, ping = asyncio.run(scenario())
+    assert [r.status_code for r in held] == [200, 200]
+    assert refused.status_code == 503 and refused.headers["Retry-After"] == "1"
+    assert "max_buffered_bytes" in refused.json()["message"]
+    assert ping.status_code == 200  # requests without a body are never turned away
+    ok = httpx.post(url, content=b"q" * 800, headers=headers, timeout=10)
+    assert ok.status_code == 200  # once answered, their bytes are free again
