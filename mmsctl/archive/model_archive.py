@@ -130,7 +130,7 @@ class ModelArchive:
 def parse_signature(raw: bytes, *, where: str) -> dict[str, Any]:
     try:
         data = json.loads(raw.decode("utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise ArchiveError(f"{where}: not valid JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise ArchiveError(f"{where}: not a JSON object")

@@ -52,7 +52,7 @@ def _decode_value(value: Any, content_type: str, decode: bool) -> Any:
             return json.loads(bytes(raw).decode("utf-8"))
         if decode and content_type.startswith("text"):
             return bytes(raw).decode("utf-8")
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):  # RecursionError: JSON nested too deep
         pass
     return bytearray(raw)
 

@@ -155,7 +155,7 @@ async def params(request: web.Request) -> Any:
     if content_type == "application/json" and request.can_read_body:
         try:
             data = json.loads(await read_body(request))
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: [[[[... nested too deep
             raise BadRequest("Invalid JSON body.") from None
         if not isinstance(data, dict):
             raise BadRequest("The JSON body must be an object.")

@@ -70,3 +70,27 @@ def test_a_replaced_archive_with_the_same_size_and_mtime_serves_its_new_code(srv
     assert _register(srv, "versioned.mar").status_code == 200
     assert httpx.post(f"{srv.inference_url}/predictions/versioned", content=b"x", timeout=30).text == "v2"
     assert httpx.delete(f"{srv.management_url}/models/versioned", timeout=30).status_code == 200
+
+
+def test_json_nested_too_deep_is_a_400_not_a_crash(srv: ServerInfo, store: Path) -> None:
+    """``[[[[...`` makes Python's JSON parser raise RecursionError: in a manifest, a register body, a prediction."""
+    from tests.support.mmsctl_server import make_noop_archive
+
+    deep = "[" * 100_000
+    with zipfile.ZipFile(store / "deep.mar", "w") as zf:
+        zf.writestr("MAR-INF/MANIFEST.json", deep)
+        zf.writestr("service.py", HANDLER.format(answer="never"))
+    resp = _register(srv, "deep.mar")
+    assert resp.status_code == 400 and resp.json()["type"] == "InvalidModelException", resp.text
+    assert "not valid JSON" in resp.json()["message"]
+    resp = httpx.post(f"{srv.management_url}/models", content=deep, headers={"Content-Type": "application/json"},
+                      timeout=30)
+    assert resp.status_code == 400 and resp.json()["message"] == "Invalid JSON body."
+    make_noop_archive(store / "echo", name="echo")
+    assert _register(srv, "echo").status_code == 200
+    try:
+        resp = httpx.post(f"{srv.inference_url}/predictions/echo", content=deep,
+                          headers={"Content-Type": "application/json"}, timeout=30)
+        assert resp.status_code == 200 and resp.text == deep  # not JSON the handler can have: the raw body
+    finally:
+        httpx.delete(f"{srv.management_url}/models/echo", timeout=30)
