@@ -32,7 +32,7 @@ class Job:
             self.future.set_result(response)
 
 
-class JobQueue(asyncio.Queue):  # type: ignore[type-arg]
+class JobQueue(asyncio.Queue[Job]):
     """A model's bounded queue of jobs, from which a job whose client left can be taken back.
 
     It makes the deque that holds its jobs itself (``_init``/``_put``/``_get`` are asyncio.Queue's

@@ -42,7 +42,7 @@ def _parse_error(exc: Optional[BaseException], status: int) -> web.Response:
     return error_response(400, "BadRequestException", "Invalid HTTP message.")
 
 
-class _MmsRequestHandler(RequestHandler):  # type: ignore[misc]
+class _MmsRequestHandler(RequestHandler):
     """aiohttp's protocol, answering what it cannot parse with an MMS error body."""
 
     def handle_error(self, request: Any, status: int = 500, exc: Optional[BaseException] = None,

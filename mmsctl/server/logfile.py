@@ -19,6 +19,7 @@ from typing import BinaryIO, Optional
 __all__ = ["RotatingOutput"]
 
 _CHUNK = 64 * 1024
+_PIPE_SIZE = 1024 * 1024
 
 
 class RotatingOutput:
@@ -36,6 +37,12 @@ class RotatingOutput:
     def start(self) -> None:
         """From now on, fds 1 and 2 (ours and our children's) go into the log."""
         read_end, write_end = os.pipe()
+        try:  # a deeper pipe (Linux): a burst of worker output waits there, not in a writer
+            import fcntl
+
+            fcntl.fcntl(write_end, getattr(fcntl, "F_SETPIPE_SZ", 1031), _PIPE_SIZE)
+        except (ImportError, OSError):
+            pass
         sys.stdout.flush()
         sys.stderr.flush()
         os.dup2(write_end, 1)

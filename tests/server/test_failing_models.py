@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import httpx

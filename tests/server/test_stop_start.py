@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from mmsctl.instances import Instance, InstanceState, process_start_time
-from tests.support.mmsctl_server import ServerInfo, make_handler_archive, make_noop_archive, running_mmsctl_server
+from tests.support.mmsctl_server import make_handler_archive, make_noop_archive, running_mmsctl_server
 
 STUCK_HANDLER = '''
 import time
