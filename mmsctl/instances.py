@@ -48,6 +48,8 @@ class InstanceState:
     started_at: float = field(default_factory=time.time)
     #: The start time of process ``pid`` (:func:`process_start_time`): with the pid, the server's identity.
     process_start: Optional[float] = None
+    #: The folder register urls resolve against (None: no model store), for local tools that place archives.
+    model_store: Optional[str] = None
     error: Optional[str] = None
     models: list[str] = field(default_factory=list)
 
