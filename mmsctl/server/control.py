@@ -202,12 +202,16 @@ def stop_instances(name: Optional[str], *, all_: bool, timeout: float) -> Iterat
             return
         candidates = [instance] if instance.running_state() is not None else []
     else:
+        reaped = 0
         for instance in list_instances():
             died = instance.died_state()
             if died is not None:
                 _reap(instance, died)
+                reaped += 1
                 yield instance.name, "died"
         candidates = _select(None, running_only=True)
+        if reaped and not candidates:
+            return
     if not name and not all_ and len(candidates) > 1:
         names = ", ".join(i.name for i in candidates)
         raise AmbiguousInstanceError(f"several servers are running ({names}); say which", param="name")

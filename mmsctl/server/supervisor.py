@@ -120,9 +120,10 @@ class ModelManager:
             model.last_error = str(exc) if isinstance(exc, WorkerStartError) else f"cannot start a worker: {exc}"
             log.error("%s W-%s failed to start: %s", model.name, worker.id, model.last_error)
             self._forget(worker)
-            if not worker.stop_event.is_set():  # not killed on purpose (scale down, unregister)
+            killed_on_purpose = worker.stop_event.is_set()  # a scale down or unregister, not a failure
+            if not killed_on_purpose:
                 model.start_failed = True
-                self._after_worker_exit(model, crashed=True)
+            self._after_worker_exit(model, crashed=not killed_on_purpose)
             return "load_failed"
         log.info("%s W-%s READY (pid %s)", model.name, worker.id, worker.pid)
         model.failures = 0
