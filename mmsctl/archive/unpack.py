@@ -162,7 +162,10 @@ def _zip_members(zf: zipfile.ZipFile, source: Path, limits: Limits) -> Iterator[
     total = 0
     infos = zf.infolist()
     compressed = max(_file_size(zf.fp, source), 1)
-    _check_budget(0, len(infos), limits, source, compressed)
+    # The central directory declares every size: the whole archive is judged before a byte is written
+    # (and no member may write more than it declares).
+    declared = sum(info.file_size for info in infos if not info.is_dir())
+    _check_budget(declared, len(infos), limits, source, compressed)
     for info in infos:
         path = safe_member_path(info.filename)
         mode = (info.external_attr >> 16) & 0xFFFF
@@ -194,7 +197,14 @@ def _tar_members(tf: tarfile.TarFile, source: Path, limits: Limits) -> Iterator[
     total = 0
     count = 0
     compressed = max(_file_size(tf.fileobj, source), 1)
+    # A first pass over the headers judges the whole archive before a byte is written; it stops at
+    # the first cap passed, so the headers tarfile keeps stay bounded by max_archive_members.
     for info in tf:
+        count += 1
+        total += info.size if info.isreg() else 0
+        _check_budget(total, count, limits, source, compressed)
+    total = count = 0
+    for info in tf.getmembers():
         count += 1
         path = safe_member_path(info.name)
         if info.issym() or info.islnk():

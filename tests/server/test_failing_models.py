@@ -116,10 +116,17 @@ def test_a_handler_that_prints_without_end_keeps_the_log_bounded(srv: ServerInfo
     for _ in range(4):  # 4 x 1.6 MB of prints, through a 64 KiB log with 2 old files
         resp = httpx.post(f"{srv.inference_url}/predictions/noop", content=b"spam:16000", timeout=60)
         assert resp.status_code == 200
-    _until("the log rotated twice", lambda: log.with_name("server.log.2").exists())
-    files = sorted(log.parent.glob("server.log*"))
+    assert httpx.post(f"{srv.inference_url}/predictions/noop", content=b"still", timeout=30).text == "still"
+
+    def settled() -> list[Path] | None:
+        """The log files once the last line printed has reached them (rotation runs on a thread)."""
+        files = sorted(log.parent.glob("server.log*"))
+        try:
+            text = "".join(f.read_text(errors="replace") for f in files)
+        except FileNotFoundError:  # renamed between the listing and the read
+            return None
+        return files if "00015999 " in text and len(files) == 3 and "W-9000 READY" not in text else None
+
+    files = _until("the newest lines in the rotated log", settled)
     assert [f.name for f in files] == ["server.log", "server.log.1", "server.log.2"]
     assert all(f.stat().st_size <= LOG_MAX + 64 * 1024 for f in files), [f.stat().st_size for f in files]
-    assert httpx.post(f"{srv.inference_url}/predictions/noop", content=b"still", timeout=30).text == "still"
-    _until("the newest lines in server.log", lambda: "00015999 " in "".join(
-        f.read_text(errors="replace") for f in log.parent.glob("server.log*")))
