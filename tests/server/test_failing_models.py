@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import httpx
@@ -18,6 +19,7 @@ from tests.support.mmsctl_server import ServerInfo, make_handler_archive, make_n
 
 STUCK_HANDLER = '''
 import time
+from pathlib import Path
 
 def handle(data, context):
     if data is None:
