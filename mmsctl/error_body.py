@@ -47,7 +47,7 @@ def parse_error_body(body: bytes) -> tuple[Optional[str], Optional[str]]:
     """
     try:
         data: Any = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         text = body.decode("utf-8", "replace").strip()
         return None, (text[:_MAX_TEXT] or None)
     if isinstance(data, dict):

@@ -5,11 +5,14 @@ read it, so it lives below both the server and the client. Each server started b
 ``mmsctl serve start`` owns ``<state_dir>/instances/<name>/``:
 
 - ``config.json``  the ServerConfig it was started with (the server's own business)
-- ``state.json``   pid, addresses, token file, status (``starting`` → ``ready`` | ``failed`` → ``stopped``)
-- ``server.log``   the server's log, worker output included
+- ``state.json``   pid, addresses, token file, status (``starting`` → ``ready`` | ``failed`` → ``stopped``;
+                   ``died`` when a reader finds the process gone without having stopped)
+- ``server.log``   the server's log, worker output included (rotated: ``server.log.1`` ...)
 
 ``state.json`` (:class:`InstanceState`) is the public part; it is replaced atomically,
-so a reader never sees half a file.
+so a reader never sees half a file. A pid alone does not say the server still runs: after
+a crash the number may belong to any other process. The server records its process's start
+time beside its pid, and :func:`server_alive` checks both before anyone trusts (or signals) it.
 """
 
 from __future__ import annotations
@@ -23,7 +26,11 @@ from typing import Any, Optional
 
 from mmsctl.config import state_dir
 
-__all__ = ["Instance", "InstanceState", "list_instances", "one_running", "pid_alive", "running_instances"]
+__all__ = ["Instance", "InstanceState", "list_instances", "one_running", "pid_alive", "process_start_time",
+           "running_instances", "server_alive"]
+
+#: Statuses in which the server process should be there.
+LIVE_STATUSES = frozenset({"starting", "ready", "stopping"})
 
 
 @dataclass
@@ -40,6 +47,10 @@ class InstanceState:
     #: The token file the server checks Bearer tokens against (None: no auth).
     token_file: Optional[str] = None
     started_at: float = field(default_factory=time.time)
+    #: The start time of process ``pid`` (:func:`process_start_time`): with the pid, the server's identity.
+    process_start: Optional[float] = None
+    #: The folder register urls resolve against (None: no model store), for local tools that place archives.
+    model_store: Optional[str] = None
     error: Optional[str] = None
     models: list[str] = field(default_factory=list)
 
@@ -64,6 +75,39 @@ def pid_alive(pid: int) -> bool:
             return fh.read().split(b") ", 1)[1][:1] != b"Z"
     except (OSError, IndexError):
         return True
+
+
+def process_start_time(pid: int) -> Optional[float]:
+    """When process *pid* started (seconds since the epoch, as the kernel counts it), None if it is gone."""
+    import psutil
+
+    try:
+        return float(psutil.Process(pid).create_time())
+    except (psutil.Error, OSError):
+        return None
+
+
+def _runs_mmsctl_server(pid: int) -> bool:
+    import psutil
+
+    try:
+        return "mmsctl.server" in " ".join(psutil.Process(pid).cmdline())
+    except (psutil.Error, OSError):
+        return False
+
+
+def server_alive(state: InstanceState) -> bool:
+    """Whether ``state.pid`` is still the server that wrote *state* (not a process that got its number since).
+
+    The start time recorded by the server must match; a state file from before it was recorded
+    needs the process to run ``mmsctl.server``.
+    """
+    if not pid_alive(state.pid):
+        return False
+    if state.process_start is None:
+        return _runs_mmsctl_server(state.pid)
+    started = process_start_time(state.pid)
+    return started is not None and abs(started - state.process_start) < 0.05
 
 
 class Instance:
@@ -111,9 +155,16 @@ class Instance:
         return state
 
     def running_state(self) -> Optional[InstanceState]:
-        """The state if its process is alive and not marked stopped, else None."""
+        """The state if its server process still runs (:func:`server_alive`) and is not marked stopped, else None."""
         state = self.read_state()
-        if state is None or state.status in ("stopped", "failed") or not pid_alive(state.pid):
+        if state is None or state.status not in LIVE_STATUSES or not server_alive(state):
+            return None
+        return state
+
+    def died_state(self) -> Optional[InstanceState]:
+        """The state of a server that says it runs but whose process is gone (killed, crashed), else None."""
+        state = self.read_state()
+        if state is None or state.status not in LIVE_STATUSES or server_alive(state):
             return None
         return state
 

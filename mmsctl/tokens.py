@@ -95,7 +95,7 @@ def read_token_file(path: Union[str, Path]) -> TokenFile:
     if text.startswith(("{", "[", "null")):
         try:
             data = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise ConfigError(f"token file {path}: not a token and not valid JSON: {exc}") from None
         return _from_json(path, data)
     token = _check(path, text.splitlines()[0], "token")

@@ -22,3 +22,4 @@ def test_parser_accepts_status_bodies_text_and_garbage() -> None:
     assert parse_error_body(b"[1, 2]") == (None, None)
     assert parse_error_body(b"") == (None, None)
     assert parse_error_body(b"\xff\xfe") == (None, "\ufffd\ufffd")
+    assert parse_error_body(b"[" * 100_000) == (None, "[" * 300)  # too deep for the JSON parser: text

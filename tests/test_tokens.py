@@ -44,6 +44,7 @@ def test_no_file_means_no_token() -> None:
     ("tökén", "empty or has characters"),
     ("two words", "empty or has characters"),
     ("{broken", "not valid JSON"),
+    ("[" * 60_000, "not valid JSON"),  # nested past Python's recursion limit
 ])
 def test_unusable_files_are_errors(tmp_path: Path, content: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):

@@ -191,7 +191,7 @@ def parse_manifest(raw: bytes, *, where: str = MANIFEST_PATH) -> Manifest:
     """
     try:
         data = json.loads(raw.decode("utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise ArchiveError(f"{where}: not valid JSON: {exc}") from exc
     if isinstance(data, dict) and "model" not in data and "Model" in data:
         return Manifest(**legacy_fields(data))

@@ -5,9 +5,9 @@
 a ``<model-name>/`` folder), an extracted folder (``--archive-format
 no-archive``), and a legacy MMS 0.4 ``.model`` (zip with a root
 ``MANIFEST.json``). Archives are extracted once into the cache
-(``<cache>/extracted/<key>``, the key made from the archive's real path, size
-and modification time), so the second open of an unchanged archive is a
-couple of ``stat`` calls.
+(``<cache>/extracted/<key>``, the key a SHA-256 of the archive's bytes), so an
+archive replaced by another with the same path, size and modification time is
+extracted again, and the second open of an unchanged one costs one read of it.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import IO, Any, Optional
 
 from mmsctl.archive.legacy import LEGACY_MANIFEST_NAME
 from mmsctl.archive.manifest import MANIFEST_DIR, MANIFEST_NAME, MANIFEST_PATH, Manifest, parse_manifest
-from mmsctl.archive.unpack import DEFAULT_LIMITS, ArchiveFormat, Limits, detect_format, extract_into
+from mmsctl.archive.unpack import ArchiveFormat, Limits, detect_format, extract_into
 from mmsctl.engine.spec import ServiceSpec
 from mmsctl.errors import AlreadyExistsError, ArchiveError, InputNotFoundError, UsageError
 
@@ -130,7 +130,7 @@ class ModelArchive:
 def parse_signature(raw: bytes, *, where: str) -> dict[str, Any]:
     try:
         data = json.loads(raw.decode("utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise ArchiveError(f"{where}: not valid JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise ArchiveError(f"{where}: not a JSON object")
@@ -178,10 +178,19 @@ def _load(source: Path, root: Path, fmt: ArchiveFormat) -> ModelArchive:
     return ModelArchive(source=source, root=root, manifest=manifest, format=kind, has_manifest=has)
 
 
+def _content_key(fh: IO[bytes]) -> str:
+    """The cache key of an open archive: a SHA-256 of its bytes (the file is left rewound)."""
+    fh.seek(0)
+    digest = hashlib.sha256()
+    for chunk in iter(lambda: fh.read(1024 * 1024), b""):
+        digest.update(chunk)
+    fh.seek(0)
+    return digest.hexdigest()[:32]
+
+
 def _cache_key(source: Path) -> str:
-    st = source.stat()
-    ident = f"{source.resolve()}\0{st.st_size}\0{st.st_mtime_ns}"
-    return hashlib.sha256(ident.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    with open(source, "rb") as fh:
+        return _content_key(fh)
 
 
 def _extracted_dir() -> Path:
@@ -227,8 +236,8 @@ def _live_tmp(folder: Path) -> bool:
 def clean_extracted(only: Optional[Path] = None) -> tuple[int, int]:
     """Delete cached extractions (all, or just *only*): returns (folders, bytes freed).
 
-    Every changed archive gets a new extraction (the key includes size and
-    mtime), so without this the cache only grows. Half-made ``tmp`` folders of
+    Every changed archive gets a new extraction (the key is its content), so
+    without this the cache only grows. Half-made ``tmp`` folders of
     interrupted extractions go too.
     """
     root = _extracted_dir()
@@ -257,7 +266,7 @@ def _place(tmp: Path, target: Path) -> None:
 
 
 def open_archive(
-    location: Path | str, *, workdir: Optional[Path] = None, limits: Limits = DEFAULT_LIMITS
+    location: Path | str, *, workdir: Optional[Path] = None, limits: Optional[Limits] = None
 ) -> ModelArchive:
     """Open a ``.mar``, ``.model``, ``.tar.gz`` or folder, extracting it safely if needed.
 
@@ -265,7 +274,7 @@ def open_archive(
         location: the archive file or folder.
         workdir: extract here instead of the cache; reused if it already holds
             this archive, refused if it holds anything else.
-        limits: caps against archive bombs.
+        limits: caps against archive bombs (default: :meth:`Limits.from_settings`).
 
     Returns:
         The archive, with ``root`` the folder holding its files.
@@ -286,23 +295,28 @@ def open_archive(
     fmt = detect_format(source)
     if fmt == "folder":
         return _load(source, find_root(source), fmt)
-    key = _cache_key(source)
-    if workdir is None:
-        target = _extracted_dir() / key
-    else:
-        target = Path(workdir)
-        marker = target / _MARKER
-        if target.is_dir() and any(target.iterdir()):
-            if marker.is_file() and marker.read_text().strip() == key:
-                return _load(source, find_root(target), fmt)
-            raise ArchiveError(f"{target}: folder is not empty; cannot extract {source.name} there")
-    if not target.is_dir():
-        tmp = extract_into(source, fmt, target.parent, limits)
-        if workdir is not None:
-            (tmp / _MARKER).write_text(key + "\n")
-            if target.is_dir():
-                target.rmdir()
-        _place(tmp, target)
+    try:
+        fh = open(source, "rb")
+    except OSError as exc:
+        raise ArchiveError(f"{source}: cannot read: {exc.strerror}") from exc
+    with fh:  # hashed and extracted from this one open file: what is keyed is what is extracted
+        key = _content_key(fh)
+        if workdir is None:
+            target = _extracted_dir() / key
+        else:
+            target = Path(workdir)
+            marker = target / _MARKER
+            if target.is_dir() and any(target.iterdir()):
+                if marker.is_file() and marker.read_text().strip() == key:
+                    return _load(source, find_root(target), fmt)
+                raise ArchiveError(f"{target}: folder is not empty; cannot extract {source.name} there")
+        if not target.is_dir():
+            tmp = extract_into(source, fmt, target.parent, limits or Limits.from_settings(), fileobj=fh)
+            if workdir is not None:
+                (tmp / _MARKER).write_text(key + "\n")
+                if target.is_dir():
+                    target.rmdir()
+            _place(tmp, target)
     return _load(source, find_root(target), fmt)
 
 
@@ -311,7 +325,7 @@ def extract_archive(
     dest: Optional[Path] = None,
     *,
     force: bool = False,
-    limits: Limits = DEFAULT_LIMITS,
+    limits: Optional[Limits] = None,
 ) -> ModelArchive:
     """Extract an archive into *dest* (default ``./<model-name>``) with the manifest at its top.
 
@@ -337,7 +351,7 @@ def extract_archive(
         raise AlreadyExistsError(f"{dest} already exists", hint="pass force=True to replace it")
     if dest.exists() and not dest.is_dir() and force:
         raise ArchiveError(f"{dest} exists and is not a folder; remove it first")
-    tmp = extract_into(source, fmt, dest.parent, limits)
+    tmp = extract_into(source, fmt, dest.parent, limits or Limits.from_settings())
     try:
         root = find_root(tmp)
         archive = _load(source, root, fmt)  # validates the manifest before anything moves

@@ -47,14 +47,38 @@ _CHUNK = 1024 * 1024
 
 @dataclass(frozen=True)
 class Limits:
-    """Caps against archive bombs. The defaults fit any real model (VGG-19 is 550 MiB)."""
+    """Caps against archive bombs. The defaults fit any real model (VGG-19 is 550 MiB).
 
-    max_total_bytes: int = 32 * _GIB
-    max_members: int = 100_000
-    #: uncompressed/compressed size above which a member is refused ...
+    ``max_total_bytes`` and ``max_members`` are settings (``max_archive_size``,
+    ``max_archive_members``: ``MMSCTL_MAX_ARCHIVE_SIZE`` / config.toml for the CLI,
+    config.properties for the server); the ratio is fixed.
+    """
+
+    max_total_bytes: int = 8 * _GIB
+    max_members: int = 10_000
+    #: uncompressed/compressed size above which an archive (and any member) is refused ...
     max_ratio: float = 200.0
     #: ... once it is bigger than this (small files such as JSON compress well)
     ratio_floor: int = 16 * _MIB
+
+    @classmethod
+    def from_settings(cls) -> "Limits":
+        """The defaults, with ``max_archive_size`` / ``max_archive_members`` from the user's settings."""
+        from mmsctl.config import setting
+        from mmsctl.errors import ConfigError
+
+        values = {}
+        for key, field in (("max_archive_size", "max_total_bytes"), ("max_archive_members", "max_members")):
+            raw = setting(key)
+            if raw is None or raw.strip() == "":
+                continue
+            try:
+                values[field] = int(raw.strip())
+            except ValueError:
+                raise ConfigError(f"setting {key}={raw!r} is not a whole number") from None
+            if values[field] < 1:
+                raise ConfigError(f"setting {key}={raw!r} must be at least 1")
+        return cls(**values)
 
 
 DEFAULT_LIMITS = Limits()
@@ -112,20 +136,36 @@ def safe_member_path(name: str) -> str:
     return str(PurePosixPath(*parts)) if parts else ""
 
 
-def _check_budget(total: int, count: int, limits: Limits, source: Path) -> None:
+def _check_budget(total: int, count: int, limits: Limits, source: Path, compressed: int) -> None:
     if count > limits.max_members:
-        raise UnsafeArchiveError(f"{source}: more than {limits.max_members} members (archive bomb?)")
+        raise UnsafeArchiveError(
+            f"{source}: more than {limits.max_members} members (max_archive_members; archive bomb?)")
     if total > limits.max_total_bytes:
         raise UnsafeArchiveError(
-            f"{source}: uncompressed size over {limits.max_total_bytes // _GIB} GiB (archive bomb?)"
+            f"{source}: extracts to more than {_size(limits.max_total_bytes)} (max_archive_size; archive bomb?)"
         )
+    if total > limits.ratio_floor and total > limits.max_ratio * compressed:
+        raise UnsafeArchiveError(
+            f"{source}: compression ratio over {limits.max_ratio:.0f}:1 (archive bomb?)"
+        )
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", _GIB), ("MiB", _MIB), ("KiB", 1024)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} bytes"
 
 
 def _zip_members(zf: zipfile.ZipFile, source: Path, limits: Limits) -> Iterator[tuple[Member, zipfile.ZipInfo]]:
     seen: set[str] = set()
     total = 0
     infos = zf.infolist()
-    _check_budget(0, len(infos), limits, source)
+    compressed = max(_file_size(zf.fp, source), 1)
+    # The central directory declares every size: the whole archive is judged before a byte is written
+    # (and no member may write more than it declares).
+    declared = sum(info.file_size for info in infos if not info.is_dir())
+    _check_budget(declared, len(infos), limits, source, compressed)
     for info in infos:
         path = safe_member_path(info.filename)
         mode = (info.external_attr >> 16) & 0xFFFF
@@ -141,7 +181,7 @@ def _zip_members(zf: zipfile.ZipFile, source: Path, limits: Limits) -> Iterator[
         seen.add(path)
         if not is_dir:
             total += info.file_size
-            _check_budget(total, len(infos), limits, source)
+            _check_budget(total, len(infos), limits, source, compressed)
             if info.file_size > limits.ratio_floor and info.file_size > limits.max_ratio * max(
                 info.compress_size, 1
             ):
@@ -156,8 +196,15 @@ def _tar_members(tf: tarfile.TarFile, source: Path, limits: Limits) -> Iterator[
     seen: set[str] = set()
     total = 0
     count = 0
-    compressed = max(source.stat().st_size, 1)
+    compressed = max(_file_size(tf.fileobj, source), 1)
+    # A first pass over the headers judges the whole archive before a byte is written; it stops at
+    # the first cap passed, so the headers tarfile keeps stay bounded by max_archive_members.
     for info in tf:
+        count += 1
+        total += info.size if info.isreg() else 0
+        _check_budget(total, count, limits, source, compressed)
+    total = count = 0
+    for info in tf.getmembers():
         count += 1
         path = safe_member_path(info.name)
         if info.issym() or info.islnk():
@@ -172,12 +219,20 @@ def _tar_members(tf: tarfile.TarFile, source: Path, limits: Limits) -> Iterator[
         seen.add(path)
         if info.isreg():
             total += info.size
-        _check_budget(total, count, limits, source)
-        if total > limits.ratio_floor and total > limits.max_ratio * compressed:
-            raise UnsafeArchiveError(
-                f"{source}: compression ratio over {limits.max_ratio:.0f}:1 (archive bomb?)"
-            )
+        _check_budget(total, count, limits, source, compressed)
         yield Member(path, info.size, info.isdir(), bool(info.mode & 0o111) and info.isreg()), info
+
+
+def _file_size(fileobj: object, source: Path) -> int:
+    """The size of the open archive file (the one read, not whatever the path names now)."""
+    raw = getattr(fileobj, "fileobj", None) or fileobj  # a GzipFile wraps the real file
+    try:
+        return os.fstat(raw.fileno()).st_size  # type: ignore[union-attr]
+    except (AttributeError, OSError, ValueError):
+        try:
+            return source.stat().st_size
+        except OSError:
+            return 0
 
 
 def iter_members(source: Path, fmt: ArchiveFormat, limits: Limits = DEFAULT_LIMITS) -> list[Member]:
@@ -206,19 +261,23 @@ def read_member(source: Path, fmt: ArchiveFormat, wanted: set[str], max_bytes: i
 
 
 class _Opened:
-    """Open a zip or tar.gz, turning the libraries' errors into ArchiveError."""
+    """Open a zip or tar.gz (by path, or an already open file), turning the libraries' errors into ArchiveError."""
 
-    def __init__(self, source: Path, fmt: ArchiveFormat) -> None:
+    def __init__(self, source: Path, fmt: ArchiveFormat, fileobj: Optional[IO[bytes]] = None) -> None:
         self.source = source
         self.fmt = fmt
+        self.fileobj = fileobj
         self.handle: Optional[zipfile.ZipFile | tarfile.TarFile] = None
 
     def __enter__(self) -> zipfile.ZipFile | tarfile.TarFile:
         try:
+            if self.fileobj is not None:
+                self.fileobj.seek(0)
             if self.fmt == "zip":
-                self.handle = zipfile.ZipFile(self.source)
+                self.handle = zipfile.ZipFile(self.fileobj or self.source)
             else:
-                self.handle = tarfile.open(self.source, mode="r:gz")
+                self.handle = tarfile.open(self.source if self.fileobj is None else None, mode="r:gz",
+                                           fileobj=self.fileobj)
         except FileNotFoundError:
             raise InputNotFoundError(f"{self.source}: no such file") from None
         except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error, OSError) as exc:
@@ -232,8 +291,8 @@ class _Opened:
             raise ArchiveError(f"{self.source}: corrupt or truncated archive: {exc}") from exc
 
 
-def _open(source: Path, fmt: ArchiveFormat) -> _Opened:
-    return _Opened(source, fmt)
+def _open(source: Path, fmt: ArchiveFormat, fileobj: Optional[IO[bytes]] = None) -> _Opened:
+    return _Opened(source, fmt, fileobj)
 
 
 def _guard(read: Callable[[], bytes], source: Path) -> bytes:
@@ -260,8 +319,9 @@ def _write(src: IO[bytes], dest: Path, size: int, executable: bool) -> None:
             out.write(chunk)
 
 
-def _extract(source: Path, fmt: ArchiveFormat, target: Path, limits: Limits) -> None:
-    with _open(source, fmt) as handle:
+def _extract(source: Path, fmt: ArchiveFormat, target: Path, limits: Limits,
+             fileobj: Optional[IO[bytes]] = None) -> None:
+    with _open(source, fmt, fileobj) as handle:
         if isinstance(handle, zipfile.ZipFile):
             for member, info in _zip_members(handle, source, limits):
                 dest = target / member.path
@@ -288,15 +348,18 @@ def temp_sibling(target: Path) -> Path:
     return tmp
 
 
-def extract_into(source: Path, fmt: ArchiveFormat, parent_of_target: Path, limits: Limits = DEFAULT_LIMITS) -> Path:
+def extract_into(source: Path, fmt: ArchiveFormat, parent_of_target: Path, limits: Limits = DEFAULT_LIMITS,
+                 *, fileobj: Optional[IO[bytes]] = None) -> Path:
     """Extract *source* into a new temporary folder inside *parent_of_target* and return it.
 
-    The caller renames it into place; on any error the temporary folder is removed.
+    With *fileobj* (*source* already open), that file is read, so what was checked or hashed
+    before is what is extracted even if the path is replaced meanwhile. The caller renames the
+    folder into place; on any error the temporary folder is removed.
     """
     parent_of_target.mkdir(parents=True, exist_ok=True)
     tmp = temp_sibling(parent_of_target / "extract")
     try:
-        _extract(source, fmt, tmp, limits)
+        _extract(source, fmt, tmp, limits, fileobj)
     except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error) as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise ArchiveError(f"{source}: corrupt or truncated archive: {exc}") from exc

@@ -7,8 +7,10 @@ manifest keys. How the target gets it:
 
 * ``--noop-url LOCATION``: any register ``url`` the target accepts: a file name in
   its model store, or an http(s) URL it can download (for a remote server);
-* a **local** mmsctl server (on loopback): the archive's absolute path, which
-  mmsctl's register accepts for an existing file;
+* a **local** mmsctl server (on loopback): with a model store (found in the server's
+  ``state.json``), the archive is copied into it under a unique name for the register call
+  (the server extracts it then; an absolute path outside its store is refused); without one,
+  the archive's absolute path;
 * a **local** MMS or TorchServe: an http URL served, for the register call only, by
   a one-file HTTP server on 127.0.0.1 with an unguessable path. (TorchServe copies a
   downloaded archive into its model store and deletes it again on unregister.)
@@ -179,6 +181,18 @@ def noop_model(
             inference.close()
 
 
+def _local_model_store(context: "Context") -> Optional[Path]:
+    """The model store of the local mmsctl server behind *context* (from its ``state.json``), if it has one."""
+    from mmsctl.instances import list_instances
+
+    for instance in list_instances():
+        state = instance.running_state()
+        if state is not None and state.model_store and \
+                state.management_url.rstrip("/") == context.management_url.rstrip("/"):
+            return Path(state.model_store)
+    return None
+
+
 @contextmanager
 def _location(context: "Context", kind: str, location: Optional[str], archive_dir: Path) -> Iterator[str]:
     """The register ``url`` for the no-op archive on this target (see the module docstring)."""
@@ -192,7 +206,21 @@ def _location(context: "Context", kind: str, location: Optional[str], archive_di
                  "store and pass --noop-url mmsctl-noop.mar (or host it and pass its http(s) URL)")
     archive = build_noop_archive(archive_dir)
     if kind == "mmsctl":
-        yield str(archive.resolve())
+        store = _local_model_store(context)
+        if store is None:
+            yield str(archive.resolve())
+            return
+        placed = store / f"mmsctl-noop-{secrets.token_hex(4)}.mar"
+        try:
+            shutil.copyfile(archive, placed)
+        except OSError as exc:
+            raise UsageError(f"cannot put the no-op archive into the server's model store {store}: "
+                             f"{exc.strerror or exc}",
+                             hint="copy `mmsctl bench noop-archive DIR`'s archive there and pass --noop-url") from None
+        try:
+            yield placed.name
+        finally:
+            placed.unlink(missing_ok=True)
         return
     # MMS and TorchServe download http(s) URLs; TorchServe stores the file under the URL's last
     # segment, so make it unique to this run.

@@ -68,6 +68,10 @@ def start(
                                                   help="Metrics address."),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", min=0, metavar="N",
                                           help="Workers per start-up model (default_workers_per_model)."),
+    worker_limit: Optional[int] = typer.Option(
+        None, "--worker-limit", min=1, metavar="N",
+        help="Most worker processes of all models together (worker_limit; default: 4 per core, "
+        "at most one per 256 MiB of memory)."),
     token_file: Optional[Path] = typer.Option(
         None, "--token-file", help="Require a bearer token (plain file or TorchServe key_file.json).", metavar="FILE"
     ),
@@ -90,6 +94,7 @@ def start(
             models=models, model_store=model_store, config_file=config_file,
             inference_address=inference_address, management_address=management_address,
             metrics_address=metrics_address, workers=workers, token_file=token_file, name=name, port=port,
+            worker_limit=worker_limit,
         )
         if foreground:
             raise typer.Exit(start_foreground(config))
@@ -109,6 +114,13 @@ def _log_hint(config: ServerConfig) -> str:
     return str(Instance(config.instance_name).log_file)
 
 
+_STOPPED = {
+    "stopped": "server {name} stopped",
+    "killed": "server {name} stopped (killed after the timeout)",
+    "died": "server {name} had died (killed or crashed); marked died and cleaned up",
+}
+
+
 @serve_app.command("stop")
 def stop(
     name: Optional[str] = NameOpt,
@@ -125,9 +137,9 @@ def stop(
 
     stopped_any = False
     with _STOP_WORDS.applied():
-        for stopped, forced in stop_instances(name, all_=all_, timeout=timeout):
+        for stopped, outcome in stop_instances(name, all_=all_, timeout=timeout):
             stopped_any = True
-            get_ui().message(f"server {stopped} stopped" + (" (killed after the timeout)" if forced else ""))
+            get_ui().message(_STOPPED[outcome].format(name=stopped))
     if all_ and not stopped_any:
         get_ui().message("no mmsctl server is running")
 

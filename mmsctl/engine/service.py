@@ -6,7 +6,8 @@ comes back follow MMS's Python worker exactly:
 
 * each request becomes a dict of its parameters (the raw body is ``body``);
   ``application/json`` values are parsed, ``text/*`` values are ``str``, the
-  rest are ``bytearray``;
+  rest are ``bytearray`` (and so is a value that is not valid JSON or UTF-8 text:
+  MMS fails the whole batch there);
 * results are encoded per item: bytes as-is, ``str`` as UTF-8, anything else as
   ``json.dumps(value, indent=2)``; status, reason, content type and headers the
   handler set through the context are applied per item;
@@ -43,11 +44,16 @@ def _mime(content_type: Optional[str]) -> str:
 
 
 def _decode_value(value: Any, content_type: str, decode: bool) -> Any:
+    """JSON values parsed and text values as ``str``, as MMS does; a value that is not what its
+    content type says (image bytes sent as ``text/html`` by hey, or as JSON) stays raw bytes."""
     raw = value.encode("utf-8") if isinstance(value, str) else value
-    if decode and content_type == "application/json":
-        return json.loads(bytes(raw).decode("utf-8"))
-    if decode and content_type.startswith("text"):
-        return bytes(raw).decode("utf-8")
+    try:
+        if decode and content_type == "application/json":
+            return json.loads(bytes(raw).decode("utf-8"))
+        if decode and content_type.startswith("text"):
+            return bytes(raw).decode("utf-8")
+    except (UnicodeDecodeError, ValueError, RecursionError):  # RecursionError: JSON nested too deep
+        pass
     return bytearray(raw)
 
 

@@ -146,10 +146,12 @@ async def read_frame(reader: asyncio.StreamReader) -> Message:
 # -- starting a worker -------------------------------------------------------------------------
 
 
-def worker_env(threads: int) -> dict[str, str]:
+def worker_env(threads: int, extra: Optional[dict[str, str]] = None) -> dict[str, str]:
     """The worker's environment: ours (``MXNET_MKLDNN_ENABLED`` and friends pass through, read once
-    when the MXNet library loads), with *threads* OpenMP/MKL threads and unbuffered output."""
+    when the MXNet library loads), with *threads* OpenMP/MKL threads, unbuffered output, and *extra*
+    (the server's limits for handlers, such as ``MMSCTL_MAX_IMAGE_PIXELS``)."""
     env = dict(os.environ)
+    env.update(extra or {})
     env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(max(1, threads))
     if env.get("MXNET_MKLDNN_ENABLED") == "0":  # else every bind logs a storage-fallback warning
         env.setdefault("MXNET_STORAGE_FALLBACK_LOG_VERBOSE", "0")
@@ -267,7 +269,8 @@ class AsyncWorkerProcess:
         self._writer = writer
 
     @classmethod
-    async def start(cls, spec: ServiceSpec, *, threads: int = 1, tag: Optional[str] = None) -> AsyncWorkerProcess:
+    async def start(cls, spec: ServiceSpec, *, threads: int = 1, tag: Optional[str] = None,
+                    env: Optional[dict[str, str]] = None) -> AsyncWorkerProcess:
         """Start a worker and send it *spec* (it then loads; see :meth:`wait_ready`)."""
         import asyncio
 
@@ -278,6 +281,10 @@ class AsyncWorkerProcess:
                     *_command(child.fileno()), pass_fds=(child.fileno(),), env=worker_env(threads),
                     stdin=subprocess.DEVNULL, stdout=_STDOUT,
                 )
+            process = await asyncio.create_subprocess_exec(
+                *_command(child.fileno()), pass_fds=(child.fileno(),), env=worker_env(threads, env),
+                stdin=subprocess.DEVNULL, stdout=_STDOUT,
+            )
         except BaseException:
             parent.close()
             raise
@@ -420,6 +427,30 @@ def serve(conn: Connection) -> int:
     return 0
 
 
+#: A worker's exit status when its parent went away without telling it.
+EXIT_ORPHANED = 4
+
+
+def _exit_with_parent(fd: int) -> None:
+    """Exit at once when the parent is gone, whatever the main thread is doing (a handler stuck in
+    ``initialize`` or in a batch): a daemon thread watches for the parent's end of the connection to
+    close (it closes when the parent dies, even by SIGKILL) and, as a fallback, for a new parent pid."""
+    import select
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        poller = select.poll()
+        # POLLIN is left out on purpose: a batch waiting to be read is not the parent leaving.
+        poller.register(fd, getattr(select, "POLLRDHUP", 0) | select.POLLHUP | select.POLLERR)
+        while True:
+            if poller.poll(1000) or os.getppid() != parent:
+                os._exit(EXIT_ORPHANED)
+
+    threading.Thread(target=watch, name="mmsctl-parent-watch", daemon=True).start()
+
+
 def main(argv: list[str]) -> None:
     """``python -m mmsctl.engine.worker FD``."""
     # The parent decides when a worker stops; Ctrl+C in its terminal must not kill us first.
@@ -427,6 +458,7 @@ def main(argv: list[str]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    _exit_with_parent(int(argv[0]))
     conn = Connection(int(argv[0]))
     try:
         code = serve(conn)

@@ -23,7 +23,7 @@ __all__ = ["MAX_URL_BYTES", "URL_TIMEOUT_S", "FetchError", "check_url", "fetch_u
 
 #: ``mmsctl predict``'s limits for one URL input (the Lambda handler sets its own).
 URL_TIMEOUT_S = 30.0
-MAX_URL_BYTES = 100 * 1024 * 1024
+MAX_URL_BYTES = 64 * 1024 * 1024  # an image, not whatever the far end streams
 _MAX_REDIRECTS = 3
 _MAX_URL = 2048
 

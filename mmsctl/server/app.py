@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import logging
 import os
 import signal
@@ -21,7 +22,7 @@ from typing import Any, Optional
 
 from mmsctl.errors import MmsError, ServerError
 from mmsctl.server.config import ServerConfig, parse_address
-from mmsctl.instances import Instance, InstanceState
+from mmsctl.instances import Instance, InstanceState, process_start_time
 from mmsctl.names import split_named
 
 __all__ = ["Server", "STARTUP_FAILURE", "main", "run_server"]
@@ -43,6 +44,29 @@ class Server:
         self.force_exit = False
         self._wake: Optional[asyncio.Event] = None
         self._runners: list[Any] = []
+        self._state_error: Optional[str] = None
+
+    # -- state.json -----------------------------------------------------------------------------
+    def _write_state(self, **changes: Any) -> Optional[str]:
+        """Update ``state.json``; a folder that cannot be written is logged (once) and returned, never raised.
+
+        Returns:
+            None, or what went wrong (the caller of a register gets it).
+        """
+        try:
+            self.instance.update(**changes)
+        except OSError as exc:
+            error = f"cannot write {self.instance.state_file}: {exc.strerror or exc}"
+            if error != self._state_error:
+                log.error("%s", error)
+            self._state_error = error
+            return error
+        self._state_error = None
+        return None
+
+    def record_models(self) -> Optional[str]:
+        """Publish the registered models in ``state.json`` (what ``serve status`` and contexts read)."""
+        return self._write_state(models=sorted(self.manager.models))
 
     # -- signals -----------------------------------------------------------------------------
     def _on_signal(self) -> None:
@@ -56,13 +80,14 @@ class Server:
     async def startup(self) -> None:
         from aiohttp import web
 
+        from mmsctl.server.connections import MmsAppRunner
         from mmsctl.server.frontend import Frontend
         from mmsctl.server.metrics import ServerMetrics
         from mmsctl.server.supervisor import ModelManager
 
         self.metrics = ServerMetrics(lambda: self.manager.models)
         self.manager = ModelManager(self.config, self.metrics)
-        self.frontend = Frontend(self.config, self.manager, self.metrics)
+        self.frontend = Frontend(self.config, self.manager, self.metrics, record_models=self.record_models)
         apps = [
             ("inference", self.config.inference_address, self.frontend.inference_app()),
             ("management", self.config.management_address, self.frontend.management_app()),
@@ -70,7 +95,9 @@ class Server:
         ]
         for api, address, app in apps:
             host, port = parse_address(address, key=f"{api}_address")
-            runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+            runner = MmsAppRunner(app, header_timeout=self.config.request_header_timeout,
+                                  body_timeout=self.config.request_body_timeout, access_log=None,
+                                  handle_signals=False, shutdown_timeout=1.0)
             await runner.setup()
             self._runners.append(runner)
             site = web.TCPSite(runner, host, port, reuse_address=True, backlog=1024)
@@ -99,7 +126,8 @@ class Server:
         for spec in self._startup_specs():
             name, location = split_named(spec)
             try:
-                archive = await loop.run_in_executor(None, resolve_archive, location, self.config)
+                archive = await loop.run_in_executor(
+                    None, functools.partial(resolve_archive, location, self.config, trusted=True))
                 model_name = name or archive.model_name or Path(location.rstrip("/")).name.split(".")[0]
                 model = Model.from_archive(model_name, location, archive,
                                            response_timeout=self.config.default_response_timeout,
@@ -127,16 +155,17 @@ class Server:
                 for line in self.metrics.log_lines():
                     metric_log.info(line)
             if self.instance.dir.exists():
-                models = sorted(self.manager.models)
                 state = self.instance.read_state()
-                if state is not None and state.models != models and state.status == "ready":
-                    self.instance.update(models=models)
+                if state is not None and state.models != sorted(self.manager.models) and state.status == "ready":
+                    self.record_models()
 
     def _drain_timeout(self) -> float:
+        """``serve stop --timeout`` (written beside state.json), within [0, a day]; else the default."""
         try:
-            return float((self.instance.dir / "stop-timeout").read_text().strip())
-        except (OSError, ValueError):
+            seconds = float((self.instance.dir / "stop-timeout").read_text(encoding="utf-8")[:32].strip())
+        except (OSError, ValueError, UnicodeDecodeError):
             return DEFAULT_DRAIN_TIMEOUT
+        return seconds if 0 <= seconds <= 86400 else DEFAULT_DRAIN_TIMEOUT
 
     async def shutdown(self) -> None:
         timeout = self._drain_timeout()
@@ -165,12 +194,13 @@ class Server:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal)
-        self.instance.write_state(InstanceState(
+        self.instance.write_state(InstanceState(  # unwritable at start: the start fails, with the reason
             name=self.instance.name, pid=os.getpid(), status="starting",
             inference_url=_url(self.config.inference_address),
             management_url=_url(self.config.management_address),
             metrics_url=_url(self.config.metrics_address),
             log_file=str(self.instance.log_file), token_file=self.config.token_file,
+            process_start=process_start_time(os.getpid()), model_store=self.config.model_store,
         ))
         try:
             startup = asyncio.ensure_future(self.startup())
@@ -183,20 +213,20 @@ class Server:
         except (MmsError, asyncio.CancelledError) as exc:
             message = getattr(exc, "message", None) or "start-up cancelled"
             log.error("start-up failed: %s", message)
-            self.instance.update(status="failed", error=message)
+            self._write_state(status="failed", error=message)
             await self.shutdown()
             return STARTUP_FAILURE
         except Exception as exc:  # noqa: BLE001 - reported in state.json, not as a traceback
             log.exception("start-up failed")
-            self.instance.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+            self._write_state(status="failed", error=f"{type(exc).__name__}: {exc}")
             await self.shutdown()
             return STARTUP_FAILURE
-        self.instance.update(status="ready", models=sorted(self.manager.models))
+        self._write_state(status="ready", models=sorted(self.manager.models))
         log.info("mmsctl server ready (pid %s)", os.getpid())
         await self.main_loop()
-        self.instance.update(status="stopping")
+        self._write_state(status="stopping")
         await self.shutdown()
-        self.instance.update(status="stopped")
+        self._write_state(status="stopped")
         log.info("mmsctl server stopped")
         return 0
 
@@ -236,9 +266,21 @@ def run_server(config: ServerConfig, instance: Optional[Instance] = None) -> int
 
 
 def main(argv: list[str]) -> int:
-    """``python -m mmsctl.server CONFIG_JSON``: run the server a ``serve start`` prepared."""
+    """``python -m mmsctl.server CONFIG_JSON``: run the server a ``serve start`` prepared.
+
+    Its output (and its workers') goes into the instance's ``server.log``, rotated by size.
+    """
+    from mmsctl.server.logfile import RotatingOutput
+
     if len(argv) != 1:
         print("usage: python -m mmsctl.server CONFIG_JSON", file=sys.stderr)
         return 2
     config = ServerConfig.from_json(Path(argv[0]).read_text())
-    return run_server(config)
+    instance = Instance(config.instance_name)
+    instance.dir.mkdir(parents=True, exist_ok=True)
+    output = RotatingOutput(instance.log_file, config.log_max_size, config.log_backups)
+    output.start()
+    try:
+        return run_server(config, instance)
+    finally:
+        output.close()

@@ -7,12 +7,13 @@ BatchAggregator), so a busy worker never holds jobs another one could serve.
 from __future__ import annotations
 
 import asyncio
+import collections
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Optional, TypeVar
 
 from mmsctl.engine.protocol import RequestItem, ResponseItem
 
-__all__ = ["Job", "next_batch", "until_stopped"]
+__all__ = ["Job", "JobQueue", "next_batch", "until_stopped"]
 
 T = TypeVar("T")
 
@@ -29,6 +30,32 @@ class Job:
     def answer(self, response: ResponseItem) -> None:
         if not self.future.done():
             self.future.set_result(response)
+
+
+class JobQueue(asyncio.Queue[Job]):
+    """A model's bounded queue of jobs, from which a job whose client left can be taken back.
+
+    It makes the deque that holds its jobs itself (``_init``/``_put``/``_get`` are asyncio.Queue's
+    hooks for subclasses, as ``PriorityQueue`` uses them), so :meth:`discard` can remove one.
+    """
+
+    def _init(self, maxsize: int) -> None:
+        self._queue: collections.deque[Job] = collections.deque()
+
+    def _put(self, item: Job) -> None:
+        self._queue.append(item)
+
+    def _get(self) -> Job:
+        return self._queue.popleft()
+
+    def discard(self, job: Job) -> bool:
+        """Take *job* out if it still waits (its client left); True if it was there."""
+        try:
+            self._queue.remove(job)
+        except ValueError:
+            return False
+        self.task_done()
+        return True
 
 
 async def until_stopped(awaitable: Awaitable[T], stop: asyncio.Event) -> tuple[bool, Any]:

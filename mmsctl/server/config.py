@@ -19,12 +19,30 @@ from urllib.parse import urlsplit
 
 from mmsctl.errors import ConfigError
 
-__all__ = ["ServerConfig", "load_properties", "parse_address", "parse_properties"]
+__all__ = ["ServerConfig", "default_worker_limit", "load_properties", "parse_address", "parse_properties"]
 
 #: MMS's default body limit (6.5 MB), in bytes.
 DEFAULT_MAX_REQUEST_SIZE = 6553500
 #: MMS answers 503 once 100 requests wait; we wait for 1000 so 500 concurrent clients all get 200.
 DEFAULT_JOB_QUEUE_SIZE = 1000
+#: PIL's ``Image.MAX_IMAGE_PIXELS``: decoded pixels the built-in image handler accepts per image.
+DEFAULT_MAX_IMAGE_PIXELS = 89_478_485
+#: What one archive may extract to (bytes, members): every real model fits (VGG-19 is 550 MiB).
+DEFAULT_MAX_ARCHIVE_SIZE = 8 * 1024**3
+DEFAULT_MAX_ARCHIVE_MEMBERS = 10_000
+#: ``server.log`` is rotated past this size, keeping this many old files (``server.log.1`` ...).
+DEFAULT_LOG_MAX_SIZE = 10 * 1024**2
+DEFAULT_LOG_BACKUPS = 5
+#: Memory one worker takes at least (the interpreter, mxnet, a small model): the default worker limit's unit.
+_WORKER_MEMORY = 256 * 1024**2
+
+
+def default_worker_limit() -> int:
+    """Workers a machine can run: 4 per core, and no more than its memory holds at 256 MiB each."""
+    import psutil
+
+    cores = os.cpu_count() or 1
+    return max(1, min(4 * cores, int(psutil.virtual_memory().total // _WORKER_MEMORY)))
 
 
 @dataclass
@@ -55,6 +73,22 @@ class ServerConfig:
     metric_time_interval: int = 60
     #: Seconds ``unregister`` waits for queued requests before answering them 503.
     unregister_model_timeout: int = 120
+    #: The most worker processes the server runs, all models together (None: :func:`default_worker_limit`).
+    worker_limit: Optional[int] = None
+    #: Decoded pixels per image the built-in image handler accepts (``MMSCTL_MAX_IMAGE_PIXELS`` in workers).
+    max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
+    #: Bytes and members one archive may extract to (a register over them is a 400).
+    max_archive_size: int = DEFAULT_MAX_ARCHIVE_SIZE
+    max_archive_members: int = DEFAULT_MAX_ARCHIVE_MEMBERS
+    #: Seconds a connection may take to send a complete request head (idle keep-alive included).
+    request_header_timeout: float = 60.0
+    #: Seconds a request may take to send its whole body.
+    request_body_timeout: float = 60.0
+    #: Bytes of request bodies held at once, all requests together (None: a quarter of the memory).
+    max_buffered_bytes: Optional[int] = None
+    #: ``server.log`` size before it is rotated, and how many rotated files are kept.
+    log_max_size: int = DEFAULT_LOG_MAX_SIZE
+    log_backups: int = DEFAULT_LOG_BACKUPS
     name: Optional[str] = None
     extra: dict[str, str] = field(default_factory=dict)
 
@@ -65,6 +99,20 @@ class ServerConfig:
         if self.name:
             return self.name
         return str(parse_address(self.inference_address)[1])
+
+    @property
+    def workers_allowed(self) -> int:
+        """The worker limit in force: ``worker_limit``, else what this machine can run."""
+        return self.worker_limit if self.worker_limit is not None else default_worker_limit()
+
+    @property
+    def buffered_bytes_allowed(self) -> int:
+        """The body-bytes limit in force: ``max_buffered_bytes``, else a quarter of this machine's memory."""
+        if self.max_buffered_bytes is not None:
+            return self.max_buffered_bytes
+        import psutil
+
+        return max(self.max_request_size, int(psutil.virtual_memory().total // 4))
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
@@ -86,11 +134,22 @@ class ServerConfig:
                 hint="MMS serves them on two ports: 8080 and 8081 by default",
             )
         for key in ("default_workers_per_model", "job_queue_size", "max_request_size", "default_response_timeout",
-                    "worker_threads"):
+                    "worker_threads", "worker_limit", "max_image_pixels", "max_archive_size",
+                    "max_archive_members", "log_max_size", "log_backups", "max_buffered_bytes"):
             value = getattr(self, key)
-            minimum = 0 if key == "default_workers_per_model" else 1
-            if not isinstance(value, int) or value < minimum:
+            if value is None and key in ("worker_limit", "max_buffered_bytes"):
+                continue
+            minimum = 0 if key in ("default_workers_per_model", "log_backups") else 1
+            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
                 raise ConfigError(f"{key} must be an integer >= {minimum}, got {value!r}")
+        for key in ("request_header_timeout", "request_body_timeout"):
+            value = getattr(self, key)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= 86400:
+                raise ConfigError(f"{key} must be a number of seconds between 0 and 86400, got {value!r}")
+        if self.default_workers_per_model > self.workers_allowed:
+            raise ConfigError(
+                f"default_workers_per_model ({self.default_workers_per_model}) is over the worker limit "
+                f"({self.workers_allowed})", hint="raise worker_limit (--worker-limit), or start fewer workers")
         for pattern in self.allowed_urls:
             try:
                 re.compile(pattern)
@@ -170,6 +229,15 @@ def _int(props: dict[str, str], key: str, path: Path) -> Optional[int]:
         raise ConfigError(f"{path}: {key} must be an integer, got {props[key]!r}") from None
 
 
+def _float(props: dict[str, str], key: str, path: Path) -> Optional[float]:
+    if key not in props or props[key].strip() == "":
+        return None
+    try:
+        return float(props[key].strip())
+    except ValueError:
+        raise ConfigError(f"{path}: {key} must be a number of seconds, got {props[key]!r}") from None
+
+
 def load_properties(path: Path, base: Optional[ServerConfig] = None) -> ServerConfig:
     """Apply an MMS ``config.properties`` file on top of *base* (defaults if None)."""
     try:
@@ -192,10 +260,15 @@ def load_properties(path: Path, base: Optional[ServerConfig] = None) -> ServerCo
             cfg.extra["load_all_models"] = "true"
     for key in ("default_workers_per_model", "job_queue_size", "max_request_size",
                 "default_response_timeout", "number_of_gpu", "metric_time_interval",
-                "unregister_model_timeout"):
+                "unregister_model_timeout", "worker_limit", "max_image_pixels", "max_archive_size",
+                "max_archive_members", "log_max_size", "log_backups", "max_buffered_bytes"):
         number = _int(props, key, path)
         if number is not None:
             setattr(cfg, key, number)
+    for key in ("request_header_timeout", "request_body_timeout"):
+        seconds = _float(props, key, path)
+        if seconds is not None:
+            setattr(cfg, key, seconds)
     if props.get("allowed_urls"):
         cfg.allowed_urls = [u.strip() for u in props["allowed_urls"].split(",") if u.strip()]
     if props.get("key_file") or props.get("token_file"):

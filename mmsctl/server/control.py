@@ -17,7 +17,7 @@ from typing import IO, Any, Callable, Iterator, Optional
 
 from mmsctl.errors import AmbiguousInstanceError, InstanceRunningError, NotFoundError, ServerError
 from mmsctl.server.config import ServerConfig, load_properties, parse_address
-from mmsctl.instances import Instance, InstanceState, list_instances, one_running, pid_alive
+from mmsctl.instances import LIVE_STATUSES, Instance, InstanceState, list_instances, one_running, server_alive
 from mmsctl.names import model_location
 
 __all__ = ["build_config", "print_logs", "prune_instances", "start_background", "start_foreground", "status_rows",
@@ -42,7 +42,7 @@ def _model_spec(spec: str) -> str:
 def build_config(*, models: list[str], model_store: Optional[Path], config_file: Optional[Path],
                  inference_address: Optional[str], management_address: Optional[str],
                  metrics_address: Optional[str], workers: Optional[int], token_file: Optional[Path],
-                 name: Optional[str], port: Optional[int] = None) -> ServerConfig:
+                 name: Optional[str], port: Optional[int] = None, worker_limit: Optional[int] = None) -> ServerConfig:
     """config.properties (if any), then flags; validated.
 
     *port* N puts the inference API on 127.0.0.1:N, management on N+1 and metrics on N+2;
@@ -65,6 +65,8 @@ def build_config(*, models: list[str], model_store: Optional[Path], config_file:
         config.load_models = [_model_spec(m) for m in config.load_models]
     if workers is not None:
         config.default_workers_per_model = workers
+    if worker_limit is not None:
+        config.worker_limit = worker_limit
     if token_file is not None:
         config.token_file = str(token_file.expanduser().resolve())
     if name:
@@ -179,18 +181,55 @@ def _select(name: Optional[str], *, running_only: bool) -> list[Instance]:
     return found
 
 
-def stop_instances(name: Optional[str], *, all_: bool, timeout: float) -> Iterator[tuple[str, bool]]:
-    """Stop one (or, *all_*, every) running instance; yield (name, was_killed).
+def _reap(instance: Instance, state: InstanceState) -> None:
+    """Record that a server died without stopping (killed, crashed): ``died``, with why, and no stale files.
 
-    Without *name* or *all_* it is the one running instance ("the local server"), as the
-    ``local`` context means it; several running is an AmbiguousInstanceError naming them.
-    *all_* with none running stops nothing and is not an error.
+    Its workers exit by themselves once their server is gone (they watch it).
     """
-    if name or all_:
-        candidates = _select(name, running_only=True)
+    reason = (f"the server process (pid {state.pid}) is gone: it was killed or crashed without stopping; "
+              f"see {instance.log_file}")
+    try:
+        instance.update(status="died", error=reason, models=[])
+        (instance.dir / "stop-timeout").unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def stop_instances(name: Optional[str], *, all_: bool, timeout: float) -> Iterator[tuple[str, str]]:
+    """Stop one (or every) running instance; yield (name, outcome).
+
+    The outcome is ``stopped``, ``killed`` (still running after the timeout) or ``died`` (the
+    server was already gone: it is marked so and cleaned up). Only a process that is really the
+    server (:func:`~mmsctl.instances.server_alive`: pid and start time) is ever signalled.
+    Without *name* or *all_* it is the one running instance ("the local server"); several running
+    is an AmbiguousInstanceError naming them. *all_* with none running stops nothing and is not an error.
+    """
+    if name:
+        instance = Instance(name)
+        if instance.read_state() is None:
+            raise NotFoundError(f"no mmsctl server instance named {name!r}",
+                                hint="list them with `mmsctl serve status`")
+        died = instance.died_state()
+        if died is not None:
+            _reap(instance, died)
+            yield instance.name, "died"
+            return
+        candidates = [instance] if instance.running_state() is not None else []
     else:
-        state = one_running()
-        candidates = [Instance(state.name)] if state is not None else []
+        reaped = 0
+        for instance in list_instances():
+            died = instance.died_state()
+            if died is not None:
+                _reap(instance, died)
+                reaped += 1
+                yield instance.name, "died"
+        if all_:
+            candidates = _select(None, running_only=True)
+        else:  # "the local server", as the ``local`` context means it; several is ambiguous
+            state = one_running()
+            candidates = [Instance(state.name)] if state is not None else []
+        if reaped and not candidates:
+            return
     if not candidates:
         if name:
             raise NotFoundError(f"server {name} is not running")
@@ -210,7 +249,7 @@ def stop_instances(name: Optional[str], *, all_: bool, timeout: float) -> Iterat
             continue
         forced = False
         deadline = time.monotonic() + timeout + 5.0
-        while pid_alive(state.pid):
+        while server_alive(state):
             if time.monotonic() > deadline:
                 _kill_group(state.pid)
                 forced = True
@@ -218,7 +257,7 @@ def stop_instances(name: Optional[str], *, all_: bool, timeout: float) -> Iterat
             time.sleep(0.05)
         if forced or (instance.read_state() or state).status != "stopped":
             instance.update(status="stopped")
-        yield instance.name, forced
+        yield instance.name, "killed" if forced else "stopped"
 
 
 def _uptime(seconds: float) -> str:
@@ -233,11 +272,14 @@ def _uptime(seconds: float) -> str:
 def status_rows(name: Optional[str]) -> list[dict[str, Any]]:
     rows = []
     for instance in _select(name, running_only=False):
+        died = instance.died_state()
+        if died is not None:
+            _reap(instance, died)
         state = instance.read_state()
         if state is None:
             continue
-        alive = pid_alive(state.pid)
-        status = state.status if alive or state.status in ("stopped", "failed") else "dead"
+        alive = state.status in LIVE_STATUSES and server_alive(state)
+        status = state.status
         rows.append({
             "name": state.name, "status": status, "pid": state.pid if alive else None,
             "inference_url": state.inference_url, "management_url": state.management_url,
@@ -277,7 +319,7 @@ def print_logs(name: Optional[str], *, follow: bool, tail: int, out: IO[str]) ->
         fh = open(instance.log_file, "r", errors="replace")
     except FileNotFoundError:
         raise NotFoundError(f"no log yet for server {instance.name}") from None
-    with fh:
+    try:
         lines = fh.readlines()
         if tail >= 0:
             lines = lines[-tail:] if tail else []
@@ -291,6 +333,19 @@ def print_logs(name: Optional[str], *, follow: bool, tail: int, out: IO[str]) ->
                 out.write(line)
                 out.flush()
                 continue
+            if _rotated(instance.log_file, fh):  # the server started a new server.log: go on there
+                fh.close()
+                fh = open(instance.log_file, "r", errors="replace")
+                continue
             if instance.running_state() is None:
                 return
             time.sleep(0.2)
+    finally:
+        fh.close()
+
+
+def _rotated(path: Path, fh: IO[str]) -> bool:
+    try:
+        return os.stat(path).st_ino != os.fstat(fh.fileno()).st_ino
+    except OSError:
+        return False

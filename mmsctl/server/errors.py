@@ -12,8 +12,8 @@ from mmsctl.errors import ServerError
 
 __all__ = [
     "ApiException", "BadRequest", "ConflictError", "InternalServerError", "InvalidKey",
-    "InvalidModel", "MethodNotAllowed", "ModelNotFound", "ModelVersionNotFound", "RequestTooLarge", "ResourceNotFound",
-    "ServiceUnavailable",
+    "InvalidModel", "MethodNotAllowed", "ModelNotFound", "ModelVersionNotFound", "RequestTimeout", "RequestTooLarge",
+    "ResourceNotFound", "ServiceUnavailable",
 ]
 
 

@@ -9,9 +9,12 @@ differences are listed in docs/server.md.
 
 from __future__ import annotations
 
+from typing import Callable, Optional
+
 from aiohttp import web
 
 from mmsctl.server.config import ServerConfig
+from mmsctl.server.http import BODY_TIMEOUT
 from mmsctl.server.inference_api import InferenceApi
 from mmsctl.server.management_api import ManagementApi
 from mmsctl.server.metrics import ServerMetrics
@@ -24,20 +27,24 @@ __all__ = ["Frontend"]
 class Frontend:
     """Builds the three aiohttp applications around one ModelManager."""
 
-    def __init__(self, config: ServerConfig, manager: ModelManager, metrics: ServerMetrics) -> None:
+    def __init__(self, config: ServerConfig, manager: ModelManager, metrics: ServerMetrics, *,
+                 record_models: Callable[[], Optional[str]] = lambda: None) -> None:
         self.config = config
         self.metrics = metrics
         self.keys = config.api_keys()  # a token file that does not give both keys stops the start here
-        self.traffic = Traffic()
+        self.traffic = Traffic(max_buffered=config.buffered_bytes_allowed)
         self.inference = InferenceApi(manager, self.traffic)
-        self.management = ManagementApi(config, manager)
+        self.management = ManagementApi(config, manager, record_models)
 
     def _app(self, api: str) -> web.Application:
         middleware = api_middleware(api, self.keys.get(api), self.config.max_request_size, self.metrics,
                                     self.traffic)
-        # The body limit is checked by the middleware (413 with an MMS body); aiohttp's own is a backstop.
-        return web.Application(middlewares=[middleware], client_max_size=self.config.max_request_size + 1,
-                               handler_args={})
+        # A declared length over the limit is refused by the middleware before anything is read; a chunked
+        # body is cut by aiohttp at exactly max_request_size bytes (413 too).
+        app = web.Application(middlewares=[middleware], client_max_size=self.config.max_request_size,
+                              handler_args={})
+        app[BODY_TIMEOUT] = self.config.request_body_timeout
+        return app
 
     def inference_app(self) -> web.Application:
         app = self._app("inference")

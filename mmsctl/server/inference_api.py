@@ -41,6 +41,8 @@ class InferenceApi:
         return json_response(openapi.inference_api(sorted(self.manager.models)))
 
     async def ping(self, request: web.Request) -> web.Response:
+        if self.traffic.draining:  # load balancers: take this server out
+            return status_response("Draining", 503)
         scaled = sum(m.min_workers for m in self.manager.models.values())
         working = sum(len(m.ready_workers()) for m in self.manager.models.values())
         status = "Healthy"
@@ -63,10 +65,10 @@ class InferenceApi:
         return json_response(openapi.model_api(model.name))
 
     async def predictions(self, request: web.Request) -> web.StreamResponse:
-        return await self._predict(request, request.match_info["model"], include_query=False)
+        return await self._predict(request, request.match_info["model"])
 
     async def legacy_predict(self, request: web.Request) -> web.StreamResponse:
-        return await self._predict(request, request.match_info["model"], include_query=True)
+        return await self._predict(request, request.match_info["model"])
 
     async def invocations(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info.get("model") or request.query.get("model_name") \
@@ -75,12 +77,10 @@ class InferenceApi:
             name = next(iter(self.manager.startup_models))
         if not name:
             raise BadRequest("Parameter model_name is required.")
-        return await self._predict(request, name, include_query=True)
+        return await self._predict(request, name)
 
-    async def _predict(self, request: web.Request, name: str, include_query: bool) -> web.StreamResponse:
+    async def _predict(self, request: web.Request, name: str) -> web.StreamResponse:
         model = self.manager.get(name, request.match_info.get("version"))
         request["model"] = model.name
-        if self.traffic.draining:
-            raise ServiceUnavailable("The server is shutting down.", retry_after=1)
-        item = await request_item(request, include_query)
-        return web_response(await self.manager.submit(model, item))
+        item = await request_item(request)
+        return web_response(await self.manager.predict(model, item))

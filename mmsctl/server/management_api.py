@@ -8,19 +8,28 @@ describe adds a few fields (docs/server.md).
 from __future__ import annotations
 
 import asyncio
+import functools
+import re
 import time
+import unicodedata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
 from aiohttp import web
 
 from mmsctl.server import openapi
 from mmsctl.server.config import ServerConfig
 from mmsctl.server.errors import BadRequest, InternalServerError
-from mmsctl.server.http import bool_param, int_param, json_response, params, status_response, timeout_param
+from mmsctl.server.http import (
+    MAX_BATCH_DELAY_MS, MAX_WAIT_SECONDS, bool_param, int_param, json_response, params, status_response,
+    timeout_param,
+)
 from mmsctl.server.store import resolve_archive
 from mmsctl.server.model import Model
 from mmsctl.server.supervisor import ModelManager
+
+if TYPE_CHECKING:
+    from mmsctl.archive import ModelArchive
 
 __all__ = ["ManagementApi"]
 
@@ -29,21 +38,66 @@ _RUNTIMES = ("python", "python2", "python3")
 _MAX_PAGE = 100
 
 
+#: A handler a request may name: ``module`` or ``module:function``, Python identifiers only.
+_HANDLER = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?", re.ASCII)
+_MAX_NAME = 255
+
+
+def _model_name(name: str) -> str:
+    """A model name a request (or an archive) gives: any text a URL path segment can carry and a log
+    line can show as one line (no ``/``, no control characters), at most 255 characters."""
+    if not name or len(name) > _MAX_NAME or "/" in name or \
+            any(unicodedata.category(c)[0] == "C" for c in name):
+        raise BadRequest(f"Invalid model name {name[:80]!r}: 1 to {_MAX_NAME} characters, no '/' or "
+                         "control characters.")
+    return name
+
+
+def _handler_in(archive: ModelArchive, handler: str) -> str:
+    """A register ``handler``, only if it names a module inside the archive (never one elsewhere on disk)."""
+    if not _HANDLER.fullmatch(handler):
+        raise BadRequest(f"Invalid handler {handler[:80]!r}: expected module or module:function.")
+    module = Path(*handler.split(":")[0].split("."))
+    root = archive.root
+    if not ((root / module).with_suffix(".py").is_file() or (root / module / "__init__.py").is_file()):
+        raise BadRequest(f"Invalid handler {handler!r}: no module {module.as_posix()}.py in the archive.")
+    return handler
+
+
+Handler = Callable[[web.Request], Awaitable[web.Response]]
+
+
+def _completes(handler: Handler) -> Handler:
+    """*handler* run to its end even if its client leaves (aiohttp then cancels the request):
+    a register, scale or unregister is never left half done."""
+
+    @functools.wraps(handler)
+    async def run(request: web.Request) -> web.Response:
+        task = asyncio.ensure_future(handler(request))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved even if nobody waits
+        return await asyncio.shield(task)
+
+    return run
+
+
 class ManagementApi:
     """The management routes over one ModelManager."""
 
-    def __init__(self, config: ServerConfig, manager: ModelManager) -> None:
+    def __init__(self, config: ServerConfig, manager: ModelManager,
+                 record_models: Callable[[], Optional[str]] = lambda: None) -> None:
         self.config = config
         self.manager = manager
+        #: Publishes the models in state.json; returns what went wrong (an unwritable state folder).
+        self.record_models = record_models
 
     def add_routes(self, router: web.UrlDispatcher) -> None:
         router.add_route("OPTIONS", "/", self.describe_api)
         router.add_route("GET", "/models", self.list_models)
-        router.add_route("POST", "/models", self.register)
+        router.add_route("POST", "/models", _completes(self.register))
         for path in ("/models/{model}", "/models/{model}/{version}"):
             router.add_route("GET", path, self.describe)
-            router.add_route("PUT", path, self.scale)
-            router.add_route("DELETE", path, self.unregister)
+            router.add_route("PUT", path, _completes(self.scale))
+            router.add_route("DELETE", path, _completes(self.unregister))
 
     async def describe_api(self, request: web.Request) -> web.Response:
         return json_response(openapi.management_api())
@@ -65,26 +119,36 @@ class ManagementApi:
 
     async def register(self, request: web.Request) -> web.Response:
         p = await params(request)
-        url = str(p.get("url") or "")
+        url = str(p.get("url") or "").strip()
         if not url:
             raise BadRequest("Parameter url is required.")
+        if p.get("model_name"):
+            _model_name(str(p["model_name"]))
         runtime = p.get("runtime")
         if runtime is not None and str(runtime).lower() not in _RUNTIMES:
             raise BadRequest(f"Invalid RuntimeType value: {runtime}")
-        batch_size = int_param(p, "batch_size", 1, minimum=1)
-        max_batch_delay = int_param(p, "max_batch_delay", 100, minimum=0)
-        workers = int_param(p, "initial_workers", self.config.default_workers_per_model, minimum=0)
+        limit = self.manager.worker_limit
+        batch_size = int_param(p, "batch_size", 1, minimum=1, maximum=self.config.job_queue_size,
+                               over=" (job_queue_size)")
+        max_batch_delay = int_param(p, "max_batch_delay", 100, minimum=0, maximum=MAX_BATCH_DELAY_MS)
+        workers = int_param(p, "initial_workers", self.config.default_workers_per_model, minimum=0,
+                            maximum=limit, over=" (worker_limit)")
         synchronous = bool_param(p, "synchronous", True)
         response_timeout = timeout_param(p, "response_timeout", self.config.default_response_timeout)
         archive = await asyncio.get_running_loop().run_in_executor(None, resolve_archive, url, self.config)
-        name = str(p.get("model_name") or archive.model_name or Path(url.rstrip("/")).name.split(".")[0])
+        name = _model_name(str(p.get("model_name") or archive.model_name or Path(url.rstrip("/")).name.split(".")[0]))
+        handler = _handler_in(archive, str(p["handler"])) if p.get("handler") else None
         model = Model.from_archive(
-            name, url, archive, handler=str(p["handler"]) if p.get("handler") else None, batch_size=batch_size,
+            name, url, archive, handler=handler, batch_size=batch_size,
             runtime=str(runtime).lower() if runtime else None, max_batch_delay=max_batch_delay,
             response_timeout=response_timeout, queue_size=self.config.job_queue_size,
         )
         done = await self.manager.register(model, workers, synchronous=synchronous,
                                            timeout=self.config.worker_start_timeout)
+        error = self.record_models()
+        if error is not None:  # the server serves on; this model is not kept half-recorded
+            await self.manager.unregister(model.name, 0)
+            raise InternalServerError(f'Model "{model.name}" was not registered: {error}')
         if workers <= 0:
             return status_response(f'Model "{model.name}" registered')
         if not done:
@@ -126,12 +190,14 @@ class ManagementApi:
 
     async def scale(self, request: web.Request) -> web.Response:
         q = request.query
-        min_workers = int_param(q, "min_worker", 1)
-        max_workers = int_param(q, "max_worker", min_workers)
+        limit = self.manager.worker_limit
+        min_workers = int_param(q, "min_worker", 1, maximum=limit, over=" (worker_limit)")
+        max_workers = int_param(q, "max_worker", min_workers, maximum=limit, over=" (worker_limit)")
         if max_workers < min_workers:
             raise BadRequest("max_worker cannot be less than min_worker.")
         synchronous = bool_param(q, "synchronous", False)
-        timeout = int_param(q, "timeout", int(self.config.worker_start_timeout), minimum=None)
+        timeout = int_param(q, "timeout", int(self.config.worker_start_timeout), minimum=None,
+                            maximum=MAX_WAIT_SECONDS)
         if timeout < 0:
             timeout = int(self.config.worker_start_timeout)
         model = self.manager.get(request.match_info["model"], request.match_info.get("version"))
@@ -150,4 +216,5 @@ class ManagementApi:
         name = self.manager.get(request.match_info["model"], request.match_info.get("version")).name
         request["model"] = name
         await self.manager.unregister(name, self.config.unregister_model_timeout)
+        self.record_models()  # an unwritable state folder is logged; the model is gone either way
         return status_response(f'Model "{name}" unregistered')

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from mmsctl.engine.protocol import ResponseItem
 from mmsctl.engine.spec import ServiceSpec
 from mmsctl.engine.worker import AsyncWorkerProcess, BatchFailed, WorkerExited
-from mmsctl.server.batching import Job, next_batch, until_stopped
+from mmsctl.server.batching import Job, JobQueue, next_batch, until_stopped
 from mmsctl.server.config import ServerConfig
 
 if TYPE_CHECKING:
@@ -76,7 +76,8 @@ class Worker:
         """Start the process and wait until it says READY (raise WorkerStartError if not)."""
         m = self.model
         self.process = await AsyncWorkerProcess.start(
-            replace(m.spec, gpu_id=self.gpu_id), threads=config.worker_threads, tag=f"[{m.name} W-{self.id}]")
+            replace(m.spec, gpu_id=self.gpu_id), threads=config.worker_threads, tag=f"[{m.name} W-{self.id}]",
+            env={"MMSCTL_MAX_IMAGE_PIXELS": str(config.max_image_pixels)})
         self.pid = self.process.pid
         try:
             failure = await asyncio.wait_for(self.process.wait_ready(), config.worker_start_timeout)
@@ -189,21 +190,23 @@ class Model:
     min_workers: int = 0
     max_workers: int = 0
     queue_size: int = 1000
-    queue: "asyncio.Queue[Job]" = field(init=False)
+    queue: JobQueue = field(init=False)
     workers: list[Worker] = field(default_factory=list)
     removed: bool = False
+    #: Worker exits in a row (crash or failed start) since one last became READY: the back-off index.
     failures: int = 0
     last_error: Optional[str] = None
+    #: The last worker start failed and none has become READY since: requests are answered 503 at once.
+    start_failed: bool = False
     next_worker: int = 0
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     #: Held by the worker gathering a batch (batch_size > 1), so batches fill one at a time.
     gathering: asyncio.Lock = field(default_factory=asyncio.Lock)
-    restarting: int = 0
     idle_since: float = field(default_factory=time.monotonic)
     requests: int = 0
 
     def __post_init__(self) -> None:
-        self.queue = asyncio.Queue(self.queue_size)
+        self.queue = JobQueue(self.queue_size)
 
     @classmethod
     def from_archive(cls, name: str, url: str, archive: ModelArchive, *, handler: Optional[str] = None,

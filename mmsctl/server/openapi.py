@@ -25,7 +25,8 @@ _STATUS = {"type": "object", "required": ["status"], "properties": {"status": {"
 _REASONS = {
     "200": "OK", "202": "Accepted", "210": "Partial Success", "400": "Bad request",
     "401": "Missing or bad bearer token", "404": "Not found", "408": "Timed out", "409": "Conflict",
-    "413": "Request body too large", "500": "Internal server error", "503": "No worker available",
+    "413": "Request body too large", "500": "Internal server error",
+    "503": "No worker available, or the server is draining (Retry-After)",
 }
 
 
@@ -79,10 +80,11 @@ def inference_api(models: Iterable[str] = ()) -> dict[str, Any]:
     """The inference API (port 8080), with a ``/predictions/{name}`` path per registered model."""
     describe = _op("apiDescription", "The OpenAPI description of this API.", [], {"type": "object"},
                    ["200", "500"])
-    predict_codes = ["200", "404", "500", "503"]
+    predict_codes = ["200", "400", "404", "408", "413", "500", "503"]
     paths: dict[str, Any] = {
         "/": {"options": describe},
-        "/ping": {"get": _op("ping", "Health of the server.", [], _STATUS, ["200", "500"])},
+        "/ping": {"get": _op("ping", "Health of the server (503 Draining while it stops).", [], _STATUS,
+                             ["200", "500", "503"])},
         "/predictions/{model_name}": {
             "post": _op("predictions", "Run a prediction.", [_model_path()], _PREDICTION,
                         predict_codes, _ANY_BODY),
@@ -98,10 +100,10 @@ def inference_api(models: Iterable[str] = ()) -> dict[str, Any]:
         "/invocations": {"post": _op(
             "invocations", "Run a prediction; the model comes from the model_name query or header.",
             [_param("model_name", "query", "string", "Name of the model.")], _PREDICTION,
-            ["200", "400", "404", "500", "503"], _ANY_BODY)},
+            predict_codes, _ANY_BODY)},
         "/models/{model_name}/invoke": {"post": _op(
             "invokeModel", "Run a prediction (SageMaker-style path).", [_model_path()], _PREDICTION,
-            ["200", "400", "404", "500", "503"], _ANY_BODY)},
+            predict_codes, _ANY_BODY)},
     }
     for name in models:
         paths[f"/predictions/{name}"] = {"post": _op(f"predict_{name}", f"Run model {name}.", [],
@@ -112,7 +114,7 @@ def inference_api(models: Iterable[str] = ()) -> dict[str, Any]:
 def model_api(name: str) -> dict[str, Any]:
     """``OPTIONS /predictions/{name}``: the description of one model's prediction path."""
     return _doc(f"Model {name}", {f"/predictions/{name}": {"post": _op(
-        f"predict_{name}", f"Run model {name}.", [], _PREDICTION, ["200", "404", "500", "503"],
+        f"predict_{name}", f"Run model {name}.", [], _PREDICTION, ["200", "400", "404", "408", "413", "500", "503"],
         _ANY_BODY)}})
 
 
@@ -129,19 +131,22 @@ def management_api() -> dict[str, Any]:
         _param("model_name", "query", "string", "Name to register under (default: the manifest's)."),
         _param("handler", "query", "string", "Handler entry point, module:function."),
         _param("runtime", "query", "string", "Runtime, python only.", default="python"),
-        _param("batch_size", "query", "integer", "Inference batch size.", default=1),
-        _param("max_batch_delay", "query", "integer", "Milliseconds to wait for a full batch.", default=100),
-        _param("response_timeout", "query", "integer", "Minutes (as MMS) a batch may take; '30s' for seconds."),
-        _param("initial_workers", "query", "integer", "Workers to start."),
+        _param("batch_size", "query", "integer", "Inference batch size (at most job_queue_size).", default=1),
+        _param("max_batch_delay", "query", "integer", "Milliseconds to wait for a full batch (at most 600000).",
+               default=100),
+        _param("response_timeout", "query", "integer",
+               "Minutes (as MMS) a batch may take, at most a day; '30s' for seconds."),
+        _param("initial_workers", "query", "integer", "Workers to start (all models together: at most worker_limit)."),
         _param("synchronous", "query", "boolean", "Wait until the workers are ready.", default=True),
     ]
     scale_params = [
         _model_path(),
-        _param("min_worker", "query", "integer", "Minimum number of workers.", default=1),
+        _param("min_worker", "query", "integer", "Minimum number of workers (all models: at most worker_limit).",
+               default=1),
         _param("max_worker", "query", "integer", "Maximum number of workers (autoscaling between)."),
         _param("number_gpu", "query", "integer", "Accepted and ignored, as MMS."),
         _param("synchronous", "query", "boolean", "Wait until the workers are ready.", default=False),
-        _param("timeout", "query", "integer", "Seconds to wait when synchronous."),
+        _param("timeout", "query", "integer", "Seconds to wait when synchronous (at most 3600)."),
     ]
     return _doc("Model Server APIs (management)", {
         "/": {"options": _op("apiDescription", "The OpenAPI description of this API.", [],
@@ -152,14 +157,14 @@ def management_api() -> dict[str, Any]:
                 _param("next_page_token", "query", "string", "Where the page starts."),
             ], list_ok, ["200", "500"]),
             "post": _op("registerModel", "Register a model and start its workers.", register_params,
-                        _STATUS, ["200", "202", "210", "400", "404", "409", "500"]),
+                        _STATUS, ["200", "202", "210", "400", "404", "408", "409", "413", "500", "503"]),
         },
         "/models/{model_name}": {
             "get": _op("describeModel", "Describe a model and its workers.", [_model_path()],
                        describe_ok, ["200", "404", "500"]),
             "put": _op("setAutoScale", "Set the worker range of a model.", scale_params, _STATUS,
-                       ["200", "202", "210", "400", "404", "500"]),
+                       ["200", "202", "210", "400", "404", "500", "503"]),
             "delete": _op("unregisterModel", "Unregister a model once its queue has drained.",
-                          [_model_path()], _STATUS, ["200", "202", "404", "408", "500"]),
+                          [_model_path()], _STATUS, ["200", "202", "404", "408", "500", "503"]),
         },
     })

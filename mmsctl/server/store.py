@@ -1,88 +1,157 @@
 """Where a register ``url`` points: the model store, an allowed http(s) URL, or a zoo name.
 
-MMS resolves ``url`` against ``model_store`` and refuses relative paths that
-climb out of it; we do the same, then fall back to ``mmsctl.zoo.resolve_model``
-for zoo names (``squeezenet``). Archives are opened (and extracted) with
-``mmsctl.archive.open_archive``; this runs in a thread, off the event loop.
+:func:`normalise_location` reads the ``url`` once into a :class:`Location`, and that one
+value is both checked and opened: surrounding whitespace is stripped before anything looks
+at it, control characters are refused, and only what it names is fetched (a zoo name is
+never read as a URL or a path, a URL never as a name). A request may name:
+
+- a file or folder in the model store (relative; ``..`` is refused, as in MMS), or an
+  absolute path inside it; without a model store, an absolute path;
+- an http(s) URL that matches one of ``allowed_urls`` (regular expressions matched against
+  the whole URL, ignoring case, as TorchServe does), redirects included;
+- a zoo name (``squeezenet``), from the cache, a mirror folder, or a download that must
+  match ``allowed_urls`` too.
+
+Start-up models (``--models``, ``load_models``) come from the operator, not a request: they
+may also be absolute paths outside the model store. Archives are opened (and extracted) with
+``mmsctl.archive.open_archive`` under the server's archive limits; this runs in a thread, off
+the event loop.
 """
 
 from __future__ import annotations
 
+import os
 import re
-from pathlib import Path
-from typing import TYPE_CHECKING
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Literal
+from urllib.parse import unquote, urlsplit
 
+from mmsctl.names import MODEL_NAME_PATTERN
 from mmsctl.server.config import ServerConfig
-from mmsctl.server.errors import BadRequest, DownloadFailed, InvalidModel, ModelNotFound
+from mmsctl.server.errors import BadRequest, DownloadFailed, InternalServerError, InvalidModel, ModelNotFound
 
 if TYPE_CHECKING:
     from mmsctl.archive import ModelArchive
 
-__all__ = ["resolve_archive"]
+__all__ = ["Location", "normalise_location", "resolve_archive", "url_allowed"]
+
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://")
 
 
-def _is_url(url: str) -> bool:
-    return bool(re.match(r"^https?://", url, re.I))
+@dataclass(frozen=True)
+class Location:
+    """A register ``url`` as it is checked and then used: an absolute path, an http(s) URL or a zoo name."""
+
+    kind: Literal["path", "url", "zoo"]
+    value: str
 
 
-def _locate(url: str, config: ServerConfig) -> Path:
-    if _is_url(url):
-        if not any(re.fullmatch(p, url) for p in config.allowed_urls):
-            raise BadRequest(
-                f"URL not allowed: {url} (allowed_urls: {', '.join(config.allowed_urls) or 'none'})"
-            )
-        return _from_zoo(url)
-    if url.startswith("file://"):
-        url = url[len("file://"):]
-    if ".." in Path(url).parts:
-        raise ModelNotFound(f"Relative path is not allowed in url: {url}")
-    if config.model_store:
-        candidate = Path(config.model_store) / url
-        if candidate.exists():
-            return candidate
-    if Path(url).is_absolute() and Path(url).exists():
-        return Path(url)
-    try:
-        return _from_zoo(url)
-    except ModelNotFound:
-        if config.model_store:
-            raise ModelNotFound(f"Model not found in model store: {url}") from None
-        if "/" in url:
-            raise ModelNotFound(f"Model not found: {url} (no such file or folder)") from None
-        raise ModelNotFound(
-            f"Model not found: {url} (not a zoo model, and no model store is configured)") from None
+def url_allowed(url: str, config: ServerConfig) -> bool:
+    """Whether *url* matches one of ``allowed_urls`` as a whole (ignoring case, like TorchServe)."""
+    return any(re.fullmatch(pattern, url, re.IGNORECASE) for pattern in config.allowed_urls)
 
 
-def _from_zoo(location: str) -> Path:
+def _inside(path: Path, folder: Path) -> bool:
+    return os.path.commonpath([str(path), os.path.normpath(str(folder))]) == os.path.normpath(str(folder))
+
+
+def normalise_location(url: str, config: ServerConfig, *, trusted: bool = False) -> Location:
+    """Read a register ``url`` once into what will be opened, or refuse it.
+
+    Args:
+        url: the request's ``url`` (or a start-up model's location).
+        config: the model store and ``allowed_urls``.
+        trusted: the operator's own start-up model: absolute paths outside the store are fine.
+
+    Raises:
+        BadRequest: empty, control characters, a scheme other than http(s)/file, or a URL that
+            ``allowed_urls`` does not match.
+        ModelNotFound: a relative path that climbs out, a path outside the model store, or
+            nothing by that name.
+    """
+    text = url.strip()
+    if not text:
+        raise BadRequest("Parameter url is required.")
+    if any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in text):
+        raise BadRequest(f"Invalid url {text!r}: control characters.")
+    scheme = _SCHEME.match(text)
+    if scheme:
+        name = scheme.group(1).lower()
+        if name in ("http", "https"):
+            if not url_allowed(text, config):
+                allowed = ", ".join(config.allowed_urls) or "none"
+                raise BadRequest(f"URL not allowed: {text} (allowed_urls: {allowed})")
+            return Location("url", text)
+        if name != "file":
+            raise BadRequest(f"Unsupported URL scheme {name}:// in url: {text} "
+                             "(use a name in the model store or an http(s) URL)")
+        parts = urlsplit(text)
+        if parts.netloc not in ("", "localhost"):
+            raise BadRequest(f"Invalid file URL (it names a host): {text}")
+        text = unquote(parts.path)
+    if ".." in PurePosixPath(text).parts:
+        raise ModelNotFound(f"Relative path is not allowed in url: {text}")
+    store = Path(config.model_store) if config.model_store else None
+    if os.path.isabs(text):
+        path = Path(os.path.normpath(text))
+        if store is not None and not trusted and not _inside(path, store):
+            raise ModelNotFound(f"Model not found in model store: {text} (a path outside the model store)")
+        if not path.exists():
+            raise ModelNotFound(f"Model not found: {text} (no such file or folder)")
+        return Location("path", str(path))
+    if store is not None and (store / text).exists():
+        return Location("path", str(store / text))
+    if MODEL_NAME_PATTERN.fullmatch(text):
+        return Location("zoo", text)
+    if store is not None:
+        raise ModelNotFound(f"Model not found in model store: {text}")
+    raise ModelNotFound(f"Model not found: {text} (no model store is configured: give an absolute path)")
+
+
+def _fetch(location: Location, config: ServerConfig) -> Path:
+    """The archive on disk for a URL or zoo name (downloads run through ``allowed_urls``)."""
     from mmsctl.errors import MmsError, NotFoundError, ZooError
-    from mmsctl.zoo import resolve_model
+    from mmsctl.zoo.resolve import resolve_name, resolve_url
+
+    def allow(url: str) -> bool:
+        return url_allowed(url, config)
 
     try:
-        return Path(resolve_model(location, progress=False).path)
+        if location.kind == "url":
+            resolved = resolve_url(location.value, progress=False, allow=allow, max_bytes=config.max_archive_size)
+        else:
+            resolved = resolve_name(location.value, progress=False, allow=allow, max_bytes=config.max_archive_size)
     except NotFoundError:
-        raise ModelNotFound(f"Model not found in model store: {location}") from None
+        where = "model store" if config.model_store else "model zoo"
+        raise ModelNotFound(f"Model not found in {where}: {location.value}") from None
     except ZooError as exc:
-        raise DownloadFailed(f"Failed to download model from: {location}: {exc.message}") from None
+        raise DownloadFailed(f"Failed to download model from: {location.value}: {exc.message}") from None
     except MmsError as exc:
         raise InvalidModel(exc.message) from None
+    return Path(resolved.path)
 
 
-def _open(path: Path) -> ModelArchive:
-    from mmsctl.archive import open_archive
+def _open(path: Path, config: ServerConfig) -> ModelArchive:
+    from mmsctl.archive import Limits, open_archive
     from mmsctl.errors import MmsError
 
+    limits = Limits(max_total_bytes=config.max_archive_size, max_members=config.max_archive_members)
     try:
-        return open_archive(path)  # extracted once into the cache, keyed by content
+        return open_archive(path, limits=limits)  # extracted once into the cache, keyed by content
     except MmsError as exc:
         raise InvalidModel(exc.message) from None
+    except OSError as exc:  # the cache folder, not the request: the server's problem
+        raise InternalServerError(f"Cannot extract {path.name}: {exc.strerror or exc}") from None
 
 
-def resolve_archive(url: str, config: ServerConfig) -> ModelArchive:
-    """Find and open the archive a register ``url`` names.
+def resolve_archive(url: str, config: ServerConfig, *, trusted: bool = False) -> ModelArchive:
+    """Find and open the archive a register ``url`` names (see :func:`normalise_location`).
 
     Raises:
         ApiException: 404 ModelNotFoundException / 400 Bad/InvalidModel/Download, as MMS.
     """
-    if not url:
-        raise BadRequest("Parameter url is required.")
-    return _open(_locate(url, config))
+    location = normalise_location(url, config, trusted=trusted)
+    path = Path(location.value) if location.kind == "path" else _fetch(location, config)
+    return _open(path, config)

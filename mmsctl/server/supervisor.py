@@ -1,9 +1,12 @@
 """All models of one server and the rules for their workers: register, scale, restart, drain, unregister.
 
-Every model has one bounded asyncio queue and its workers (:mod:`mmsctl.server.model`).
-A worker that dies or overruns ``response_timeout`` is replaced with MMS's back-off;
-queued jobs wait for the replacement, or are answered 503 when no worker will come.
-Between ``minWorkers`` and ``maxWorkers`` the number of workers follows the queue.
+Every model has one bounded queue and its workers (:mod:`mmsctl.server.model`). A worker
+that dies, overruns ``response_timeout`` or fails to start is replaced with MMS's back-off;
+queued jobs wait for the replacement of a worker that died, but once a worker fails to start
+and none is READY, queued and new requests are answered 503 at once (a model whose handler
+cannot load never makes a request hang). A request whose client leaves is taken out of the
+queue. Between ``minWorkers`` and ``maxWorkers`` the number of workers follows the queue,
+and the workers of all models together never pass ``worker_limit``.
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ __all__ = ["BACK_OFF", "ModelManager"]
 
 log = logging.getLogger("mmsctl.server")
 
-#: Seconds to wait before restarting a worker after its n-th consecutive failure (MMS's back-off).
-BACK_OFF = (0, 1, 1, 2, 3, 5, 8, 13, 21, 34, 55)
+#: Seconds to wait before restarting a worker after its n-th exit in a row (MMS's WorkerThread.BACK_OFF).
+BACK_OFF = (0, 1, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610, 987, 1597)
 
 
 class ModelManager:
@@ -35,6 +38,8 @@ class ModelManager:
         self.models: dict[str, Model] = {}
         self.startup_models: set[str] = set()
         self._gpu_next = 0
+        #: The most workers of all models together (``worker_limit``), fixed at start.
+        self.worker_limit = config.workers_allowed
 
     # -- registration ----------------------------------------------------------------------
     def add(self, model: Model) -> None:
@@ -57,6 +62,7 @@ class ModelManager:
         """
         from mmsctl.server.errors import InternalServerError
 
+        self._check_worker_limit(model, workers)
         self.add(model)
         if workers <= 0:
             return True
@@ -109,24 +115,19 @@ class ModelManager:
         worker.start_time = time.time()
         try:
             await worker.spawn(self.config)
-        except WorkerStartError as exc:
+        except Exception as exc:  # noqa: BLE001 - WorkerStartError, or spawning itself failed (fork, fd limits)
             worker.state = WorkerState.STOPPED
-            model.failures += 1
-            model.last_error = str(exc)
-            log.error("%s W-%s failed to start: %s", model.name, worker.id, exc)
+            model.last_error = str(exc) if isinstance(exc, WorkerStartError) else f"cannot start a worker: {exc}"
+            log.error("%s W-%s failed to start: %s", model.name, worker.id, model.last_error)
             self._forget(worker)
-            self._after_worker_exit(model)
-            return "load_failed"
-        except Exception as exc:  # noqa: BLE001 - spawning itself failed (fork, fd limits)
-            worker.state = WorkerState.STOPPED
-            model.failures += 1
-            model.last_error = f"cannot start a worker: {exc}"
-            log.exception("%s W-%s cannot start", model.name, worker.id)
-            self._forget(worker)
-            self._after_worker_exit(model)
+            killed_on_purpose = worker.stop_event.is_set()  # a scale down or unregister, not a failure
+            if not killed_on_purpose:
+                model.start_failed = True
+            self._after_worker_exit(model, crashed=not killed_on_purpose)
             return "load_failed"
         log.info("%s W-%s READY (pid %s)", model.name, worker.id, worker.pid)
         model.failures = 0
+        model.start_failed = False
         model.notify()
         outcome = await worker.serve(self.metrics)
         if outcome == "stopped":
@@ -139,8 +140,8 @@ class ModelManager:
         worker.state = WorkerState.STOPPED
         worker.kill()
         self._forget(worker)
+        model.last_error = f"worker {worker.id} {outcome}"
         self._after_worker_exit(model, crashed=True)
-        model.failures += 1
         code = await worker.exit_code()
         model.last_error = f"worker {worker.id} {outcome} (exit code {code})"
         log.error("%s W-%s %s (pid %s, exit code %s)", model.name, worker.id, outcome, worker.pid, code)
@@ -155,16 +156,26 @@ class ModelManager:
         model.notify()
 
     def _after_worker_exit(self, model: Model, crashed: bool = True) -> None:
-        """Replace lost workers (with back-off) or answer queued jobs if none will come."""
+        """Replace lost workers with MMS's back-off; answer the queue 503 if no worker can serve it."""
         if model.removed:
             return
         missing = model.min_workers - len(model.live_workers())
         if crashed and missing > 0:
+            model.failures += 1
             delay = BACK_OFF[min(model.failures, len(BACK_OFF) - 1)]
+            log.info("%s: %d worker(s) to restart in %d s (exit %d in a row)", model.name, missing, delay,
+                     model.failures)
             for _ in range(missing):
                 self._start_worker(model, delay)
-        if not model.live_workers():
-            self._reject_queued(model, "No worker is available to serve request for model: " + model.name)
+        if not model.live_workers() or (model.start_failed and not model.ready_workers()):
+            self._reject_queued(model, self._unavailable(model))
+
+    @staticmethod
+    def _unavailable(model: Model) -> str:
+        message = f"No worker is available to serve request for model: {model.name}"
+        if model.start_failed and model.last_error:
+            message += f" (its workers fail to start: {model.last_error})"
+        return message
 
     def _reject_queued(self, model: Model, message: str) -> None:
         while True:
@@ -175,11 +186,31 @@ class ModelManager:
             model.queue.task_done()
             job.answer(ResponseItem.error(503, "ServiceUnavailableException", message))
 
+    def _check_worker_limit(self, model: Model, wanted: int) -> None:
+        """Refuse (400) a worker range that would take the server over ``worker_limit``.
+
+        Every model holds its ``maxWorkers`` (autoscaling may start that many), so the sum over
+        all models never passes the limit, however the requests come.
+        """
+        from mmsctl.server.errors import BadRequest
+
+        others = sum(max(m.min_workers, m.max_workers) for m in self.models.values() if m is not model)
+        if others + wanted > self.worker_limit:
+            raise BadRequest(
+                f"Cannot run {wanted} workers for model {model.name}: the server runs at most "
+                f"{self.worker_limit} workers in all (worker_limit) and other models hold {others}.")
+
     async def scale(self, model: Model, min_workers: int, max_workers: int) -> None:
-        """Set the worker range and start or stop workers to reach ``min_workers``."""
+        """Set the worker range and start or stop workers to reach ``min_workers``.
+
+        Raises:
+            BadRequest: the range would take the server over its worker limit.
+        """
+        self._check_worker_limit(model, max(min_workers, max_workers))
         model.min_workers, model.max_workers = min_workers, max(max_workers, min_workers)
         model.failures = 0
         model.last_error = None
+        model.start_failed = False
         live = model.live_workers()
         if len(live) < min_workers:
             for _ in range(min_workers - len(live)):
@@ -206,9 +237,9 @@ class ModelManager:
                 return None
             if model.removed:
                 return "model was unregistered"
-            if model.last_error and model.failures > 0 and model.restarting == 0:
-                starting = [w for w in model.live_workers() if w.state == WorkerState.STARTING and w.process is not None]
-                if not starting:
+            if model.start_failed:
+                loading = [w for w in model.live_workers() if w.state == WorkerState.STARTING and w.process is not None]
+                if not loading:  # the last start failed and the retries wait out their back-off
                     return model.last_error
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -227,12 +258,20 @@ class ModelManager:
         log.info("Model %s unregistered.", name)
 
     async def _drain_model(self, model: Model, timeout: float) -> None:
+        """Answer what the model holds while a READY worker can (bounded by *timeout*), then stop its workers.
+
+        Never waits for a worker that cannot serve: one still loading (a handler stuck in
+        ``initialize``) is killed, and queued jobs no READY worker will take are answered 503.
+        """
         model.min_workers = 0
-        if model.live_workers() and not model.queue.empty():
+        if timeout > 0:
+            deadline = time.monotonic() + timeout
+            joined = asyncio.ensure_future(model.queue.join())
             try:
-                await asyncio.wait_for(model.queue.join(), timeout)
-            except asyncio.TimeoutError:
-                pass
+                while not joined.done() and model.ready_workers() and time.monotonic() < deadline:
+                    await asyncio.wait({joined}, timeout=min(0.1, max(deadline - time.monotonic(), 0.0)))
+            finally:
+                joined.cancel()
         model.removed = True
         self._reject_queued(model, f"Model {model.name} was unregistered")
         workers = list(model.workers)
@@ -250,10 +289,13 @@ class ModelManager:
                 await asyncio.wait(pending, timeout=5)
 
     async def shutdown(self, timeout: float) -> None:
-        """Answer everything queued or in flight (bounded by *timeout*), then stop every worker."""
+        """Answer everything queued or in flight (bounded by *timeout*), then stop every worker.
+
+        The models stay listed (describe shows the queues going down) until they are drained.
+        """
         models = list(self.models.values())
-        self.models.clear()
         await asyncio.gather(*(self._drain_model(m, timeout) for m in models))
+        self.models.clear()
 
     # -- autoscaling -----------------------------------------------------------------------
     def autoscale(self) -> None:
@@ -275,19 +317,16 @@ class ModelManager:
                 model.idle_since = now
 
     # -- predictions -----------------------------------------------------------------------
-    def submit(self, model: Model, item: RequestItem) -> "asyncio.Future[ResponseItem]":
-        """Queue one request; raise ServiceUnavailable when no worker or the queue is full."""
+    def _enqueue(self, model: Model, item: RequestItem) -> Job:
+        """Queue one request; raise ServiceUnavailable when no worker can take it or the queue is full."""
         from mmsctl.server.errors import ServiceUnavailable
 
-        if not model.live_workers():
-            raise ServiceUnavailable(
-                f"No worker is available to serve request for model: {model.name}. "
-                "Consider increasing job queue size."
-            )
+        if model.removed or not model.live_workers() or (model.start_failed and not model.ready_workers()):
+            raise ServiceUnavailable(self._unavailable(model) + ".")
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[ResponseItem] = loop.create_future()
+        job = Job(item, loop.create_future(), loop.time())
         try:
-            model.queue.put_nowait(Job(item, future, loop.time()))
+            model.queue.put_nowait(job)
         except asyncio.QueueFull:
             raise ServiceUnavailable(
                 f"No worker is available to serve request for model: {model.name}. "
@@ -295,4 +334,13 @@ class ModelManager:
                 retry_after=1,
             ) from None
         model.requests += 1
-        return future
+        return job
+
+    async def predict(self, model: Model, item: RequestItem) -> ResponseItem:
+        """Queue one request and wait for its answer; a request whose client leaves leaves the queue."""
+        job = self._enqueue(model, item)
+        try:
+            return await job.future
+        except asyncio.CancelledError:
+            model.queue.discard(job)
+            raise

@@ -35,13 +35,17 @@ class Unreachable(DownloadError):
 
 @dataclass(frozen=True)
 class DownloadOptions:
-    """How patient a download is."""
+    """How patient a download is, and what it may fetch."""
 
     timeout: float = 30.0
     connect_timeout: float = 10.0
     retries: int = 2
     backoff: float = 0.5
     progress: bool = True
+    #: Every URL fetched, redirects included, must pass this check (the server's ``allowed_urls``).
+    allow: Optional[Callable[[str], bool]] = None
+    #: Refuse a body larger than this many bytes (None: no cap).
+    max_bytes: Optional[int] = None
 
 
 class _Transient(Exception):
@@ -78,6 +82,7 @@ def download(
     from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
     opts = options or DownloadOptions()
+    _check_allowed(url, opts)
     attempts = max(0, opts.retries) + 1
 
     def attempt() -> Path:
@@ -104,6 +109,16 @@ def download(
     raise error
 
 
+def _check_allowed(url: str, opts: DownloadOptions, redirected: bool = False) -> None:
+    if opts.allow is not None and not opts.allow(url):
+        how = "redirected to" if redirected else "download of"
+        raise DownloadError(f"{how} {url} is not allowed (allowed_urls)")
+
+
+def _too_big(url: str, size: int, limit: int) -> DownloadError:
+    return DownloadError(f"{url} is larger than the {limit}-byte limit (max_archive_size): got {size} bytes")
+
+
 def _is_loopback(host: str) -> bool:
     return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
 
@@ -115,12 +130,15 @@ def _fetch_once(httpx: Any, url: str, part: Path, opts: DownloadOptions) -> str:
     timeout = httpx.Timeout(opts.timeout, connect=opts.connect_timeout)
     received = 0
     expected: Optional[int] = None
+    hooks = {"request": [lambda request: _check_allowed(str(request.url), opts, redirected=True)]} \
+        if opts.allow is not None else {}
     try:
         with httpx.Client(
             timeout=timeout,
             follow_redirects=True,
             trust_env=not _is_loopback(parts.hostname or ""),
             headers={"User-Agent": _user_agent()},
+            event_hooks=hooks,
         ) as client:
             with client.stream("GET", url) as response:
                 status = response.status_code
@@ -131,9 +149,13 @@ def _fetch_once(httpx: Any, url: str, part: Path, opts: DownloadOptions) -> str:
                         raise _Transient(error)
                     raise error
                 expected = _content_length(response)
+                if opts.max_bytes is not None and expected is not None and expected > opts.max_bytes:
+                    raise _too_big(url, expected, opts.max_bytes)
                 hasher = hashlib.sha256()
                 with open(part, "wb") as fh, _progress_bar(opts.progress, url, expected) as advance:
                     for chunk in response.iter_bytes():
+                        if opts.max_bytes is not None and received + len(chunk) > opts.max_bytes:
+                            raise _too_big(url, received + len(chunk), opts.max_bytes)
                         fh.write(chunk)
                         hasher.update(chunk)
                         received += len(chunk)

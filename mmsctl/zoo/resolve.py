@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 from urllib.parse import unquote, urlsplit
 
 from mmsctl.config import setting
@@ -46,6 +46,8 @@ __all__ = [
     "mirror_url",
     "pull_model",
     "resolve_model",
+    "resolve_name",
+    "resolve_url",
 ]
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -92,7 +94,9 @@ def mirror_url() -> Optional[str]:
     return value or None
 
 
-def _download_options(progress: bool) -> DownloadOptions:
+def _download_options(progress: bool, allow: Optional[Callable[[str], bool]] = None,
+                      max_bytes: Optional[int] = None) -> DownloadOptions:
+    from mmsctl.archive.unpack import Limits
     from mmsctl.zoo.download import DownloadOptions
 
     def number(key: str, default: float) -> float:
@@ -110,6 +114,8 @@ def _download_options(progress: bool) -> DownloadOptions:
         connect_timeout=min(10.0, timeout),
         retries=int(number("zoo_retries", 2)),
         progress=progress,
+        allow=allow,
+        max_bytes=max_bytes if max_bytes is not None else Limits.from_settings().max_total_bytes,
     )
 
 
@@ -137,6 +143,39 @@ def resolve_model(
         PosixPath('~/.cache/mmsctl/archives/squeezenet_v1.1.mar')
     """
     return _resolve(location, offline=offline, progress=progress, refresh=False)
+
+
+def resolve_url(
+    url: str, *, progress: bool = True, allow: Optional[Callable[[str], bool]] = None,
+    max_bytes: Optional[int] = None,
+) -> ResolvedModel:
+    """An http(s) URL only (never a path or a name): the cached copy, else a download.
+
+    Args:
+        allow: every URL fetched, redirects included, must pass it (the server's ``allowed_urls``).
+        max_bytes: refuse a larger archive (default: the ``max_archive_size`` setting).
+    """
+    if not _is_url(url):
+        raise UsageError(f"not an http(s) URL: {url!r}")
+    return _resolve_url(url, offline=None, progress=progress, refresh=False, allow=allow, max_bytes=max_bytes)
+
+
+def resolve_name(
+    name: str, *, offline: Optional[bool] = None, progress: bool = True,
+    allow: Optional[Callable[[str], bool]] = None, max_bytes: Optional[int] = None,
+) -> ResolvedModel:
+    """A zoo name or alias only (never a path or a URL): the cache, the mirror, or the zoo.
+
+    Args:
+        allow: a download (from an http(s) mirror or the zoo) must pass it.
+        max_bytes: refuse a larger archive (default: the ``max_archive_size`` setting).
+
+    Raises:
+        ModelNotFoundError: not a name the zoo (or the mirror) knows.
+    """
+    if not MODEL_NAME_PATTERN.match(name):
+        raise ModelNotFoundError(f"{name!r} is not a model name")
+    return _resolve_name(name, offline=offline, progress=progress, refresh=False, allow=allow, max_bytes=max_bytes)
 
 
 def pull_model(
@@ -202,7 +241,8 @@ def _kind(path: str) -> str:
     return "folder" if Path(path).is_dir() else "file"
 
 
-def _resolve_url(url: str, *, offline: Optional[bool], progress: bool, refresh: bool) -> ResolvedModel:
+def _resolve_url(url: str, *, offline: Optional[bool], progress: bool, refresh: bool,
+                 allow: Optional[Callable[[str], bool]] = None, max_bytes: Optional[int] = None) -> ResolvedModel:
     from mmsctl.zoo.download import Unreachable, download
 
     name = _url_name(url)
@@ -215,7 +255,7 @@ def _resolve_url(url: str, *, offline: Optional[bool], progress: bool, refresh: 
             "unset it to download, or give a local file"
         )
     try:
-        download(url, target, options=_download_options(progress))
+        download(url, target, options=_download_options(progress, allow, max_bytes))
     except Unreachable as exc:
         raise OfflineError(f"{exc.message}: {url} is not cached (no network?)") from exc
     return ResolvedModel(name, target, "download", url)
@@ -229,7 +269,8 @@ def _offline_message(what: str, filename: str, reason: str, *, folder_only: bool
     )
 
 
-def _resolve_name(loc: str, *, offline: Optional[bool], progress: bool, refresh: bool) -> ResolvedModel:
+def _resolve_name(loc: str, *, offline: Optional[bool], progress: bool, refresh: bool,
+                  allow: Optional[Callable[[str], bool]] = None, max_bytes: Optional[int] = None) -> ResolvedModel:
     from mmsctl.zoo.download import Unreachable, download
 
     entry = lookup(loc)
@@ -255,7 +296,7 @@ def _resolve_name(loc: str, *, offline: Optional[bool], progress: bool, refresh:
         raise OfflineError(_offline_message(name, filename, reason, folder_only=True),
                            hint=_offline_hint(offline))
     try:
-        download(url, target, options=_download_options(progress))
+        download(url, target, options=_download_options(progress, allow, max_bytes))
     except Unreachable as exc:
         raise OfflineError(_offline_message(name, filename, exc.message + " (no network?)")) from exc
     except DownloadError as exc:

@@ -37,8 +37,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerInfo]:
 
 
 @pytest.fixture
-def srv(server: ServerInfo, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> ServerInfo:
-    """Contexts `srv` and `srv2` (both the module's server), and `badtoken` (a wrong token)."""
+def srv(server: ServerInfo, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> ServerInfo:
+    """Contexts `srv` and `srv2` (both the module's server), and `badtoken` (a wrong token).
+
+    The CLI sees the server's instance registry, as on a machine where `mmsctl serve` runs.
+    """
+    monkeypatch.setenv("MMSCTL_STATE_DIR", str(server.state_dir))
     good, bad = tmp_path / "token", tmp_path / "bad-token"
     good.write_text(TOKEN + "\n")
     bad.write_text("not-the-token\n")

@@ -85,11 +85,12 @@ def test_local_instance_name_from_context_list_is_accepted(capsys) -> None:
     """The name `context list` shows for a running `mmsctl serve --name qa` (local:qa) works as --context."""
     import os
 
-    from mmsctl.instances import Instance, InstanceState
+    from mmsctl.instances import Instance, InstanceState, process_start_time
 
     Instance("qa").write_state(InstanceState(
         name="qa", pid=os.getpid(), status="ready", inference_url="http://127.0.0.1:18080",
         management_url="http://127.0.0.1:18081", metrics_url="http://127.0.0.1:18082",
+        process_start=process_start_time(os.getpid()),
     ))
     listed = json.loads(invoke(capsys, "context", "list", "-o", "json").stdout)
     assert [c["name"] for c in listed] == ["local", "local:qa"]  # the one server is `local`, and local:qa

@@ -352,3 +352,16 @@ def test_a_host_that_does_not_resolve_reads_as_such() -> None:
     except httpx.ConnectError as exc:
         assert failure_reason(exc, "nohost.invalid") == "cannot reach nohost.invalid: Name or service not known"
     assert "ConnectError" not in failure_reason(httpx.ConnectTimeout("t"), "h")
+
+
+def test_an_input_url_is_read_only_up_to_its_cap(tmp_path: Path) -> None:
+    """A URL input is an image, not whatever the far end streams: the read stops at the cap."""
+    from mmsctl.errors import DownloadError
+    from mmsctl.predict.inputs import fetch_url
+    from tests.support.http_mirror import serving_folder
+
+    (tmp_path / "big.jpg").write_bytes(b"\xff\xd8" + bytes(50_000))
+    with serving_folder(tmp_path) as mirror:
+        assert len(fetch_url(mirror.url_for("big.jpg"), max_bytes=60_000)) == 50_002
+        with pytest.raises(DownloadError, match="more than the 10000 bytes"):
+            fetch_url(mirror.url_for("big.jpg"), max_bytes=10_000)

@@ -32,8 +32,10 @@ def test_local_default_finds_a_running_mmsctl_instance() -> None:
 
     inst = state_dir() / "instances" / "default"
     inst.mkdir(parents=True)
+    from mmsctl.instances import process_start_time
+
     (inst / "state.json").write_text(json.dumps({
-        "name": "default", "pid": os.getpid(), "status": "ready",
+        "name": "default", "pid": os.getpid(), "status": "ready", "process_start": process_start_time(os.getpid()),
         "inference_url": "http://127.0.0.1:18080", "management_url": "http://127.0.0.1:18081",
     }))
     ctx = resolve_context(None)

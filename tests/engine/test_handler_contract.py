@@ -79,11 +79,17 @@ def test_data_and_context_match_mms(tmp_path: Path) -> None:
     assert {m.name for m in svc.last_metrics.store} >= {"ProbeTime", "PredictionTime"}
 
 
-def test_invalid_json_fails_only_that_item(tmp_path: Path) -> None:
-    svc = _probe(tmp_path, batch_size=2)
-    bad, good = svc.handle([body_item("a", b"{nope", "application/json"), body_item("b", b"x")])
-    assert bad.status == 400 and json.loads(bad.body)["type"] == "BadRequestException"
-    assert good.status == 201 and json.loads(good.body)["request_id"] == "b"
+def test_a_body_that_is_not_what_its_type_says_reaches_the_handler_raw(tmp_path: Path) -> None:
+    """Invalid JSON, or bytes that are not UTF-8 sent as text (an image from hey): the handler gets the
+    bytes (MMS fails the whole batch), and the rest of the batch is untouched."""
+    svc = _probe(tmp_path, batch_size=3)
+    not_json, not_text, good = svc.handle([body_item("a", b"{nope", "application/json"),
+                                           body_item("b", b"\xff\xd8\xff", "text/html"),
+                                           body_item("c", b"{}", "application/json")])
+    assert json.loads(not_json.body)["values"]["body"] == ["bytearray", "{nope"]
+    assert json.loads(not_text.body)["values"]["body"] == ["bytearray", "\xff\xd8\xff"]
+    assert json.loads(good.body)["values"]["body"] == ["dict", {}]
+    assert {r.status for r in (not_json, not_text, good)} == {201}
 
 
 def test_one_class_module_is_instantiated_and_initialised(tmp_path: Path) -> None:

@@ -85,7 +85,8 @@ def test_compare_mms_with_mmsctl_aligns_levels(mms: MmsInstance, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     store = tmp_path / "store"
     make_noop_archive(store / "noop")
-    with running_mmsctl_server(tmp_path / "srv", model_store=store) as ours:
+    with running_mmsctl_server(tmp_path / "srv", model_store=store) as ours, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MMSCTL_STATE_DIR", str(ours.state_dir))  # the CLI finds the server's model store there
         r = run_mmsctl(capsys, "context", "add", "ours", "--inference", ours.inference_url,
                        "--management", ours.management_url, "--metrics", ours.metrics_url)
         assert r.code == 0, r.stderr

@@ -63,3 +63,38 @@ def test_bad_values_name_the_key(tmp_path: Path, text: str, fragment: str) -> No
 def test_parse_address() -> None:
     assert parse_address("127.0.0.1:8080") == ("127.0.0.1", 8080)
     assert parse_address("http://localhost:1234") == ("localhost", 1234)
+
+
+def test_limits_are_read_from_config_properties(tmp_path: Path) -> None:
+    props = tmp_path / "config.properties"
+    props.write_text("worker_limit=6\nmax_image_pixels=1000\nmax_archive_size=2048\nmax_archive_members=7\n"
+                     "request_header_timeout=2.5\nrequest_body_timeout=3\nlog_max_size=4096\nlog_backups=2\n")
+    cfg = load_properties(props).validate()
+    assert (cfg.worker_limit, cfg.workers_allowed, cfg.max_image_pixels, cfg.max_archive_size,
+            cfg.max_archive_members) == (6, 6, 1000, 2048, 7)
+    assert (cfg.request_header_timeout, cfg.request_body_timeout, cfg.log_max_size, cfg.log_backups) == \
+        (2.5, 3.0, 4096, 2)
+    assert ServerConfig.from_json(cfg.to_json()) == cfg
+
+
+def test_the_default_worker_limit_follows_the_machine() -> None:
+    import os
+
+    import psutil
+
+    limit = ServerConfig().workers_allowed
+    assert 1 <= limit <= 4 * (os.cpu_count() or 1)
+    assert limit <= psutil.virtual_memory().total // (256 * 1024**2)
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("worker_limit=0\n", "worker_limit must be an integer >= 1"),
+    ("worker_limit=2\ndefault_workers_per_model=3\n", "over the worker limit"),
+    ("request_header_timeout=nan\n", "request_header_timeout must be a number of seconds"),
+    ("request_body_timeout=soon\n", "request_body_timeout must be a number of seconds"),
+])
+def test_bad_limits_name_the_key(tmp_path: Path, text: str, fragment: str) -> None:
+    props = tmp_path / "c.properties"
+    props.write_text(text)
+    with pytest.raises(ConfigError, match=fragment):
+        load_properties(props).validate()

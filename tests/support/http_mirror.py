@@ -5,6 +5,7 @@
         mirror.fail["x.mar"] = [503]    # answer 503 once, then serve the file
         mirror.truncate["y.mar"] = 100  # send the full Content-Length, then close after 100 bytes
         mirror.slow["z.mar"] = 0.05     # sleep this long between 4 KiB chunks
+        mirror.redirect["a.mar"] = "http://elsewhere/b.mar"  # answer 302 with this Location
         mirror.requests                 # paths asked for, in order
 
 Real sockets, real HTTP/1.1: nothing is mocked, and nothing leaves the machine.
@@ -36,6 +37,7 @@ class Mirror:
     fail: dict[str, list[int]] = field(default_factory=dict)
     truncate: dict[str, int] = field(default_factory=dict)
     slow: dict[str, float] = field(default_factory=dict)
+    redirect: dict[str, str] = field(default_factory=dict)
 
     def url_for(self, name: str) -> str:
         return self.url + name
@@ -51,6 +53,12 @@ def _handler(mirror: Mirror) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:  # noqa: N802 - http.server's naming
             name = unquote(urlsplit(self.path).path).lstrip("/")
             mirror.requests.append(name)
+            if name in mirror.redirect:
+                self.send_response(302)
+                self.send_header("Location", mirror.redirect[name])
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             statuses = mirror.fail.get(name)
             if statuses:
                 self._status(statuses.pop(0))

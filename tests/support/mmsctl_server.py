@@ -24,7 +24,8 @@ from typing import Iterator, Optional
 from tests.support._proc import any_free_port as free_port
 from tests.support._proc import free_ports
 
-__all__ = ["ServerInfo", "ServerStartError", "free_port", "make_noop_archive", "running_mmsctl_server"]
+__all__ = ["ServerInfo", "ServerStartError", "free_port", "make_handler_archive", "make_noop_archive",
+           "running_mmsctl_server"]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -55,7 +56,8 @@ NOOP_HANDLER = '''
 import json, os, time
 
 def handle(data, context):
-    """Echo each request's body; "sleep:N" sleeps N seconds, "crash" kills the worker, "pid" answers the pid."""
+    """Echo each request's body; "sleep:N" sleeps N seconds, "crash" kills the worker, "pid" answers the pid,
+    "spam:N" prints N lines of 100 characters to stdout."""
     if data is None:
         return None
     out = []
@@ -69,6 +71,9 @@ def handle(data, context):
             os._exit(3)
         if body == "pid":
             body = str(os.getpid())
+        if isinstance(body, str) and body.startswith("spam:"):
+            for i in range(int(body[5:])):
+                print(f"{i:08d} " + "x" * 91, flush=False)
         out.append(body)
     return out
 '''
@@ -83,10 +88,15 @@ def handle(data, context):
 
 def make_noop_archive(folder: Path, name: str = "noop", *, failing: bool = False) -> Path:
     """An extracted (no-archive) model folder with MAR-INF/MANIFEST.json and a tiny handler."""
+    return make_handler_archive(folder, FAILING_HANDLER if failing else NOOP_HANDLER, name)
+
+
+def make_handler_archive(folder: Path, source: str, name: str = "noop") -> Path:
+    """An extracted (no-archive) model folder whose handler module (``noop_service:handle``) is *source*."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "MAR-INF").mkdir(exist_ok=True)
     module = "noop_service"
-    (folder / f"{module}.py").write_text(FAILING_HANDLER if failing else NOOP_HANDLER)
+    (folder / f"{module}.py").write_text(source)
     manifest = {
         "specificationVersion": "1.0",
         "implementationVersion": "1.0",

@@ -140,10 +140,11 @@ def test_clean_keeps_extracted_copies_while_a_server_runs(capsys, tmp_path: Path
     import os
 
     from mmsctl.archive import open_archive
-    from mmsctl.instances import Instance, InstanceState
+    from mmsctl.instances import Instance, InstanceState, process_start_time
 
     open_archive(_real_mar(tmp_path / "served.mar"))
-    Instance("18999").write_state(InstanceState(name="18999", pid=os.getpid(), status="ready"))
+    Instance("18999").write_state(InstanceState(name="18999", pid=os.getpid(), status="ready",
+                                                process_start=process_start_time(os.getpid())))
     code, _, err = mmsctl(capsys, "zoo", "clean")
     assert code == 0 and len(_extracted()) == 1
     assert "warning: kept the extracted model copies: mmsctl server 18999 is running" in err

@@ -18,6 +18,11 @@ through one forward pass, and an image that cannot be decoded fails only its
 own request (status 400 with an MMS error body). A request may ask for a
 different number of classes with a ``topk`` (or ``top_k``) parameter, e.g.
 ``POST /predictions/squeezenet?topk=10``.
+
+Before an image is decoded its size is read from its header (PNG, JPEG, BMP and TIFF, what
+MXNet's OpenCV decodes): an image of more than ``MMSCTL_MAX_IMAGE_PIXELS`` pixels (default
+89478485, PIL's ``MAX_IMAGE_PIXELS``) is refused with a 400 instead of being decoded, so a
+small file that decodes to gigabytes (a decompression bomb) never takes the worker's memory.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import json
 import logging
 import os
 import re
+import struct
 
 # Quieten mxnet's per-bind "Subgraph backend MKLDNN is activated" line.
 os.environ.setdefault("MXNET_SUBGRAPH_VERBOSE", "0")
@@ -43,6 +49,9 @@ _TOPK_KEYS = ("topk", "top_k")
 _INPUT_KEYS = ("body", "data")
 #: How often a batch size is padded into a larger bound shape before it gets its own.
 _PAD_BEFORE_BIND = 2
+#: PIL's ``Image.MAX_IMAGE_PIXELS``; the server sets the variable from its ``max_image_pixels``.
+DEFAULT_MAX_IMAGE_PIXELS = 89478485
+_JPEG_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 
 
 class InputError(ValueError):
@@ -79,6 +88,79 @@ def _mxnet_reason(exc):
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
     last = lines[-1] if lines else "unknown error"
     return last.split("): ", 1)[-1] if "Check failed" in last else last.replace("MXNetError: ", "")
+
+
+def max_image_pixels():
+    """The pixel cap: ``MMSCTL_MAX_IMAGE_PIXELS``, else PIL's default."""
+    value = os.environ.get("MMSCTL_MAX_IMAGE_PIXELS", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else DEFAULT_MAX_IMAGE_PIXELS
+
+
+def _jpeg_size(buf):
+    pos = 2
+    while pos + 4 <= len(buf):
+        if buf[pos] != 0xFF:
+            return None
+        marker = buf[pos + 1]
+        if marker == 0xFF:  # fill byte
+            pos += 1
+            continue
+        if marker in (0x01, 0xD8) or 0xD0 <= marker <= 0xD7:  # no length
+            pos += 2
+            continue
+        (length,) = struct.unpack(">H", buf[pos + 2:pos + 4])
+        if marker in _JPEG_SOF and pos + 9 <= len(buf):
+            height, width = struct.unpack(">HH", buf[pos + 5:pos + 9])
+            return width, height
+        pos += 2 + length
+    return None
+
+
+def _tiff_size(buf):
+    order = "<" if buf[:2] == b"II" else ">"
+    try:
+        (offset,) = struct.unpack(order + "I", buf[4:8])
+        (count,) = struct.unpack(order + "H", buf[offset:offset + 2])
+        size = {}
+        for i in range(count):
+            entry = buf[offset + 2 + 12 * i:offset + 14 + 12 * i]
+            tag, kind = struct.unpack(order + "HH", entry[:4])
+            if tag in (256, 257):  # ImageWidth, ImageLength: SHORT or LONG
+                fmt = order + ("H" if kind == 3 else "I")
+                size[tag] = struct.unpack(fmt, entry[8:8 + struct.calcsize(fmt)])[0]
+        return (size[256], size[257]) if len(size) == 2 else None
+    except (struct.error, KeyError):
+        return None
+
+
+def image_size(buf):
+    """``(width, height)`` from the header of a PNG, JPEG, BMP or TIFF; None for anything else."""
+    head = bytes(buf[:32])
+    if head.startswith(b"\x89PNG\r\n\x1a\n") and len(head) >= 24:
+        return struct.unpack(">II", head[16:24])
+    if head.startswith(b"\xff\xd8"):
+        return _jpeg_size(buf)
+    if head.startswith(b"BM") and len(head) >= 26:
+        (header_size,) = struct.unpack("<I", head[14:18])
+        if header_size == 12:
+            return struct.unpack("<HH", head[18:22])
+        width, height = struct.unpack("<ii", head[18:26])
+        return abs(width), abs(height)
+    if head[:4] in (b"II*\x00", b"MM\x00*"):
+        return _tiff_size(bytes(buf[:1 << 20]))
+    return None
+
+
+def _check_pixels(buf):
+    """Refuse an image whose header says it decodes to more than the pixel cap (before decoding it)."""
+    size = image_size(buf)
+    if size is None:  # not a format the decoder reads: it refuses it without decoding anything
+        return
+    width, height = size
+    limit = max_image_pixels()
+    if width * height > limit:
+        raise InputError("Image of {}x{} = {} pixels is over the limit of {} pixels "
+                         "(max_image_pixels / MMSCTL_MAX_IMAGE_PIXELS)".format(width, height, width * height, limit))
 
 
 def _manifest_model_name(manifest):
@@ -187,6 +269,7 @@ class VisionService(object):
             buf = buf.encode("latin-1", "replace")
         if isinstance(buf, (dict, list)):
             raise InputError("Expected an image, got a JSON body")
+        _check_pixels(buf)
         try:
             img = mx.image.imdecode(bytes(buf), flag=1 if self.channels == 3 else 0, to_rgb=True)
             img = mx.image.imresize(img, self.width, self.height, RESIZE_INTERP)

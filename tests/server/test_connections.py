@@ -1,0 +1,168 @@
+"""What reaches the server before a handler does: request lines, headers, bodies, tokens, slow clients.
+
+Raw sockets against a real server: every refusal is an MMS JSON error body, a chunked body is held
+to ``max_request_size`` exactly, and a connection that stalls is closed after its timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import socket
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+import pytest
+
+from tests.support.mmsctl_server import ServerInfo, make_noop_archive, running_mmsctl_server
+
+TOKEN = "s3cret-token"
+MAX = 1000
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerInfo]:
+    noop = make_noop_archive(tmp_path_factory.mktemp("m") / "noop")
+    with running_mmsctl_server(tmp_path_factory.mktemp("srv"), models={"noop": str(noop)}, token=TOKEN,
+                               extra_config={"max_request_size": MAX, "request_header_timeout": 0.5,
+                                             "request_body_timeout": 0.5, "max_buffered_bytes": 2 * MAX}) as info:
+        yield info
+
+
+def _port(url: str) -> int:
+    return int(url.rsplit(":", 1)[1])
+
+
+def _exchange(url: str, data: bytes, deadline: float = 20.0) -> bytes:
+    """Send *data*, then read until the server closes the connection (bounded by *deadline*)."""
+    with socket.create_connection(("127.0.0.1", _port(url)), timeout=deadline) as sock:
+        sock.sendall(data)
+        out = b""
+        while True:
+            chunk = sock.recv(65536)  # socket.timeout fails the test: the server never closed
+            if not chunk:
+                return out
+            out += chunk
+
+
+def _mms_body(raw: bytes, status: int) -> dict:
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert head.split(b" ")[1] == str(status).encode(), raw[:300]
+    data = json.loads(body)
+    assert set(data) == {"code", "type", "message"} and data["code"] == status
+    return data
+
+
+AUTH = f"Authorization: Bearer {TOKEN}\r\n".encode()
+
+
+@pytest.mark.parametrize("request_bytes, status, message", [
+    (b"GET /" + b"a" * 10_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414, "Request URI too long."),
+    (b"GET /ping HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 10_000 + b"\r\n\r\n", 431, "Request header fields too large."),
+    (b"GET /ping HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-H%d: 1\r\n" % i for i in range(200)) + b"\r\n", 431,
+     "Too many request header fields."),
+    (b"NOT HTTP AT ALL\r\n\r\n", 400, "Invalid HTTP message."),
+], ids=["long-url", "long-header", "many-headers", "garbage"])
+def test_unparsable_requests_get_the_mms_body(srv: ServerInfo, request_bytes: bytes, status: int, message: str) -> None:
+    for url in (srv.inference_url, srv.management_url):
+        body = _mms_body(_exchange(url, request_bytes), status)
+        assert body["message"] == message and body["type"] == "BadRequestException"
+    assert httpx.get(f"{srv.inference_url}/ping", timeout=10).status_code == 200
+
+
+def _chunked(size: int) -> bytes:
+    return (b"POST /predictions/noop HTTP/1.1\r\nHost: x\r\n" + AUTH + b"Transfer-Encoding: chunked\r\n"
+            b"Connection: close\r\n\r\n" + b"%x\r\n" % (size // 2) + b"x" * (size // 2) + b"\r\n"
+            + b"%x\r\n" % (size - size // 2) + b"y" * (size - size // 2) + b"\r\n0\r\n\r\n")
+
+
+def test_a_chunked_body_is_held_to_max_request_size_exactly(srv: ServerInfo) -> None:
+    ok = _exchange(srv.inference_url, _chunked(MAX))
+    assert ok.startswith(b"HTTP/1.1 200"), ok[:200]
+    assert ok.endswith(b"x" * (MAX // 2) + b"y" * (MAX - MAX // 2))  # the handler echoed all of it
+    body = _mms_body(_exchange(srv.inference_url, _chunked(MAX + 1)), 413)
+    assert body["type"] == "RequestEntityTooLargeException"
+    declared = httpx.post(f"{srv.inference_url}/predictions/noop", content=b"z" * (MAX + 1),
+                          headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)
+    assert declared.status_code == 413 and declared.json()["type"] == "RequestEntityTooLargeException"
+
+
+def test_a_connection_that_never_finishes_its_head_is_closed(srv: ServerInfo) -> None:
+    for url in (srv.inference_url, srv.management_url, srv.metrics_url):
+        assert _exchange(url, b"GET /ping HTTP/1.1\r\nHost: x\r\nX-Slow: ") == b""
+        assert _exchange(url, b"") == b""  # idle: said nothing at all
+
+
+def test_a_body_that_stops_coming_is_answered_408_and_closed(srv: ServerInfo) -> None:
+    partial = b"POST /predictions/noop HTTP/1.1\r\nHost: x\r\n" + AUTH + b"Content-Length: 100\r\n\r\nabc"
+    body = _mms_body(_exchange(srv.inference_url, partial), 408)
+    assert body == {"code": 408, "type": "RequestTimeoutException",
+                    "message": "The request body did not arrive within 0.5 s (request_body_timeout)."}
+    register = (b"POST /models HTTP/1.1\r\nHost: x\r\n" + AUTH + b"Content-Type: application/json\r\n"
+                b"Content-Length: 50\r\n\r\n{\"url\":")
+    assert _mms_body(_exchange(srv.management_url, register), 408)["type"] == "RequestTimeoutException"
+
+
+@pytest.mark.parametrize("value", [
+    "Bearer s\u00e9cret".encode(), "Bearer \u2603".encode(), b"Bearer \xff\xfe", b"Bearer", b"Basic czNjcmV0",
+    b"bearer  " + TOKEN.encode() + b"x", b"Bearer " + TOKEN.encode()[:-1],
+], ids=["non-ascii", "snowman", "not-utf8", "no-token", "basic", "longer", "shorter"])
+def test_a_bad_or_strange_credential_is_a_401_on_every_api(srv: ServerInfo, value: bytes) -> None:
+    for url, path in ((srv.inference_url, "/predictions/noop"), (srv.management_url, "/models")):
+        raw = _exchange(url, b"POST " + path.encode() + b" HTTP/1.1\r\nHost: x\r\nAuthorization: " + value
+                        + b"\r\nContent-Length: 1\r\nConnection: close\r\n\r\nx")
+        body = _mms_body(raw, 401)
+        assert body["type"] == "InvalidKeyException"
+        assert b"WWW-Authenticate: Bearer" in raw
+
+
+def test_which_routes_are_open(srv: ServerInfo) -> None:
+    """Health checks and metrics are open; anything else needs the key, however its path is spelled."""
+    inf = srv.inference_url
+    assert httpx.get(f"{inf}/ping", timeout=10).status_code == 200
+    assert httpx.get(f"{inf}/ping/noop", timeout=10).status_code == 200
+    assert httpx.get(f"{srv.metrics_url}/metrics", timeout=10).status_code == 200
+    for path in ("/pingx", "/ping/../predictions/noop", "/ping/%2e%2e/predictions/noop", "/models"):
+        assert httpx.post(f"{inf}{path}", content=b"x", timeout=10).status_code == 401, path
+    assert httpx.get(f"{srv.management_url}/ping", timeout=10).status_code == 401  # not a health check there
+    ok = httpx.post(f"{inf}/predictions/noop", content=b"x", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)
+    assert ok.status_code == 200 and ok.text == "x"
+
+
+def test_a_compressed_body_reaches_the_handler_as_sent(srv: ServerInfo, tmp_path: Path) -> None:
+    """As in MMS, bodies are not decompressed: a gzip bomb never expands in the server."""
+    packed = gzip.compress(b"\0" * 900_000)
+    assert len(packed) < MAX
+    resp = httpx.post(f"{srv.inference_url}/predictions/noop", content=packed, timeout=10,
+                      headers={"Authorization": f"Bearer {TOKEN}", "Content-Encoding": "gzip",
+                               "Content-Type": "application/octet-stream"})
+    assert resp.status_code == 200
+    assert resp.content == packed.decode("utf-8", "replace").encode()  # the echo handler got the gzip bytes
+
+
+def test_the_bodies_held_at_once_are_bounded(srv: ServerInfo) -> None:
+    """Many large requests together cannot take the server's memory: past max_buffered_bytes, 503."""
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    url = f"{srv.inference_url}/predictions/noop"
+
+    async def scenario() -> tuple[list[httpx.Response], httpx.Response, httpx.Response]:
+        async with httpx.AsyncClient(timeout=30, headers=headers) as client:
+            # each holds ~900 bytes while its worker sleeps; the one worker takes them in turn
+            slow = [asyncio.ensure_future(client.post(url, data={"data": "sleep:1", "pad": "p" * 800}))
+                    for _ in range(2)]
+            while "mmsctl_queue_depth{model=\"noop\"} 1.0" not in (await client.get(
+                    srv.metrics_url + "/metrics")).text:
+                await asyncio.sleep(0.02)
+            refused = await client.post(url, content=b"q" * 800)
+            small = await client.get(f"{srv.inference_url}/ping")
+            return [await s for s in slow], refused, small
+
+    held, refused, ping = asyncio.run(scenario())
+    assert [r.status_code for r in held] == [200, 200]
+    assert refused.status_code == 503 and refused.headers["Retry-After"] == "1"
+    assert "max_buffered_bytes" in refused.json()["message"]
+    assert ping.status_code == 200  # requests without a body are never turned away
+    ok = httpx.post(url, content=b"q" * 800, headers=headers, timeout=10)
+    assert ok.status_code == 200  # once answered, their bytes are free again

@@ -1,0 +1,176 @@
+"""Stopping and starting, as an operator lives it: draining under load, a stale state file whose pid now
+belongs to someone else, a front end killed -9 (its workers must not stay behind), a state folder that
+cannot be written."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import httpx
+import psutil
+import pytest
+
+from mmsctl.instances import Instance, InstanceState, process_start_time
+from tests.support.mmsctl_server import make_handler_archive, make_noop_archive, running_mmsctl_server
+
+STUCK_HANDLER = '''
+import time
+
+def handle(data, context):
+    if data is None:
+        while True:  # initialize never returns
+            time.sleep(1)
+    return data
+'''
+
+
+def _mmsctl(*args: str, state_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    if state_dir is not None:
+        env["MMSCTL_STATE_DIR"] = str(state_dir)
+    return subprocess.run([sys.executable, "-m", "mmsctl", *args], capture_output=True, text=True, timeout=120,
+                          env=env)
+
+
+def _until(what: str, check: Callable[[], Any], timeout: float = 30) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"never {what}")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_a_draining_server_answers_what_it_holds_and_turns_new_requests_away(tmp_path: Path) -> None:
+    noop = make_noop_archive(tmp_path / "noop")
+    with running_mmsctl_server(tmp_path, models={"noop": str(noop)}) as srv:
+        inf, m = srv.inference_url, srv.management_url
+
+        async def scenario() -> tuple[list[httpx.Response], list[httpx.Response]]:
+            async with httpx.AsyncClient(timeout=60) as client:
+                held = [asyncio.ensure_future(client.post(f"{inf}/predictions/noop", content=b"sleep:0.4"))
+                        for _ in range(6)]
+                while (await client.get(f"{m}/models/noop")).json()["queueStatus"]["pendingRequests"] < 4:
+                    await asyncio.sleep(0.02)
+                os.kill(srv.pid, signal.SIGTERM)
+                while (await client.get(f"{inf}/ping")).status_code != 503:
+                    await asyncio.sleep(0.02)
+                turned_away = [
+                    await client.get(f"{inf}/ping"),
+                    await client.post(f"{inf}/predictions/noop", content=b"new"),
+                    await client.post(f"{m}/models", params={"url": str(noop), "model_name": "late"}),
+                ]
+                described = await client.get(f"{m}/models/noop")
+                assert described.status_code == 200  # reads still answered: the queue is visible
+                assert not all(h.done() for h in held)  # all this happened while draining
+                return [await h for h in held], turned_away
+
+        held, (ping, prediction, register) = asyncio.run(scenario())
+        assert [r.status_code for r in held] == [200] * 6 and {r.text for r in held} == {"sleep:0.4"}
+        assert ping.json() == {"status": "Draining"}
+        for resp in (prediction, register):
+            assert resp.status_code == 503, resp.text
+            assert resp.headers["Retry-After"] == "1"
+            assert resp.json()["type"] == "ServiceUnavailableException"
+            assert "shutting down" in resp.json()["message"]
+        assert srv.process.wait(30) == 0
+
+
+@pytest.fixture
+def bystander() -> Iterator[subprocess.Popen[bytes]]:
+    """An unrelated process in a session of its own (a stop that signals it, or its group, kills it)."""
+    proc = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+@pytest.mark.parametrize("recorded", ["other start time", "no start time"])
+def test_stop_never_signals_a_process_that_took_the_pid(bystander: subprocess.Popen[bytes], recorded: str) -> None:
+    started = process_start_time(bystander.pid)
+    assert started is not None
+    Instance("stale").write_state(InstanceState(
+        name="stale", pid=bystander.pid, status="ready", inference_url="http://127.0.0.1:1",
+        process_start=started - 3600 if recorded == "other start time" else None))
+    stopped = _mmsctl("serve", "stop", "--name", "stale")
+    assert stopped.returncode == 0, stopped.stderr
+    assert stopped.stderr.strip() == "server stale had died (killed or crashed); marked died and cleaned up"
+    assert bystander.poll() is None  # never signalled
+    rows = json.loads(_mmsctl("serve", "status", "-o", "json").stdout)
+    assert [(r["name"], r["status"], r["pid"]) for r in rows] == [("stale", "died", None)]
+    assert "is gone: it was killed or crashed" in rows[0]["error"]
+    again = _mmsctl("serve", "stop")
+    assert again.returncode != 0 and "no mmsctl server is running" in again.stderr
+    assert bystander.poll() is None
+
+
+def test_a_server_killed_9_leaves_no_workers_and_status_says_it_died(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    make_noop_archive(store / "noop")
+    make_handler_archive(store / "stuck", STUCK_HANDLER, name="stuck")
+    with running_mmsctl_server(tmp_path / "srv", model_store=store, models={"noop": "noop"}) as srv:
+        m = srv.management_url
+        resp = httpx.post(f"{m}/models", params={"url": "stuck", "initial_workers": "1", "synchronous": "false"},
+                          timeout=30)
+        assert resp.status_code == 202, resp.text
+        loading = _until("the stuck worker's pid",
+                         lambda: httpx.get(f"{m}/models/stuck", timeout=10).json()["workers"][0]["pid"])
+        busy = httpx.get(f"{m}/models/noop", timeout=10).json()["workers"][0]["pid"]
+
+        async def kill_during_a_batch() -> None:
+            async with httpx.AsyncClient(timeout=60) as client:
+                inside = asyncio.ensure_future(client.post(f"{srv.inference_url}/predictions/noop", content=b"sleep:60"))
+                needle = 'mmsctl_workers{model="noop",state="BUSY"} 1.0'
+                while needle not in (await client.get(f"{srv.metrics_url}/metrics")).text:
+                    await asyncio.sleep(0.02)
+                os.kill(srv.pid, signal.SIGKILL)
+                with pytest.raises(httpx.HTTPError):
+                    await inside
+
+        asyncio.run(kill_during_a_batch())
+        srv.process.wait(30)
+        _until("both workers gone", lambda: _gone(loading) and _gone(busy))
+
+        name = srv.instance_dir.name
+        stopped = _mmsctl("serve", "stop", "--name", name, state_dir=srv.state_dir)
+        assert stopped.returncode == 0, stopped.stderr
+        assert "had died" in stopped.stderr
+        rows = json.loads(_mmsctl("serve", "status", "-o", "json", state_dir=srv.state_dir).stdout)
+        assert [(r["name"], r["status"], r["pid"]) for r in rows] == [(name, "died", None)]
+
+
+def test_an_unwritable_state_folder_fails_the_register_and_the_server_serves_on(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    make_noop_archive(store / "noop")
+    make_noop_archive(store / "echo", name="echo")
+    with running_mmsctl_server(tmp_path / "srv", model_store=store, models={"noop": "noop"}) as srv:
+        m = srv.management_url
+        blocker = srv.instance_dir / f"state.json.{srv.pid}.tmp"  # where state.json is written first
+        blocker.mkdir()  # (a permission bit would not stop root)
+        resp = httpx.post(f"{m}/models", params={"url": "echo", "initial_workers": "1"}, timeout=60)
+        assert resp.status_code == 500, resp.text
+        message = resp.json()["message"]
+        assert message.startswith('Model "echo" was not registered: cannot write ') and "state.json" in message
+        assert [x["modelName"] for x in httpx.get(f"{m}/models", timeout=10).json()["models"]] == ["noop"]
+        assert httpx.post(f"{srv.inference_url}/predictions/noop", content=b"on", timeout=30).text == "on"
+
+        blocker.rmdir()
+        assert httpx.post(f"{m}/models", params={"url": "echo"}, timeout=60).status_code == 200
+        state = json.loads((srv.instance_dir / "state.json").read_text())
+        assert state["models"] == ["echo", "noop"] and state["status"] == "ready"
