@@ -278,13 +278,9 @@ class AsyncWorkerProcess:
         try:
             with _sigint_blocked():
                 process = await asyncio.create_subprocess_exec(
-                    *_command(child.fileno()), pass_fds=(child.fileno(),), env=worker_env(threads),
+                    *_command(child.fileno()), pass_fds=(child.fileno(),), env=worker_env(threads, env),
                     stdin=subprocess.DEVNULL, stdout=_STDOUT,
                 )
-            process = await asyncio.create_subprocess_exec(
-                *_command(child.fileno()), pass_fds=(child.fileno(),), env=worker_env(threads, env),
-                stdin=subprocess.DEVNULL, stdout=_STDOUT,
-            )
         except BaseException:
             parent.close()
             raise
