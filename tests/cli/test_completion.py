@@ -78,11 +78,12 @@ def test_context_completes_on_every_command_that_takes_it(capsys) -> None:
     """`--context <TAB>`: local, each running local server as local:NAME, contexts.toml's names."""
     import os as _os
 
-    from mmsctl.instances import Instance, InstanceState
+    from mmsctl.instances import Instance, InstanceState, process_start_time
 
     assert invoke(capsys, "context", "add", "prod", "--inference", "http://10.0.0.5:8080",
                   "--management", "http://10.0.0.5:8081").code == 0
     Instance("qa").write_state(InstanceState(name="qa", pid=_os.getpid(), status="ready",
+                                             process_start=process_start_time(_os.getpid()),
                                              inference_url="http://127.0.0.1:1", management_url="http://127.0.0.1:2"))
     env = {key: os.environ[key] for key in ("MMSCTL_CONFIG_DIR", "MMSCTL_STATE_DIR")}
     paths = _commands_with("--context")

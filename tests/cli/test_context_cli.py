@@ -113,11 +113,12 @@ def _fake_instance(name: str, port: int) -> None:
     """A running `mmsctl serve` instance as the registry shows it (this process stands in for its pid)."""
     import os
 
-    from mmsctl.instances import Instance, InstanceState
+    from mmsctl.instances import Instance, InstanceState, process_start_time
 
     Instance(name).write_state(InstanceState(
         name=name, pid=os.getpid(), status="ready", inference_url=f"http://127.0.0.1:{port}",
-        management_url=f"http://127.0.0.1:{port + 1}", metrics_url=f"http://127.0.0.1:{port + 2}"))
+        management_url=f"http://127.0.0.1:{port + 1}", metrics_url=f"http://127.0.0.1:{port + 2}",
+        process_start=process_start_time(os.getpid())))
 
 
 def test_local_with_two_servers_is_ambiguous_everywhere_and_each_is_local_name(capsys, tmp_path) -> None:

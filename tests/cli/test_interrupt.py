@@ -82,12 +82,13 @@ def test_ctrl_c_during_a_multi_worker_predict(tmp_path: Path, to_group: bool, wh
 
 
 def test_ctrl_c_ends_serve_logs_follow_quietly(tmp_path: Path) -> None:
-    from mmsctl.instances import Instance, InstanceState
+    from mmsctl.instances import Instance, InstanceState, process_start_time
 
     instance = Instance("following")
     instance.dir.mkdir(parents=True)
     instance.log_file.write_text("first line\n")
     instance.write_state(InstanceState(name="following", pid=os.getpid(), status="ready",
+                                           process_start=process_start_time(os.getpid()),
                                        inference_url="http://127.0.0.1:1", management_url="http://127.0.0.1:2",
                                        log_file=str(instance.log_file)))
     proc = _start("serve", "logs", "-f", cwd=tmp_path)
