@@ -35,7 +35,7 @@ MAX_REQUESTS = 100_000_000
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
-def parse_duration(text: str, what: str = "--duration") -> float:
+def parse_duration(text: str, what: str = "duration") -> float:
     """``10s``, ``500ms``, ``2m``, ``1h`` or plain seconds, as seconds.
 
     Raises:
@@ -43,10 +43,10 @@ def parse_duration(text: str, what: str = "--duration") -> float:
     """
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", text or "")
     if not match:
-        raise UsageError(f"bad {what} {text!r}: use a number with s, ms, m or h (10s, 500ms, 2m)")
+        raise UsageError(f"bad {what} {text!r}: use a number with s, ms, m or h (10s, 500ms, 2m)", param=what)
     seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
     if seconds > MAX_DURATION_S:
-        raise UsageError(f"{what} {text!r} is longer than a day")
+        raise UsageError(f"{what} {text!r} is longer than a day", param=what)
     return seconds
 
 
@@ -57,7 +57,7 @@ def parse_levels(text: str, *, rate: bool = False) -> tuple[float, ...]:
         UsageError: an empty list, a value that is not a positive number (a whole one for
             clients), above the ceiling, or more than 50 levels.
     """
-    what = "--rate" if rate else "--concurrency"
+    what = "rate" if rate else "concurrency"
     values: list[float] = []
     for part in (text or "").split(","):
         part = part.strip()
@@ -67,16 +67,16 @@ def parse_levels(text: str, *, rate: bool = False) -> tuple[float, ...]:
             value = float(part) if rate else int(part)
         except ValueError:
             kind = "a number of requests per second" if rate else "a whole number of clients"
-            raise UsageError(f"bad {what} value {part!r}: expected {kind}") from None
+            raise UsageError(f"bad {what} value {part!r}: expected {kind}", param=what) from None
         ceiling = MAX_RATE if rate else MAX_CONCURRENCY
         if not 0 < value <= ceiling:
-            raise UsageError(f"bad {what} value {part}: must be above 0 and at most {ceiling:g}")
+            raise UsageError(f"bad {what} value {part}: must be above 0 and at most {ceiling:g}", param=what)
         if value not in values:
             values.append(value)
     if not values:
-        raise UsageError(f"{what} needs at least one value, e.g. {'10,50,100' if rate else '1,10,100'}")
+        raise UsageError(f"{what} needs at least one value, e.g. {'10,50,100' if rate else '1,10,100'}", param=what)
     if len(values) > MAX_LEVELS:
-        raise UsageError(f"{what} has {len(values)} levels; at most {MAX_LEVELS}")
+        raise UsageError(f"{what} has {len(values)} levels; at most {MAX_LEVELS}", param=what)
     return tuple(values)
 
 
@@ -95,9 +95,9 @@ class Plan:
 
     def __post_init__(self) -> None:
         if self.requests is not None and not 1 <= self.requests <= MAX_REQUESTS:
-            raise UsageError(f"--requests must be 1 to {MAX_REQUESTS:,}")
+            raise UsageError(f"requests must be 1 to {MAX_REQUESTS:,}", param="requests")
         if self.processes is not None and not 1 <= self.processes <= MAX_PROCESSES:
-            raise UsageError(f"--processes must be auto or 1 to {MAX_PROCESSES}")
+            raise UsageError(f"processes must be auto or 1 to {MAX_PROCESSES}", param="processes")
         for value in self.levels:  # LoadSpec checks every figure once, here, before anything runs
             self.spec(value)
 

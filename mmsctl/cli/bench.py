@@ -26,6 +26,7 @@ from mmsctl.cli.options import (
     global_context,
     output_option,
 )
+from mmsctl.cli.hints import CommandWords
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -35,6 +36,9 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["register"]
 
 _OUTPUTS = ("table", "wide", "json", "csv")
+#: The sweep's arguments (mmsctl/bench/sweep.py names them, not their flags).
+_PLAN_WORDS = CommandWords(flags={name: f"--{name}" for name in
+                                  ("duration", "warmup", "timeout", "rate", "concurrency", "requests", "processes")})
 
 
 class _RunByDefault(TyperGroup):
@@ -241,16 +245,17 @@ def run_cmd(
     from mmsctl.bench.sweep import Plan, parse_duration, parse_levels
 
     check_output(output, _OUTPUTS)
-    plan = Plan(
-        levels=parse_levels(rate, rate=True) if rate else parse_levels(concurrency),
-        open_loop=rate is not None,
-        duration_s=parse_duration(duration),
-        requests=requests,
-        warmup_s=parse_duration(warmup, "--warmup"),
-        timeout_s=parse_duration(timeout, "--timeout"),
-        max_connections=max_connections,
-        processes=_processes(processes),
-    )
+    with _PLAN_WORDS.applied():
+        plan = Plan(
+            levels=parse_levels(rate, rate=True) if rate else parse_levels(concurrency),
+            open_loop=rate is not None,
+            duration_s=parse_duration(duration),
+            requests=requests,
+            warmup_s=parse_duration(warmup, "warmup"),
+            timeout_s=parse_duration(timeout, "timeout"),
+            max_connections=max_connections,
+            processes=_processes(processes),
+        )
     ui = get_ui()
     first = global_context(context)
     request = BenchRequest(model=model, inputs=list(inputs or []), plan=plan,

@@ -86,7 +86,7 @@ class HttpApi(BaseApi):
         reply: Any = None
         error: Optional[MmsError] = None
         try:
-            while (step := driver.step(reply, error)) is not None:
+            while (step := driver.step(reply, error)) is not None:  # bounded: each Operation has its deadline
                 reply, error = None, None
                 if isinstance(step, Pause):
                     self.sleep(step.seconds)
@@ -157,7 +157,7 @@ class AsyncHttpApi(BaseApi):
         reply: Any = None
         error: Optional[MmsError] = None
         try:
-            while (step := driver.step(reply, error)) is not None:
+            while (step := driver.step(reply, error)) is not None:  # bounded: each Operation has its deadline
                 reply, error = None, None
                 if isinstance(step, Pause):
                     await self.sleep(step.seconds)

@@ -199,18 +199,20 @@ def test_level_that_fails_completely_is_exit_4_with_results_saved(srv: ServerInf
     assert not run.complete and [lvl.concurrency for lvl in run.sweeps[0].levels] == [1]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["-c", "1,x"], "bad --concurrency value 'x'"),
-    (["-c", "0"], "must be above 0"),
-    (["--rate", "-5"], "bad --rate value"),
-    (["--duration", "ten"], "bad --duration 'ten'"),
-    (["--requests", "0"], "--requests must be"),
-    (["-o", "xml"], "unknown output format 'xml'"),
+@pytest.mark.parametrize("args, message, flag", [
+    (["-c", "1,x"], "bad concurrency value 'x'", "(--concurrency)"),
+    (["-c", "0"], "must be above 0", "(--concurrency)"),
+    (["--rate", "-5"], "bad rate value", "(--rate)"),
+    (["--duration", "ten"], "bad duration 'ten'", "(--duration)"),
+    (["--warmup", "2d"], "bad warmup '2d'", "(--warmup)"),
+    (["--requests", "0"], "requests must be", "(--requests)"),
+    (["-o", "xml"], "unknown output format 'xml'", ""),
 ])
-def test_bad_flags_are_exit_2(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_flags_are_exit_2(args: list[str], message: str, flag: str, capsys: pytest.CaptureFixture[str]) -> None:
     r = run_mmsctl(capsys, "bench", "--noop", *args)
     assert r.code == 2
-    assert message in one_error_line(r)
+    line = one_error_line(r)
+    assert message in line and line.endswith(flag)  # the core's words, then the flag the CLI names
 
 
 def test_ctrl_c_prints_and_saves_partial_results_and_removes_the_noop_model(

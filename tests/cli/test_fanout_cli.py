@@ -19,7 +19,8 @@ from typing import Any, Iterator
 import pytest
 
 from tests.client.clirun import invoke
-from tests.support._proc import any_free_port, http_request, wait_until
+from tests.support._proc import any_free_port, http_request
+from tests.support.waiting import wait_until
 from tests.support.cli import one_error_line
 from tests.support.fixtures_mms import mms_server  # noqa: F401 - a fixture
 from tests.support.mms import MmsInstance, build_noop_mar

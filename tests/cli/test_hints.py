@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib
 import pkgutil
+import re
 from pathlib import Path
 from typing import Iterator
 
@@ -48,15 +49,88 @@ def _strings(path: Path) -> Iterator[tuple[int, str]]:
             yield node.lineno, node.value
 
 
+#: A flag: two dashes, a letter, not inside a word (``x--y``) or a longer dash run.
+_FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+#: Flags of other programs a core module writes into scripts and commands it generates or quotes:
+#: docker/podman, pip, aws, multi-model-server (MMS/TorchServe's ``--enable-model-api`` included).
+_OTHER_PROGRAMS = {"--platform", "--provenance", "--load", "--format", "--username", "--password-stdin",
+                   "--no-cache-dir", "--expires-in", "--start", "--foreground", "--mms-config", "--model-store",
+                   "--enable-model-api"}
+#: Core modules that still name mmsctl flags, and how many strings do (issue 11): the CLI should
+#: say these through cli/hints.py. The list may only shrink; a module not on it may name none.
+KNOWN_FLAG_STRINGS: dict[str, int] = {
+    "bench/inputs.py": 1,
+    "bench/noop.py": 6,
+    "bench/pool.py": 1,
+    "bench/runner.py": 3,
+    "cloud/_session.py": 1,
+    "cloud/accelerators.py": 3,
+    "cloud/ami.py": 3,
+    "cloud/cost.py": 6,
+    "cloud/ec2.py": 4,
+    "cloud/ei.py": 1,
+    "cloud/errors.py": 1,
+    "cloud/fleet/create.py": 9,
+    "cloud/fleet/scale.py": 1,
+    "cloud/lambda_build.py": 5,
+    "cloud/lambda_deploy.py": 2,
+    "cloud/lambda_destroy.py": 1,
+    "cloud/lambda_invoke.py": 2,
+    "cloud/lambda_logs.py": 2,
+    "cloud/lambda_spec.py": 28,
+    "cloud/network.py": 4,
+    "cloud/userdata.py": 14,
+    "engine/loader.py": 1,
+    "server/config.py": 1,
+    "serverless/local.py": 10,
+    "serverless/run_local.py": 11,
+    "serverless/settings.py": 1,
+}
+
+
+def _core_modules() -> Iterator[Path]:
+    """Every module of the core: all of mmsctl/ but the CLI."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.relative_to(PACKAGE).parts[0] != "cli":
+            yield path
+
+
+def flag_strings(path: Path) -> list[str]:
+    """The strings of *path* that name an mmsctl flag (docstrings and other programs' flags left out)."""
+    found = []
+    for line, text in _strings(path):
+        cleaned = text
+        for allowed in _FOREIGN_OR_OWN:
+            cleaned = cleaned.replace(allowed, "")
+        flags = [f for f in _FLAG.findall(cleaned) if f not in _OTHER_PROGRAMS]
+        if flags:
+            found.append(f"{line}: {text!r}")
+    return found
+
+
+def test_core_messages_name_no_mmsctl_flag() -> None:
+    counts = {str(path.relative_to(PACKAGE)): len(flag_strings(path)) for path in _core_modules()}
+    grown = {name: n for name, n in counts.items() if n > KNOWN_FLAG_STRINGS.get(name, 0)}
+    assert grown == {}, "say the flag in mmsctl/cli (hints.py, CommandWords), not in the core"
+    shrunk = {name: n for name, n in KNOWN_FLAG_STRINGS.items() if counts.get(name, 0) < n}
+    assert shrunk == {}, "fewer flags named now: lower KNOWN_FLAG_STRINGS to match"
+
+
+def test_the_flag_check_sees_a_flag_in_a_message(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text('"""Pass --doc in a docstring is fine."""\n'
+                      'def f():\n    raise ValueError("--noop-workers must be 1 to 64")\n'
+                      'HINT = "pass --region us-east-1"\nCMD = "docker buildx build --platform linux/amd64"\n'
+                      'RULE = "a ---- b"\n')
+    assert sorted(found.split(":")[0] for found in flag_strings(module)) == ["3", "4"]
+
+
 @pytest.mark.parametrize("package", ["client", "tui"])
-def test_core_messages_name_no_mmsctl_command_or_flag(package: str) -> None:
+def test_core_messages_name_no_mmsctl_command(package: str) -> None:
     found = []
     for path in sorted((PACKAGE / package).rglob("*.py")):
         for line, text in _strings(path):
-            cleaned = text
-            for allowed in _FOREIGN_OR_OWN:
-                cleaned = cleaned.replace(allowed, "")
-            if "`mmsctl " in cleaned or " --" in cleaned or cleaned.startswith("--"):
+            if "`mmsctl " in text:
                 found.append(f"{path.relative_to(PACKAGE)}:{line}: {text!r}")
     assert found == []
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.support._proc import wait_until
+from tests.support.waiting import wait_until
 from tests.support.mmsctl_server import make_noop_archive
 
 pytestmark = pytest.mark.slow

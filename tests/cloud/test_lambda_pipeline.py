@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 import boto3
 import pytest
@@ -25,6 +25,7 @@ from tests.cloud.conftest import REPO, Moto, run_cli
 from tests.cloud.lambda_support import pushed_image
 from tests.serverless.conftest import sample, squeezenet_archive  # noqa: F401 - the fixture
 from tests.support.imageserver import serving_images
+from tests.support.waiting import wait_until
 
 NAME = "kitten"
 KEY = "incoming/cats/my kitten (1)+é.jpg"
@@ -110,16 +111,17 @@ def _serve(moto: Moto) -> Iterator[tuple[str, "queue.Queue[str]"]]:
     lines: "queue.Queue[str]" = queue.Queue()
     threading.Thread(target=lambda: [lines.put(ln) for ln in proc.stderr], daemon=True).start()  # type: ignore[union-attr]
     try:
-        deadline = time.monotonic() + 120
-        while True:
+        def started() -> Optional[str]:
             try:
-                line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+                line = lines.get(timeout=0.5)
             except queue.Empty:
-                raise AssertionError("run-local --serve did not start") from None
-            if line.startswith("Invoke API for"):
-                yield line.split(" on ", 1)[1].split()[0], lines
-                return
-            assert proc.poll() is None, line
+                assert proc.poll() is None, "run-local --serve exited"
+                return None
+            assert line.startswith("Invoke API for") or proc.poll() is None, line
+            return line if line.startswith("Invoke API for") else None
+
+        line = wait_until(started, timeout=120, what="run-local --serve printing its Invoke API address", interval=0)
+        yield line.split(" on ", 1)[1].split()[0], lines
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -162,13 +164,11 @@ def test_invoke_s3_waits_for_the_output_object(deployed: Moto, kitten: Path, exp
                                 "--timeout", "120", "-o", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, cwd=REPO, env=deployed.env())
     try:
-        deadline = time.monotonic() + 60
-        keys: list[str] = []
-        while not keys:  # the upload S3 would announce to the function
-            assert time.monotonic() < deadline and waiting.poll() is None
-            keys = [o["Key"] for o in s3.list_objects_v2(Bucket="kitten-in").get("Contents", [])]
-            time.sleep(0.2)
-        [key] = keys
+        def uploaded() -> list[str]:  # the upload S3 would announce to the function
+            assert waiting.poll() is None, waiting.communicate()
+            return [o["Key"] for o in s3.list_objects_v2(Bucket="kitten-in").get("Contents", [])]
+
+        [key] = wait_until(uploaded, timeout=60, what="the image uploaded to kitten-in")
         assert key.startswith("incoming/mmsctl-invoke-") and key.endswith("-kitten_small.jpg")
         trigger = run_cli(deployed, "lambda", "run-local", NAME, "--s3-put", f"s3://kitten-in/{key}")
         assert trigger.returncode == 0, trigger.stderr

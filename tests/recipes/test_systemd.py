@@ -16,7 +16,8 @@ import pytest
 
 from tests.recipes.cli_args import parse_mmsctl
 from tests.recipes.conftest import RECIPES, RecipeRun, mmsctl_command
-from tests.support._proc import http_request, wait_until
+from tests.support._proc import http_request
+from tests.support.waiting import wait_until
 from tests.support.mmsctl_server import make_noop_archive
 
 UNIT = RECIPES / "systemd" / "mmsctl.service"

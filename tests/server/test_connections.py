@@ -10,6 +10,7 @@ import asyncio
 import gzip
 import json
 import socket
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -17,6 +18,7 @@ import httpx
 import pytest
 
 from tests.support.mmsctl_server import ServerInfo, make_noop_archive, running_mmsctl_server
+from tests.support.waiting import wait_until_async
 
 TOKEN = "s3cret-token"
 MAX = 1000
@@ -40,11 +42,14 @@ def _exchange(url: str, data: bytes, deadline: float = 20.0) -> bytes:
     with socket.create_connection(("127.0.0.1", _port(url)), timeout=deadline) as sock:
         sock.sendall(data)
         out = b""
-        while True:
+        end = time.monotonic() + deadline
+        while time.monotonic() < end:
+            sock.settimeout(max(0.01, end - time.monotonic()))
             chunk = sock.recv(65536)  # socket.timeout fails the test: the server never closed
             if not chunk:
                 return out
             out += chunk
+        raise AssertionError(f"the server kept sending for {deadline:g} s and never closed: {out[:300]!r}")
 
 
 def _mms_body(raw: bytes, status: int) -> dict:
@@ -152,9 +157,10 @@ def test_the_bodies_held_at_once_are_bounded(srv: ServerInfo) -> None:
             # each holds ~900 bytes while its worker sleeps; the one worker takes them in turn
             slow = [asyncio.ensure_future(client.post(url, data={"data": "sleep:1", "pad": "p" * 800}))
                     for _ in range(2)]
-            while "mmsctl_queue_depth{model=\"noop\"} 1.0" not in (await client.get(
-                    srv.metrics_url + "/metrics")).text:
-                await asyncio.sleep(0.02)
+            async def one_queued() -> bool:
+                return "mmsctl_queue_depth{model=\"noop\"} 1.0" in (await client.get(srv.metrics_url + "/metrics")).text
+
+            await wait_until_async(one_queued, timeout=30, what="one request queued behind the busy worker")
             refused = await client.post(url, content=b"q" * 800)
             small = await client.get(f"{srv.inference_url}/ping")
             return [await s for s in slow], refused, small

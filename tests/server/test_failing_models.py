@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import httpx
 import psutil
@@ -16,6 +15,7 @@ import pytest
 
 from mmsctl.server.supervisor import BACK_OFF
 from tests.support.mmsctl_server import ServerInfo, make_handler_archive, make_noop_archive, running_mmsctl_server
+from tests.support.waiting import wait_until, wait_until_async
 
 STUCK_HANDLER = '''
 import time
@@ -23,8 +23,9 @@ from pathlib import Path
 
 def handle(data, context):
     if data is None:
-        while True:  # initialize never returns
+        for _ in range(600):  # initialize never returns (in any test's time)
             time.sleep(1)
+        raise RuntimeError("stuck for 10 minutes: nobody stopped this worker")
     return data
 '''
 
@@ -48,16 +49,6 @@ def _describe(srv: ServerInfo, model: str) -> dict[str, Any]:
     return resp.json()  # type: ignore[no-any-return]
 
 
-def _until(what: str, check: Callable[[], Any], timeout: float = 30) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"never {what}")
-
-
 def _register_idle(srv: ServerInfo, name: str) -> None:
     resp = httpx.post(f"{srv.management_url}/models", params={"url": name, "initial_workers": "0"}, timeout=30)
     assert resp.status_code == 200, resp.text
@@ -78,8 +69,9 @@ def test_a_model_whose_workers_cannot_start_answers_503_and_backs_off(srv: Serve
         assert _describe(srv, "broken")["queueStatus"]["pendingRequests"] == 0
         # restarts follow MMS's back-off: 1 s, 1 s, 2 s, ...
         pattern = re.compile(r"broken: 1 worker\(s\) to restart in (\d+) s \(exit (\d+) in a row\)")
-        waits = _until("three restarts", lambda: [m.groups() for m in pattern.finditer(srv.log_text())][:3]
-                       if len(pattern.findall(srv.log_text())) >= 3 else None)
+        waits = wait_until(lambda: [m.groups() for m in pattern.finditer(srv.log_text())][:3]
+                           if len(pattern.findall(srv.log_text())) >= 3 else None, timeout=30, what="three restarts",
+                           interval=0.05)
         assert [(int(d), int(n)) for d, n in waits] == [(BACK_OFF[1], 1), (BACK_OFF[2], 2), (BACK_OFF[3], 3)]
         assert httpx.get(f"{inf}/ping", timeout=10).status_code == 200  # the server is fine
     finally:
@@ -90,27 +82,29 @@ def test_a_client_that_leaves_leaves_the_queue_and_delete_does_not_wait_for_init
     m, inf = srv.management_url, srv.inference_url
     _register_idle(srv, "stuck")
     assert httpx.put(f"{m}/models/stuck", params={"min_worker": "1"}, timeout=10).status_code == 202
-    pid = _until("a loading worker", lambda: next((w["pid"] for w in _describe(srv, "stuck")["workers"] if w["pid"]),
-                                                  None))
+    pid = wait_until(lambda: next((w["pid"] for w in _describe(srv, "stuck")["workers"] if w["pid"]), None),
+                     timeout=30, what="a loading worker", interval=0.05)
 
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(f"{inf}/predictions/stuck", content=b"gone", timeout=1.0)
-    _until("the abandoned request out of the queue",
-           lambda: _describe(srv, "stuck")["queueStatus"]["pendingRequests"] == 0)
+    wait_until(lambda: _describe(srv, "stuck")["queueStatus"]["pendingRequests"] == 0, timeout=30,
+               what="the abandoned request out of the queue", interval=0.05)
 
     async def waiting_request_and_delete() -> tuple[httpx.Response, httpx.Response]:
         async with httpx.AsyncClient(timeout=30) as client:
             waiting = asyncio.ensure_future(client.post(f"{inf}/predictions/stuck", content=b"waits"))
-            while (await client.get(f"{m}/models/stuck")).json()["queueStatus"]["pendingRequests"] == 0:
-                await asyncio.sleep(0.02)
+            async def queued() -> bool:
+                return (await client.get(f"{m}/models/stuck")).json()["queueStatus"]["pendingRequests"] > 0
+
+            await wait_until_async(queued, timeout=30, what="the request waiting in stuck's queue")
             deleted = await client.delete(f"{m}/models/stuck")  # the worker never finishes initialize
             return await waiting, deleted
 
     waiting, deleted = asyncio.run(waiting_request_and_delete())
     assert deleted.status_code == 200, deleted.text
     assert waiting.status_code == 503 and waiting.json()["message"] == "Model stuck was unregistered"
-    _until("the stuck worker gone", lambda: not psutil.pid_exists(pid) or
-           psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
+    wait_until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
+               timeout=30, what="the stuck worker gone", interval=0.05)
 
 
 def test_a_handler_that_prints_without_end_keeps_the_log_bounded(srv: ServerInfo) -> None:
@@ -129,6 +123,6 @@ def test_a_handler_that_prints_without_end_keeps_the_log_bounded(srv: ServerInfo
             return None
         return files if "00015999 " in text and len(files) == 3 and "W-9000 READY" not in text else None
 
-    files = _until("the newest lines in the rotated log", settled)
+    files = wait_until(settled, timeout=30, what="the newest lines in the rotated log", interval=0.05)
     assert [f.name for f in files] == ["server.log", "server.log.1", "server.log.2"]
     assert all(f.stat().st_size <= LOG_MAX + 64 * 1024 for f in files), [f.stat().st_size for f in files]

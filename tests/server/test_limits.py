@@ -3,7 +3,6 @@ stalls the event loop. Real server, real workers."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Iterator
 
@@ -11,6 +10,7 @@ import httpx
 import pytest
 
 from tests.support.mmsctl_server import ServerInfo, make_handler_archive, make_noop_archive, running_mmsctl_server
+from tests.support.waiting import wait_until
 
 LIMIT = 4
 
@@ -22,7 +22,10 @@ GATE = {gate!r}
 
 def handle(data, context):
     if data is None:
+        deadline = time.monotonic() + 600  # longer than any test keeps it shut
         while not os.path.exists(GATE):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the gate never opened")
             time.sleep(0.02)
         return None
     return [row.get("body") or b"" for row in data]
@@ -113,13 +116,11 @@ def test_ping_answers_while_a_scale_is_still_starting_workers(srv: ServerInfo, g
     assert resp.status_code == 200, resp.text
     try:
         assert httpx.put(f"{m}/models/gated", params={"min_worker": "3"}, timeout=10).status_code == 202
-        deadline = time.monotonic() + 30
-        while True:  # wait until every worker process is up and loading
+        def all_loading() -> bool:
             workers = httpx.get(f"{m}/models/gated", timeout=10).json()["workers"]
-            if len(workers) == 3 and all(w["pid"] for w in workers):
-                break
-            assert time.monotonic() < deadline, workers
-            time.sleep(0.02)
+            return len(workers) == 3 and all(w["pid"] for w in workers)
+
+        wait_until(all_loading, timeout=30, what="every gated worker process up and loading", interval=0.02)
         assert httpx.get(f"{srv.inference_url}/ping", timeout=10).status_code == 200
         assert httpx.post(f"{srv.inference_url}/predictions/noop", content=b"meanwhile", timeout=10).text == "meanwhile"
         workers = httpx.get(f"{m}/models/gated", timeout=10).json()["workers"]

@@ -10,9 +10,8 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Iterator
 
 import httpx
 import psutil
@@ -20,14 +19,16 @@ import pytest
 
 from mmsctl.instances import Instance, InstanceState, process_start_time
 from tests.support.mmsctl_server import make_handler_archive, make_noop_archive, running_mmsctl_server
+from tests.support.waiting import wait_until, wait_until_async
 
 STUCK_HANDLER = '''
 import time
 
 def handle(data, context):
     if data is None:
-        while True:  # initialize never returns
+        for _ in range(600):  # initialize never returns (in any test's time)
             time.sleep(1)
+        raise RuntimeError("stuck for 10 minutes: nobody stopped this worker")
     return data
 '''
 
@@ -38,16 +39,6 @@ def _mmsctl(*args: str, state_dir: Path | None = None) -> subprocess.CompletedPr
         env["MMSCTL_STATE_DIR"] = str(state_dir)
     return subprocess.run([sys.executable, "-m", "mmsctl", *args], capture_output=True, text=True, timeout=120,
                           env=env)
-
-
-def _until(what: str, check: Callable[[], Any], timeout: float = 30) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"never {what}")
 
 
 def _gone(pid: int) -> bool:
@@ -66,11 +57,15 @@ def test_a_draining_server_answers_what_it_holds_and_turns_new_requests_away(tmp
             async with httpx.AsyncClient(timeout=60) as client:
                 held = [asyncio.ensure_future(client.post(f"{inf}/predictions/noop", content=b"sleep:0.4"))
                         for _ in range(6)]
-                while (await client.get(f"{m}/models/noop")).json()["queueStatus"]["pendingRequests"] < 4:
-                    await asyncio.sleep(0.02)
+                async def four_queued() -> bool:
+                    return (await client.get(f"{m}/models/noop")).json()["queueStatus"]["pendingRequests"] >= 4
+
+                async def draining() -> bool:
+                    return (await client.get(f"{inf}/ping")).status_code == 503
+
+                await wait_until_async(four_queued, timeout=30, what="4 requests queued")
                 os.kill(srv.pid, signal.SIGTERM)
-                while (await client.get(f"{inf}/ping")).status_code != 503:
-                    await asyncio.sleep(0.02)
+                await wait_until_async(draining, timeout=30, what="ping answering 503 (draining)")
                 turned_away = [
                     await client.get(f"{inf}/ping"),
                     await client.post(f"{inf}/predictions/noop", content=b"new"),
@@ -129,23 +124,26 @@ def test_a_server_killed_9_leaves_no_workers_and_status_says_it_died(tmp_path: P
         resp = httpx.post(f"{m}/models", params={"url": "stuck", "initial_workers": "1", "synchronous": "false"},
                           timeout=30)
         assert resp.status_code == 202, resp.text
-        loading = _until("the stuck worker's pid",
-                         lambda: httpx.get(f"{m}/models/stuck", timeout=10).json()["workers"][0]["pid"])
+        loading = wait_until(lambda: httpx.get(f"{m}/models/stuck", timeout=10).json()["workers"][0]["pid"],
+                             timeout=30, what="the stuck worker's pid", interval=0.05)
         busy = httpx.get(f"{m}/models/noop", timeout=10).json()["workers"][0]["pid"]
 
         async def kill_during_a_batch() -> None:
             async with httpx.AsyncClient(timeout=60) as client:
                 inside = asyncio.ensure_future(client.post(f"{srv.inference_url}/predictions/noop", content=b"sleep:60"))
                 needle = 'mmsctl_workers{model="noop",state="BUSY"} 1.0'
-                while needle not in (await client.get(f"{srv.metrics_url}/metrics")).text:
-                    await asyncio.sleep(0.02)
+
+                async def busy_worker() -> bool:
+                    return needle in (await client.get(f"{srv.metrics_url}/metrics")).text
+
+                await wait_until_async(busy_worker, timeout=30, what="noop's worker BUSY")
                 os.kill(srv.pid, signal.SIGKILL)
                 with pytest.raises(httpx.HTTPError):
                     await inside
 
         asyncio.run(kill_during_a_batch())
         srv.process.wait(30)
-        _until("both workers gone", lambda: _gone(loading) and _gone(busy))
+        wait_until(lambda: _gone(loading) and _gone(busy), timeout=30, what="both workers gone", interval=0.05)
 
         name = srv.instance_dir.name
         stopped = _mmsctl("serve", "stop", "--name", name, state_dir=srv.state_dir)

@@ -33,7 +33,6 @@ __all__ = [
     "short_tmp_dir",
     "stop_process_group",
     "tail",
-    "wait_until",
 ]
 
 
@@ -61,11 +60,13 @@ def any_free_port() -> int:
 def free_ports(count: int, pick: Callable[[], int] = free_port) -> list[int]:
     """*count* distinct free ports, each from *pick*."""
     ports: list[int] = []
-    while len(ports) < count:
+    for _ in range(100 * count + 1):
+        if len(ports) == count:
+            return ports
         port = pick()
         if port not in ports:
             ports.append(port)
-    return ports
+    raise RuntimeError(f"{count} distinct free ports not found")
 
 
 def short_tmp_dir(prefix: str) -> Path:
@@ -103,34 +104,6 @@ def http_request(
             return HttpReply(resp.status, {k.lower(): v for k, v in resp.headers.items()}, resp.read())
     except urllib.error.HTTPError as exc:
         return HttpReply(exc.code, {k.lower(): v for k, v in exc.headers.items()}, exc.read())
-
-
-def wait_until(
-    check: Callable[[], bool],
-    *,
-    timeout: float,
-    what: str,
-    interval: float = 0.2,
-    alive: Optional[Callable[[], Optional[str]]] = None,
-) -> None:
-    """Call *check* until it returns True; raise TimeoutError after *timeout* seconds.
-
-    *alive* returns a reason string when waiting is pointless (the process died).
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if check():
-                return
-        except (OSError, urllib.error.URLError, ValueError):
-            pass
-        if alive is not None:
-            reason = alive()
-            if reason:
-                raise RuntimeError(f"{what}: {reason}")
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not done after {timeout:.0f} s")
-        time.sleep(interval)
 
 
 def stop_process_group(proc: subprocess.Popen[bytes], *, grace: float = 10.0) -> None:

@@ -28,8 +28,8 @@ from tests.support._proc import (
     short_tmp_dir,
     stop_process_group,
     tail,
-    wait_until,
 )
+from tests.support.waiting import wait_until
 
 __all__ = [
     "ECHO_HANDLER_SOURCE",
