@@ -4,6 +4,7 @@
     mmsctl fleet list | describe prod | members prod | scale prod --desired 4 | destroy prod
     mmsctl fleet cost prod --from-bench run.json
     mmsctl context add prod --fleet prod      # then: models/scale/ping on every member
+    mmsctl fleet tunnel prod                  # from outside the VPC: ssh/ssm tunnels, context prod-tunnel
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, List, Optional
 import typer
 
 from mmsctl.cli.ec2 import aws_session, render_calls
+from mmsctl.cli.hints import CommandWords
 from mmsctl.cli.options import OutputOpt, ProfileOpt, RegionOpt, check_output, note_model_locations
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
 
@@ -20,7 +22,7 @@ __all__ = ["register"]
 
 fleet_app = typer.Typer(
     help="Serve past one machine: model servers on EC2 Auto Scaling behind an Application Load Balancer "
-    "(create, list, describe, members, scale, destroy, cost).",
+    "(create, list, describe, members, tunnel, scale, destroy, cost).",
     no_args_is_help=True,
 )
 
@@ -299,40 +301,146 @@ def destroy_cmd(name: str = NameArg, region: Optional[str] = RegionOpt, profile:
     render_table(result.deleted, (Column("Deleted", "kind"), Column("Id", "id")))
 
 
+LocalPortOpt: int = typer.Option(18080, "--local-port", min=1024, max=65000, help="First local port: member i "
+                                  "gets inference on PORT+3i, management on PORT+3i+1, metrics on PORT+3i+2.",
+                                  metavar="PORT")
+IdentityDirOpt: str = typer.Option("~/.ssh", "--identity-dir", help="Where KEY.pem files live.", metavar="DIR")
+
+
+def _members_to_tunnel(aws: Any, name: str, *, by_id: bool = False) -> list[tuple[str, str, Optional[str]]]:
+    """(instance id, where to connect, key pair) of each in-service member: its public address, else its
+    private one; for Session Manager the instance id itself."""
+    from mmsctl.cloud.fleet.query import members
+
+    rows = members(aws, name)
+    return [(str(r["id"]), str(r["id"]) if by_id else str(r.get("public_ip") or r.get("private_ip")), r.get("key"))
+            for r in rows if by_id or r.get("public_ip") or r.get("private_ip")]
+
+
+def _member_specs(targets: list[Any]) -> list[str]:
+    """``--members`` specs (INFERENCE=MANAGEMENT[=METRICS]) of the tunnels' local ends."""
+    return ["=".join(u for u in (t.url("inference"), t.url("management"), t.url("metrics")) if u) for t in targets]
+
+
 @fleet_app.command("ssh-config")
 def ssh_config_cmd(
     name: str = NameArg,
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
-    identity_dir: str = typer.Option("~/.ssh", "--identity-dir", help="Where KEY.pem files live.", metavar="DIR"),
-    local_port: int = typer.Option(18080, "--local-port", min=1024, max=65000, help="First local port: member i "
-                                   "gets inference on PORT+2i and management on PORT+2i+1.", metavar="PORT"),
+    identity_dir: str = IdentityDirOpt,
+    local_port: int = LocalPortOpt,
 ) -> None:
-    """Print ~/.ssh/config entries that tunnel each member's APIs to localhost, and the context that uses them."""
+    """Print ~/.ssh/config entries that forward each member's APIs to localhost (`fleet tunnel` opens them)."""
+    from mmsctl.cloud import tunnels
     from mmsctl.cloud.ec2 import ssh_host_block
-    from mmsctl.cloud.fleet.query import members
-    from mmsctl.errors import UsageError
 
-    rows = [r for r in members(aws_session(region, profile), name) if r.get("public_ip") or r.get("private_ip")]
+    rows = _members_to_tunnel(aws_session(region, profile), name)
     if not rows:
         get_ui().message(f"fleet {name} has no instance in service")
         return
-    if local_port + 2 * len(rows) > 65535:
-        raise UsageError(f"--local-port {local_port} leaves no room for {len(rows)} members' ports")
-    blocks, pairs = [], []
-    for i, r in enumerate(rows):
-        inference, management = local_port + 2 * i, local_port + 2 * i + 1
-        blocks.append(ssh_host_block(f"mmsctl-fleet-{name}-{r['id']}", str(r.get("public_ip") or r["private_ip"]),
-                                     key=r.get("key"), identity_dir=identity_dir,
-                                     forwards=[(inference, 8080), (management, 8081)]))
-        pairs.append(f"http://127.0.0.1:{inference}=http://127.0.0.1:{management}")
-    hosts = " ".join(f"mmsctl-fleet-{name}-{r['id']}" for r in rows)
+    with _TUNNEL_WORDS.applied():
+        targets = tunnels.plan(rows, local_port)
+    blocks = [ssh_host_block(f"mmsctl-fleet-{name}-{t.member}", t.host, key=t.key_name, identity_dir=identity_dir,
+                             forwards=[(f.local, f.remote) for f in t.forwards]) for t in targets]
     text = "\n\n".join(blocks) + (
-        f"\n\n# open the tunnels: for h in {hosts}; do ssh -fN $h; done"
-        f"\n# then: mmsctl context add {name}-tunnel --members {','.join(pairs)}\n")
+        f"\n\n# or let mmsctl open these tunnels (and the context) until Ctrl+C: mmsctl fleet tunnel {name}"
+        + (f" --local-port {local_port}" if local_port != 18080 else "")
+        + f"\n# with these entries open: mmsctl context add {name}-tunnel --members {','.join(_member_specs(targets))}\n")
     out = get_ui().out.file
     out.write(text)
     out.flush()
+
+
+_TUNNEL_WORDS = CommandWords(flags={"local_port": "--local-port", "remote_ports": "--remote-ports"})
+
+
+@fleet_app.command("tunnel")
+def tunnel_cmd(
+    name: str = NameArg,
+    local_port: int = LocalPortOpt,
+    remote_ports: str = typer.Option("8080,8081,8082", "--remote-ports", help="The members' inference, "
+                                     "management and metrics ports (metrics optional).",
+                                     metavar="PORT,PORT[,PORT]"),
+    via: str = typer.Option("ssh", "--via", help="ssh: the OpenSSH client to each member's public address (else "
+                            "private); ssm: `aws ssm start-session` (Session Manager plugin) to its instance id.",
+                            metavar="[ssh|ssm]"),
+    key_name: Optional[str] = typer.Option(None, "--key-name", help="Key pair whose DIR/KEY.pem ssh uses "
+                                           "(default: each instance's own).", metavar="KEY"),
+    identity_dir: str = IdentityDirOpt,
+    user: str = typer.Option("ubuntu", "--user", help="ssh login name.", metavar="USER"),
+    context_name: Optional[str] = typer.Option(None, "--context-name", help="The context written for the "
+                                               "tunnels (default NAME-tunnel).", metavar="CONTEXT"),
+    timeout: float = typer.Option(30.0, "--timeout", min=1.0, max=600.0, help="Seconds each tunnel has to open.",
+                                  metavar="S"),
+    region: Optional[str] = RegionOpt,
+    profile: Optional[str] = ProfileOpt,
+) -> None:
+    """Forward every member's APIs to localhost until Ctrl+C, like `kubectl port-forward`, and write a
+    fleet context (NAME-tunnel) whose members are the local ends.
+
+    Example: mmsctl fleet tunnel prod    # then, in another terminal: mmsctl --context prod-tunnel models list
+    """
+    import signal
+
+    from mmsctl.cloud import tunnels
+    from mmsctl.cloud.errors import ResourceNotFound
+    from mmsctl.errors import UsageError
+
+    if via not in ("ssh", "ssm"):
+        raise UsageError(f"--via {via!r}: choose ssh or ssm")
+    with _TUNNEL_WORDS.applied():
+        ports = tunnels.parse_ports(remote_ports)
+        tunnels.check_tools(via)  # type: ignore[arg-type]
+        aws = aws_session(region, profile)
+        rows = _members_to_tunnel(aws, name, by_id=via == "ssm")
+        if not rows:
+            raise ResourceNotFound(f"fleet {name!r} has no instance in service to tunnel to")
+        targets = tunnels.plan(rows, local_port, ports)
+    ui = get_ui()
+    env = {"AWS_REGION": aws.region, "AWS_DEFAULT_REGION": aws.region, **({"AWS_PROFILE": profile} if profile else {})}
+    ssh = tunnels.SshOptions(user=user, identity_dir=identity_dir, key_name=key_name)
+
+    def terminated(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt  # SIGTERM ends it as Ctrl+C does: every tunnel closed
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        with _TUNNEL_WORDS.applied(), tunnels.TunnelSet.start(targets, via, ssh=ssh, env=env) as opened:  # type: ignore[arg-type]
+            ui.message(f"opening {len(targets)} {via} tunnel{'s' if len(targets) > 1 else ''} to fleet {name}…")
+            opened.wait_open(timeout)
+            for tunnel in opened.failed:
+                ui.warn(f"{tunnel.member}: tunnel failed: {tunnel.error}")
+            opened.raise_if_none_open()
+            context = _write_tunnel_context(context_name or f"{name}-tunnel", [t.target for t in opened.open])
+            render_table([{"member": t.member, **{n: t.target.url(n) or "-" for n in tunnels.PORT_NAMES}}
+                          for t in opened.open],
+                         (Column("Member", "member"), Column("Inference", "inference"),
+                          Column("Management", "management"), Column("Metrics", "metrics")))
+            ui.message(f"context {context!r} has these {len(opened.open)} members; "
+                       f"forwarding until Ctrl+C (e.g. `mmsctl --context {context} models list`)")
+
+            def closed(tunnel: Any) -> None:
+                ui.warn(f"{tunnel.member}: tunnel closed: {tunnel.error}")
+
+            try:
+                opened.watch(closed)
+            except KeyboardInterrupt:
+                ui.message(f"closing {len(opened.open)} tunnel{'s' if len(opened.open) != 1 else ''}")
+                return
+        raise tunnels.TunnelsFailed(f"every tunnel to fleet {name} has closed", failed={})
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _write_tunnel_context(name: str, targets: list[Any]) -> str:
+    """Add or update fleet context *name* with the tunnels' local ends as members (its token file stays)."""
+    from mmsctl.client.contexts import Context, ContextStore
+
+    store = ContextStore()
+    old = store.get(name) if name in store.names() else None
+    store.add(Context(name, targets[0].url("inference"), "", token_file=old.token_file if old else None,
+                      members=tuple(_member_specs(targets))))
+    return name
 
 
 @fleet_app.command("user-data")

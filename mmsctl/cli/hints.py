@@ -63,6 +63,9 @@ HINTS: dict[str, Union[str, Callable[[MmsError], Optional[str]]]] = {
     "`mmsctl context use local` switches back to the local one",
     "ambiguous-instance": _ambiguous_local,
     "builtin-context": _builtin_context,
+    "tunnels-failed": "ssh needs the fleet's key (--key-name, --identity-dir), its login (--user) and port 22 open "
+    "to you (`fleet create --ssh-cidr`); --via ssm needs no open port",
+    "local-port-busy": "choose other local ports with --local-port",
 }
 
 

@@ -468,9 +468,11 @@ def test_ssh_config_tunnels_each_member_and_names_the_context(aws: dict[str, Any
     ids = sorted(i["InstanceId"] for i in _asg(aws, "prod")["Instances"])
     for i, iid in enumerate(ids):
         assert f"Host mmsctl-fleet-prod-{iid}\n" in proc.stdout
-        assert f"LocalForward {28080 + 2 * i} 127.0.0.1:8080\n    LocalForward {28081 + 2 * i} 127.0.0.1:8081" in proc.stdout
+        assert (f"LocalForward {28080 + 3 * i} 127.0.0.1:8080\n    LocalForward {28081 + 3 * i} 127.0.0.1:8081\n"
+                f"    LocalForward {28082 + 3 * i} 127.0.0.1:8082") in proc.stdout
     assert "IdentityFile ~/.ssh/me.pem" in proc.stdout
-    command = proc.stdout.strip().splitlines()[-1].removeprefix("# then: mmsctl ").split()
+    assert "mmsctl fleet tunnel prod --local-port 28080\n" in proc.stdout  # the command that opens them
+    command = proc.stdout.strip().splitlines()[-1].removeprefix("# with these entries open: mmsctl ").split()
     assert command[:3] == ["context", "add", "prod-tunnel"]
     assert invoke(capsys, *command).code == 0  # the printed command is a working context
 
