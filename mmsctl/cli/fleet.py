@@ -388,11 +388,12 @@ def tunnel_cmd(
 
     if via not in ("ssh", "ssm"):
         raise UsageError(f"--via {via!r}: choose ssh or ssm")
+    kind: tunnels.Via = "ssm" if via == "ssm" else "ssh"
     with _TUNNEL_WORDS.applied():
         ports = tunnels.parse_ports(remote_ports)
-        tunnels.check_tools(via)  # type: ignore[arg-type]
+        tunnels.check_tools(kind)
         aws = aws_session(region, profile)
-        rows = _members_to_tunnel(aws, name, by_id=via == "ssm")
+        rows = _members_to_tunnel(aws, name, by_id=kind == "ssm")
         if not rows:
             raise ResourceNotFound(f"fleet {name!r} has no instance in service to tunnel to")
         targets = tunnels.plan(rows, local_port, ports)
@@ -405,7 +406,7 @@ def tunnel_cmd(
 
     previous = signal.signal(signal.SIGTERM, terminated)
     try:
-        with _TUNNEL_WORDS.applied(), tunnels.TunnelSet.start(targets, via, ssh=ssh, env=env) as opened:  # type: ignore[arg-type]
+        with _TUNNEL_WORDS.applied(), tunnels.TunnelSet.start(targets, kind, ssh=ssh, env=env) as opened:
             ui.message(f"opening {len(targets)} {via} tunnel{'s' if len(targets) > 1 else ''} to fleet {name}…")
             opened.wait_open(timeout)
             for tunnel in opened.failed:

@@ -52,10 +52,10 @@ def _strings(path: Path) -> Iterator[tuple[int, str]]:
 #: A flag: two dashes, a letter, not inside a word (``x--y``) or a longer dash run.
 _FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 #: Flags of other programs a core module writes into scripts and commands it generates or quotes:
-#: docker/podman, pip, aws, multi-model-server (MMS/TorchServe's ``--enable-model-api`` included).
+#: docker/podman, pip, aws (``ssm start-session`` too), multi-model-server (MMS/TorchServe's ``--enable-model-api`` included).
 _OTHER_PROGRAMS = {"--platform", "--provenance", "--load", "--format", "--username", "--password-stdin",
                    "--no-cache-dir", "--expires-in", "--start", "--foreground", "--mms-config", "--model-store",
-                   "--enable-model-api"}
+                   "--enable-model-api", "--target", "--document-name", "--parameters"}
 #: Core modules that still name mmsctl flags, and how many strings do (issue 11): the CLI should
 #: say these through cli/hints.py. The list may only shrink; a module not on it may name none.
 KNOWN_FLAG_STRINGS: dict[str, int] = {

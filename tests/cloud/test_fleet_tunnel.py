@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 from mmsctl.cloud import tunnels
-from tests.cloud.conftest import REPO, Moto, run_cli
+from tests.cloud.conftest import REPO, run_cli
 from tests.cloud.test_fleet import _asg, _create, aws, cli  # noqa: F401 - fixtures
 from tests.client.clirun import invoke
 from tests.support._proc import any_free_port, free_port
@@ -86,8 +86,10 @@ def _keys(folder: Path, key: Path, name: str = "me") -> Path:
     return folder
 
 
-def test_tunnels_reach_each_member_until_sigint_then_every_ssh_is_gone(aws: dict[str, Any], tmp_path: Path,
-                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_tunnels_reach_each_member_until_stopped_then_every_ssh_is_gone(
+        aws: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str], stop: signal.Signals) -> None:
+    """Ctrl+C (SIGINT) or SIGTERM, as kubectl port-forward: every tunnel closed, exit 0."""
     _create(aws, "prod", "-m", "squeezenet", "--min", "3", "--max", "3", "--key-name", "me")
     hosts = _hosts(aws, "prod")
     closed = any_free_port()  # nothing listens there: the third member's ssh is refused
@@ -130,7 +132,7 @@ def test_tunnels_reach_each_member_until_sigint_then_every_ssh_is_gone(aws: dict
             wait_until(lambda: "tunnel closed: " in err.read_text(), timeout=20, what="the dead tunnel's report")
             assert len(_ssh_children(proc.pid)) == 1 and sum(_accepts(first + i) for i in range(6)) == 3
 
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(stop)
             assert proc.wait(timeout=30) == 0, err.read_text()
         finally:
             if proc.poll() is None:
@@ -207,3 +209,9 @@ def test_the_command_lines_and_the_port_plan(monkeypatch: pytest.MonkeyPatch) ->
         with pytest.raises(tunnels.UsageError):
             tunnels.parse_ports(bad)
     assert tunnels.parse_ports(" 80, 81 ") == (80, 81)
+    with socket.socket() as busy:  # another program's port: refused before any tunnel starts
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(tunnels.LocalPortBusy, match=f"local port {port} \\(i-1's inference API\\) is in use"):
+            tunnels.TunnelSet.start(tunnels.plan([("i-1", "h", None)], port, (1, 2)), "ssh")
