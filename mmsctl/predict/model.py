@@ -97,6 +97,8 @@ def start_service(
         from mmsctl.predict.pool import ServicePool
 
         return ServicePool(spec, workers=processes), size
+    from mmsctl.engine.kernels import apply_in_process
     from mmsctl.engine.service import load_service
 
+    apply_in_process(Path(spec.root), gpu=gpu, model=spec.model_name)
     return load_service(spec), size
