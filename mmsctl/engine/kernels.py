@@ -51,7 +51,9 @@ MXNET_VAR = "MXNET_MKLDNN_ENABLED"
 SETTING = "mkldnn"
 #: Forward passes timed per kernel set (after warm-up), and at most this long.
 _FORWARDS = 30
-_BUDGET_S = 1.5
+_BUDGET_S = 1.0
+#: The larger batch timed beside batch 1 (``predict`` batches only where that is faster per image).
+BATCHED = 4
 #: A measuring child that takes longer than this is given up.
 _CHILD_TIMEOUT_S = 120.0
 _ON = ("1", "on", "true", "yes")
@@ -80,6 +82,8 @@ class KernelChoice:
     #: milliseconds per forward at batch 1 with MKL-DNN on and off, where measured.
     on_ms: Optional[float] = None
     off_ms: Optional[float] = None
+    #: the batch size that costs least per image with the chosen set (1 or :data:`BATCHED`).
+    batch: int = 1
 
     @property
     def label(self) -> str:
@@ -170,7 +174,9 @@ def _remembered(entry: Any) -> Optional[KernelChoice]:
     if not all(isinstance(v, (int, float)) or v is None for v in (on, off)):
         return None
     when = str(entry.get("measured", "earlier"))[:32]
-    return KernelChoice(entry["mkldnn"], f"measured on {when}: {_both(on, off)}", on, off)
+    batch = entry.get("batch", 1)
+    batch = batch if type(batch) is int and 1 <= batch <= BATCHED else 1
+    return KernelChoice(entry["mkldnn"], f"measured on {when}: {_both(on, off)}", on, off, batch)
 
 
 def _both(on: Optional[float], off: Optional[float]) -> str:
@@ -226,33 +232,40 @@ aux = {k[4:]: v for k, v in loaded.items() if k.startswith("aux:")}
 module = mx.mod.Module(sym, data_names=[name], label_names=None, context=mx.cpu())
 module.bind(for_training=False, data_shapes=[(name, tuple(shape))])
 module.set_params(args, aux, allow_missing=True, allow_extra=True)
-batch = mx.io.DataBatch([mx.nd.random.uniform(0, 255, tuple(shape))])
-for _ in range(3):
-    module.forward(batch, is_train=False)
-    module.get_outputs()[0].asnumpy()
-times, end = [], time.perf_counter() + budget
-while len(times) < forwards and (len(times) < 5 or time.perf_counter() < end):
-    t0 = time.perf_counter()
-    module.forward(batch, is_train=False)
-    module.get_outputs()[0].asnumpy()
-    times.append(time.perf_counter() - t0)
-times.sort()
-print(json.dumps(1000 * sum(times[: max(1, len(times) // 2)]) / max(1, len(times) // 2)))
+BATCH = int(sys.argv[2])
+def timed(n):
+    module.reshape([(name, (n,) + tuple(shape[1:]))])
+    batch = mx.io.DataBatch([mx.nd.random.uniform(0, 255, (n,) + tuple(shape[1:]))])
+    for _ in range(3):
+        module.forward(batch, is_train=False)
+        module.get_outputs()[0].asnumpy()
+    times, end = [], time.perf_counter() + budget
+    while len(times) < forwards and (len(times) < 5 or time.perf_counter() < end):
+        t0 = time.perf_counter()
+        module.forward(batch, is_train=False)
+        module.get_outputs()[0].asnumpy()
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    half = times[: max(1, len(times) // 2)]
+    return 1000 * sum(half) / len(half) / n
+print(json.dumps([timed(1), timed(BATCH)]))
 """
 
 
-def _time_one(ckpt: Checkpoint, threads: int, mkldnn: bool) -> Optional[float]:
-    """Milliseconds per forward (mean of the faster half) in a child with MKL-DNN on or off; None if it failed."""
+def _time_one(ckpt: Checkpoint, threads: int, mkldnn: bool) -> Optional[tuple[float, float]]:
+    """Milliseconds per image (mean of the faster half of the forwards) at batch 1 and at batch
+    :data:`BATCHED`, in a child with MKL-DNN on or off; None if it failed."""
     env = {k: v for k, v in os.environ.items() if k != MXNET_VAR}
     env.update(KernelChoice(mkldnn, "").env())
     env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(max(1, threads))
     env["MXNET_SUBGRAPH_VERBOSE"] = "0"
     arg = json.dumps([str(ckpt.symbol), str(ckpt.params), ckpt.data_name, list(ckpt.shape), _FORWARDS, _BUDGET_S])
     try:
-        done = subprocess.run([sys.executable, "-c", _MEASURE, arg], env=env, capture_output=True, text=True,
-                              timeout=_CHILD_TIMEOUT_S, stdin=subprocess.DEVNULL)
-        return float(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else None
-    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+        done = subprocess.run([sys.executable, "-c", _MEASURE, arg, str(BATCHED)], env=env, capture_output=True,
+                              text=True, timeout=_CHILD_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        one, batched = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else (None, None)
+        return float(one), float(batched)
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError, TypeError):
         return None
 
 
@@ -260,12 +273,15 @@ def measure(ckpt: Checkpoint, threads: int = 1) -> KernelChoice:
     """Time a forward pass at batch 1 both ways (one child process each) and pick the faster."""
     on = _time_one(ckpt, threads, True)
     off = _time_one(ckpt, threads, False)
-    both = _both(on, off)
+    on_ms, off_ms = (on[0] if on else None), (off[0] if off else None)
+    both = _both(on_ms, off_ms)
     if on is None and off is None:
         return KernelChoice(None, f"could not measure ({both})")
-    if off is None or (on is not None and on <= off):
-        return KernelChoice(True, f"measured now: {both}", on, off)
-    return KernelChoice(False, f"measured now: {both}", on, off)
+    mkldnn = off is None or (on is not None and on[0] <= off[0])
+    best = on if mkldnn else off
+    assert best is not None
+    batch = BATCHED if best[1] < 0.95 * best[0] else 1
+    return KernelChoice(mkldnn, f"measured now: {both}", on_ms, off_ms, batch)
 
 
 def _setting() -> tuple[str, str]:

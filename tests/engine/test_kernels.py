@@ -109,15 +109,16 @@ def test_a_broken_cache_file_is_ignored_and_rewritten(
     path.write_text(content.replace("KEY", key))
     calls: list[bool] = []
 
-    def timed(ckpt: object, threads: int, mkldnn: bool) -> float:
+    def timed(ckpt: object, threads: int, mkldnn: bool) -> tuple[float, float]:
         calls.append(mkldnn)
-        return 5.0 if mkldnn else 3.0
+        return (5.0, 5.0) if mkldnn else (3.0, 2.0)  # per image at batch 1 and at batch 4
 
     monkeypatch.setattr(kernels, "_time_one", timed)
     choice = choose_kernels(tiny_root)
-    assert choice == KernelChoice(False, choice.reason, 5.0, 3.0) and sorted(calls) == [False, True]
+    assert choice == KernelChoice(False, choice.reason, 5.0, 3.0, batch=4) and sorted(calls) == [False, True]
     assert json.loads(path.read_text())[key]["mkldnn"] is False
-    assert choose_kernels(tiny_root).mkldnn is False and len(calls) == 2
+    assert choose_kernels(tiny_root) == KernelChoice(False, choose_kernels(tiny_root).reason, 5.0, 3.0, batch=4)
+    assert len(calls) == 2
 
 
 def test_a_failed_measurement_keeps_the_default_and_is_not_remembered(
