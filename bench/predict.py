@@ -3,16 +3,16 @@
 1. Cold start: `mmsctl predict squeezenet kitten.jpg` as a fresh process with the archive
    already cached, against real MMS 1.1.11 started from .venv-mms until its first
    successful prediction of the same archive. Target: mmsctl <= 1.5 s.
-2. Throughput: a folder of N images (default 500) through the whole command,
-   `mmsctl predict DIR -o jsonl > /dev/null` (wall time of the process: start-up, model
-   load, reading, decoding, forward passes, JSON), against raw MXNet: a separate process
-   that binds `mx.mod.Module` and runs `forward` on ready tensors over the same number of
-   images with the same batch size and MXNet's default threading (timed from bind to the
-   last output; its start-up and `import mxnet` are not counted). Target: >= 90 % of raw.
-   Also prints `--workers 1` (everything in one process) and, with --in-process, the
-   pipeline inside one Python process (no start-up).
+2. Throughput: a folder of N images (default 300) through the whole command,
+   `mmsctl predict squeezenet DIR -o jsonl > /dev/null` (wall time of the process: start-up,
+   model load, reading, decoding, forward passes, JSON), against the engine's ceiling on this
+   machine measured in the same run: one process per core, one OpenMP thread each, raw
+   `Module.forward` at batch 1 on a ready tensor (start-up, import, bind and warm-up not
+   counted), with MKL-DNN on and off; the faster is the ceiling. Target: >= 0.9x. Also checks
+   that the pool's top-1 classes equal those of `--workers 1`.
+   With --in-process, also the pipeline inside one Python process (no start-up).
 
-    .venv/bin/python bench/predict.py                 # both, N=500
+    .venv/bin/python bench/predict.py                 # both, N=300
     .venv/bin/python bench/predict.py --images 100 --skip-mms --runs 1   # a quick smoke run
 
 Prints one line per measurement: mmsctl, reference, ratio (medians over --runs, the
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import shutil
 import statistics
@@ -116,73 +117,102 @@ def _make_images(folder: Path, count: int) -> None:
         (folder / f"img{i:04d}.jpg").write_bytes(buf.getvalue())
 
 
-RAW = """
-import sys, time
-sys.path.insert(0, sys.argv[4])
+CEILING = """
+import json, sys, time
 from mmsctl.engine.mxnet_compat import import_mxnet
 mx = import_mxnet()
-prefix, count, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-tensor = mx.nd.random.uniform(0, 255, (batch, 3, 224, 224))
-mx.nd.waitall()
-t0 = time.perf_counter()
+prefix, count = sys.argv[1], int(sys.argv[2])
 sym, args, aux = mx.model.load_checkpoint(prefix, 0)
 module = mx.mod.Module(sym, data_names=["data_0"], label_names=None, context=mx.cpu())
-module.bind(for_training=False, data_shapes=[("data_0", (batch, 3, 224, 224))])
+module.bind(for_training=False, data_shapes=[("data_0", (1, 3, 224, 224))])
 module.set_params(args, aux, allow_missing=True, allow_extra=True)
-data = mx.io.DataBatch([tensor])
-for _ in range(-(-count // batch)):
+data = mx.io.DataBatch([mx.nd.random.uniform(0, 255, (1, 3, 224, 224))])
+for _ in range(3):
     module.forward(data, is_train=False)
     module.get_outputs()[0].asnumpy()
-print(time.perf_counter() - t0)
+print("ready", flush=True)
+sys.stdin.readline()
+t0 = time.time()
+for _ in range(count):
+    module.forward(data, is_train=False)
+    module.get_outputs()[0].asnumpy()
+print(json.dumps([t0, time.time()]), flush=True)
 """
 
 
-def _raw_seconds(count: int, batch: int) -> float:
-    """Raw MXNet in its own process: bind + forward over *count* images (no start-up, no import)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-    out = subprocess.run(
-        [sys.executable, "-c", RAW, str(SQUEEZENET_DIR / "squeezenet_v1.1"), str(count), str(batch), str(REPO)],
-        env=env, check=True, capture_output=True, text=True,
-    )
-    return float(out.stdout.strip().splitlines()[-1])
+def ceiling(count: int, mkldnn: bool, processes: Optional[int] = None) -> float:
+    """The engine's ceiling in img/s: one process per core, one OpenMP thread each, raw forward at
+    batch 1 on a ready tensor, all started together (import, bind and warm-up not counted)."""
+    from mmsctl.predict.pool import cpu_count
+
+    n = processes or cpu_count()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "MKL_", "MXNET_MKLDNN"))}
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MXNET_MKLDNN_ENABLED="1" if mkldnn else "0",
+               MXNET_STORAGE_FALLBACK_LOG_VERBOSE="0", MXNET_SUBGRAPH_VERBOSE="0")
+    each = -(-count // n)
+    procs = [subprocess.Popen([sys.executable, "-c", CEILING, str(SQUEEZENET_DIR / "squeezenet_v1.1"), str(each)],
+                              env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(n)]
+    try:
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        spans = [json.loads(p.stdout.readline()) for p in procs if p.stdout is not None]
+    finally:
+        for p in procs:
+            p.wait(60)
+    return each * n / (max(e for _, e in spans) - min(s for s, _ in spans))
 
 
-def _command_seconds(env: dict[str, str], folder: Path, batch: int, workers: Optional[int]) -> float:
-    cmd = [str(REPO / ".venv" / "bin" / "mmsctl"), "predict", "squeezenet", str(folder), "-o", "jsonl",
-           "--batch-size", str(batch)]
+def _command_seconds(env: dict[str, str], folder: Path, batch: Optional[int], workers: Optional[int],
+                     out: Optional[Path] = None) -> float:
+    cmd = [str(REPO / ".venv" / "bin" / "mmsctl"), "predict", "squeezenet", str(folder), "-o", "jsonl"]
+    if batch is not None:
+        cmd += ["--batch-size", str(batch)]
     if workers is not None:
         cmd += ["--workers", str(workers)]
     t0 = time.perf_counter()
-    with open(os.devnull, "wb") as sink:
+    with open(out or os.devnull, "wb") as sink:
         subprocess.run(cmd, env=env, check=True, stdout=sink, stderr=subprocess.PIPE)
     return time.perf_counter() - t0
 
 
-def bench_throughput(work: Path, count: int, batch: int, runs: int, in_process: bool) -> None:
-    """The whole command against raw forward passes, interleaved, medians over *runs*."""
+def _top1(path: Path) -> list[str]:
+    return [json.loads(line)["result"][0]["class"] for line in path.read_text().splitlines()]
+
+
+def bench_throughput(work: Path, count: int, batch: Optional[int], runs: int, in_process: bool) -> None:
+    """The whole command against the engine's ceiling (both kernel sets), interleaved, medians over *runs*."""
     if not (work / "mirror" / "squeezenet_v1.1.mar").exists():
         _prepare_archive(work)
     env = _env(work)
     folder = work / "images"
     _make_images(folder, count)
-    _command_seconds(env, folder, batch, 1)  # extraction into the cache, compiled-operator cache
-    times: dict[str, list[float]] = {"raw": [], "mmsctl": [], "mmsctl --workers 1": []}
+    # Extraction into the cache, the compiled-operator cache and the kernel choice (measured once).
+    _command_seconds(env, folder, batch, 1, work / "first.jsonl")
+    times: dict[str, list[float]] = {"ceiling MKL-DNN": [], "ceiling no MKL-DNN": [], "mmsctl": []}
     loads = []
     for _ in range(runs):
         loads.append(os.getloadavg()[0])
-        times["raw"].append(_raw_seconds(count, batch))
-        times["mmsctl"].append(_command_seconds(env, folder, batch, None))
-        times["mmsctl --workers 1"].append(_command_seconds(env, folder, batch, 1))
-    raw = statistics.median(times["raw"])
-    print(f"throughput, {count} images, batch {batch} (median of {runs}; 1-min load average at the runs "
-          f"{', '.join(f'{x:.2f}' for x in loads)}):")
-    print(f"  raw Module.forward (bind + forward, no start-up): {raw:.2f} s = {count / raw:.1f} img/s")
-    for label in ("mmsctl", "mmsctl --workers 1"):
-        ours = statistics.median(times[label])
-        print(f"  {label + ' predict DIR -o jsonl (whole command)':52} {ours:.2f} s = {count / ours:.1f} img/s; "
-              f"ratio {raw / ours:.1%} of raw (target >= 90 %)")
+        times["ceiling MKL-DNN"].append(count / ceiling(count, True))
+        times["ceiling no MKL-DNN"].append(count / ceiling(count, False))
+        times["mmsctl"].append(_command_seconds(env, folder, batch, None, work / "pool.jsonl"))
+    same = _top1(work / "first.jsonl") == _top1(work / "pool.jsonl")
+    best = min(statistics.median(times["ceiling MKL-DNN"]), statistics.median(times["ceiling no MKL-DNN"]))
+    from mmsctl.predict.pool import cpu_count
+
+    print(f"throughput, {count} images (median of {runs}; 1-min load average at the runs "
+          f"{', '.join(f'{x:.2f}' for x in loads)}; {cpu_count()} cores):")
+    for label in ("ceiling MKL-DNN", "ceiling no MKL-DNN"):
+        t = statistics.median(times[label])
+        print(f"  {label + ' (cores x raw forward, batch 1, 1 thread)':58} {count / t:6.1f} img/s")
+    ours = statistics.median(times["mmsctl"])
+    print(f"  {'mmsctl predict DIR -o jsonl (whole command)':58} {count / ours:6.1f} img/s; "
+          f"ratio {best / ours:.2f}x the faster ceiling (target >= 0.9x); top-1 same as --workers 1: {same}")
     if in_process:
-        _bench_in_process(folder, count, batch, runs)
+        _bench_in_process(folder, count, batch or 16, runs)
 
 
 def _bench_in_process(folder: Path, count: int, batch: int, runs: int) -> None:
@@ -222,8 +252,8 @@ def _bench_in_process(folder: Path, count: int, batch: int, runs: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--images", type=int, default=500)
-    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--images", type=int, default=300)
+    parser.add_argument("--batch-size", type=int, default=None, help="throughput: pass --batch-size (default: mmsctl's choice)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--skip-mms", action="store_true", help="cold start: time mmsctl only")
     parser.add_argument("--only", choices=("cold", "throughput"))

@@ -27,6 +27,9 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
     monkeypatch.setenv("NO_COLOR", "1")
     # Nothing in the tests may reach the internet.
     monkeypatch.setenv("MMSCTL_OFFLINE", "1")
+    # MXNet's default kernels (MKL-DNN on), not a per-test measurement of each model in a fresh
+    # cache (seconds each); tests/engine/test_kernels.py sets "auto" where it tests the measuring.
+    monkeypatch.setenv("MMSCTL_MKLDNN", "1")
 
 
 @pytest.fixture

@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from mmsctl.engine.protocol import RequestItem, ResponseItem
@@ -146,12 +147,18 @@ async def read_frame(reader: asyncio.StreamReader) -> Message:
 # -- starting a worker -------------------------------------------------------------------------
 
 
-def worker_env(threads: int, extra: Optional[dict[str, str]] = None) -> dict[str, str]:
-    """The worker's environment: ours (``MXNET_MKLDNN_ENABLED`` and friends pass through, read once
-    when the MXNet library loads), with *threads* OpenMP/MKL threads, unbuffered output, and *extra*
-    (the server's limits for handlers, such as ``MMSCTL_MAX_IMAGE_PIXELS``)."""
+def worker_env(threads: int, extra: Optional[dict[str, str]] = None,
+               spec: Optional[ServiceSpec] = None) -> dict[str, str]:
+    """The worker's environment: ours, with *threads* OpenMP/MKL threads, unbuffered output, *extra*
+    (the server's limits for handlers, such as ``MMSCTL_MAX_IMAGE_PIXELS``) and the kernel set
+    chosen for *spec*'s model (``MXNET_MKLDNN_ENABLED``, read once when the MXNet library loads:
+    :mod:`mmsctl.engine.kernels` measures it once per model and machine, so this may take seconds)."""
     env = dict(os.environ)
     env.update(extra or {})
+    if spec is not None:
+        from mmsctl.engine.kernels import kernel_env
+
+        env.update(kernel_env(Path(spec.root), threads=max(1, threads), gpu=spec.gpu_id, model=spec.model_name))
     env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(max(1, threads))
     if env.get("MXNET_MKLDNN_ENABLED") == "0":  # else every bind logs a storage-fallback warning
         env.setdefault("MXNET_STORAGE_FALLBACK_LOG_VERBOSE", "0")
@@ -197,7 +204,7 @@ class WorkerProcess:
         try:
             with _sigint_blocked():
                 self.process = subprocess.Popen(
-                    _command(child.fileno()), pass_fds=(child.fileno(),), env=worker_env(threads),
+                    _command(child.fileno()), pass_fds=(child.fileno(),), env=worker_env(threads, spec=spec),
                     stdin=subprocess.DEVNULL, stdout=_STDOUT,
                 )
         except BaseException:
@@ -274,11 +281,13 @@ class AsyncWorkerProcess:
         """Start a worker and send it *spec* (it then loads; see :meth:`wait_ready`)."""
         import asyncio
 
+        # The kernel choice may measure the model first (once per machine): off the event loop.
+        full_env = await asyncio.get_running_loop().run_in_executor(None, worker_env, threads, env, spec)
         parent, child = socket.socketpair()
         try:
             with _sigint_blocked():
                 process = await asyncio.create_subprocess_exec(
-                    *_command(child.fileno()), pass_fds=(child.fileno(),), env=worker_env(threads, env),
+                    *_command(child.fileno()), pass_fds=(child.fileno(),), env=full_env,
                     stdin=subprocess.DEVNULL, stdout=_STDOUT,
                 )
         except BaseException:

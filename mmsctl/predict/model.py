@@ -91,12 +91,29 @@ def start_service(
     from mmsctl.predict.pool import choose_workers
 
     size = max(1, min(batch_size or default_batch_size(model, handler), inputs))
-    spec = replace(model, batch_size=size, handler_override=handler, gpu_id=gpu)
     processes = choose_workers(workers, inputs, size, gpu=gpu)
+    if batch_size is None and size > 1 and gpu is None:
+        size = max(1, min(_measured_batch(model, processes), inputs))
+    spec = replace(model, batch_size=size, handler_override=handler, gpu_id=gpu)
     if processes > 1:
         from mmsctl.predict.pool import ServicePool
 
         return ServicePool(spec, workers=processes), size
+    from mmsctl.engine.kernels import apply_in_process
     from mmsctl.engine.service import load_service
 
+    apply_in_process(Path(spec.root), gpu=gpu, model=spec.model_name)
     return load_service(spec), size
+
+
+def _measured_batch(model: ServiceSpec, processes: int) -> int:
+    """The batch size that costs least per image for this model on this machine (measured with the
+    kernel choice, :mod:`mmsctl.engine.kernels`); :data:`AUTO_BATCH` where nothing was measured."""
+    import os
+
+    from mmsctl.engine.kernels import choose_kernels
+
+    omp = os.environ.get("OMP_NUM_THREADS", "")
+    threads = 1 if processes > 1 else (int(omp) if omp.isdigit() and int(omp) > 0 else (os.cpu_count() or 1))
+    choice = choose_kernels(Path(model.root), threads=threads)
+    return choice.batch if choice.on_ms is not None or choice.off_ms is not None else AUTO_BATCH

@@ -1,0 +1,360 @@
+"""Which CPU kernels MXNet runs a model with: MKL-DNN or MXNet's own, measured once per model and machine.
+
+MXNet 1.9.1 reads ``MXNET_MKLDNN_ENABLED`` once, when its library loads, so the choice
+is made before a worker imports mxnet: at spawn, in the parent, into the worker's
+environment. Which set is faster depends on the network and the CPU (SqueezeNet runs
+twice as fast with MKL-DNN on one machine and half as fast on another), so the first
+time a model is started on a machine it is timed both ways, each in a child process
+(a short forward loop at batch 1, with the worker's thread count), and the faster one
+is remembered in ``<cache>/kernels/choices.json``. Every later worker of that model,
+whatever its handler, and ``mmsctl predict`` take the remembered choice.
+
+The key is what decides the speed: the network (the symbol file), the input shape,
+the parameter file's size, the thread count, the CPU model and the mxnet version.
+
+Overrides, strongest first: ``MXNET_MKLDNN_ENABLED`` set by the user; the ``mkldnn``
+setting (``MMSCTL_MKLDNN`` or ``mkldnn`` in config.toml): ``1``/``on``, ``0``/``off``
+or ``auto`` (the default). A model that is not an MXNet checkpoint, or runs on a GPU,
+keeps MXNet's default. An unreadable or malformed cache file is ignored (and rewritten).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+__all__ = [
+    "Checkpoint",
+    "KernelChoice",
+    "choose_kernels",
+    "find_checkpoint",
+    "kernel_env",
+    "measure",
+]
+
+log = logging.getLogger("mmsctl.engine.kernels")
+
+#: The variable MXNet reads at library load.
+MXNET_VAR = "MXNET_MKLDNN_ENABLED"
+#: The setting (``MMSCTL_MKLDNN`` / config.toml ``mkldnn``).
+SETTING = "mkldnn"
+#: Forward passes timed per kernel set (after warm-up), and at most this long.
+_FORWARDS = 30
+_BUDGET_S = 1.0
+#: The larger batch timed beside batch 1 (``predict`` batches only where that is faster per image).
+BATCHED = 4
+#: A measuring child that takes longer than this is given up.
+_CHILD_TIMEOUT_S = 120.0
+_ON = ("1", "on", "true", "yes")
+_OFF = ("0", "off", "false", "no")
+
+_lock = threading.Lock()
+_logged: set[str] = set()
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """The files that decide a model's speed: its network, weights and input shape (NCHW)."""
+
+    symbol: Path
+    params: Path
+    data_name: str
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class KernelChoice:
+    """MKL-DNN on (True), off (False) or MXNet's default (None), and why."""
+
+    mkldnn: Optional[bool]
+    reason: str
+    #: milliseconds per forward at batch 1 with MKL-DNN on and off, where measured.
+    on_ms: Optional[float] = None
+    off_ms: Optional[float] = None
+    #: the batch size that costs least per image with the chosen set (1 or :data:`BATCHED`).
+    batch: int = 1
+
+    @property
+    def label(self) -> str:
+        return {True: "MKL-DNN", False: "MXNet's own kernels (MKL-DNN off)", None: "MXNet's default"}[self.mkldnn]
+
+    def env(self) -> dict[str, str]:
+        """What goes into the worker's environment (nothing where MXNet's default stays)."""
+        if self.mkldnn is None:
+            return {}
+        out = {MXNET_VAR: "1" if self.mkldnn else "0"}
+        if not self.mkldnn:  # else every bind logs a storage-fallback warning
+            out["MXNET_STORAGE_FALLBACK_LOG_VERBOSE"] = "0"
+        return out
+
+
+def find_checkpoint(root: Path) -> Optional[Checkpoint]:
+    """The one MXNet checkpoint of a model folder with its input shape (signature.json), or None."""
+    try:
+        symbols = sorted(root.glob("*-symbol.json"))
+        if len(symbols) != 1:
+            return None
+        prefix = symbols[0].name[: -len("-symbol.json")]
+        params = sorted(p for p in root.glob(f"{prefix}-*.params") if p.stem[len(prefix) + 1:].isdigit())
+        with open(root / "signature.json", encoding="utf-8") as fh:
+            first = json.load(fh)["inputs"][0]
+        shape = tuple(max(1, int(v)) for v in first["data_shape"])
+        name = str(first["data_name"])
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        return None
+    if not params or len(shape) < 2:
+        return None
+    return Checkpoint(symbols[0], params[-1], name, (1,) + shape[1:])
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
+def _mxnet_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    for dist in ("mxnet", "mxnet-mkl", "mxnet-native"):
+        try:
+            return f"{dist} {version(dist)}"
+        except PackageNotFoundError:
+            continue
+    return "mxnet ?"
+
+
+def cache_key(ckpt: Checkpoint, threads: int) -> str:
+    """What decides the speed, hashed: network, input shape, weight size, threads, CPU, mxnet."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(ckpt.symbol.read_bytes())
+    facts = [ckpt.data_name, list(ckpt.shape), ckpt.params.stat().st_size, threads, _cpu_model(), _mxnet_version()]
+    h.update(json.dumps(facts).encode("utf-8"))
+    return h.hexdigest()
+
+
+def _cache_file() -> Path:
+    from mmsctl.config import cache_dir
+
+    return cache_dir() / "kernels" / "choices.json"
+
+
+def _read_cache(path: Path) -> dict[str, Any]:
+    """The remembered choices; anything unreadable counts as none."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _remembered(entry: Any) -> Optional[KernelChoice]:
+    if not isinstance(entry, dict) or not isinstance(entry.get("mkldnn"), bool):
+        return None
+    on, off = entry.get("on_ms"), entry.get("off_ms")
+    if not all(isinstance(v, (int, float)) or v is None for v in (on, off)):
+        return None
+    when = str(entry.get("measured", "earlier"))[:32]
+    batch = entry.get("batch", 1)
+    batch = batch if type(batch) is int and 1 <= batch <= BATCHED else 1
+    return KernelChoice(entry["mkldnn"], f"measured on {when}: {_both(on, off)}", on, off, batch)
+
+
+def _both(on: Optional[float], off: Optional[float]) -> str:
+    text = lambda v: f"{v:.1f} ms" if v is not None else "failed"  # noqa: E731
+    return f"{text(on)} per forward with MKL-DNN, {text(off)} without"
+
+
+def _write_cache(path: Path, key: str, choice: KernelChoice, model: str) -> None:
+    """Add one entry, atomically (the caller holds the lock file); errors only cost a re-measure."""
+    data = _read_cache(path)
+    entry = asdict(choice)
+    entry.pop("reason")
+    entry.update(model=model, measured=time.strftime("%Y-%m-%d %H:%M"))
+    data[key] = entry
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".choices-", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError, UnboundLocalError):
+            os.unlink(tmp)
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """One measurement per model at a time, across processes (two workers starting at once)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(path.with_suffix(".lock"), "a")
+    except OSError:
+        yield
+        return
+    try:
+        import fcntl
+
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+    finally:
+        fh.close()
+
+
+_MEASURE = """
+import json, sys, time
+from mmsctl.engine.mxnet_compat import import_mxnet
+mx = import_mxnet()
+symbol, params, name, shape, forwards, budget = json.loads(sys.argv[1])
+sym = mx.sym.load(symbol)
+loaded = mx.nd.load(params)
+args = {k[4:]: v for k, v in loaded.items() if k.startswith("arg:")}
+aux = {k[4:]: v for k, v in loaded.items() if k.startswith("aux:")}
+module = mx.mod.Module(sym, data_names=[name], label_names=None, context=mx.cpu())
+module.bind(for_training=False, data_shapes=[(name, tuple(shape))])
+module.set_params(args, aux, allow_missing=True, allow_extra=True)
+BATCH = int(sys.argv[2])
+def timed(n):
+    module.reshape([(name, (n,) + tuple(shape[1:]))])
+    batch = mx.io.DataBatch([mx.nd.random.uniform(0, 255, (n,) + tuple(shape[1:]))])
+    for _ in range(3):
+        module.forward(batch, is_train=False)
+        module.get_outputs()[0].asnumpy()
+    times, end = [], time.perf_counter() + budget
+    while len(times) < forwards and (len(times) < 5 or time.perf_counter() < end):
+        t0 = time.perf_counter()
+        module.forward(batch, is_train=False)
+        module.get_outputs()[0].asnumpy()
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    half = times[: max(1, len(times) // 2)]
+    return 1000 * sum(half) / len(half) / n
+print(json.dumps([timed(1), timed(BATCH)]))
+"""
+
+
+def _time_one(ckpt: Checkpoint, threads: int, mkldnn: bool) -> Optional[tuple[float, float]]:
+    """Milliseconds per image (mean of the faster half of the forwards) at batch 1 and at batch
+    :data:`BATCHED`, in a child with MKL-DNN on or off; None if it failed."""
+    env = {k: v for k, v in os.environ.items() if k != MXNET_VAR}
+    env.update(KernelChoice(mkldnn, "").env())
+    env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(max(1, threads))
+    env["MXNET_SUBGRAPH_VERBOSE"] = "0"
+    arg = json.dumps([str(ckpt.symbol), str(ckpt.params), ckpt.data_name, list(ckpt.shape), _FORWARDS, _BUDGET_S])
+    try:
+        done = subprocess.run([sys.executable, "-c", _MEASURE, arg, str(BATCHED)], env=env, capture_output=True,
+                              text=True, timeout=_CHILD_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        one, batched = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else (None, None)
+        return float(one), float(batched)
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError, TypeError):
+        return None
+
+
+def measure(ckpt: Checkpoint, threads: int = 1) -> KernelChoice:
+    """Time a forward pass at batch 1 both ways (one child process each) and pick the faster."""
+    on = _time_one(ckpt, threads, True)
+    off = _time_one(ckpt, threads, False)
+    on_ms, off_ms = (on[0] if on else None), (off[0] if off else None)
+    both = _both(on_ms, off_ms)
+    if on is None and off is None:
+        return KernelChoice(None, f"could not measure ({both})")
+    mkldnn = off is None or (on is not None and on[0] <= off[0])
+    best = on if mkldnn else off
+    assert best is not None
+    batch = BATCHED if best[1] < 0.95 * best[0] else 1
+    return KernelChoice(mkldnn, f"measured now: {both}", on_ms, off_ms, batch)
+
+
+def _setting() -> tuple[str, str]:
+    """The ``mkldnn`` setting (normalised) and where it came from."""
+    from mmsctl.config import setting
+    from mmsctl.errors import ConfigError
+
+    try:
+        value = (setting(SETTING) or "auto").strip().lower()
+    except ConfigError:
+        value = "auto"
+    source = "MMSCTL_MKLDNN" if os.environ.get("MMSCTL_MKLDNN") else "the mkldnn setting"
+    return value, source
+
+
+def choose_kernels(root: Path, *, threads: int = 1, gpu: Optional[int] = None,
+                   measure_missing: bool = True) -> KernelChoice:
+    """The kernel set for the model in *root* run with *threads* OpenMP threads.
+
+    Measures and remembers on first use (seconds, once per model and machine) unless
+    *measure_missing* is False.
+    """
+    user = os.environ.get(MXNET_VAR)
+    if user is not None:
+        return KernelChoice(user != "0", f"{MXNET_VAR}={user} is set in the environment")
+    value, source = _setting()
+    if value in _ON:
+        return KernelChoice(True, f"{source} is {value}")
+    if value in _OFF:
+        return KernelChoice(False, f"{source} is {value}")
+    if value != "auto":
+        log.warning("%s is %r, not 0, 1 or auto: measuring as for auto", source, value)
+    if gpu is not None:
+        return KernelChoice(None, "runs on a GPU")
+    ckpt = find_checkpoint(Path(root))
+    if ckpt is None:
+        return KernelChoice(None, "not an MXNet checkpoint with a signature.json")
+    try:
+        key = cache_key(ckpt, threads)
+    except OSError:
+        return KernelChoice(None, "cannot read the checkpoint")
+    path = _cache_file()
+    found = _remembered(_read_cache(path).get(key))
+    if found is not None or not measure_missing:
+        return found or KernelChoice(None, "not measured yet")
+    with _lock, _file_lock(path):
+        found = _remembered(_read_cache(path).get(key))  # another process measured while we waited
+        if found is not None:
+            return found
+        choice = measure(ckpt, threads)
+        if choice.mkldnn is not None:
+            _write_cache(path, key, choice, ckpt.symbol.name[: -len("-symbol.json")])
+        return choice
+
+
+def kernel_env(root: Path, *, threads: int = 1, gpu: Optional[int] = None, model: str = "") -> dict[str, str]:
+    """The environment entries for a worker of the model in *root*; logs the choice once per model."""
+    choice = choose_kernels(root, threads=threads, gpu=gpu)
+    tag = f"{model or Path(root).name}:{threads}"
+    if tag not in _logged:
+        _logged.add(tag)
+        log.info("model %s runs with %s: %s", model or Path(root).name, choice.label, choice.reason)
+    return choice.env()
+
+
+def apply_in_process(root: Path, *, gpu: Optional[int] = None, model: str = "") -> Optional[KernelChoice]:
+    """Set the kernel choice in this process's environment, for a model loaded here (``mmsctl predict``
+    on a few inputs). Only before mxnet is imported: after, the library has read it already."""
+    if "mxnet" in sys.modules:
+        return None
+    omp = os.environ.get("OMP_NUM_THREADS", "")
+    threads = int(omp) if omp.isdigit() and int(omp) > 0 else (os.cpu_count() or 1)
+    choice = choose_kernels(root, threads=threads, gpu=gpu)
+    log.info("model %s runs with %s: %s", model or Path(root).name, choice.label, choice.reason)
+    os.environ.update(choice.env())
+    return choice
