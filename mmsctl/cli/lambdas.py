@@ -60,7 +60,7 @@ _LOGS_WORDS = CommandWords(flags={"since": "--since"})
 _RUN_LOCAL_WORDS = CommandWords(
     flags={"serve": "--serve", "s3_put": "--s3-put"},
     hints=(
-        ("event", "EVENT.json, --s3-put s3://bucket/key or --url URL (or --serve)"),
+        ("event", "give EVENT.json, --s3-put s3://bucket/key or --url URL (or --serve)"),
         ("lambda-function-not-deployed", "deploy it first, or run without one: --model MODEL [--output-bucket B]"),
         ("lambda-model-in-image", "run the image's context with --build DIR, or name the model with --model"),
         ("lambda-stale-build-context", lambda exc: "write the context again: mmsctl lambda build MODEL --out "

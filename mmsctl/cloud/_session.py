@@ -146,7 +146,7 @@ def open_session(*, region: Optional[str] = None, profile: Optional[str] = None,
         if missing:
             return AwsSession(None, name or "<region>", unlooked=f"no AWS {' or '.join(missing)}")
     if not name:
-        raise NoRegion("no AWS region configured (name one, or set AWS_DEFAULT_REGION)")
+        raise NoRegion("no AWS region configured")
     if name not in known_regions(boto_session):
         if not _REGION_RE.match(name):
             raise UnknownRegion(f"unknown AWS region: {name!r}", hint="regions look like us-east-1, eu-west-1")

@@ -87,8 +87,8 @@ def choose(accelerator: Optional[str], eia: Optional[str]) -> AcceleratorChoice:
     if name not in ACCELERATORS:
         raise UsageError(f"unknown accelerator {accelerator!r}; choose one of: {', '.join(ACCELERATORS)}")
     if eia and name != "eia":
-        raise UsageError(f"an Elastic Inference type attaches Elastic Inference; it cannot be combined with "
-                         f"accelerator {name}", params=("eia", "accelerator"))
+        raise UsageError(f"Elastic Inference cannot be combined with accelerator {name}",
+                         params=("eia", "accelerator"))
     choice = ACCELERATORS[name]
     if name == "eia":
         from dataclasses import replace

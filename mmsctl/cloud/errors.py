@@ -122,7 +122,7 @@ def translate(exc: BaseException, *, service: str = "", operation: str = "") -> 
         return NoCredentials(f"AWS profile not found: {exc.kwargs.get('profile', '')}",
                              hint="list profiles with `aws configure list-profiles`")
     if isinstance(exc, bce.NoRegionError):
-        return NoRegion("no AWS region configured (name one, or set AWS_DEFAULT_REGION)")
+        return NoRegion("no AWS region configured")
     if isinstance(exc, (bce.SSOTokenLoadError, bce.UnauthorizedSSOTokenError, bce.TokenRetrievalError)):
         return NoCredentials(f"AWS SSO session expired or missing: {exc}", hint="run `aws sso login`")
     if isinstance(exc, bce.EndpointConnectionError):
