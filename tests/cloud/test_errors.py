@@ -111,3 +111,8 @@ def test_the_cli_names_the_flags_the_core_does_not(capsys, monkeypatch, args: li
     r = invoke(capsys, *args)
     assert r.code == code
     assert r.stderr.splitlines()[1:] == [hint]
+
+
+def test_no_region_is_still_an_unknown_region() -> None:
+    """Callers that catch UnknownRegion (no region, or a wrong one) keep catching both."""
+    assert issubclass(NoRegion, UnknownRegion) and NoRegion.reference != UnknownRegion.reference
