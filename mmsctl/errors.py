@@ -84,13 +84,16 @@ class MmsError(Exception):
     exit_code: int = codes.ERROR
     reference: str = "mmsctl-error"
 
-    def __init__(self, message: str, *, hint: Optional[str] = None, param: Optional[str] = None) -> None:
+    def __init__(self, message: str, *, hint: Optional[str] = None, param: Optional[str] = None,
+                 params: Sequence[str] = ()) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
-        #: The argument of the failed call this error is about, by its Python name
-        #: (``synset``, ``gpu_id``): a CLI names the flag that sets it.
-        self.param = param
+        #: The arguments of the failed call this error is about, by their Python names
+        #: (``synset``, ``gpu_id``): a CLI names the flags that set them. *param* is the
+        #: main one; *params* the others where an error is about several (``warm`` and ``provisioned``).
+        self.params: tuple[str, ...] = tuple(dict.fromkeys([*([param] if param else []), *params]))
+        self.param = param or (self.params[0] if self.params else None)
 
     def __str__(self) -> str:
         return self.message

@@ -60,7 +60,8 @@ def read_bodies(args: Sequence[str], *, noop: bool = False) -> list[Body]:
         kitten = default_input()
         if kitten is None:
             raise UsageError("no INPUT given and no kitten.jpg here",
-                             hint="pass image files, folders or globs, or use --noop to measure the server alone")
+                             param="inputs", hint="pass image files, folders or globs, or measure the server alone "
+                             "with a no-op model")
         args = [str(kitten)]
     bodies: list[Body] = []
     total = 0

@@ -38,7 +38,19 @@ if TYPE_CHECKING:  # pragma: no cover
     from mmsctl.client.contexts import Context
 
 __all__ = ["NOOP_ARCHIVE_NAME", "NOOP_HANDLER", "ArchiveServer", "build_noop_archive", "is_loopback",
-           "noop_model"]
+           "NoopArchiveNeeded", "NoopStoreNotWritable", "noop_model"]
+
+
+class NoopArchiveNeeded(UsageError):
+    """The no-op archive cannot be placed where the target loads it: the user has to put it there."""
+
+    reference = "bench-noop-archive-needed"
+
+
+class NoopStoreNotWritable(NoopArchiveNeeded):
+    """The local server's model store cannot take the no-op archive: the user has to put it there."""
+
+    reference = "bench-noop-store-not-writable"
 
 NOOP_ARCHIVE_NAME = "mmsctl-noop.mar"
 NOOP_HANDLER = '''"""mmsctl bench's no-op model: answers every request with an empty body, loads nothing."""
@@ -156,7 +168,7 @@ def noop_model(
     from mmsctl.client.management import ManagementClient
 
     if workers < 1 or workers > 64:
-        raise UsageError("--noop-workers must be 1 to 64")
+        raise UsageError("no-op workers must be 1 to 64", param="workers")
     management = ManagementClient(context, timeout=30.0, retries=1)
     inference = InferenceClient(context, timeout=5.0, retries=0)
     registered = False
@@ -175,7 +187,7 @@ def noop_model(
                     on_message(f"unregistered the no-op model {name}")
                 except MmsError as exc:
                     on_warning(f"could not remove the no-op model {name}: {exc.message}; "
-                               f"remove it with `mmsctl --context {context.name} models unregister {name}`")
+                               f"unregister {name} from context {context.name} by hand")
         finally:
             management.close()
             inference.close()
@@ -200,10 +212,11 @@ def _location(context: "Context", kind: str, location: Optional[str], archive_di
         yield location
         return
     if not is_loopback(context.management_url):
-        raise UsageError(
-            f"--noop on a remote server ({urlsplit(context.management_url).netloc}) needs --noop-url",
-            hint="write the archive with `mmsctl bench noop-archive DIR`, copy it into the server's model "
-                 "store and pass --noop-url mmsctl-noop.mar (or host it and pass its http(s) URL)")
+        raise NoopArchiveNeeded(
+            f"a no-op model on a remote server ({urlsplit(context.management_url).netloc}) needs the archive's "
+            "location", param="location",
+            hint=f"copy the no-op archive into the server's model store and give its name {NOOP_ARCHIVE_NAME} "
+                 "(or host it and give its http(s) URL)")
     archive = build_noop_archive(archive_dir)
     if kind == "mmsctl":
         store = _local_model_store(context)
@@ -214,9 +227,9 @@ def _location(context: "Context", kind: str, location: Optional[str], archive_di
         try:
             shutil.copyfile(archive, placed)
         except OSError as exc:
-            raise UsageError(f"cannot put the no-op archive into the server's model store {store}: "
-                             f"{exc.strerror or exc}",
-                             hint="copy `mmsctl bench noop-archive DIR`'s archive there and pass --noop-url") from None
+            raise NoopStoreNotWritable(f"cannot put the no-op archive into the server's model store {store}: "
+                                       f"{exc.strerror or exc}",
+                                       hint="copy the no-op archive there and give its name") from None
         try:
             yield placed.name
         finally:

@@ -138,7 +138,8 @@ class LoadPool:
                     break
             results = [f.result() for f in futures]
         except BrokenProcessPool:
-            raise MmsError("a load-generator process died; run again with --processes 1") from None
+            raise MmsError("a load-generator process died", param="processes",
+                           hint="run again with one load-generator process") from None
         finally:
             self._stop.set()
         return _merge(results)

@@ -113,11 +113,11 @@ def run_bench(request: BenchRequest, hooks: Optional[Hooks] = None) -> tuple[Ben
 
     hooks = hooks or Hooks()
     if not request.noop and not request.model:
-        raise UsageError("MODEL is required (or pass --noop to measure the server with a no-op model)")
+        raise UsageError("MODEL is required (or measure the server with a no-op model)", param="noop")
     if request.noop and request.inputs:
-        raise UsageError("--noop sends empty requests; leave out INPUT")
+        raise UsageError("a no-op model gets empty requests; leave out INPUT", param="noop")
     if request.noop_url and not request.noop:
-        raise UsageError("--noop-url goes with --noop")
+        raise UsageError("a no-op archive location goes with a no-op model", params=("noop_url", "noop"))
     bodies = read_bodies(request.inputs, noop=request.noop)
     contexts = [resolve_context(name) for name in request.contexts]
     labels = [c.name for c in contexts]

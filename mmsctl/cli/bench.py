@@ -39,6 +39,18 @@ _OUTPUTS = ("table", "wide", "json", "csv")
 #: The sweep's arguments (mmsctl/bench/sweep.py names them, not their flags).
 _PLAN_WORDS = CommandWords(flags={name: f"--{name}" for name in
                                   ("duration", "warmup", "timeout", "rate", "concurrency", "requests", "processes")})
+#: The run's arguments (mmsctl/bench/runner.py, noop.py, pool.py, inputs.py) and their fixes.
+_RUN_WORDS = CommandWords(
+    flags={"noop": "--noop", "noop_url": "--noop-url", "location": "--noop-url", "workers": "--noop-workers"},
+    hints=(
+        ("bench-noop-store-not-writable", "copy `mmsctl bench noop-archive DIR`'s archive there and pass --noop-url"),
+        ("bench-noop-archive-needed", "write the archive with `mmsctl bench noop-archive DIR`, copy it into the "
+                                      "server's model store and pass --noop-url mmsctl-noop.mar (or host it and "
+                                      "pass its http(s) URL)"),
+        ("processes", "run again with --processes 1"),
+        ("inputs", "pass image files, folders or globs, or use --noop to measure the server alone"),
+    ),
+)
 
 
 class _RunByDefault(TyperGroup):
@@ -265,7 +277,8 @@ def run_cmd(
         hooks = Hooks(message=ui.message, warning=ui.warn, tick=live.tick, level=live.level,
                       interrupted=lambda: ui.message("stopping: keeping what was measured so far "
                                                        "(Ctrl-C again quits at once)"))
-        run, stopped = run_bench(request, hooks)
+        with _RUN_WORDS.applied():
+            run, stopped = run_bench(request, hooks)
     _render(run, output)
     if stopped is not None:
         raise stopped

@@ -7,10 +7,27 @@ from typing import Any, List, Optional
 
 import typer
 
+from mmsctl.cli.hints import CommandWords
 from mmsctl.cli.options import OutputOpt, ProfileOpt, RegionOpt, check_output, note_model_locations
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
 
-__all__ = ["aws_session", "register", "render_calls"]
+__all__ = ["CLOUD_WORDS", "aws_session", "register", "render_calls"]
+
+#: How `ec2` and `fleet` name the arguments of mmsctl/cloud (userdata, accelerators, ami, network, cost), and fixes.
+CLOUD_WORDS = CommandWords(
+    flags={"models": "--models", "server": "--server", "eia": "--eia", "accelerator": "--accelerator", "ami": "--ami",
+           "count": "--count", "subnet": "--subnet", "subnets": "--subnets", "throughput": "--throughput",
+           "price": "--price"},
+    hints=(
+        ("cloud-ami-parameter-not-found", "pass --ami ami-… or --ami resolve:ssm:/your/parameter"),
+        ("cloud-no-bundled-price", "pass --price DOLLARS_PER_HOUR, or --live to ask the AWS Pricing API"),
+        ("mms-needs-archive-url", "use --server mmsctl, which resolves zoo names itself"),
+    ),
+)
+_EC2_WORDS = CommandWords(
+    flags={**CLOUD_WORDS.flags, "all_instances": "--all"},
+    hints=(*CLOUD_WORDS.hints, ("instances", "terminate them first: mmsctl ec2 terminate --all --wait")),
+)
 
 ec2_app = typer.Typer(
     help="Launch MXNet model servers on EC2 with an accelerator; list, describe, terminate, clean up, cost.",
@@ -69,6 +86,7 @@ def render_calls(aws: Any, output: str, extra: Optional[dict[str, Any]] = None) 
 
 
 @ec2_app.command("launch")
+@_EC2_WORDS.command
 def launch_cmd(
     eia: Optional[str] = typer.Option(None, "--eia", help="Elastic Inference accelerator: medium|large|xlarge "
                                       "(eia1) or eia2.medium|eia2.large|eia2.xlarge.", metavar="SIZE"),
@@ -157,6 +175,7 @@ def _wait_servers(rows: list[dict[str, Any]], timeout: float) -> None:
 
 
 @ec2_app.command("list")
+@_EC2_WORDS.command
 def list_cmd(
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
@@ -173,6 +192,7 @@ def list_cmd(
 
 
 @ec2_app.command("describe")
+@_EC2_WORDS.command
 def describe_cmd(
     instance_id: str = typer.Argument(..., metavar="INSTANCE_ID"),
     region: Optional[str] = RegionOpt,
@@ -191,6 +211,7 @@ def describe_cmd(
 
 
 @ec2_app.command("terminate")
+@_EC2_WORDS.command
 def terminate_cmd(
     instance_ids: List[str] = typer.Argument(None, metavar="[INSTANCE_ID]..."),
     all_: bool = typer.Option(False, "--all", help="Terminate every mmsctl instance in the region."),
@@ -223,6 +244,7 @@ def terminate_cmd(
 
 
 @ec2_app.command("ssh-config")
+@_EC2_WORDS.command
 def ssh_config_cmd(
     instance_ids: List[str] = typer.Argument(None, metavar="[INSTANCE_ID]..."),
     region: Optional[str] = RegionOpt,
@@ -242,6 +264,7 @@ def ssh_config_cmd(
 
 
 @ec2_app.command("cleanup")
+@_EC2_WORDS.command
 def cleanup_cmd(
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
@@ -268,6 +291,7 @@ def cleanup_cmd(
 
 
 @ec2_app.command("user-data")
+@_EC2_WORDS.command
 def user_data_cmd(
     models: List[str] = typer.Option([], "--models", "-m", metavar="NAME=LOCATION", help="Models to serve."),
     server: str = typer.Option("mmsctl", "--server", help="What the instance runs (mms: MMS 1.1.11).",
@@ -290,6 +314,7 @@ def user_data_cmd(
 
 
 @ec2_app.command("cost")
+@_EC2_WORDS.command
 def cost_cmd(
     instance_type: Optional[str] = typer.Option(None, "--instance-type", metavar="TYPE"),
     eia: Optional[str] = typer.Option(None, "--eia", help="Add an Elastic Inference accelerator's price.",

@@ -13,7 +13,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from mmsctl.cli.ec2 import aws_session, render_calls
+from mmsctl.cli.ec2 import CLOUD_WORDS, aws_session, render_calls
 from mmsctl.cli.hints import CommandWords
 from mmsctl.cli.options import OutputOpt, ProfileOpt, RegionOpt, check_output, note_model_locations
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
@@ -32,6 +32,15 @@ WaitTimeoutOpt: float = typer.Option(1200.0, "--wait-timeout", help="Seconds --w
 
 _FIELDS = (Column("Field", "field"), Column("Value", "value"))
 
+
+#: How `fleet` names the arguments of mmsctl/cloud/fleet (and of the modules `ec2` shares), and fixes.
+_FLEET_WORDS = CommandWords(
+    flags={**CLOUD_WORDS.flags, "min_size": "--min", "max_size": "--max", "desired": "--desired",
+           "target_requests_per_instance": "--target-requests-per-instance", "grace_s": "--health-check-grace",
+           "ssh_cidrs": "--ssh-cidr", "certificate_arn": "--certificate-arn",
+           "health_check_path": "--health-check-path"},
+    hints=CLOUD_WORDS.hints,
+)
 
 def _fields(pairs: list[tuple[str, Any]]) -> None:
     render_table([{"field": k, "value": v} for k, v in pairs if v is not None], _FIELDS)
@@ -56,6 +65,7 @@ def _wait(aws: Any, name: str, timeout: float) -> Any:
 
 
 @fleet_app.command("create")
+@_FLEET_WORDS.command
 def create_cmd(
     name: str = NameArg,
     models: List[str] = typer.Option([], "--models", "-m", help="name=location to serve (zoo name or https URL); "
@@ -159,6 +169,7 @@ _LIST_COLUMNS = (
 
 
 @fleet_app.command("list")
+@_FLEET_WORDS.command
 def list_cmd(region: Optional[str] = RegionOpt, profile: Optional[str] = ProfileOpt, output: str = OutputOpt) -> None:
     """List the fleets in the region (found by their Auto Scaling group's mmsctl:fleet tag)."""
     check_output(output)
@@ -177,6 +188,7 @@ def list_cmd(region: Optional[str] = RegionOpt, profile: Optional[str] = Profile
 
 
 @fleet_app.command("describe")
+@_FLEET_WORDS.command
 def describe_cmd(name: str = NameArg, region: Optional[str] = RegionOpt, profile: Optional[str] = ProfileOpt,
                  output: str = OutputOpt) -> None:
     """Show a fleet: size, instances and their target health, balancer, health check, policy, security groups."""
@@ -216,6 +228,7 @@ def describe_cmd(name: str = NameArg, region: Optional[str] = RegionOpt, profile
 
 
 @fleet_app.command("members")
+@_FLEET_WORDS.command
 def members_cmd(name: str = NameArg, region: Optional[str] = RegionOpt, profile: Optional[str] = ProfileOpt,
                 output: str = OutputOpt) -> None:
     """The in-service instances fan-out management reaches (`context add --fleet NAME`), at private addresses."""
@@ -240,6 +253,7 @@ def members_cmd(name: str = NameArg, region: Optional[str] = RegionOpt, profile:
 
 
 @fleet_app.command("scale")
+@_FLEET_WORDS.command
 def scale_cmd(
     name: str = NameArg,
     min_size: Optional[int] = typer.Option(None, "--min", min=0, help="Fewest instances.", metavar="N"),
@@ -277,6 +291,7 @@ def scale_cmd(
 
 
 @fleet_app.command("destroy")
+@_FLEET_WORDS.command
 def destroy_cmd(name: str = NameArg, region: Optional[str] = RegionOpt, profile: Optional[str] = ProfileOpt,
                 dry_run: bool = DryRunOpt, output: str = OutputOpt) -> None:
     """Delete everything `fleet create` made, in reverse order; running it again finishes or does nothing."""
@@ -323,6 +338,7 @@ def _member_specs(targets: list[Any]) -> list[str]:
 
 
 @fleet_app.command("ssh-config")
+@_FLEET_WORDS.command
 def ssh_config_cmd(
     name: str = NameArg,
     region: Optional[str] = RegionOpt,
@@ -445,6 +461,7 @@ def _write_tunnel_context(name: str, targets: list[Any]) -> str:
 
 
 @fleet_app.command("user-data")
+@_FLEET_WORDS.command
 def user_data_cmd(
     models: List[str] = typer.Option([], "--models", "-m", metavar="NAME=LOCATION", help="Models to serve."),
     server: str = typer.Option("mmsctl", "--server", help="What the instance runs (mms: MMS 1.1.11).",
@@ -467,6 +484,7 @@ def user_data_cmd(
 
 
 @fleet_app.command("cost")
+@_FLEET_WORDS.command
 def cost_cmd(
     name: Optional[str] = typer.Argument(None, help="A fleet to price at its min, desired and max size.",
                                          metavar="[NAME]"),

@@ -1,14 +1,16 @@
 """The CLI's words for core errors: the flag an argument is, and what to type next.
 
 The core packages never name a CLI flag or command (a library user has none). An error
-says which argument of the call it is about (``MmsError.param``, e.g. ``synset``) or has a
-type of its own, and carries a ``reference``. The CLI adds its words in two ways:
+says which arguments of the call it is about (``MmsError.param``/``params``, e.g. ``synset``)
+or has a type of its own, and carries a ``reference``. The CLI adds its words in two ways:
 
-* per command, :class:`CommandWords` maps arguments to that command's flags and error
-  types to hints::
+* per command, :class:`CommandWords` maps arguments to that command's flags, and error
+  types (or arguments) to hints::
 
       with CREATE_WORDS.applied():
           create_archive(folder, synset=synset, ...)   # "x: no such file" -> "x: no such file (--synset)"
+
+  or, for a whole command, ``@WORDS.command`` under ``@app.command(...)``;
 
 * everywhere, :func:`hint_for` (called by ``cli/main.py`` where errors become messages)
   finds the hint for an error's ``reference`` in :data:`HINTS`; a hint the core did set
@@ -17,15 +19,17 @@ type of its own, and carries a ``reference``. The CLI adds its words in two ways
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Union
+from typing import Any, Callable, Optional, TypeVar, Union, cast
 
 from mmsctl.errors import MmsError
 
 __all__ = ["HINTS", "CommandWords", "hint_for"]
 
+_F = TypeVar("_F", bound=Callable[..., Any])
 _SERVER_DOWN = "is the server running? `mmsctl ping --all` checks every context"
 
 
@@ -66,6 +70,9 @@ HINTS: dict[str, Union[str, Callable[[MmsError], Optional[str]]]] = {
     "tunnels-failed": "ssh needs the fleet's key (--key-name, --identity-dir), its login (--user) and port 22 open "
     "to you (`fleet create --ssh-cidr`); --via ssm needs no open port",
     "local-port-busy": "choose other local ports with --local-port",
+    "cloud-no-region": "pass --region or set AWS_DEFAULT_REGION",
+    "cloud-unsupported-region": "pass --region us-east-1 (or another of those), or pick --accelerator inf2|g4dn|g5|none",
+    "cloud-ei-retired": "launch with --accelerator inf2|g4dn|g5|none instead",
 }
 
 
@@ -82,21 +89,25 @@ class CommandWords:
     """How one command names the core's arguments and fixes.
 
     Attributes:
-        flags: a core argument (``param``) -> the flag that sets it; named after the message.
-        hints: an error type -> the hint to show instead of the core's (the first that matches).
+        flags: a core argument (``param``) -> the flag that sets it; the flags of the arguments
+            an error is about are named after its message: ``… (--warm, --provisioned)``.
+        hints: an error type, an error ``reference`` (no import needed), or the name of an
+            argument the error is about -> the hint to show instead of the core's (the first
+            that matches); a hint is a text, or a function of the error.
     """
 
     flags: Mapping[str, str] = field(default_factory=dict)
-    hints: tuple[tuple[type[MmsError], str], ...] = ()
+    hints: tuple[tuple[Union[type[MmsError], str], Union[str, Callable[[MmsError], str]]], ...] = ()
 
     def reword(self, exc: MmsError) -> None:
         """Put this command's flags into *exc* (in place)."""
-        flag = self.flags.get(exc.param or "")
-        if flag and flag not in exc.message:
-            exc.message = f"{exc.message} ({flag})"
-        for kind, hint in self.hints:
-            if isinstance(exc, kind):
-                exc.hint = hint
+        flags = [flag for flag in dict.fromkeys(self.flags.get(p, "") for p in exc.params)
+                 if flag and flag not in exc.message]
+        if flags:
+            exc.message = f"{exc.message} ({', '.join(flags)})"
+        for key, hint in self.hints:
+            if (key == exc.reference or key in exc.params) if isinstance(key, str) else isinstance(exc, key):
+                exc.hint = hint(exc) if callable(hint) else hint
                 break
 
     @contextmanager
@@ -107,3 +118,13 @@ class CommandWords:
         except MmsError as exc:
             self.reword(exc)
             raise
+
+    def command(self, function: _F) -> _F:
+        """A command function whose errors get these words (put it under ``@app.command``)."""
+
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with self.applied():
+                return function(*args, **kwargs)
+
+        return cast(_F, wrapper)

@@ -11,6 +11,7 @@ from typing import Any, List, Optional
 import typer
 
 from mmsctl.cli.ec2 import aws_session, render_calls
+from mmsctl.cli.hints import CommandWords
 from mmsctl.cli.options import OutputOpt, ProfileOpt, RegionOpt, check_output
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
 
@@ -36,6 +37,37 @@ FUNCTION_COLUMNS = (
     Column("Version", "model_version", wide=True),
     Column("Modified", "last_modified", wide=True),
 )
+#: How each command names the core's arguments (mmsctl/cloud/lambda_*.py, mmsctl/serverless/), and its fixes.
+_BUILD_WORDS = CommandWords(flags={"model_version": "--s3-version", "push": "--push"},
+                            hints=(("out", "pass --force to replace it, or another --out"),))
+_DEPLOY_WORDS = CommandWords(
+    flags={"memory": "--memory", "timeout": "--timeout", "model_source": "--model-source", "image": "--image",
+           "model_bucket": "--model-bucket", "public": "--public", "url": "--function-url", "warm": "--warm",
+           "provisioned": "--provisioned", "input_bucket": "--input-bucket", "output_bucket": "--output-bucket",
+           "input_prefix": "--input-prefix", "output_prefix": "--output-prefix", "suffixes": "--suffix"},
+    hints=(
+        ("lambda-schedule-too-short", "use --warm 1m or more, or --provisioned N to keep N instances initialised"),
+        ("lambda-looping-buckets", "use another output bucket, or disjoint prefixes: --input-prefix incoming/ "
+                                   "--output-prefix predictions/"),
+        ("lambda-foreign-bucket", "pass --model-bucket BUCKET to use it on purpose"),
+        ("lambda-missing-image", lambda exc: "build and push it: mmsctl lambda build MODEL --push --name "
+                                             f"{getattr(exc, 'function', 'NAME')}"),
+    ),
+)
+_INVOKE_WORDS = CommandWords(hints=(("lambda-too-big", "send it through the pipeline: --s3 FILE"),
+                                    ("lambda-no-pipeline", "deploy it with --input-bucket B --output-bucket B2")))
+_LOGS_WORDS = CommandWords(flags={"since": "--since"})
+_RUN_LOCAL_WORDS = CommandWords(
+    flags={"serve": "--serve", "s3_put": "--s3-put"},
+    hints=(
+        ("event", "give EVENT.json, --s3-put s3://bucket/key or --url URL (or --serve)"),
+        ("lambda-function-not-deployed", "deploy it first, or run without one: --model MODEL [--output-bucket B]"),
+        ("lambda-model-in-image", "run the image's context with --build DIR, or name the model with --model"),
+        ("lambda-stale-build-context", lambda exc: "write the context again: mmsctl lambda build MODEL --out "
+                                                   f"{getattr(exc, 'path', 'DIR')} --force"),
+    ),
+)
+_COST_WORDS = CommandWords(flags={"memory_mb": "--memory", "duration_ms": "--duration-ms", "requests": "--requests"})
 TOP_COLUMNS = (Column("Rank", "rank", justify="right"), Column("Class", "class"),
                Column("Probability", "probability", justify="right"))
 
@@ -56,6 +88,7 @@ def _fields(info: dict[str, Any]) -> None:
 
 
 @lambda_app.command("build")
+@_BUILD_WORDS.command
 def build_cmd(
     model: str = typer.Argument(..., metavar="MODEL", help="Zoo name, archive or folder to bake into the image, "
                                 "or s3://bucket/key to load at start."),
@@ -124,6 +157,7 @@ def build_cmd(
 
 
 @lambda_app.command("deploy")
+@_DEPLOY_WORDS.command
 def deploy_cmd(
     name: str = typer.Argument(..., metavar="NAME", help="Function name (1-40 of a-z, 0-9, -)."),
     model: str = typer.Option(..., "--model", metavar="MODEL", help="Zoo name or archive (uploaded to the model "
@@ -211,6 +245,7 @@ def _check_url(url: str) -> str:
 
 
 @lambda_app.command("invoke")
+@_INVOKE_WORDS.command
 def invoke_cmd(
     name: str = typer.Argument(..., metavar="NAME"),
     image: Optional[Path] = typer.Argument(None, metavar="[IMAGE]", help="An image file to POST."),
@@ -275,6 +310,7 @@ def _render_invoke(result: Any, output: str) -> None:
 
 
 @lambda_app.command("logs")
+@_LOGS_WORDS.command
 def logs_cmd(
     name: str = typer.Argument(..., metavar="NAME"),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new events (Ctrl+C stops)."),
@@ -359,6 +395,7 @@ def destroy_cmd(
 
 
 @lambda_app.command("run-local")
+@_RUN_LOCAL_WORDS.command
 def run_local_cmd(
     name: str = typer.Argument(..., metavar="NAME", help="The function whose environment to use."),
     event_file: Optional[Path] = typer.Argument(None, metavar="[EVENT.json]", help="An event file (- for stdin)."),
@@ -426,6 +463,7 @@ def run_local_cmd(
 
 
 @lambda_app.command("cost")
+@_COST_WORDS.command
 def cost_cmd(
     memory: int = typer.Option(1024, "--memory", metavar="MB", help="Function memory (128-10240)."),
     duration_ms: float = typer.Option(..., "--duration-ms", metavar="MS", help="Billed duration per request "

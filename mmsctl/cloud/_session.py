@@ -12,7 +12,7 @@ import re
 from typing import Any, Callable, Optional
 
 from mmsctl.cloud.dryrun import Call, is_mutating, placeholder_read, placeholder_response
-from mmsctl.cloud.errors import ResourceNotFound, UnknownRegion, translate
+from mmsctl.cloud.errors import NoRegion, ResourceNotFound, UnknownRegion, translate
 
 __all__ = ["AwsSession", "open_session"]
 
@@ -146,7 +146,7 @@ def open_session(*, region: Optional[str] = None, profile: Optional[str] = None,
         if missing:
             return AwsSession(None, name or "<region>", unlooked=f"no AWS {' or '.join(missing)}")
     if not name:
-        raise UnknownRegion("no AWS region configured (pass --region or set AWS_DEFAULT_REGION)")
+        raise NoRegion("no AWS region configured")
     if name not in known_regions(boto_session):
         if not _REGION_RE.match(name):
             raise UnknownRegion(f"unknown AWS region: {name!r}", hint="regions look like us-east-1, eu-west-1")

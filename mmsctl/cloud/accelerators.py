@@ -31,7 +31,7 @@ EI_RETIRED_WARNING = (
     "Amazon Elastic Inference stopped onboarding new customers on 2023-04-15 and was retired in "
     "April 2024; EC2 will most likely refuse the accelerator. The request is sent exactly as EI "
     "expected it, and the accelerator is recorded in the instance's mmsctl:accelerator tag. "
-    "Today's choices: --accelerator inf2 | g4dn | g5 | none."
+    "Today's accelerators: inf2, g4dn, g5 or none."
 )
 
 # Public SSM parameters with the latest AMI ids (AWS Deep Learning AMI release notes).
@@ -87,7 +87,8 @@ def choose(accelerator: Optional[str], eia: Optional[str]) -> AcceleratorChoice:
     if name not in ACCELERATORS:
         raise UsageError(f"unknown accelerator {accelerator!r}; choose one of: {', '.join(ACCELERATORS)}")
     if eia and name != "eia":
-        raise UsageError(f"--eia attaches Elastic Inference; it cannot be combined with --accelerator {name}")
+        raise UsageError(f"Elastic Inference cannot be combined with accelerator {name}",
+                         params=("eia", "accelerator"))
     choice = ACCELERATORS[name]
     if name == "eia":
         from dataclasses import replace
@@ -100,6 +101,4 @@ def check_ei_region(region: str) -> None:
     """Refuse a region where Elastic Inference never existed."""
     if region not in EI_REGIONS:
         raise UnsupportedRegion(
-            f"Elastic Inference never existed in {region}; it was offered in {', '.join(EI_REGIONS)}",
-            hint="pass --region us-east-1 (or another of those), or pick --accelerator inf2|g4dn|g5|none",
-        )
+            f"Elastic Inference never existed in {region}; it was offered in {', '.join(EI_REGIONS)}")

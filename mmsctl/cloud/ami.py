@@ -15,7 +15,13 @@ from mmsctl.cloud.accelerators import AcceleratorChoice
 from mmsctl.cloud.errors import ResourceNotFound
 from mmsctl.errors import UsageError
 
-__all__ = ["AmiChoice", "SSM_PREFIX", "resolve_ami"]
+__all__ = ["AmiChoice", "AmiParameterNotFound", "SSM_PREFIX", "resolve_ami"]
+
+
+class AmiParameterNotFound(ResourceNotFound):
+    """The SSM parameter that should name the AMI is not there (in this region)."""
+
+    reference = "cloud-ami-parameter-not-found"
 
 SSM_PREFIX = "resolve:ssm:"
 
@@ -23,7 +29,7 @@ SSM_PREFIX = "resolve:ssm:"
 @dataclass(frozen=True)
 class AmiChoice:
     image_id: str
-    source: str  # "--ami" or "ssm:<parameter>"
+    source: str  # "given" (an AMI id asked for) or "ssm:<parameter>"
     name: Optional[str] = None
 
 
@@ -35,13 +41,13 @@ def resolve_ami(aws: AwsSession, ami: Optional[str], choice: AcceleratorChoice) 
         try:
             image_id = aws.call("ssm", "get_parameter", Name=parameter)["Parameter"]["Value"]
         except ResourceNotFound as exc:
-            raise ResourceNotFound(f"AMI parameter {parameter} not found in {aws.region}",
-                                   hint="pass --ami ami-… or --ami resolve:ssm:/your/parameter") from exc
+            raise AmiParameterNotFound(f"AMI parameter {parameter} not found in {aws.region}",
+                                       hint="give an AMI id (ami-…) or resolve:ssm:/your/parameter") from exc
         source = f"ssm:{parameter}"
     elif spec.startswith("ami-"):
-        image_id, source = spec, "--ami"
+        image_id, source = spec, "given"
     else:
-        raise UsageError(f"--ami must be an AMI id (ami-…) or resolve:ssm:/parameter, not {spec!r}")
+        raise UsageError(f"AMI must be an AMI id (ami-…) or resolve:ssm:/parameter, not {spec!r}", param="ami")
     try:
         images = aws.call("ec2", "describe_images", ImageIds=[image_id])["Images"]
     except ResourceNotFound as exc:

@@ -28,6 +28,7 @@ __all__ = [
     "FleetCostRow",
     "balancer_price",
     "LambdaCost",
+    "NoBundledPrice",
     "lambda_estimate",
     "bundled_prices",
     "cost_per_100k",
@@ -37,6 +38,13 @@ __all__ = [
     "parse_price_list",
     "table",
 ]
+
+
+class NoBundledPrice(UsageError):
+    """An instance or accelerator the bundled price table does not know: the price has to come from elsewhere."""
+
+    reference = "cloud-no-bundled-price"
+
 
 _PRICES = Path(__file__).with_name("prices.json")
 REQUESTS = 100_000
@@ -53,7 +61,7 @@ def bundled_prices() -> dict[str, Any]:
 def cost_per_100k(hourly_price: float, throughput: float) -> float:
     """Dollars per 100,000 requests at *throughput* requests per second, fully loaded."""
     if throughput <= 0:
-        raise UsageError("--throughput must be a positive number of requests per second")
+        raise UsageError("throughput must be a positive number of requests per second", param="throughput")
     if hourly_price < 0:
         raise UsageError("an hourly price cannot be negative")
     return hourly_price / (throughput * 3600.0) * REQUESTS
@@ -84,8 +92,8 @@ class CostRow:
 def _bundled(kind: str, name: str) -> float:
     prices = bundled_prices()[kind]
     if name not in prices:
-        raise UsageError(f"no bundled price for {name}; known: {', '.join(sorted(prices))}",
-                         hint="pass --price DOLLARS_PER_HOUR, or --live to ask the AWS Pricing API")
+        raise NoBundledPrice(f"no bundled price for {name}; known: {', '.join(sorted(prices))}",
+                             hint="give the hourly price, or ask the AWS Pricing API")
     return float(prices[name])
 
 
@@ -103,7 +111,7 @@ def estimate(instance_type: str, throughput: float, *, accelerator: Optional[str
         region: only for the source note.
     """
     if price is not None:
-        return CostRow(instance_type, accelerator, price, throughput, cost_per_100k(price, throughput), "--price")
+        return CostRow(instance_type, accelerator, price, throughput, cost_per_100k(price, throughput), "given price")
     source = "bundled us-east-1"
     if instance_price is None:
         instance_price = _bundled("instances", instance_type)
@@ -246,11 +254,12 @@ def lambda_estimate(memory_mb: int, duration_ms: float, requests: int = REQUESTS
         UsageError: memory outside 128–10240 MB, a duration outside (0, 900000] ms, requests < 1.
     """
     if not 128 <= memory_mb <= 10240:
-        raise UsageError(f"--memory {memory_mb}: Lambda allows 128-10240 MB")
+        raise UsageError(f"memory {memory_mb}: Lambda allows 128-10240 MB", param="memory_mb")
     if not 0 < duration_ms <= 900_000:  # also refuses nan
-        raise UsageError(f"--duration-ms {duration_ms:g}: a Lambda call lasts more than 0 and at most 900000 ms")
+        raise UsageError(f"duration {duration_ms:g} ms: a Lambda call lasts more than 0 and at most 900000 ms",
+                         param="duration_ms")
     if not 1 <= requests <= 10**12:
-        raise UsageError(f"--requests {requests}: use 1 to 10^12")
+        raise UsageError(f"requests {requests}: use 1 to 10^12", param="requests")
     table = bundled_prices()["lambda"]
     x86 = table["x86_64"]
     return LambdaCost(memory_mb, float(duration_ms), int(requests), float(x86["per_gb_second"]),

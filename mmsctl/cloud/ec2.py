@@ -17,7 +17,7 @@ from mmsctl.cloud._session import AwsSession
 from mmsctl.cloud.accelerators import AcceleratorChoice
 from mmsctl.cloud.ami import AmiChoice
 from mmsctl.cloud.ei import IAM_PATH, ensure_ei_resources
-from mmsctl.cloud.errors import ResourceNotFound
+from mmsctl.cloud.errors import ElasticInferenceRetired, ResourceNotFound
 from mmsctl.cloud.network import Placement, resolve_placement
 from mmsctl.cloud.security_groups import delete_security_group, ensure_security_group
 from mmsctl.cloud.server_image import INFERENCE_PORT, METADATA_OPTIONS, server_image
@@ -91,12 +91,12 @@ def launch(aws: AwsSession, req: LaunchRequest, *, sleep: Callable[[float], None
     """Find or create what the instances need, then run them with the boot script.
 
     Raises:
-        UnsupportedRegion: ``--eia`` in a region where Elastic Inference never existed.
+        UnsupportedRegion: Elastic Inference in a region where it never existed.
         CloudError: AWS refused a call (credentials, access, quota, …).
     """
     choice = req.accelerator
     if req.count < 1:
-        raise UsageError("--count must be at least 1")
+        raise UsageError("count must be at least 1", param="count")
     image = server_image(aws, choice, models=req.models, server=req.server, ami=req.ami,
                          instance_type=req.instance_type, pip_spec=req.pip_spec)
     placement = resolve_placement(aws, req.subnet)
@@ -151,8 +151,8 @@ def _run_instances(aws: AwsSession, params: dict[str, Any], *, ei: bool,
                 delay = min(delay * 1.5, 10.0)
                 continue
             if ei and ("ElasticInference" in exc.message or "eia" in exc.message.lower()):
-                raise CloudError(exc.message, hint="Elastic Inference was retired in April 2024; "
-                                 "launch with --accelerator inf2|g4dn|g5|none instead") from exc
+                raise ElasticInferenceRetired(f"{exc.message} (Elastic Inference was retired in April 2024)"
+                                              ) from exc
             raise
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -238,7 +238,7 @@ def terminate(aws: AwsSession, instance_ids: list[str], *, all_instances: bool =
             return []
     else:
         if not instance_ids:
-            raise UsageError("name the instances to terminate, or pass --all")
+            raise UsageError("name the instances to terminate, or ask for all of them", param="all_instances")
         ids = list(dict.fromkeys(instance_ids))
         _require_managed(_get_instances(aws, ids))
     answer = aws.call("ec2", "terminate_instances", InstanceIds=ids)
@@ -335,7 +335,7 @@ def cleanup(aws: AwsSession, *, sleep: Callable[[float], None] = time.sleep,
     if live:
         raise CloudError(f"{len(live)} mmsctl instance(s) still exist in {aws.region}: "
                          f"{', '.join(str(r['id']) for r in live)}",
-                         hint="terminate them first: mmsctl ec2 terminate --all --wait")
+                         param="instances", hint="terminate them first, and wait until they are gone")
     ei_fleets = sorted(tags.as_dict(g.get("Tags")).get(tags.FLEET, "?") for g in asg.groups_tagged(aws, tags.FLEET)
                        if tags.as_dict(g.get("Tags")).get(tags.ACCELERATOR, "").startswith("eia"))
     if ei_fleets:

@@ -21,6 +21,7 @@ from mmsctl.cloud._session import AwsSession
 from mmsctl.cloud.iam import ensure_instance_role
 from mmsctl.cloud.network import Placement
 from mmsctl.cloud.security_groups import ensure_security_group
+from mmsctl.cloud.errors import ElasticInferenceRetired
 from mmsctl.errors import CloudError
 
 __all__ = [
@@ -116,9 +117,8 @@ def _ensure_endpoint(aws: AwsSession, placement: Placement, sg_id: str,
         )["VpcEndpoint"]
     except CloudError as exc:
         if "InvalidServiceName" in exc.message:
-            raise CloudError(f"{aws.region} no longer offers {service}: {exc.message}",
-                             hint="Elastic Inference was retired in April 2024; use --accelerator inf2|g4dn|g5|none"
-                             ) from exc
+            raise ElasticInferenceRetired(f"{aws.region} no longer offers {service}: {exc.message} "
+                                          "(Elastic Inference was retired in April 2024)") from exc
         raise
     endpoint_id = str(endpoint["VpcEndpointId"])
     created.append(f"vpc endpoint {endpoint_id} ({service}, private DNS)")

@@ -4,9 +4,11 @@
     ├── NoCredentials                   no key, profile or role found
     ├── AccessDenied                    AccessDenied / UnauthorizedOperation
     ├── QuotaExceeded                   InstanceLimitExceeded / VcpuLimitExceeded / *LimitExceeded
-    ├── UnknownRegion                   a region name AWS does not know, or no region at all
+    ├── UnknownRegion                   a region name AWS does not know
+    │   └── NoRegion                        no region at all
     ├── UnsupportedRegion               Elastic Inference never existed there
-    └── ResourceNotFound                an instance/AMI/parameter that is not there
+    ├── ResourceNotFound                an instance/AMI/parameter that is not there
+    └── ElasticInferenceRetired         EC2 refused an Elastic Inference accelerator or endpoint
 
     ContainerToolError (MmsError)       exit 1   no docker/podman, or its daemon is not running
 
@@ -22,7 +24,9 @@ from mmsctl.errors import CloudError, MmsError
 __all__ = [
     "AccessDenied",
     "ContainerToolError",
+    "ElasticInferenceRetired",
     "NoCredentials",
+    "NoRegion",
     "QuotaExceeded",
     "ResourceNotFound",
     "UnknownRegion",
@@ -53,6 +57,18 @@ class UnknownRegion(CloudError):
     """A region name AWS does not know (or none configured)."""
 
     reference = "cloud-region"
+
+
+class NoRegion(UnknownRegion):
+    """No region configured at all (the CLI says how to give one)."""
+
+    reference = "cloud-no-region"
+
+
+class ElasticInferenceRetired(CloudError):
+    """AWS refused an Elastic Inference accelerator or endpoint: the service was retired in April 2024."""
+
+    reference = "cloud-ei-retired"
 
 
 class UnsupportedRegion(CloudError):
@@ -106,7 +122,7 @@ def translate(exc: BaseException, *, service: str = "", operation: str = "") -> 
         return NoCredentials(f"AWS profile not found: {exc.kwargs.get('profile', '')}",
                              hint="list profiles with `aws configure list-profiles`")
     if isinstance(exc, bce.NoRegionError):
-        return UnknownRegion("no AWS region configured (pass --region or set AWS_DEFAULT_REGION)")
+        return NoRegion("no AWS region configured")
     if isinstance(exc, (bce.SSOTokenLoadError, bce.UnauthorizedSSOTokenError, bce.TokenRetrievalError)):
         return NoCredentials(f"AWS SSO session expired or missing: {exc}", hint="run `aws sso login`")
     if isinstance(exc, bce.EndpointConnectionError):

@@ -33,12 +33,25 @@ __all__ = [
     "BuildContext",
     "ContainerTool",
     "MANIFEST",
+    "StaleBuildContext",
     "dockerfile_text",
     "find_container_tool",
     "push_image",
     "requirements",
     "write_build_context",
 ]
+
+
+class StaleBuildContext(UsageError):
+    """A build context whose manifest another mmsctl version wrote: it has to be written again."""
+
+    reference = "lambda-stale-build-context"
+
+    def __init__(self, message: str, *, path: Path, hint: Optional[str] = None) -> None:
+        super().__init__(message, hint=hint)
+        #: The build context's folder.
+        self.path = path
+
 
 BASE_IMAGE = "public.ecr.aws/lambda/python:3.11"
 MANIFEST = "mmsctl-lambda.json"
@@ -83,8 +96,8 @@ class BuildContext:
         try:
             return cls(**data)
         except TypeError as exc:
-            raise UsageError(f"{manifest}: not written by this mmsctl ({exc})",
-                             hint="write the context again: mmsctl lambda build MODEL --out DIR --force") from exc
+            raise StaleBuildContext(f"{manifest}: not written by this mmsctl ({exc})", path=Path(path),
+                                    hint="write the context again, replacing this one") from exc
 
 
 def requirements() -> list[str]:
@@ -164,13 +177,14 @@ def write_build_context(model: str, out: Path, *, model_version: Optional[str] =
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         if not force:
-            raise UsageError(f"{out} is not empty", hint="pass --force to replace it, or another --out")
+            raise UsageError(f"{out} is not empty", param="out", hint="replace it (force), or write to another folder")
         if not (out / MANIFEST).is_file() and any(out.iterdir()):
             raise UsageError(f"{out} holds files that are not a build context; refusing to replace them")
         shutil.rmtree(out)
     baked = not model.startswith("s3://")
     if model_version and baked:
-        raise UsageError("--s3-version pins an S3 object version: MODEL must be s3://bucket/key")
+        raise UsageError("a model version pins an S3 object version: MODEL must be s3://bucket/key",
+                         param="model_version")
     variables: dict[str, str] = {}
     staging = out.with_name(f".{out.name}.tmp")
     if staging.exists():
@@ -241,7 +255,7 @@ def find_container_tool(*, which: Callable[[str], Optional[str]] = shutil.which,
                       f"`{name} info` exited {probe.returncode}")
         problems.append(f"{name} is installed but its daemon is not running ({reason})")
     if not problems:
-        raise ContainerToolError("--push needs docker or podman, and neither is installed",
+        raise ContainerToolError("pushing an image needs docker or podman, and neither is installed", param="push",
                                  hint="install one, or build and push the context yourself (see its Dockerfile)")
     raise ContainerToolError("; ".join(problems),
                              hint="start the daemon (sudo systemctl start docker), or build the context elsewhere: "

@@ -38,7 +38,25 @@ from mmsctl.errors import CloudError, UsageError
 from mmsctl.cloud import lambda_env as env
 from mmsctl.cloud.lambda_events import WARM_EVENT
 
-__all__ = ["Change", "DeployResult", "deploy", "ensure_repository", "resolve_model_file"]
+__all__ = ["Change", "DeployResult", "ForeignBucket", "MissingImage", "deploy", "ensure_repository",
+           "resolve_model_file"]
+
+
+class MissingImage(CloudError):
+    """The function's image is not in ECR: it has to be built and pushed first."""
+
+    reference = "lambda-missing-image"
+
+    def __init__(self, message: str, *, function: str, hint: Optional[str] = None) -> None:
+        super().__init__(message, hint=hint)
+        #: The function whose image is missing.
+        self.function = function
+
+
+class ForeignBucket(CloudError):
+    """A bucket deploy would create exists, and mmsctl did not make it for this function."""
+
+    reference = "lambda-foreign-bucket"
 
 _WARM_TARGET = "mmsctl-warm"
 _SID_S3 = "mmsctl-s3"
@@ -194,9 +212,9 @@ class _Deployer:
         except CloudError as exc:
             if aws_code(exc) not in ("ImageNotFoundException", "RepositoryNotFoundException"):
                 raise
-            hint = f"build and push it: mmsctl lambda build MODEL --push --name {self.name}"
+            hint = f"build the image of {self.name} and push it to {repo} first"
             if not self.aws.dry_run:
-                raise CloudError(f"no image {uri} in ECR", hint=hint) from exc
+                raise MissingImage(f"no image {uri} in ECR", function=self.name, hint=hint) from exc
             self.spec.warnings.append(f"no image {uri} in ECR yet ({hint})")
             return uri
         digest = found["imageDetails"][0]["imageDigest"]
@@ -226,8 +244,8 @@ class _Deployer:
             self.note("reuse", component, bucket)
             return True
         if must_be_ours:
-            raise CloudError(f"bucket {bucket} exists and was not made by mmsctl for {self.name}",
-                             hint="pass --model-bucket BUCKET to use it on purpose")
+            raise ForeignBucket(f"bucket {bucket} exists and was not made by mmsctl for {self.name}",
+                                hint="name it as the model bucket to use it on purpose")
         self.note("reuse", component, f"{bucket} (yours: kept on destroy)")
         return False
 

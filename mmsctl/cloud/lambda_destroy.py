@@ -195,7 +195,7 @@ def _bucket(aws: AwsSession, name: str, bucket: str, keep_data: bool, result: De
         result.keep("bucket", bucket, "yours: deploy only used it")
         return
     if keep_data:
-        result.keep("bucket", bucket, "--keep-data")
+        result.keep("bucket", bucket, "data kept, as asked")
         return
     _empty(aws, bucket)
     aws.call("s3", "delete_bucket", Bucket=bucket)

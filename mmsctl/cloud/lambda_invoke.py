@@ -26,7 +26,19 @@ from mmsctl.errors import CloudError, InputNotFoundError, NotFoundError, Request
 from mmsctl.cloud import lambda_env as env
 from mmsctl.cloud.lambda_events import function_url_event
 
-__all__ = ["InvokeResult", "Report", "invoke_pipeline", "invoke_sync", "parse_report"]
+__all__ = ["InvokeResult", "NoPipeline", "Report", "TooBigToSend", "invoke_pipeline", "invoke_sync", "parse_report"]
+
+
+class TooBigToSend(UsageError):
+    """An image over the synchronous payload limit: the S3 pipeline takes it."""
+
+    reference = "lambda-too-big"
+
+
+class NoPipeline(UsageError):
+    """A function deployed without the S3 pipeline (no input and output bucket)."""
+
+    reference = "lambda-no-pipeline"
 
 #: Lambda's synchronous payload limit; a base64 body grows by 4/3 inside the event.
 MAX_PAYLOAD = 6 * 1024 * 1024
@@ -118,8 +130,8 @@ def image_event(image: Path) -> dict[str, Any]:
     except FileNotFoundError as exc:
         raise InputNotFoundError(f"{image}: no such file") from exc
     if size > MAX_SYNC_IMAGE:
-        raise UsageError(f"{image}: {size} bytes does not fit a synchronous invoke ({MAX_SYNC_IMAGE} at most, "
-                         "base64 in a 6 MB payload)", hint="send it through the pipeline: --s3 FILE")
+        raise TooBigToSend(f"{image}: {size} bytes does not fit a synchronous invoke ({MAX_SYNC_IMAGE} at most, "
+                           "base64 in a 6 MB payload)", hint="send it through the S3 pipeline")
     return function_url_event("POST", body=image.read_bytes(), content_type=_content_type(image))
 
 
@@ -166,8 +178,8 @@ def _pipeline_ends(aws: AwsSession, name: str) -> tuple[str, str, str, str]:
     in_bucket = variables.get(env.ENV_INPUT_BUCKET) or tags.get(TAG_INPUT)
     out_bucket = variables.get(env.ENV_OUTPUT_BUCKET) or tags.get(TAG_OUTPUT)
     if not in_bucket or not out_bucket:
-        raise UsageError(f"function {name} has no S3 pipeline",
-                         hint="deploy it with --input-bucket B --output-bucket B2")
+        raise NoPipeline(f"function {name} has no S3 pipeline",
+                         hint="deploy it with an input bucket and an output bucket")
     return in_bucket, variables.get(env.ENV_INPUT_PREFIX, ""), out_bucket, variables.get(env.ENV_OUTPUT_PREFIX, "")
 
 

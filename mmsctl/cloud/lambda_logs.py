@@ -21,10 +21,10 @@ def parse_since(text: str) -> float:
     """``10m`` -> 600.0 seconds (s, m, h, d, w; at most 90 days)."""
     match = _SINCE.match(text or "")
     if not match:
-        raise UsageError(f"--since {text!r} is not a duration", hint="write it like 30s, 10m, 2h or 1d")
+        raise UsageError(f"since {text!r} is not a duration", param="since", hint="write it like 30s, 10m, 2h or 1d")
     seconds = int(match.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[match.group(2)]
     if seconds > _MAX_SINCE_S:
-        raise UsageError(f"--since {text}: at most 90 days")
+        raise UsageError(f"since {text}: at most 90 days", param="since")
     return float(seconds)
 
 

@@ -10,10 +10,10 @@ suffix filters (S3 refuses them).
 Names of what deploy creates for a function NAME:
 
     ECR repository     mmsctl-lambda/NAME
-    model bucket       mmsctl-NAME-model-<8 hex of account+region>  (or --model-bucket)
+    model bucket       mmsctl-NAME-model-<8 hex of account+region>  (or the one given)
     IAM role           /mmsctl-lambda/mmsctl-lambda-NAME, inline policy mmsctl-lambda
     log group          /aws/lambda/NAME
-    function           NAME (alias ``live`` with --provisioned)
+    function           NAME (alias ``live`` with provisioned concurrency)
     warm-up rule       mmsctl-NAME-warm
     S3 notifications   ids mmsctl-NAME-<suffix> on the input bucket
 """
@@ -30,6 +30,8 @@ from mmsctl.errors import UsageError
 
 __all__ = [
     "DEFAULT_SUFFIXES",
+    "LoopingBuckets",
+    "ScheduleTooShort",
     "DeploySpec",
     "MEMORY_RANGE",
     "TIMEOUT_RANGE",
@@ -60,6 +62,27 @@ _DURATION = re.compile(r"^\s*(\d+)\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|
 _ECR_URI = re.compile(r"^(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/([a-z0-9._/-]+)(?::([\w.-]{1,128})|@sha256:[0-9a-f]{64})$")
 
 
+#: S3's reserved ending of access point alias bucket names (not a flag).
+_OL_S3 = "--ol-s3"
+
+
+class ScheduleTooShort(UsageError):
+    """A keep-warm schedule under one minute: EventBridge cannot run it; provisioned concurrency can."""
+
+    reference = "lambda-schedule-too-short"
+
+
+class LoopingBuckets(UsageError):
+    """An output bucket that is the input bucket with overlapping prefixes: every output would trigger again."""
+
+    reference = "lambda-looping-buckets"
+
+
+def _words(param: str) -> str:
+    """An argument's name as words: ``input_bucket`` -> ``input bucket``."""
+    return param.replace("_", " ")
+
+
 def check_function_name(name: str) -> str:
     """NAME names the function and, inside longer names, the role, rule, repository and bucket."""
     if not _NAME.match(name or ""):
@@ -75,26 +98,27 @@ def check_lambda_name(name: str) -> str:
     return name
 
 
-def check_bucket_name(bucket: str, flag: str) -> str:
-    """S3's rules for a bucket name (general purpose buckets)."""
+def check_bucket_name(bucket: str, param: str) -> str:
+    """S3's rules for a bucket name (general purpose buckets); *param* is the argument that gave it."""
     ok = bool(_BUCKET.match(bucket or "")) and ".." not in bucket and not bucket.startswith("xn--") \
-        and not bucket.endswith(("-s3alias", "--ol-s3")) and ".-" not in bucket and "-." not in bucket
+        and not bucket.endswith(("-s3alias", _OL_S3)) and ".-" not in bucket and "-." not in bucket
     try:
         ipaddress.ip_address(bucket)
         ok = False
     except ValueError:
         pass
     if not ok:
-        raise UsageError(f"{flag} {bucket!r} is not a valid S3 bucket name",
+        raise UsageError(f"{_words(param)} {bucket!r} is not a valid S3 bucket name", param=param,
                          hint="3-63 characters: lower-case letters, digits, '.' and '-'")
     return bucket
 
 
-def _check_prefix(prefix: str, flag: str) -> str:
+def _check_prefix(prefix: str, param: str) -> str:
     if prefix.startswith("/"):
-        raise UsageError(f"{flag} {prefix!r}: S3 keys do not start with '/'", hint=f"use {prefix.lstrip('/')!r}")
+        raise UsageError(f"{_words(param)} {prefix!r}: S3 keys do not start with '/'", param=param,
+                         hint=f"use {prefix.lstrip('/')!r}")
     if len(prefix.encode("utf-8")) > 512:
-        raise UsageError(f"{flag} is longer than 512 bytes")
+        raise UsageError(f"{_words(param)} is longer than 512 bytes", param=param)
     return prefix
 
 
@@ -102,20 +126,23 @@ def parse_schedule(text: str) -> tuple[int, str]:
     """``5m`` -> ``(300, "rate(5 minutes)")``: EventBridge's rate() counts whole minutes, one at least.
 
     Raises:
-        UsageError: not a duration, under one minute, or not whole minutes.
+        UsageError: not a duration, or not whole minutes (``warm``).
+        ScheduleTooShort: under one minute.
     """
     match = _DURATION.match(text or "")
     if not match:
-        raise UsageError(f"--warm {text!r} is not a duration", hint="write it like 5m, 1h or 1d")
+        raise UsageError(f"warm-up schedule {text!r} is not a duration", param="warm",
+                         hint="write it like 5m, 1h or 1d")
     number, unit = int(match.group(1)), match.group(2).lower()
     seconds = number * {"s": 1, "m": 60, "h": 3600, "d": 86400}[unit[0]]
     if seconds < 60:
-        raise UsageError(
-            f"--warm {text}: EventBridge schedules run at most once a minute; {seconds} s is not possible "
-            "(the 15 s keep-warm of the source article cannot be built with EventBridge)",
-            hint="use --warm 1m or more, or --provisioned N to keep N instances initialised")
+        raise ScheduleTooShort(
+            f"warm-up schedule {text}: EventBridge schedules run at most once a minute; {seconds} s is not possible "
+            "(the 15 s keep-warm of the source article cannot be built with EventBridge)", param="warm",
+            hint="use 1m or more, or provisioned concurrency to keep instances initialised")
     if seconds % 60:
-        raise UsageError(f"--warm {text}: EventBridge rate() takes whole minutes", hint="use e.g. --warm 2m")
+        raise UsageError(f"warm-up schedule {text}: EventBridge rate() takes whole minutes", param="warm",
+                         hint="use e.g. 2m")
     for size, word in ((86400, "day"), (3600, "hour"), (60, "minute")):
         if seconds % size == 0:
             count = seconds // size
@@ -146,7 +173,7 @@ class DeploySpec:
     warm: Optional[str] = None
     provisioned: Optional[int] = None
     model_bucket: Optional[str] = None
-    model_source: str = "s3"  # "s3": the archive goes to the model bucket; "image": baked into --image
+    model_source: str = "s3"  # "s3": the archive goes to the model bucket; "image": baked into *image*
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -161,33 +188,36 @@ class DeploySpec:
         """Refuse what cannot work; collect warnings. No AWS call is made here.
 
         Raises:
-            UsageError: the first thing that cannot work.
+            UsageError: the first thing that cannot work (its ``params`` name the fields).
         """
         check_function_name(self.name)
         low, high = MEMORY_RANGE
         if not low <= self.memory <= high:
-            raise UsageError(f"--memory {self.memory}: Lambda allows {low}-{high} MB")
+            raise UsageError(f"memory {self.memory}: Lambda allows {low}-{high} MB", param="memory")
         low, high = TIMEOUT_RANGE
         if not low <= self.timeout <= high:
-            raise UsageError(f"--timeout {self.timeout}: Lambda allows {low}-{high} seconds")
+            raise UsageError(f"timeout {self.timeout}: Lambda allows {low}-{high} seconds", param="timeout")
         if self.memory < 512:
             self.warnings.append(f"{self.memory} MB is little for mxnet and a model; 1024 MB is the tested size")
         if self.timeout < 10:
             self.warnings.append(f"a {self.timeout} s timeout may not cover a cold start that loads the model "
                                  "(the source article's model timed out at the 3 s default)")
         if self.model_source not in ("s3", "image"):
-            raise UsageError(f"--model-source {self.model_source!r}: choose s3 or image")
+            raise UsageError(f"model source {self.model_source!r}: choose s3 or image", param="model_source")
         if self.model_source == "image" and not self.image:
-            raise UsageError("--model-source image needs --image (an image built with the model baked in)")
+            raise UsageError("model source image needs an image (one built with the model baked in)",
+                             params=("model_source", "image"))
         if self.image and not _ECR_URI.match(self.image):
-            raise UsageError(f"--image {self.image!r} is not an Amazon ECR image URI",
+            raise UsageError(f"image {self.image!r} is not an Amazon ECR image URI", param="image",
                              hint="Lambda runs images from ECR: ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO:TAG")
         if self.model_bucket:
-            check_bucket_name(self.model_bucket, "--model-bucket")
+            check_bucket_name(self.model_bucket, "model_bucket")
             if self.model.startswith("s3://"):
-                raise UsageError("--model-bucket is for an archive deploy uploads; an s3:// model stays where it is")
+                raise UsageError("a model bucket is for an archive deploy uploads; an s3:// model stays where it is",
+                                 param="model_bucket")
         if self.public and not self.url:
-            raise UsageError("--public makes the function URL public: pass --function-url too")
+            raise UsageError("public makes the function URL public: ask for a function URL too",
+                             params=("public", "url"))
         if self.public:
             self.warnings.append("the function URL is public (AuthType NONE): anyone with the URL can invoke it "
                                  "and you pay for every call")
@@ -196,40 +226,45 @@ class DeploySpec:
             parse_schedule(self.warm)
         if self.provisioned is not None:
             if self.warm is not None:
-                raise UsageError("pass --warm or --provisioned, not both",
+                raise UsageError("a warm-up schedule or provisioned concurrency, not both", params=("warm", "provisioned"),
                                  hint="provisioned instances are always initialised; a warm-up schedule adds nothing")
             if not 1 <= self.provisioned <= PROVISIONED_MAX:
-                raise UsageError(f"--provisioned {self.provisioned}: use 1-{PROVISIONED_MAX}")
+                raise UsageError(f"provisioned concurrency {self.provisioned}: use 1-{PROVISIONED_MAX}",
+                                 param="provisioned")
         if not self.url and not self.s3_trigger:
-            self.warnings.append("neither --function-url nor --input-bucket: the function can only be invoked directly")
+            self.warnings.append("neither a function URL nor an S3 trigger: the function can only be invoked directly")
         return self
 
     def _check_buckets(self) -> None:
         if (self.input_bucket is None) != (self.output_bucket is None):
-            raise UsageError("pass --input-bucket and --output-bucket together (the S3 pipeline needs both)")
-        _check_prefix(self.input_prefix, "--input-prefix")
-        _check_prefix(self.output_prefix, "--output-prefix")
+            raise UsageError("an input bucket and an output bucket go together (the S3 pipeline needs both)",
+                             params=("input_bucket", "output_bucket"))
+        _check_prefix(self.input_prefix, "input_prefix")
+        _check_prefix(self.output_prefix, "output_prefix")
         if self.input_bucket is None or self.output_bucket is None:
             if self.input_prefix or self.output_prefix:
-                raise UsageError("--input-prefix/--output-prefix need --input-bucket and --output-bucket")
+                raise UsageError("input and output prefixes need the input and output buckets",
+                                 params=("input_prefix" if self.input_prefix else "output_prefix",
+                                         "input_bucket", "output_bucket"))
             return
-        check_bucket_name(self.input_bucket, "--input-bucket")
-        check_bucket_name(self.output_bucket, "--output-bucket")
+        check_bucket_name(self.input_bucket, "input_bucket")
+        check_bucket_name(self.output_bucket, "output_bucket")
         if self.input_bucket == self.output_bucket:
             if not self.input_prefix or not self.output_prefix or _overlaps(self.input_prefix, self.output_prefix):
-                raise UsageError(
-                    f"--output-bucket is the input bucket {self.input_bucket!r} and the prefixes are not disjoint: "
+                raise LoopingBuckets(
+                    f"the output bucket is the input bucket {self.input_bucket!r} and the prefixes are not disjoint: "
                     "every output object would invoke the function again (an invocation loop)",
-                    hint="use another output bucket, or disjoint prefixes: --input-prefix incoming/ "
-                    "--output-prefix predictions/")
+                    params=("output_bucket", "input_prefix", "output_prefix"),
+                    hint="use another output bucket, or disjoint prefixes: input incoming/, output predictions/")
         if not self.suffixes:
-            raise UsageError("--suffix: at least one image suffix is needed for the S3 trigger")
+            raise UsageError("at least one image suffix is needed for the S3 trigger", param="suffixes")
         for i, a in enumerate(self.suffixes):
             if not a.startswith(".") or len(a) < 2 or "/" in a:
-                raise UsageError(f"--suffix {a!r}: a suffix looks like .jpg")
+                raise UsageError(f"suffix {a!r}: a suffix looks like .jpg", param="suffixes")
             for b in self.suffixes[i + 1:]:
                 if a.endswith(b) or b.endswith(a):
-                    raise UsageError(f"--suffix {a} and {b} overlap: S3 refuses overlapping notification filters")
+                    raise UsageError(f"suffixes {a} and {b} overlap: S3 refuses overlapping notification filters",
+                                     param="suffixes")
 
 
 # -- names --------------------------------------------------------------------------------------

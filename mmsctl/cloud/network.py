@@ -39,17 +39,21 @@ class Network:
         return sorted({s.availability_zone for s in self.subnets})
 
 
-def _default_subnets(aws: AwsSession, flag: str = "--subnet") -> list[dict[str, Any]]:
-    """The default VPC's default subnets (one per availability zone), sorted by zone."""
+def _default_subnets(aws: AwsSession, param: str = "subnet") -> list[dict[str, Any]]:
+    """The default VPC's default subnets (one per availability zone), sorted by zone.
+
+    *param* is the argument that would have named the subnets instead.
+    """
     vpcs = aws.call("ec2", "describe_vpcs", Filters=[{"Name": "isDefault", "Values": ["true"]}])["Vpcs"]
     if not vpcs:
-        raise CloudError(f"no default VPC in {aws.region}; pass {flag} subnet-…")
+        raise CloudError(f"no default VPC in {aws.region}; name a subnet (subnet-…)", param=param)
     subnets: list[dict[str, Any]] = aws.call("ec2", "describe_subnets", Filters=[
         {"Name": "vpc-id", "Values": [vpcs[0]["VpcId"]]},
         {"Name": "default-for-az", "Values": ["true"]},
     ])["Subnets"]
     if not subnets:
-        raise CloudError(f"the default VPC in {aws.region} has no default subnet; pass {flag} subnet-…")
+        raise CloudError(f"the default VPC in {aws.region} has no default subnet; name a subnet (subnet-…)",
+                         param=param)
     subnets.sort(key=lambda s: (s.get("AvailabilityZone", ""), s["SubnetId"]))
     return subnets
 
@@ -73,10 +77,10 @@ def resolve_network(aws: AwsSession, subnets: Optional[list[str]] = None, *, min
             (an Application Load Balancer needs two).
     """
     found = (aws.call("ec2", "describe_subnets", SubnetIds=list(dict.fromkeys(subnets)))["Subnets"]
-             if subnets else _default_subnets(aws, "--subnets"))
+             if subnets else _default_subnets(aws, "subnets"))
     vpc_ids = sorted({s["VpcId"] for s in found})
     if len(vpc_ids) != 1:
-        raise UsageError(f"--subnets must all be in one VPC; they are in {', '.join(vpc_ids)}")
+        raise UsageError(f"the subnets must all be in one VPC; they are in {', '.join(vpc_ids)}", param="subnets")
     vpc = aws.call("ec2", "describe_vpcs", VpcIds=vpc_ids)["Vpcs"][0]
     placements = tuple(sorted(
         (Placement(s["SubnetId"], s["VpcId"], vpc["CidrBlock"], s.get("AvailabilityZone", "")) for s in found),
@@ -86,5 +90,5 @@ def resolve_network(aws: AwsSession, subnets: Optional[list[str]] = None, *, min
     if len(network.zones) < min_zones:
         raise UsageError(f"a load balancer needs subnets in {min_zones} availability zones at least; "
                          f"got {', '.join(network.zones) or 'none'}",
-                         hint="pass --subnets with one subnet in each of two or more zones")
+                         param="subnets", hint="give one subnet in each of two or more zones")
     return network

@@ -20,7 +20,7 @@ from urllib.parse import urlparse
 from mmsctl.errors import UsageError
 from mmsctl.names import model_location
 
-__all__ = ["ModelSpec", "UserDataSpec", "parse_models", "render_user_data", "server_kind"]
+__all__ = ["MmsNeedsArchiveUrl", "ModelSpec", "UserDataSpec", "parse_models", "render_user_data", "server_kind"]
 
 ServerKind = Literal["mmsctl", "mms"]
 SERVERS: tuple[ServerKind, ...] = ("mmsctl", "mms")
@@ -32,11 +32,17 @@ EC2_USER_DATA_LIMIT = 16 * 1024  # RunInstances refuses more (before base64)
 
 
 def server_kind(value: str) -> ServerKind:
-    """A ``--server`` value checked (a usage error before any AWS call or credential check)."""
+    """A server kind checked (a usage error before any AWS call or credential check)."""
     for kind in SERVERS:
         if value == kind:
             return kind
-    raise UsageError(f"unknown --server {value!r}; choose one of: {', '.join(SERVERS)}")
+    raise UsageError(f"unknown server {value!r}; choose one of: {', '.join(SERVERS)}", param="server")
+
+
+class MmsNeedsArchiveUrl(UsageError):
+    """MMS cannot resolve zoo names: it needs an archive URL (the mmsctl server resolves them itself)."""
+
+    reference = "mms-needs-archive-url"
 
 
 class _Template(string.Template):
@@ -45,7 +51,7 @@ class _Template(string.Template):
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """One ``--models name=location``: location is a zoo name or an http(s) URL reachable from the instance."""
+    """One model to serve, ``name=location``: location is a zoo name or an http(s) URL reachable from the instance."""
 
     name: str
     location: str
@@ -65,25 +71,26 @@ def parse_models(values: list[str]) -> list[ModelSpec]:
             location = where.value
             name = where.name or _default_name(item)
             if any(ch.isspace() or ord(ch) < 32 for ch in item):
-                raise UsageError(f"--models {item!r}: spaces and control characters are not allowed")
+                raise UsageError(f"model {item!r}: spaces and control characters are not allowed", param="models")
             scheme = urlparse(location).scheme
             if where.kind == "url":
                 pass
             elif scheme == "s3":
-                raise UsageError(f"--models {item!r}: the instance cannot read s3:// URLs",
+                raise UsageError(f"model {item!r}: the instance cannot read s3:// URLs", param="models",
                                  hint="share it as a presigned https URL: `aws s3 presign s3://… --expires-in 86400`")
             elif where.kind == "path":
-                raise UsageError(f"--models {item!r}: a local file is not on the instance",
+                raise UsageError(f"model {item!r}: a local file is not on the instance", param="models",
                                  hint="upload it (S3, a web server) and pass its https URL, or use a zoo name")
             elif not _ZOO_RE.match(location):
-                raise UsageError(f"--models {item!r}: not a zoo name or an http(s) URL")
+                raise UsageError(f"model {item!r}: not a zoo name or an http(s) URL", param="models")
             if not _NAME_RE.match(name):
-                raise UsageError(f"--models {item!r}: model name must be letters, digits, '.', '_' or '-'")
+                raise UsageError(f"model {item!r}: model name must be letters, digits, '.', '_' or '-'",
+                                 param="models")
             specs.append(ModelSpec(name, location))
     names = [s.name for s in specs]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise UsageError(f"--models: model name given twice: {', '.join(dupes)}")
+        raise UsageError(f"model name given twice: {', '.join(dupes)}", param="models")
     return specs
 
 
@@ -105,7 +112,7 @@ class UserDataSpec:
     server: ServerKind = "mmsctl"
     accelerator: str = "none"
     version: str = ""
-    pip_spec: Optional[str] = None  # what `pip install` gets for --server mmsctl; default mmsctl==<version>
+    pip_spec: Optional[str] = None  # what `pip install` gets for the mmsctl server; default mmsctl==<version>
     inference_port: int = 8080
     management_port: int = 8081
     #: Where the management API listens: loopback for `ec2 launch` (reached through SSH), every
@@ -124,8 +131,9 @@ def render_user_data(spec: UserDataSpec) -> str:
     if spec.server == "mms":
         for m in spec.models:
             if "://" not in m.location:
-                raise UsageError(f"--models {m.arg}: MMS needs an archive URL, not a zoo name",
-                                 hint="use --server mmsctl, which resolves zoo names itself")
+                raise MmsNeedsArchiveUrl(f"model {m.arg}: MMS needs an archive URL, not a zoo name",
+                                         params=("models", "server"),
+                                 hint="serve it with the mmsctl server, which resolves zoo names itself")
         label = f"Multi Model Server {MMS_VERSION}"
         pip_requirements = " ".join(shlex.quote(r) for r in (
             f"multi-model-server=={MMS_VERSION}", "mxnet==1.9.1", "numpy<1.24"))
@@ -176,5 +184,5 @@ def render_user_data(spec: UserDataSpec) -> str:
     )
     if len(text.encode()) > EC2_USER_DATA_LIMIT:
         raise UsageError(f"the boot script is {len(text.encode())} bytes; EC2 allows {EC2_USER_DATA_LIMIT}",
-                         hint="pass fewer or shorter --models")
+                         param="models", hint="pass fewer or shorter models")
     return text

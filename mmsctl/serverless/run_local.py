@@ -30,7 +30,20 @@ from mmsctl.cloud.lambda_resources import aws_code
 from mmsctl.errors import CloudError, HandlerError, NotFoundError, UsageError
 from mmsctl.serverless.local import LocalFunction, serve
 
-__all__ = ["LocalPlan", "Overrides", "check_sources", "event_from", "plan", "run"]
+__all__ = ["FunctionNotDeployed", "LocalPlan", "ModelInImage", "Overrides", "check_sources", "event_from", "plan",
+           "run"]
+
+
+class FunctionNotDeployed(NotFoundError):
+    """No deployed function to take the environment from (a model or a build context would do)."""
+
+    reference = "lambda-function-not-deployed"
+
+
+class ModelInImage(UsageError):
+    """The function's model is baked into its image: only its build context (or another model) can run it here."""
+
+    reference = "lambda-model-in-image"
 
 MAX_EVENT = 6 * 1024 * 1024
 
@@ -59,10 +72,12 @@ class LocalPlan:
 
 
 def check_sources(count: int, serve: bool) -> None:
+    """One event (a file, an S3 put or a function-URL GET), or none when serving."""
     if serve and count:
-        raise UsageError("--serve answers invocations as they come: give no event with it")
+        raise UsageError("serving answers invocations as they come: give no event with it", param="serve")
     if not serve and count != 1:
-        raise UsageError("give one event: EVENT.json, --s3-put s3://bucket/key or --url URL (or --serve)")
+        raise UsageError("give one event (an event file, an S3 put notification or a function-URL GET), "
+                         "or serve invocations", param="event")
 
 
 def _function_environment(aws: Any, name: str) -> tuple[dict[str, str], int, int]:
@@ -70,14 +85,14 @@ def _function_environment(aws: Any, name: str) -> tuple[dict[str, str], int, int
         config = aws.call("lambda", "get_function_configuration", FunctionName=name)
     except CloudError as exc:
         if aws_code(exc) == "ResourceNotFoundException":
-            raise NotFoundError(f"no function {name} in {aws.region}",
-                                hint="deploy it first, or run without one: --model MODEL [--output-bucket B]") from exc
+            raise FunctionNotDeployed(f"no function {name} in {aws.region}",
+                                      hint="deploy it first, or run without one on a model") from exc
         raise
     variables = (config.get("Environment") or {}).get("Variables") or {}
     mine = {k: str(v) for k, v in variables.items() if k.startswith(env.ENV_PREFIX)}
     if env.ENV_MODEL not in mine:
-        raise UsageError(f"function {name}'s model is baked into its image",
-                         hint="run the image's context with --build DIR, or name the model with --model")
+        raise ModelInImage(f"function {name}'s model is baked into its image",
+                           hint="run the image's build context, or name the model")
     return mine, int(config.get("MemorySize") or 1024), int(config.get("Timeout") or 30)
 
 
@@ -132,7 +147,7 @@ def event_from(aws: Any, event_file: Optional[Path], s3_put: Optional[str], url:
     try:
         where = env.parse_s3_uri(s3_put)
     except Exception as exc:  # noqa: BLE001 - ConfigError: the flag's fault
-        raise UsageError(f"--s3-put: {getattr(exc, 'message', exc)}") from None
+        raise UsageError(f"S3 put: {getattr(exc, 'message', exc)}", param="s3_put") from None
     try:
         head = aws.call("s3", "head_object", Bucket=where.bucket, Key=where.key)
     except CloudError as exc:

@@ -71,7 +71,7 @@ class HandlerSettings:
         model = env.get(ENV_MODEL, "").strip()
         if not model:
             raise ConfigError(f"{ENV_MODEL} is not set: the image names no model",
-                              hint="build the image with `mmsctl lambda build MODEL`, or deploy with --model")
+                              hint="build the image with its model (`mmsctl lambda build MODEL`), or deploy it with a model")
         top_k = _int(env, ENV_TOP_K, None, 1, _MAX_TOP_K)
         return cls(
             model=model,

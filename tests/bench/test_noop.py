@@ -24,11 +24,17 @@ def test_loopback_targets(url: str, local: bool) -> None:
 
 def test_a_remote_target_needs_noop_url_before_anything_is_sent(tmp_path: Path) -> None:
     remote = Context("far", "http://192.0.2.1:8080", "http://192.0.2.1:8081")
-    with pytest.raises(UsageError, match="needs --noop-url") as info:
+    with pytest.raises(UsageError, match="needs the archive's location") as info:
         with noop_model(remote, "mms", name="x", archive_dir=tmp_path):
             pass
-    assert "mmsctl bench noop-archive" in (info.value.hint or "")
+    assert info.value.param == "location" and "mmsctl-noop.mar" in (info.value.hint or "")
     assert list(tmp_path.iterdir()) == []
+    from mmsctl.cli.bench import _RUN_WORDS  # what `bench --noop` prints for it
+
+    _RUN_WORDS.reword(info.value)
+    assert info.value.message.endswith("needs the archive's location (--noop-url)")
+    assert (info.value.hint or "").startswith("write the archive with `mmsctl bench noop-archive DIR`, copy it into "
+                                              "the server's model store and pass --noop-url mmsctl-noop.mar")
 
 
 def test_the_archive_server_serves_one_file_at_an_unguessable_path(tmp_path: Path) -> None:

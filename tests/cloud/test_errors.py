@@ -9,6 +9,7 @@ from mmsctl.cloud.accelerators import EI_REGIONS, check_ei_region, choose, parse
 from mmsctl.cloud.errors import (
     AccessDenied,
     NoCredentials,
+    NoRegion,
     QuotaExceeded,
     ResourceNotFound,
     UnknownRegion,
@@ -26,7 +27,7 @@ def _client_error(code: str, message: str = "nope") -> ClientError:
     ("exc", "kind", "text"),
     [
         (NoCredentialsError(), NoCredentials, "no AWS credentials found (run `aws configure` or set AWS_PROFILE)"),
-        (NoRegionError(), UnknownRegion, "no AWS region configured"),
+        (NoRegionError(), NoRegion, "no AWS region configured"),
         (_client_error("UnauthorizedOperation", "You are not authorized"), AccessDenied,
          "access denied: ec2 RunInstances: You are not authorized"),
         (_client_error("AccessDenied"), AccessDenied, "access denied"),
@@ -68,7 +69,11 @@ def test_accelerator_choices() -> None:
         (["ec2", "terminate"], "error: name the instances to terminate (INSTANCE_ID…), or pass --all"),
         (["ec2", "terminate", "i-0123456789abcdef0", "--all"], "error: pass INSTANCE_IDs or --all, not both"),
         (["ec2", "launch", "--server", "torchserve", "--dry-run"],
-         "error: unknown --server 'torchserve'; choose one of: mmsctl, mms"),
+         "error: unknown server 'torchserve'; choose one of: mmsctl, mms (--server)"),
+        (["ec2", "launch", "--eia", "medium", "--accelerator", "g5", "--dry-run"],
+         "error: Elastic Inference cannot be combined with accelerator g5 (--eia, --accelerator)"),
+        (["ec2", "user-data", "-m", "squeezenet", "--server", "mms"],
+         "error: model squeezenet=squeezenet: MMS needs an archive URL, not a zoo name (--models, --server)"),
     ],
 )
 def test_usage_errors_come_before_aws(capsys, monkeypatch, args: list[str], message: str) -> None:
@@ -81,3 +86,33 @@ def test_usage_errors_come_before_aws(capsys, monkeypatch, args: list[str], mess
     r = invoke(capsys, *args)
     assert (r.code, r.stdout) == (2, "")
     assert r.stderr.splitlines()[0] == message
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "hint"),
+    [
+        (["ec2", "list"], 9, "hint: pass --region or set AWS_DEFAULT_REGION"),
+        (["ec2", "user-data", "-m", "squeezenet", "--server", "mms"], 2,
+         "hint: use --server mmsctl, which resolves zoo names itself"),
+        (["ec2", "cost", "--instance-type", "zz.large", "--throughput", "3"], 2,
+         "hint: pass --price DOLLARS_PER_HOUR, or --live to ask the AWS Pricing API"),
+    ],
+)
+def test_the_cli_names_the_flags_the_core_does_not(capsys, monkeypatch, args: list[str], code: int,
+                                                   hint: str) -> None:
+    """The core says what is wrong in its own words; the CLI's hint names the flag that fixes it."""
+    from tests.client.clirun import invoke
+
+    for key, value in {"AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+                       "AWS_EC2_METADATA_DISABLED": "true"}.items():
+        monkeypatch.setenv(key, value)
+    for key in ("AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(key, raising=False)
+    r = invoke(capsys, *args)
+    assert r.code == code
+    assert r.stderr.splitlines()[1:] == [hint]
+
+
+def test_no_region_is_still_an_unknown_region() -> None:
+    """Callers that catch UnknownRegion (no region, or a wrong one) keep catching both."""
+    assert issubclass(NoRegion, UnknownRegion) and NoRegion.reference != UnknownRegion.reference

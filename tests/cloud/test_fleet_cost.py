@@ -68,7 +68,7 @@ def test_cost_from_throughput_and_from_a_bench_run(capsys, tmp_path: Path) -> No
          "pass --from-bench FILE or --throughput RPS"),
         (["--instance-type", "c5.xlarge", "--from-bench", "missing.json"], "bench file not found: missing.json"),
         (["--throughput", "5"], "pass a fleet NAME, or --instance-type and --count"),
-        (["--instance-type", "c5.xlarge", "--throughput", "-1"], "--throughput must be a positive number"),
+        (["--instance-type", "c5.xlarge", "--throughput", "-1"], "throughput must be a positive number of requests per second (--throughput)"),
     ],
 )
 def test_cost_errors_are_one_line(capsys, args: list[str], message: str) -> None:

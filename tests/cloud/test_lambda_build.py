@@ -116,7 +116,8 @@ def test_push_without_a_docker_daemon_says_so_before_any_aws_call(tmp_path: Path
                                str(tmp_path / "b"), "--push", "--name", "kitten"], capture_output=True, text=True,
                               cwd=REPO, env=env, timeout=120)
     assert bare.returncode == 1
-    assert bare.stderr.splitlines()[0] == "error: --push needs docker or podman, and neither is installed"
+    assert bare.stderr.splitlines()[0] == ("error: pushing an image needs docker or podman, and neither is installed "
+                                           "(--push)")
     assert (tmp_path / "b" / "Dockerfile").is_file()
     assert seen == []
     assert mmsctl_cli("lambda", "build", "s3://b/k.mar", "--push").stderr.startswith("error: --push needs --name")
@@ -136,14 +137,19 @@ def test_run_local_refuses_unclear_requests(tmp_path: Path, capsys: pytest.Captu
     (ctx / "mmsctl-lambda.json").write_text('{"handler": "x.y", "surprise": 1}')
     url = ("--url", "http://127.0.0.1:1/x.jpg")
     cases = [
-        (("--build", str(ctx), *url), "mmsctl-lambda.json: not written by this mmsctl"),
-        (("--build", str(tmp_path), *url), "is not a build context of `mmsctl lambda build`"),
-        (("--build", str(ctx), "--model", "m", *url), "pass --build DIR or --model MODEL, not both"),
-        (("--model", "m"), "give one event: EVENT.json, --s3-put s3://bucket/key or --url URL (or --serve)"),
-        (("--model", "m", "--serve", *url), "--serve answers invocations as they come"),
-        (("--model", "m", "--url", "ftp://x/y.jpg"), "--url: url must be an http(s) URL"),
-        (("--model", "m", str(tmp_path / "none.json")), "none.json: no such file"),
+        (("--build", str(ctx), *url), "mmsctl-lambda.json: not written by this mmsctl",
+         f"hint: write the context again: mmsctl lambda build MODEL --out {ctx} --force"),
+        (("--build", str(tmp_path), *url), "is not a build context of `mmsctl lambda build`", None),
+        (("--build", str(ctx), "--model", "m", *url), "pass --build DIR or --model MODEL, not both", None),
+        (("--model", "m"), "give one event (an event file, an S3 put notification or a function-URL GET)",
+         "hint: give EVENT.json, --s3-put s3://bucket/key or --url URL (or --serve)"),
+        (("--model", "m", "--serve", *url), "serving answers invocations as they come: give no event with it (--serve)",
+         None),
+        (("--model", "m", "--url", "ftp://x/y.jpg"), "--url: url must be an http(s) URL", None),
+        (("--model", "m", str(tmp_path / "none.json")), "none.json: no such file", None),
     ]
-    for args, message in cases:
+    for args, message, hint in cases:
         result = run_mmsctl(capsys, "lambda", "run-local", "kitten", *args)
         assert result.code in (2, 3) and message in one_error_line(result), (args, result.stderr)
+        if hint is not None:
+            assert result.stderr.splitlines()[1:] == [hint], result.stderr

@@ -47,4 +47,4 @@ def test_lambda_sits_in_the_ec2_table() -> None:
                      "cost_per_100k": round((0.02 * 0.0000166667 + 0.0000002) * 1e5, 4),
                      "price_source": "bundled us-east-1 x86 (2024-04)"}]
     bad = _cli("--memory", "20000", "--duration-ms", "10")
-    assert bad.returncode == 2 and bad.stderr.startswith("error: --memory 20000: Lambda allows 128-10240 MB")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: memory 20000: Lambda allows 128-10240 MB (--memory)")

@@ -306,10 +306,17 @@ def test_refuses_what_mmsctl_did_not_make_and_missing_images(moto: Moto, cli: An
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (("--warm", "15s"), "EventBridge schedules run at most once a minute"),
-    (("--memory", "64"), "--memory 64: Lambda allows 128-10240 MB"),
-    (("--timeout", "1000"), "--timeout 1000: Lambda allows 1-900 seconds"),
-    (("--input-bucket", "bkt1", "--output-bucket", "bkt1"), "invocation loop"),
+    (("--warm", "15s"), "(--warm)\nhint: use --warm 1m or more, or --provisioned N to keep N instances initialised\n"),
+    (("--memory", "64"), "error: memory 64: Lambda allows 128-10240 MB (--memory)\n"),
+    (("--timeout", "1000"), "error: timeout 1000: Lambda allows 1-900 seconds (--timeout)\n"),
+    (("--input-bucket", "bkt1", "--output-bucket", "bkt1"), "invocation loop) (--output-bucket, --input-prefix, "
+     "--output-prefix)\nhint: use another output bucket, or disjoint prefixes: --input-prefix incoming/ "
+     "--output-prefix predictions/\n"),
+    (("--warm", "5m", "--provisioned", "2"), "error: a warm-up schedule or provisioned concurrency, not both "
+     "(--warm, --provisioned)\n"),
+    (("--public",), "error: public makes the function URL public: ask for a function URL too (--public, --function-url)"),
+    (("--input-bucket", "bkt1"), "error: an input bucket and an output bucket go together (the S3 pipeline needs "
+     "both) (--input-bucket, --output-bucket)"),
 ])
 def test_refusals_make_no_aws_call(args: tuple[str, ...], message: str, mar: Path, cli: Any,
                                    monkeypatch: pytest.MonkeyPatch) -> None:

@@ -29,7 +29,7 @@ def test_a_sub_minute_schedule_is_refused_and_says_why() -> None:
         parse_schedule("15s")
     assert "EventBridge schedules run at most once a minute" in info.value.message
     assert "15 s keep-warm of the source article" in info.value.message
-    assert "--provisioned" in (info.value.hint or "")
+    assert info.value.params == ("warm",) and "provisioned" in (info.value.hint or "")  # the CLI: --warm, --provisioned
     with pytest.raises(UsageError, match="whole minutes"):
         parse_schedule("90s")
     with pytest.raises(UsageError, match="not a duration"):
@@ -37,32 +37,34 @@ def test_a_sub_minute_schedule_is_refused_and_says_why() -> None:
 
 
 @pytest.mark.parametrize(("kw", "message"), [
-    ({"memory": 127}, "--memory 127: Lambda allows 128-10240 MB"),
-    ({"memory": 10241}, "--memory 10241: Lambda allows 128-10240 MB"),
-    ({"timeout": 0}, "--timeout 0: Lambda allows 1-900 seconds"),
-    ({"timeout": 901}, "--timeout 901: Lambda allows 1-900 seconds"),
+    ({"memory": 127}, "memory 127: Lambda allows 128-10240 MB"),
+    ({"memory": 10241}, "memory 10241: Lambda allows 128-10240 MB"),
+    ({"timeout": 0}, "timeout 0: Lambda allows 1-900 seconds"),
+    ({"timeout": 901}, "timeout 901: Lambda allows 1-900 seconds"),
     ({"warm": "15s"}, "at most once a minute"),
-    ({"warm": "5m", "provisioned": 2}, "pass --warm or --provisioned, not both"),
-    ({"provisioned": 0}, "--provisioned 0"),
+    ({"warm": "5m", "provisioned": 2}, "a warm-up schedule or provisioned concurrency, not both"),
+    ({"provisioned": 0}, "provisioned concurrency 0"),
     ({"input_bucket": "same-b", "output_bucket": "same-b"}, "invocation loop"),
     ({"input_bucket": "same-b", "output_bucket": "same-b", "input_prefix": "in/", "output_prefix": "in/out/"},
      "invocation loop"),
-    ({"input_bucket": "in-b"}, "--input-bucket and --output-bucket together"),
+    ({"input_bucket": "in-b"}, "an input bucket and an output bucket go together"),
     ({"input_bucket": "in-b", "output_bucket": "Out_B"}, "not a valid S3 bucket name"),
     ({"input_bucket": "in-b", "output_bucket": "out-b", "input_prefix": "/x/"}, "S3 keys do not start with '/'"),
     ({"input_bucket": "in-b", "output_bucket": "out-b", "suffixes": (".jpg", ".thumb.jpg")}, "overlap"),
     ({"input_bucket": "in-b", "output_bucket": "out-b", "suffixes": ("jpg",)}, "a suffix looks like .jpg"),
-    ({"public": True}, "pass --function-url too"),
+    ({"public": True}, "ask for a function URL too"),
     ({"name": "Kitten"}, "function name 'Kitten'"),
     ({"name": "a" * 41}, "use 1-40"),
     ({"image": "docker.io/library/python:3.11"}, "not an Amazon ECR image URI"),
-    ({"model_source": "image"}, "--model-source image needs --image"),
+    ({"model_source": "image"}, "model source image needs an image"),
     ({"model": "s3://b/m.mar", "model_bucket": "mine-b"}, "an s3:// model stays where it is"),
 ])
 def test_refusals(kw: dict[str, object], message: str) -> None:
     with pytest.raises(UsageError) as info:
         spec(**kw)
     assert message in info.value.message
+    if "name" not in kw:  # a refusal of what was asked says which fields (the CLI names their flags)
+        assert info.value.params and set(info.value.params) <= set(DeploySpec.__dataclass_fields__)
 
 
 def test_same_bucket_with_disjoint_prefixes_is_allowed_and_warnings_are_collected() -> None:
@@ -74,10 +76,10 @@ def test_same_bucket_with_disjoint_prefixes_is_allowed_and_warnings_are_collecte
 
 def test_bucket_names() -> None:
     for good in ("abc", "my.bucket-1", "a" * 63):
-        assert check_bucket_name(good, "--b") == good
+        assert check_bucket_name(good, "input_bucket") == good
     for bad in ("ab", "a" * 64, "-abc", "abc-", "a..b", "192.168.1.1", "ABC", "xn--abc", "a.-b"):
         with pytest.raises(UsageError):
-            check_bucket_name(bad, "--b")
+            check_bucket_name(bad, "input_bucket")
     name = model_bucket_name("a" * 40, "123456789012", "ap-southeast-2")
     assert len(name) <= 63 and check_bucket_name(name, "x") == name
     assert name != model_bucket_name("a" * 40, "123456789012", "us-east-1")

@@ -69,27 +69,30 @@ class FleetRequest:
         """Refuse what AWS would refuse later (or what would cost money by mistake), before any call."""
         check_name(self.name)
         if not self.models:
-            raise UsageError("a fleet needs --models: the balancer's health check asks a model")
+            raise UsageError("a fleet needs models: the balancer's health check asks a model", param="models")
         desired = self.desired if self.desired is not None else self.min_size
         if not 1 <= self.min_size <= desired <= self.max_size <= asg.MAX_GROUP_SIZE:
-            raise UsageError(f"sizes must satisfy 1 <= --min ({self.min_size}) <= --desired ({desired}) "
-                             f"<= --max ({self.max_size}) <= {asg.MAX_GROUP_SIZE}")
+            raise UsageError(f"sizes must satisfy 1 <= min ({self.min_size}) <= desired ({desired}) "
+                             f"<= max ({self.max_size}) <= {asg.MAX_GROUP_SIZE}",
+                             params=("min_size", "desired", "max_size"))
         if not 0 < self.target_requests_per_instance <= MAX_TARGET_RPS:
-            raise UsageError(f"--target-requests-per-instance must be above 0 and at most {MAX_TARGET_RPS:g} "
-                             "requests per second")
+            raise UsageError(f"the target requests per instance must be above 0 and at most {MAX_TARGET_RPS:g} "
+                             "requests per second", param="target_requests_per_instance")
         if not 0 <= self.grace_s <= 7200:
-            raise UsageError("--health-check-grace must be 0 to 7200 seconds")
+            raise UsageError("the health check grace period must be 0 to 7200 seconds", param="grace_s")
         for cidr in self.ssh_cidrs:
             try:
                 ipaddress.ip_network(cidr, strict=True)
             except ValueError as exc:
-                raise UsageError(f"--ssh-cidr {cidr!r}: {exc}") from None
+                raise UsageError(f"SSH CIDR {cidr!r}: {exc}", param="ssh_cidrs") from None
         if self.certificate_arn is not None and not self.certificate_arn.startswith("arn:"):
-            raise UsageError(f"--certificate-arn must be an ACM or IAM certificate ARN, not {self.certificate_arn!r}")
+            raise UsageError(f"the certificate must be an ACM or IAM certificate ARN, not {self.certificate_arn!r}",
+                             param="certificate_arn")
         path = self.health_check_path
         if path is not None and (not path.startswith("/") or len(path) > 1024
                                  or any(ch.isspace() or ord(ch) < 32 for ch in path)):
-            raise UsageError(f"--health-check-path must be a path such as /ping/MODEL, not {path!r}")
+            raise UsageError(f"the health check path must be a path such as /ping/MODEL, not {path!r}",
+                             param="health_check_path")
 
 
 def health_check_path(req: FleetRequest) -> str:

@@ -23,7 +23,7 @@ def scale(aws: AwsSession, name: str, *, min_size: Optional[int] = None, max_siz
         ResourceNotFound: no such fleet (or it has no Auto Scaling group).
     """
     if min_size is None and max_size is None and desired is None:
-        raise UsageError("pass --min, --max or --desired")
+        raise UsageError("nothing to change: give a min, max or desired size", params=("min_size", "max_size", "desired"))
     found = find_resources(aws, name)
     if found.group is None:
         raise ResourceNotFound(f"no fleet {name!r} in {aws.region}" + (
