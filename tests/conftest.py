@@ -4,10 +4,28 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 from tests.support.paths import KITTEN_JPG, KITTEN_PNG, SQUEEZENET_DIR, require_shared
+
+
+@pytest.fixture(autouse=True, scope="session")
+def session_environ(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """What module- and session-scoped fixtures see too (they run before :func:`clean_environ`):
+    MXNet's default kernels, and a cache that is not the developer's (a kernel choice measured on a
+    busy machine there would change the answers they compare with)."""
+    saved = {key: os.environ.get(key) for key in ("MMSCTL_MKLDNN", "MMSCTL_CACHE_DIR", "MXNET_MKLDNN_ENABLED")}
+    os.environ["MMSCTL_MKLDNN"] = "1"
+    os.environ["MMSCTL_CACHE_DIR"] = str(tmp_path_factory.mktemp("session-cache"))
+    os.environ.pop("MXNET_MKLDNN_ENABLED", None)
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 @pytest.fixture(autouse=True)
@@ -30,6 +48,8 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
     # MXNet's default kernels (MKL-DNN on), not a per-test measurement of each model in a fresh
     # cache (seconds each); tests/engine/test_kernels.py sets "auto" where it tests the measuring.
     monkeypatch.setenv("MMSCTL_MKLDNN", "1")
+    # An in-process `predict` sets MXNet's variable for the library it loads; no later test inherits it.
+    monkeypatch.delenv("MXNET_MKLDNN_ENABLED", raising=False)
 
 
 @pytest.fixture
