@@ -149,7 +149,7 @@ class ServerConfig:
         if self.default_workers_per_model > self.workers_allowed:
             raise ConfigError(
                 f"default_workers_per_model ({self.default_workers_per_model}) is over the worker limit "
-                f"({self.workers_allowed})", hint="raise worker_limit (--worker-limit), or start fewer workers")
+                f"({self.workers_allowed})", hint="raise the worker_limit setting, or start fewer workers")
         for pattern in self.allowed_urls:
             try:
                 re.compile(pattern)

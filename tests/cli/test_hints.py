@@ -95,7 +95,7 @@ _FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 #: docker/podman, pip, aws (``ssm start-session`` too), multi-model-server (MMS/TorchServe's ``--enable-model-api`` included).
 _OTHER_PROGRAMS = {"--platform", "--provenance", "--load", "--format", "--username", "--password-stdin",
                    "--no-cache-dir", "--expires-in", "--start", "--foreground", "--mms-config", "--model-store",
-                   "--enable-model-api", "--target", "--document-name", "--parameters", "--endpoint-url",
+                   "--enable-model-api", "--convert", "--target", "--document-name", "--parameters", "--endpoint-url",
                    "--function-name",
                    "--ol-s3"}  # not a flag: S3's reserved bucket-name suffix (lambda_spec.py)
 #: Strings that are a command line a core module writes, not a message, found by the name of the
@@ -112,8 +112,6 @@ _COMMAND_LINES: dict[str, frozenset[str]] = {
 #: say these through cli/hints.py. The list may only shrink; a module not on it may name none.
 #: (server/, engine/ and predict/ are being rewritten elsewhere.)
 KNOWN_FLAG_STRINGS: dict[str, int] = {
-    "engine/loader.py": 1,
-    "server/config.py": 1,
 }
 
 
