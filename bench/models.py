@@ -148,9 +148,12 @@ def _memory(pid: int, worker_mark: str) -> tuple[float, float]:
         try:
             cmd = " ".join(p.cmdline())
             rss = p.memory_info().rss
+            # MMS forks its workers from a small parent that matches the mark too (17 MB): only the
+            # processes that serve (no worker below them) are workers.
+            serves = not any(worker_mark in " ".join(c.cmdline()) for c in p.children())
         except psutil.Error:
             continue
-        if worker_mark in cmd:
+        if worker_mark in cmd and serves:
             workers.append(rss)
         elif "java" in cmd or "mmsctl.server" in cmd:
             front += rss
