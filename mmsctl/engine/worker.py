@@ -322,11 +322,25 @@ class AsyncWorkerProcess:
             WorkerExited: the worker died (the batch is lost).
             BatchFailed: the worker answered FAILED, or not one response per request.
         """
-        self._writer.write(encode_frame((BATCH, items)))
+        self.send_batches([items])
+        return await self.next_result(len(items))
+
+    def send_batches(self, batches: list[list[RequestItem]]) -> None:
+        """Queue several batches in one write (one system call for all); the worker answers them one by
+        one, in this order: one :meth:`next_result` per batch."""
+        self._writer.write(b"".join([encode_frame((BATCH, items)) for items in batches]))
+
+    async def next_result(self, size: int) -> BatchResult:
+        """The answer to the oldest batch sent and not yet answered, which held *size* requests.
+
+        Raises:
+            WorkerExited: the worker died (the batches it held are lost).
+            BatchFailed: the worker answered FAILED, or not one response per request.
+        """
         kind, payload = await self._receive()
         if kind == FAILED:
             raise BatchFailed(str(payload))
-        if kind != RESULT or not isinstance(payload, BatchResult) or len(payload.responses) != len(items):
+        if kind != RESULT or not isinstance(payload, BatchResult) or len(payload.responses) != size:
             raise BatchFailed("number of batch response mismatched")
         return payload
 

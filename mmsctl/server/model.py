@@ -29,6 +29,13 @@ __all__ = ["Model", "Worker", "WorkerStartError", "WorkerState"]
 
 log = logging.getLogger("mmsctl.server")
 
+#: The most batches a worker holds at once (written to it in one go when its queue backs up).
+PIPELINE_DEPTH = 8
+#: A worker holds more than one batch only while its batches take less than this (seconds): there the
+#: round trip to the worker is a good part of a request's cost; with slower models jobs stay queued,
+#: where any worker can take them, a client that leaves takes them back, and describe shows them.
+PIPELINE_BELOW = 0.002
+
 
 class WorkerState(str, enum.Enum):
     STARTING = "STARTING"
@@ -56,6 +63,8 @@ class Worker:
         self.stop_event = asyncio.Event()
         self.task: Optional["asyncio.Task[str]"] = None
         self.batches = 0
+        #: Whether the last batches took less than PIPELINE_BELOW each (no batch yet: not known).
+        self.quick = False
 
     @property
     def alive(self) -> bool:
@@ -115,8 +124,32 @@ class Worker:
         finally:
             m.gathering.release()
 
+    def _more_batches(self) -> list[list[Job]]:
+        """Jobs already queued that this worker may take on top of the batch it holds (one per batch,
+        models without batching only), once the queue is backed up (``PIPELINE_DEPTH`` jobs per ready
+        worker wait): at most its share of the queue, so a burst is still spread over every worker."""
+        m = self.model
+        if m.batch_size > 1 or not self.quick:
+            return []
+        waiting, ready = m.queue.qsize(), max(len(m.ready_workers()), 1)
+        if waiting < PIPELINE_DEPTH * ready:
+            return []
+        share = min(PIPELINE_DEPTH - 1, waiting // ready)
+        more: list[list[Job]] = []
+        for _ in range(share):
+            try:
+                more.append([m.queue.get_nowait()])
+            except asyncio.QueueEmpty:
+                break
+        return more
+
     async def serve(self, metrics: Any) -> str:
-        """Feed batches until stopped ("stopped"), dead ("died") or too slow ("timeout")."""
+        """Feed batches until stopped ("stopped"), dead ("died") or too slow ("timeout").
+
+        Under load, and while its batches are quick (``PIPELINE_BELOW``), a worker holds up to
+        ``PIPELINE_DEPTH`` batches at once, written in one go; it answers them in order, each within
+        ``response_timeout`` of the answer before it.
+        """
         m = self.model
         loop = asyncio.get_running_loop()
         assert self.process is not None
@@ -125,32 +158,49 @@ class Worker:
             if jobs is None:
                 return "stopped"
             self.state = WorkerState.BUSY
+            batches = [jobs, *self._more_batches()]
             started = loop.time()
-            for job in jobs:
-                job.started = started
-                metrics.observe_queue(m.name, started - job.enqueued)
+            for batch in batches:
+                for job in batch:
+                    job.started = started
+                    metrics.observe_queue(m.name, started - job.enqueued)
+            self.process.send_batches([[j.item for j in batch] for batch in batches])
+            outcome = await self._answer(batches, metrics, started)
+            if outcome is not None:
+                return outcome
+            self.quick = loop.time() - started < PIPELINE_BELOW * len(batches)
+            self.state = WorkerState.READY
+
+    async def _answer(self, batches: list[list[Job]], metrics: Any, started: float) -> Optional[str]:
+        """Answer the jobs of *batches* (sent in this order) as the worker answers them; None, or why
+        the worker is finished ("timeout", "died")."""
+        m = self.model
+        loop = asyncio.get_running_loop()
+        assert self.process is not None
+        for index, jobs in enumerate(batches):
             try:
-                result = await asyncio.wait_for(self.process.run_batch([j.item for j in jobs]), m.response_timeout)
+                result = await asyncio.wait_for(self.process.next_result(len(jobs)), m.response_timeout)
             except asyncio.TimeoutError:
                 log.warning("%s W-%s: no answer in %s s; killing pid %s", m.name, self.id, m.response_timeout, self.pid)
                 self.kill()
-                _answer_all(jobs, ResponseItem.error(504, "RequestTimeoutException",
-                                                 "Backend worker did not respond in given time"))
+                _fail(batches[index:], m, ResponseItem.error(504, "RequestTimeoutException",
+                                                             "Backend worker did not respond in given time"))
                 return "timeout"
             except WorkerExited:
-                _answer_all(jobs, ResponseItem.error(503, "ServiceUnavailableException", "Worker died."))
+                _fail(batches[index:], m, ResponseItem.error(503, "ServiceUnavailableException", "Worker died."))
                 return "died"
             except BatchFailed as exc:
                 _answer_all(jobs, ResponseItem.error(503, "ServiceUnavailableException", f"Prediction failed: {exc}"))
             else:
                 for job, response in zip(jobs, result.responses):
                     job.answer(response)
-            finally:
-                for _ in jobs:
-                    m.queue.task_done()
+            for _ in jobs:
+                m.queue.task_done()
             self.batches += 1
-            metrics.observe_inference(m.name, loop.time() - started, len(jobs))
-            self.state = WorkerState.READY
+            now = loop.time()
+            metrics.observe_inference(m.name, now - started, len(jobs))
+            started = now
+        return None
 
     async def close(self, grace: float = 5.0) -> None:
         """Ask the process to exit, then kill it if it lingers."""
@@ -163,6 +213,14 @@ class Worker:
 def _answer_all(jobs: list[Job], response: ResponseItem) -> None:
     for job in jobs:
         job.answer(response)
+
+
+def _fail(batches: list[list[Job]], model: "Model", response: ResponseItem) -> None:
+    """Answer every job of *batches* with *response* (their worker is gone) and mark them done."""
+    for jobs in batches:
+        _answer_all(jobs, response)
+        for _ in jobs:
+            model.queue.task_done()
 
 
 async def _acquire_unless(lock: asyncio.Lock, stop: asyncio.Event) -> bool:
