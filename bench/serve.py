@@ -96,7 +96,7 @@ def _hey(url: str, clients: int, duration: float) -> dict[str, Any]:
     text = proc.stdout
     total = float(re.search(r"Total:\s+([\d.]+) secs", text).group(1))  # type: ignore[union-attr]
     codes = {int(c): int(n) for c, n in re.findall(r"\[(\d{3})\]\s+(\d+) responses", text)}
-    failed = sum(int(n) for n, _ in re.findall(r"\[(\d+)\]\s+(\w+ .*)", text))  # connection errors
+    failed = sum(int(n) for n, _ in re.findall(r"\[(\d+)\]\s+([A-Za-z].*)", text))  # connection errors
 
     def percentile(p: str) -> Optional[float]:
         found = re.search(rf"\s{p}% in ([\d.]+) secs", text)

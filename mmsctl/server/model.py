@@ -14,11 +14,11 @@ import enum
 import logging
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from mmsctl.engine.protocol import ResponseItem
 from mmsctl.engine.spec import ServiceSpec
-from mmsctl.engine.worker import AsyncWorkerProcess, BatchFailed, WorkerExited
+from mmsctl.engine.worker import AsyncWorkerProcess, BatchFailed, BatchResult, WorkerExited
 from mmsctl.server.batching import Job, JobQueue, next_batch, until_stopped
 from mmsctl.server.config import ServerConfig
 
@@ -146,9 +146,9 @@ class Worker:
     async def serve(self, metrics: Any) -> str:
         """Feed batches until stopped ("stopped"), dead ("died") or too slow ("timeout").
 
-        Under load, and while its batches are quick (``PIPELINE_BELOW``), a worker holds up to
-        ``PIPELINE_DEPTH`` batches at once, written in one go; it answers them in order, each within
-        ``response_timeout`` of the answer before it.
+        Under load, and while its batches are quick (``PIPELINE_BELOW``), a worker takes up to
+        ``PIPELINE_DEPTH`` batches at once, sent in one frame and answered in one, all within
+        ``response_timeout``.
         """
         m = self.model
         loop = asyncio.get_running_loop()
@@ -164,7 +164,6 @@ class Worker:
                 for job in batch:
                     job.started = started
                     metrics.observe_queue(m.name, started - job.enqueued)
-            self.process.send_batches([[j.item for j in batch] for batch in batches])
             outcome = await self._answer(batches, metrics, started)
             if outcome is not None:
                 return outcome
@@ -172,34 +171,42 @@ class Worker:
             self.state = WorkerState.READY
 
     async def _answer(self, batches: list[list[Job]], metrics: Any, started: float) -> Optional[str]:
-        """Answer the jobs of *batches* (sent in this order) as the worker answers them; None, or why
-        the worker is finished ("timeout", "died")."""
+        """Run *batches* on the worker (several: in one frame each way) and answer their jobs; None, or
+        why the worker is finished ("timeout", "died")."""
         m = self.model
         loop = asyncio.get_running_loop()
         assert self.process is not None
-        for index, jobs in enumerate(batches):
-            try:
-                result = await asyncio.wait_for(self.process.next_result(len(jobs)), m.response_timeout)
-            except asyncio.TimeoutError:
-                log.warning("%s W-%s: no answer in %s s; killing pid %s", m.name, self.id, m.response_timeout, self.pid)
-                self.kill()
-                _fail(batches[index:], m, ResponseItem.error(504, "RequestTimeoutException",
-                                                             "Backend worker did not respond in given time"))
-                return "timeout"
-            except WorkerExited:
-                _fail(batches[index:], m, ResponseItem.error(503, "ServiceUnavailableException", "Worker died."))
-                return "died"
-            except BatchFailed as exc:
-                _answer_all(jobs, ResponseItem.error(503, "ServiceUnavailableException", f"Prediction failed: {exc}"))
+        items = [[j.item for j in jobs] for jobs in batches]
+        outcomes: list[Union[BatchResult, BatchFailed]]
+        try:
+            if len(batches) == 1:
+                try:
+                    outcomes = [await asyncio.wait_for(self.process.run_batch(items[0]), m.response_timeout)]
+                except BatchFailed as exc:
+                    outcomes = [exc]
             else:
-                for job, response in zip(jobs, result.responses):
+                outcomes = await asyncio.wait_for(self.process.run_batches(items), m.response_timeout)
+        except asyncio.TimeoutError:
+            log.warning("%s W-%s: no answer in %s s; killing pid %s", m.name, self.id, m.response_timeout, self.pid)
+            self.kill()
+            _fail(batches, m, ResponseItem.error(504, "RequestTimeoutException",
+                                                 "Backend worker did not respond in given time"))
+            return "timeout"
+        except WorkerExited:
+            _fail(batches, m, ResponseItem.error(503, "ServiceUnavailableException", "Worker died."))
+            return "died"
+        elapsed = (loop.time() - started) / len(batches)
+        for jobs, outcome in zip(batches, outcomes):
+            if isinstance(outcome, BatchFailed):
+                _answer_all(jobs, ResponseItem.error(503, "ServiceUnavailableException",
+                                                     f"Prediction failed: {outcome}"))
+            else:
+                for job, response in zip(jobs, outcome.responses):
                     job.answer(response)
             for _ in jobs:
                 m.queue.task_done()
             self.batches += 1
-            now = loop.time()
-            metrics.observe_inference(m.name, now - started, len(jobs))
-            started = now
+            metrics.observe_inference(m.name, elapsed, len(jobs))
         return None
 
     async def close(self, grace: float = 5.0) -> None:
