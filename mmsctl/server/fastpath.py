@@ -124,6 +124,8 @@ class LeanProtocol(asyncio.Protocol):
         #: What arrived while an answer was pending (the client pipelines); read once it is sent.
         self._stash = b""
         self._timer: Optional[asyncio.TimerHandle] = None
+        #: The client reads its answers slower than it sends requests: read nothing until it catches up.
+        self._writing_paused = False
 
     # -- httptools callbacks -------------------------------------------------------------------
     def on_message_begin(self) -> None:
@@ -168,7 +170,7 @@ class LeanProtocol(asyncio.Protocol):
         self.transport = None
 
     def data_received(self, data: bytes) -> None:
-        if self._job is not None:  # an answer is pending: what follows waits for it (bounded: reading stops)
+        if self._job is not None or self._writing_paused:  # what follows waits (bounded: reading stops)
             self._stash += data
             assert self.transport is not None
             self.transport.pause_reading()
@@ -277,14 +279,30 @@ class LeanProtocol(asyncio.Protocol):
             peer = self.transport.get_extra_info("peername")
             access_log.info('%s "%s %s" %s %.1fms', peer[0] if peer else "", method.decode(),
                             self._url.decode(), status, (time.monotonic() - started) * 1000)
-        if self.transport is None or self._job is not None:
+        if self.transport is not None and self._job is None:
+            self._arm()  # closes a connection that sends no request, or does not read its answers, in time
+            self._read_on()
+
+    def _read_on(self) -> None:
+        """Serve what waits, or read on, unless an answer is pending or the client is not reading."""
+        if self.transport is None or self._job is not None or self._writing_paused:
             return
+        self.transport.resume_reading()
         if self._stash:
             data, self._stash = self._stash, b""
-            self.transport.resume_reading()
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
             self._serve(data)
-        else:
-            self._arm()
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._read_on()
 
     def _write(self, status: int, reason: Optional[str], body: bytes, content_type: Optional[bytes],
                headers: dict[str, str], request_id: str) -> int:
