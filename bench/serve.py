@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/serve.py                                   # 100/200/500 clients, 10 s, 3 rounds
     .venv/bin/python bench/serve.py --clients 100 --duration 5 --rounds 1   # quick
-    .venv/bin/python bench/serve.py --loadgen mmsctl                  # mmsctl bench instead of hey
+    .venv/bin/python bench/serve.py --loadgen hey                     # hey instead of mmsctl bench
 
 The no-op scenario of issue 12: the echo model (one ``.mar`` built by MMS's own
 model-archiver, so both servers load the same file) with 2 workers, N keep-alive
@@ -21,9 +21,11 @@ the ratios: mmsctl/MMS and mmsctl/echo for req/s, mmsctl/MMS for p99.
 Targets (100 clients): req/s >= 3x MMS, p99 <= 0.5x MMS, front-end CPU <= 100 us per
 request; at 200 and 500 clients every answer is a 200.
 
-The load generator is ``hey`` where installed (``apt-get install hey``), else mmsctl's
-own (``mmsctl bench noop``, see bench/loadgen_vs_hey.py). Both share the machine with
-the servers: print the load average beside the figures. Writes bench/out/serve.json.
+The load generator is mmsctl's own (``mmsctl bench noop``: closed loop, N keep-alive
+clients, like ``hey -c N``), or ``hey`` with ``--loadgen hey`` (``apt-get install hey``).
+Both share the machine with the servers, and mmsctl's costs a tenth of hey's CPU per
+request (bench/loadgen_vs_hey.py), which leaves the servers more of a small machine:
+give the generator beside the figures, and the load average. Writes bench/out/serve.json.
 """
 
 from __future__ import annotations
@@ -191,12 +193,12 @@ def main() -> int:
     parser.add_argument("--clients", type=int, nargs="+", default=[100, 200, 500])
     parser.add_argument("--rounds", type=int, default=3, help="runs per target and level (medians)")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--loadgen", choices=("hey", "mmsctl"), default=None,
-                        help="load generator (default: hey if installed, else mmsctl bench)")
+    parser.add_argument("--loadgen", choices=("hey", "mmsctl"), default="mmsctl",
+                        help="load generator (default: mmsctl bench)")
     parser.add_argument("--skip-mms", action="store_true")
     parser.add_argument("--skip-echo", action="store_true")
     args = parser.parse_args()
-    loadgen = args.loadgen or ("hey" if shutil.which("hey") else "mmsctl")
+    loadgen = args.loadgen
     if loadgen == "hey" and not shutil.which("hey"):
         print("hey is not installed (apt-get install hey); use --loadgen mmsctl")
         return 1

@@ -29,8 +29,10 @@ __all__ = ["Model", "Worker", "WorkerStartError", "WorkerState"]
 
 log = logging.getLogger("mmsctl.server")
 
-#: The most batches a worker holds at once (written to it in one go when its queue backs up).
-PIPELINE_DEPTH = 8
+#: The most batches a worker takes at once (sent to it in one frame) once its model's queue backs up:
+#: ``PIPELINE_FROM`` jobs or more wait per ready worker.
+PIPELINE_DEPTH = 32
+PIPELINE_FROM = 8
 #: A worker holds more than one batch only while its batches take less than this (seconds): there the
 #: round trip to the worker is a good part of a request's cost; with slower models jobs stay queued,
 #: where any worker can take them, a client that leaves takes them back, and describe shows them.
@@ -126,13 +128,13 @@ class Worker:
 
     def _more_batches(self) -> list[list[Job]]:
         """Jobs already queued that this worker may take on top of the batch it holds (one per batch,
-        models without batching only), once the queue is backed up (``PIPELINE_DEPTH`` jobs per ready
+        models without batching only), once the queue is backed up (``PIPELINE_FROM`` jobs per ready
         worker wait): at most its share of the queue, so a burst is still spread over every worker."""
         m = self.model
         if m.batch_size > 1 or not self.quick:
             return []
         waiting, ready = m.queue.qsize(), max(len(m.ready_workers()), 1)
-        if waiting < PIPELINE_DEPTH * ready:
+        if waiting < PIPELINE_FROM * ready:
             return []
         share = min(PIPELINE_DEPTH - 1, waiting // ready)
         more: list[list[Job]] = []
