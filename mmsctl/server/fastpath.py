@@ -77,12 +77,35 @@ class LeanInference:
     #: Makes the full path's protocol for a connection that is handed over.
     fallback: Callable[[], asyncio.Protocol]
     connections: set["LeanProtocol"] = field(default_factory=set)
+    _sweeper: Optional[asyncio.TimerHandle] = None
 
     def __call__(self) -> "LeanProtocol":
         return LeanProtocol(self)
 
+    def watch(self) -> None:
+        """Make sure idle connections are swept (one timer for all of them, not one per request)."""
+        if self._sweeper is None:
+            self._sweeper = asyncio.get_running_loop().call_later(self._period(), self._sweep)
+
+    def _period(self) -> float:
+        return min(max(self.header_timeout / 4, 0.01), 1.0)
+
+    def _sweep(self) -> None:
+        """Close the connections idle for ``request_header_timeout`` (within a quarter of it, at most 1 s)."""
+        self._sweeper = None
+        now = time.monotonic()
+        for connection in list(self.connections):
+            since = connection.idle_since
+            if since is not None and now - since >= self.header_timeout:
+                connection.close()
+        if self.connections:
+            self.watch()
+
     def close(self) -> None:
         """Close the connections still on the fast path (the server stops)."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         for connection in list(self.connections):
             connection.close()
 
@@ -123,7 +146,8 @@ class LeanProtocol(asyncio.Protocol):
         self._started = 0.0
         #: What arrived while an answer was pending (the client pipelines); read once it is sent.
         self._stash = b""
-        self._timer: Optional[asyncio.TimerHandle] = None
+        #: Since when the connection has waited for a request (None: it is being served).
+        self.idle_since: Optional[float] = None
         #: The client reads its answers slower than it sends requests: read nothing until it catches up.
         self._writing_paused = False
 
@@ -151,7 +175,8 @@ class LeanProtocol(asyncio.Protocol):
         self._arm()
 
     def _arm(self) -> None:
-        self._timer = asyncio.get_running_loop().call_later(self.lean.header_timeout, self.close)
+        self.idle_since = time.monotonic()
+        self.lean.watch()
 
     def close(self) -> None:
         if self.transport is not None:
@@ -159,8 +184,6 @@ class LeanProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Optional[Exception]) -> None:
         self.lean.connections.discard(self)
-        if self._timer is not None:
-            self._timer.cancel()
         job = self._job
         if job is not None and not job.future.done():  # the client left: its request leaves the queue
             model = self.lean.manager.models.get(self._model)
@@ -175,9 +198,7 @@ class LeanProtocol(asyncio.Protocol):
             assert self.transport is not None
             self.transport.pause_reading()
             return
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self.idle_since = None
         self._serve(data)
 
     def _serve(self, data: bytes) -> None:
@@ -290,9 +311,7 @@ class LeanProtocol(asyncio.Protocol):
         self.transport.resume_reading()
         if self._stash:
             data, self._stash = self._stash, b""
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+            self.idle_since = None
             self._serve(data)
 
     def pause_writing(self) -> None:
