@@ -1,239 +1,278 @@
-"""Benchmark: the mmsctl server against real MMS 1.1.11, side by side in one run.
+"""Benchmark: mmsctl serve's front end against real MMS 1.1.11 and a bare echo server, in one run.
 
-    .venv/bin/python bench/serve.py                 # full run (run it on a quiet machine)
-    .venv/bin/python bench/serve.py --duration 2 --clients 100 --skip-squeezenet   # smoke
-    .venv/bin/python bench/serve.py --only-squeezenet --runs 3   # the squeezenet scenario, medians
-    .venv/bin/python bench/serve.py --only-squeezenet --batch-size 8   # with server-side batching
+    .venv/bin/python bench/serve.py                                   # 100/200/500 clients, 10 s, 3 rounds
+    .venv/bin/python bench/serve.py --clients 100 --duration 5 --rounds 1   # quick
+    .venv/bin/python bench/serve.py --loadgen hey                     # hey instead of mmsctl bench
 
-For each server: start → first prediction, a no-op model with 2 workers under
-100/200/500 concurrent keep-alive clients (requests/s, p50/p99 latency, non-200
-count), squeezenet (real, from ../shared) at 10 clients, and resident memory of
-the front end plus workers. The load generator is an asyncio aiohttp client in
-its own process. Prints a table with the mmsctl/MMS ratio and writes JSON to
-bench/out/serve.json.
+The no-op scenario of issue 12: the echo model (one ``.mar`` built by MMS's own
+model-archiver, so both servers load the same file) with 2 workers, N keep-alive
+clients POSTing a 5-byte body on loopback. Three targets run side by side: mmsctl
+(``python -m mmsctl.server``, as ``mmsctl serve start`` runs it), MMS 1.1.11, and
+the physical ceiling, bench/echo_server.py (httptools + uvloop, reads the body and
+answers "OK", no worker behind it). Each round runs every client level against every
+target in turn (the order rotates per round); figures are medians over the rounds.
+
+Per target and level: successful (200) requests/s, p50/p99 latency, non-200 answers
+(errors included), and the front end's own CPU per successful request: the utime +
+stime (/proc/PID/stat) of the front-end process only (mmsctl's server process, MMS's
+Java process, the echo server), not the workers', over the requests of that run. Then
+the ratios: mmsctl/MMS and mmsctl/echo for req/s, mmsctl/MMS for p99.
+
+Targets (100 clients): req/s >= 3x MMS, p99 <= 0.5x MMS, front-end CPU <= 100 us per
+request; at 200 and 500 clients every answer is a 200.
+
+The load generator is mmsctl's own (``mmsctl bench noop``: closed loop, N keep-alive
+clients, like ``hey -c N``), or ``hey`` with ``--loadgen hey`` (``apt-get install hey``).
+Both share the machine with the servers, and mmsctl's costs a tenth of hey's CPU per
+request (bench/loadgen_vs_hey.py), which leaves the servers more of a small machine:
+give the generator beside the figures, and the load average. Writes bench/out/serve.json.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
+import re
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Iterator, Optional
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tests.support._proc import any_free_port  # noqa: E402
 from tests.support.mms import build_noop_mar, mms_skip_reason, running_mms  # noqa: E402
 from tests.support.mmsctl_server import running_mmsctl_server  # noqa: E402
-from tests.support.paths import KITTEN_JPG, SQUEEZENET_DIR  # noqa: E402
+
+BODY = b"hello"
+TARGET_RPS_RATIO = 3.0
+TARGET_P99_RATIO = 0.5
+TARGET_CPU_US = 100.0
 
 
-async def _load(url: str, body: bytes, clients: int, duration: float) -> dict[str, Any]:
-    import aiohttp
-
-    latencies: list[float] = []
-    errors = 0
-    stop_at = time.monotonic() + duration
-    connector = aiohttp.TCPConnector(limit=clients)
-    timeout = aiohttp.ClientTimeout(total=120)
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-
-        async def client() -> None:
-            nonlocal errors
-            while time.monotonic() < stop_at:
-                t0 = time.monotonic()
-                try:
-                    async with session.post(url, data=body) as resp:
-                        await resp.read()
-                        if resp.status != 200:
-                            errors += 1
-                except aiohttp.ClientError:
-                    errors += 1
-                latencies.append(time.monotonic() - t0)
-
-        started = time.monotonic()
-        await asyncio.gather(*(client() for _ in range(clients)))
-        elapsed = time.monotonic() - started
-    latencies.sort()
-    n = len(latencies)
-    return {
-        "clients": clients, "requests": n, "errors": errors, "rps": n / elapsed if elapsed else 0.0,
-        "p50_ms": 1000 * latencies[n // 2] if n else None,
-        "p99_ms": 1000 * latencies[min(n - 1, int(n * 0.99))] if n else None,
-    }
+@dataclass
+class Target:
+    name: str
+    url: str
+    #: The front-end process whose CPU is counted (None: unknown).
+    pid: Optional[int]
 
 
-def _memory(pid: int) -> int:
+def _cpu_seconds(pid: Optional[int]) -> Optional[float]:
+    """utime + stime of one process (not its children), from /proc/PID/stat."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _java_pid(launcher: int) -> Optional[int]:
+    """MMS's front end: the Java process under its launcher."""
     import psutil
 
     try:
-        proc = psutil.Process(pid)
-        procs = [proc] + proc.children(recursive=True)
-        return sum(p.memory_info().rss for p in procs if p.is_running())
+        for child in psutil.Process(launcher).children(recursive=True):
+            if "java" in child.name():
+                return child.pid
     except psutil.Error:
-        return 0
+        pass
+    return None
 
 
-def _first_prediction(url: str, body: bytes, timeout: float = 180) -> None:
-    import httpx
+# -- load generators ------------------------------------------------------------------------------
+def _hey(url: str, clients: int, duration: float) -> dict[str, Any]:
+    proc = subprocess.run(["hey", "-z", f"{duration}s", "-c", str(clients), "-m", "POST", "-d", BODY.decode(),
+                           "-T", "application/octet-stream", url],
+                          capture_output=True, text=True, timeout=duration + 120)
+    text = proc.stdout
+    total = float(re.search(r"Total:\s+([\d.]+) secs", text).group(1))  # type: ignore[union-attr]
+    codes = {int(c): int(n) for c, n in re.findall(r"\[(\d{3})\]\s+(\d+) responses", text)}
+    failed = sum(int(n) for n, _ in re.findall(r"\[(\d+)\]\s+([A-Za-z].*)", text))  # connection errors
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if httpx.post(url, content=body, timeout=30).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    raise RuntimeError(f"no prediction from {url}")
+    def percentile(p: str) -> Optional[float]:
+        found = re.search(rf"\s{p}% in ([\d.]+) secs", text)
+        return 1000 * float(found.group(1)) if found else None
 
-
-def _register(management: str, url: str, name: str, workers: int, batch_size: int = 1,
-              max_batch_delay: int = 100) -> None:
-    import httpx
-
-    params = {"url": url, "model_name": name, "initial_workers": str(workers)}
-    if batch_size > 1:
-        params.update(batch_size=str(batch_size), max_batch_delay=str(max_batch_delay))
-    resp = httpx.post(f"{management}/models", params=params, timeout=300)
-    if resp.status_code != 200:
-        raise RuntimeError(f"register {name}: {resp.status_code} {resp.text}")
+    ok = codes.get(200, 0)
+    return {"ok": ok, "non_200": sum(codes.values()) - ok + failed, "seconds": total,
+            "p50_ms": percentile("50"), "p99_ms": percentile("99")}
 
 
-def _run_server(label: str, start: Callable[[], Any], store: Path, args: argparse.Namespace,
-                squeezenet: Optional[str]) -> dict[str, Any]:
-    result: dict[str, Any] = {"server": label}
-    t0 = time.monotonic()
-    with start() as srv:
-        if not args.only_squeezenet:
-            _register(srv.management_url, "noop.mar", "noop", 2)
-            _first_prediction(f"{srv.inference_url}/predictions/noop", b"x")
-            result["start_to_first_prediction_s"] = time.monotonic() - t0
-            url = f"{srv.inference_url}/predictions/noop"
-            asyncio.run(_load(url, b"warm", 10, 0.5))
-            result["noop"] = [asyncio.run(_load(url, b"hello", c, args.duration)) for c in args.clients]
-            result["memory_noop_2_workers_mb"] = _memory(srv.pid) / 2**20
-        if squeezenet:
-            _register(srv.management_url, squeezenet, "squeezenet", 2, args.batch_size)
-            image = KITTEN_JPG.read_bytes()
-            surl = f"{srv.inference_url}/predictions/squeezenet"
-            _first_prediction(surl, image)
-            asyncio.run(_load(surl, image, 10, 2.0))  # warm-up: every worker, every batch shape
-            result["squeezenet"] = asyncio.run(_load(surl, image, 10, args.duration))
-            result["memory_with_squeezenet_mb"] = _memory(srv.pid) / 2**20
+def _mmsctl_bench(url: str, clients: int, duration: float, work: Path) -> dict[str, Any]:
+    """``mmsctl bench noop`` against *url*'s server (it POSTs to ``/predictions/noop``)."""
+    body = work / "body.bin"
+    body.write_bytes(BODY)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MMSCTL_")}
+    env.update(MMSCTL_INFERENCE_URL=url.split("/predictions/")[0], MMSCTL_CONFIG_DIR=str(work / "config"),
+               MMSCTL_STATE_DIR=str(work / "state"), PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-m", "mmsctl", "-q", "bench", "noop", str(body), "-c", str(clients),
+                           "-d", f"{duration}s", "--warmup", "0", "-o", "json"],
+                          capture_output=True, text=True, env=env, timeout=duration + 120)
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"mmsctl bench failed ({proc.returncode}): {proc.stderr[-500:]}")
+    (level,) = json.loads(proc.stdout)["sweeps"][0]["levels"]
+    return {"ok": level["ok"], "non_200": level["sent"] - level["ok"], "seconds": level["duration_s"],
+            "p50_ms": level["latency_ms"].get("p50"), "p99_ms": level["latency_ms"].get("p99")}
+
+
+def _measure(target: Target, clients: int, duration: float, loadgen: str, work: Path) -> dict[str, Any]:
+    cpu0 = _cpu_seconds(target.pid)
+    if loadgen == "hey":
+        result = _hey(target.url, clients, duration)
+    else:
+        result = _mmsctl_bench(target.url, clients, duration, work)
+    cpu1 = _cpu_seconds(target.pid)
+    result["rps"] = result["ok"] / result["seconds"] if result["seconds"] else 0.0
+    result["cpu_us"] = 1e6 * (cpu1 - cpu0) / result["ok"] if cpu0 is not None and cpu1 is not None \
+        and result["ok"] else None
+    result["load"] = os.getloadavg()[0]
     return result
 
 
-def _ratio(a: Optional[float], b: Optional[float]) -> str:
-    return f"{a / b:.2f}x" if a and b else "-"
+# -- servers ------------------------------------------------------------------------------------
+@contextmanager
+def _echo(work: Path) -> Iterator[Target]:
+    port = any_free_port()
+    proc = subprocess.Popen([sys.executable, str(REPO / "bench" / "echo_server.py"), str(port)],
+                            stdin=subprocess.DEVNULL)
+    try:
+        import httpx
+
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.post(f"http://127.0.0.1:{port}/", content=b"x", timeout=2)
+                break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("the echo server did not start") from None
+                time.sleep(0.05)
+        yield Target("echo", f"http://127.0.0.1:{port}/predictions/noop", proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
-def _squeezenet_runs(args: argparse.Namespace) -> int:
-    """Only the squeezenet scenario, mmsctl and MMS alternately *runs* times; medians and load."""
-    if not SQUEEZENET_DIR.exists():
-        print(f"needs ../shared: {SQUEEZENET_DIR} is missing")
-        return 1
-    from mmsctl.archive import create_archive
+def _register(management: str, workers: int) -> None:
+    import httpx
 
-    work = Path(tempfile.mkdtemp(prefix="bench-serve-"))
-    store = work / "store"
-    store.mkdir(parents=True)
-    create_archive(SQUEEZENET_DIR, model_name="squeezenet", export_path=store, force=True)
-    reason = None if not args.skip_mms else "--skip-mms"
-    reason = reason or mms_skip_reason()
-    rps: dict[str, list[float]] = {"mmsctl": [], "mms": []}
-    p50: dict[str, list[float]] = {"mmsctl": [], "mms": []}
-    loads = []
-    for i in range(args.runs):
-        loads.append(os.getloadavg()[0])
-        r = _run_server("mmsctl", lambda: running_mmsctl_server(work / f"ours{i}", model_store=store),
-                        store, args, "squeezenet.mar")["squeezenet"]
-        rps["mmsctl"].append(r["rps"])
-        p50["mmsctl"].append(r["p50_ms"])
-        if not reason:
-            r = _run_server("mms", lambda: running_mms(work / f"mms{i}", model_store=store),
-                            store, args, "squeezenet.mar")["squeezenet"]
-            rps["mms"].append(r["rps"])
-            p50["mms"].append(r["p50_ms"])
-    print(f"squeezenet, 2 workers, batch_size {args.batch_size}, 10 clients, {args.duration:g} s per run, "
-          f"median of {args.runs} (1-min load average at the runs: {', '.join(f'{x:.2f}' for x in loads)})")
-    if reason:
-        print(f"MMS skipped: {reason}")
-    for name in ("mmsctl", "mms"):
-        if rps[name]:
-            print(f"  {name:7} {statistics.median(rps[name]):7.1f} req/s  p50 {statistics.median(p50[name]):6.1f} ms"
-                  f"  (runs: {', '.join(f'{x:.1f}' for x in rps[name])})")
-    if rps["mms"]:
-        print(f"  ratio mmsctl/MMS {statistics.median(rps['mmsctl']) / statistics.median(rps['mms']):.2f}x req/s")
-    return 0
+    resp = httpx.post(f"{management}/models", params={"url": "noop.mar", "model_name": "noop",
+                                                       "initial_workers": str(workers), "synchronous": "true"},
+                      timeout=300)
+    if resp.status_code != 200:
+        raise RuntimeError(f"register noop: {resp.status_code} {resp.text}")
+
+
+def _warm(target: Target, loadgen: str, work: Path) -> None:
+    _measure(target, 10, 1.0, loadgen, work)
+
+
+def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    return a / b if a and b else None
+
+
+def _median(runs: list[dict[str, Any]], key: str) -> Optional[float]:
+    values = [r[key] for r in runs if r.get(key) is not None]
+    return statistics.median(values) if values else None
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--duration", type=float, default=10.0, help="seconds per load level")
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds per run")
     parser.add_argument("--clients", type=int, nargs="+", default=[100, 200, 500])
-    parser.add_argument("--skip-squeezenet", action="store_true")
+    parser.add_argument("--rounds", type=int, default=3, help="runs per target and level (medians)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--loadgen", choices=("hey", "mmsctl"), default="mmsctl",
+                        help="load generator (default: mmsctl bench)")
     parser.add_argument("--skip-mms", action="store_true")
-    parser.add_argument("--only-squeezenet", action="store_true", help="only the squeezenet scenario")
-    parser.add_argument("--batch-size", type=int, default=1, help="squeezenet's batch_size on both servers")
-    parser.add_argument("--runs", type=int, default=1,
-                        help="squeezenet: repeat mmsctl/MMS alternately, report medians")
+    parser.add_argument("--skip-echo", action="store_true")
     args = parser.parse_args()
-    if args.only_squeezenet:
-        return _squeezenet_runs(args)
+    loadgen = args.loadgen
+    if loadgen == "hey" and not shutil.which("hey"):
+        print("hey is not installed (apt-get install hey); use --loadgen mmsctl")
+        return 1
 
     work = Path(tempfile.mkdtemp(prefix="bench-serve-"))
     store = work / "store"
-    build_noop_mar(store, "noop")  # MMS's own model-archiver, so both servers load the same file
-    squeezenet = None
-    if not args.skip_squeezenet and SQUEEZENET_DIR.exists():
-        from mmsctl.archive import create_archive
+    build_noop_mar(store, "noop")
+    reason = "--skip-mms" if args.skip_mms else mms_skip_reason()
+    results: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    with ExitStack() as stack:
+        targets: list[Target] = []
+        srv = stack.enter_context(running_mmsctl_server(work / "mmsctl", model_store=store))
+        _register(srv.management_url, args.workers)
+        targets.append(Target("mmsctl", f"{srv.inference_url}/predictions/noop", srv.pid))
+        if not reason:
+            mms = stack.enter_context(running_mms(work / "mms", model_store=store))
+            _register(mms.management_url, args.workers)
+            targets.append(Target("mms", f"{mms.inference_url}/predictions/noop", _java_pid(mms.pid)))
+        if not args.skip_echo:
+            targets.append(stack.enter_context(_echo(work)))
+        for target in targets:
+            _warm(target, loadgen, work)
+        print(f"no-op model, {args.workers} workers, {args.duration:g} s per run, {args.rounds} round(s), "
+              f"load generator {loadgen}, {os.cpu_count()} CPUs shared by servers and load generator")
+        if reason:
+            print(f"MMS skipped: {reason}")
+        for round_ in range(args.rounds):
+            for clients in args.clients:
+                order = targets[round_ % len(targets):] + targets[:round_ % len(targets)]
+                for target in order:
+                    r = _measure(target, clients, args.duration, loadgen, work)
+                    results.setdefault(target.name, {}).setdefault(clients, []).append(r)
+                    print(f"  round {round_ + 1} {clients:4} clients {target.name:7} {r['rps']:8.0f} ok/s  "
+                          f"p99 {r['p99_ms'] or 0:7.1f} ms  non-200 {r['non_200']:5}  "
+                          f"cpu {r['cpu_us'] or 0:6.1f} us/req  load {r['load']:.2f}", flush=True)
+    shutil.rmtree(work, ignore_errors=True)
 
-        create_archive(SQUEEZENET_DIR, model_name="squeezenet", export_path=store, force=True)
-        squeezenet = "squeezenet.mar"
-
-    results = [_run_server("mmsctl", lambda: running_mmsctl_server(work / "ours", model_store=store),
-                           store, args, squeezenet)]
-    reason = mms_skip_reason()
-    if not args.skip_mms and not reason:
-        results.append(_run_server("mms-1.1.11", lambda: running_mms(work / "mms", model_store=store),
-                                   store, args, squeezenet))
-    elif reason:
-        print(f"MMS skipped: {reason}")
-
-    ours = results[0]
-    ref = results[1] if len(results) > 1 else {}
-    print(f"{'metric':42} {'mmsctl':>12} {'mms':>12} {'ratio':>8}")
-
-    def row(name: str, a: Optional[float], b: Optional[float], fmt: str = "{:.1f}") -> None:
-        print(f"{name:42} {fmt.format(a) if a is not None else '-':>12} "
-              f"{fmt.format(b) if b is not None else '-':>12} {_ratio(a, b):>8}")
-
-    row("start -> first prediction (s)", ours.get("start_to_first_prediction_s"),
-        ref.get("start_to_first_prediction_s"), "{:.2f}")
-    for i, level in enumerate(ours["noop"]):
-        other = ref.get("noop", [{}] * len(ours["noop"]))[i]
-        c = level["clients"]
-        row(f"noop {c} clients: req/s", level["rps"], other.get("rps"))
-        row(f"noop {c} clients: p50 ms", level["p50_ms"], other.get("p50_ms"))
-        row(f"noop {c} clients: p99 ms", level["p99_ms"], other.get("p99_ms"))
-        row(f"noop {c} clients: non-200", level["errors"], other.get("errors"), "{:.0f}")
-    if "squeezenet" in ours:
-        s, o = ours["squeezenet"], ref.get("squeezenet", {})
-        row("squeezenet 10 clients: req/s", s["rps"], o.get("rps"))
-        row("squeezenet 10 clients: p50 ms", s["p50_ms"], o.get("p50_ms"))
-        row("squeezenet 10 clients: non-200", s["errors"], o.get("errors"), "{:.0f}")
-    row("memory, noop x2 workers (MB)", ours.get("memory_noop_2_workers_mb"), ref.get("memory_noop_2_workers_mb"))
-    row("memory, + squeezenet x2 (MB)", ours.get("memory_with_squeezenet_mb"), ref.get("memory_with_squeezenet_mb"))
+    print(f"\nmedians ({args.rounds} round(s)); 1-min load average now {os.getloadavg()[0]:.2f}")
+    names = list(results)
+    print(f"{'clients':>7} {'target':7} {'ok/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-200':>8} {'cpu us/req':>11}")
+    summary: dict[str, Any] = {"loadgen": loadgen, "duration_s": args.duration, "rounds": args.rounds,
+                               "workers": args.workers, "levels": {}}
+    for clients in args.clients:
+        level: dict[str, Any] = {}
+        for name in names:
+            runs = results[name][clients]
+            m = {key: _median(runs, key) for key in ("rps", "p50_ms", "p99_ms", "cpu_us")}
+            m["non_200"] = sum(r["non_200"] for r in runs)
+            level[name] = m
+            print(f"{clients:7} {name:7} {m['rps'] or 0:9.0f} {m['p50_ms'] or 0:8.1f} {m['p99_ms'] or 0:8.1f} "
+                  f"{m['non_200']:8} {m['cpu_us'] if m['cpu_us'] is not None else float('nan'):11.1f}")
+        ours, mms, echo = level.get("mmsctl", {}), level.get("mms", {}), level.get("echo", {})
+        ratios = {"rps_vs_mms": _ratio(ours.get("rps"), mms.get("rps")),
+                  "p99_vs_mms": _ratio(ours.get("p99_ms"), mms.get("p99_ms")),
+                  "rps_vs_echo": _ratio(ours.get("rps"), echo.get("rps")),
+                  "cpu_vs_echo": _ratio(ours.get("cpu_us"), echo.get("cpu_us"))}
+        shown = "  ".join(f"{k} {v:.2f}x" for k, v in ratios.items() if v is not None)
+        print(f"{'':7} ratios: {shown}")
+        level["ratios"] = ratios
+        summary["levels"][clients] = level
+    first = summary["levels"].get(100)
+    if first:
+        r, ours = first["ratios"], first["mmsctl"]
+        checks = [("req/s >= 3x MMS", r["rps_vs_mms"] is not None and r["rps_vs_mms"] >= TARGET_RPS_RATIO),
+                  ("p99 <= 0.5x MMS", r["p99_vs_mms"] is not None and r["p99_vs_mms"] <= TARGET_P99_RATIO),
+                  ("front-end CPU <= 100 us/req", ours["cpu_us"] is not None and ours["cpu_us"] <= TARGET_CPU_US)]
+        print("targets at 100 clients: " + ", ".join(f"{name} {'PASS' if ok else 'FAIL'}" for name, ok in checks))
+    for clients in (200, 500):
+        level = summary["levels"].get(clients)
+        if level:
+            print(f"{clients} clients: every answer a 200: {'PASS' if level['mmsctl']['non_200'] == 0 else 'FAIL'}")
     out = REPO / "bench" / "out"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "serve.json").write_text(json.dumps(results, indent=2))
+    (out / "serve.json").write_text(json.dumps({"summary": summary, "runs": results}, indent=2))
     return 0
 
 

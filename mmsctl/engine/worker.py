@@ -11,6 +11,8 @@ and its own children speak it, so pickle is safe. The conversation::
                                   ◄─────      (READY, None) | (LOAD_FAILED, LoadFailure), then exit
     (BATCH, [RequestItem, …])     ─────►      service.handle(batch)
                                   ◄─────      (RESULT, BatchResult) | (FAILED, "why")
+    (BATCHES, [[RequestItem, …], …]) ──►      service.handle(batch) for each, in order
+                                  ◄─────      (RESULTS, [(RESULT, …) | (FAILED, …), …])
     …                                         answers come in the order batches were sent
     (EXIT, None), or end of file  ─────►      service closed, exit 0
 
@@ -36,7 +38,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from mmsctl.engine.protocol import RequestItem, ResponseItem
 from mmsctl.engine.spec import ServiceSpec
@@ -67,6 +69,7 @@ __all__ = [
 
 LOAD, READY, LOAD_FAILED = "load", "ready", "load_failed"
 BATCH, RESULT, FAILED, EXIT = "batch", "result", "failed", "exit"
+BATCHES, RESULTS = "batches", "results"
 
 Message = tuple[str, Any]
 
@@ -266,6 +269,16 @@ class WorkerProcess:
         self.conn.close()
 
 
+def _result(message: Message, size: int) -> BatchResult:
+    """The answer to a batch of *size* requests (raise BatchFailed: FAILED, or not one response each)."""
+    kind, payload = message
+    if kind == FAILED:
+        raise BatchFailed(str(payload))
+    if kind != RESULT or not isinstance(payload, BatchResult) or len(payload.responses) != size:
+        raise BatchFailed("number of batch response mismatched")
+    return payload
+
+
 class AsyncWorkerProcess:
     """A worker driven from an event loop: every wait is an ``await``, never a blocking read."""
 
@@ -332,12 +345,27 @@ class AsyncWorkerProcess:
             BatchFailed: the worker answered FAILED, or not one response per request.
         """
         self._writer.write(encode_frame((BATCH, items)))
+        return _result(await self._receive(), len(items))
+
+    async def run_batches(self, batches: list[list[RequestItem]]) -> list[Union[BatchResult, BatchFailed]]:
+        """Send several batches in one frame and wait for their answers, which come in one frame:
+        per batch, its result or why it failed (one system call each way instead of one per batch).
+
+        Raises:
+            WorkerExited: the worker died (the batches are lost).
+        """
+        self._writer.write(encode_frame((BATCHES, batches)))
         kind, payload = await self._receive()
-        if kind == FAILED:
-            raise BatchFailed(str(payload))
-        if kind != RESULT or not isinstance(payload, BatchResult) or len(payload.responses) != len(items):
-            raise BatchFailed("number of batch response mismatched")
-        return payload
+        if kind != RESULTS or not isinstance(payload, list) or len(payload) != len(batches):
+            failed = BatchFailed("number of batch results mismatched")
+            return [failed] * len(batches)
+        outcomes: list[Union[BatchResult, BatchFailed]] = []
+        for message, items in zip(payload, batches):
+            try:
+                outcomes.append(_result(message, len(items)))
+            except BatchFailed as exc:
+                outcomes.append(exc)
+        return outcomes
 
     def kill(self) -> None:
         if self.process.returncode is None:
@@ -427,6 +455,9 @@ def serve(conn: Connection) -> int:
             break
         if kind == EXIT:
             break
+        if kind == BATCHES:  # several batches in one frame (a busy server): the answers in one too
+            conn.send((RESULTS, [_answer(service, items, tag) for items in batch]))
+            continue
         conn.send(_answer(service, batch, tag))
     service.close()
     return 0

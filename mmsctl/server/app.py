@@ -44,6 +44,8 @@ class Server:
         self.force_exit = False
         self._wake: Optional[asyncio.Event] = None
         self._runners: list[Any] = []
+        self._servers: list[asyncio.AbstractServer] = []
+        self._lean: Any = None
         self._state_error: Optional[str] = None
 
     # -- state.json -----------------------------------------------------------------------------
@@ -100,9 +102,14 @@ class Server:
                                   handle_signals=False, shutdown_timeout=1.0)
             await runner.setup()
             self._runners.append(runner)
-            site = web.TCPSite(runner, host, port, reuse_address=True, backlog=1024)
             try:
-                await site.start()
+                if api == "inference":  # plain predictions on the fast path, the rest through aiohttp
+                    assert runner.server is not None  # set up above
+                    self._lean = self.frontend.lean_inference(fallback=runner.server)
+                    self._servers.append(await asyncio.get_running_loop().create_server(
+                        self._lean, host, port, reuse_address=True, backlog=1024))
+                else:
+                    await web.TCPSite(runner, host, port, reuse_address=True, backlog=1024).start()
             except OSError as exc:
                 reason = "address already in use" if exc.errno == errno.EADDRINUSE else exc.strerror or str(exc)
                 raise ServerError(f"cannot listen on {host}:{port} ({api} API): {reason}",
@@ -187,6 +194,10 @@ class Server:
         deadline = time.monotonic() + 2.0
         while frontend is not None and frontend.traffic.in_flight > 0 and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
+        for server in self._servers:
+            server.close()
+        if self._lean is not None:
+            self._lean.close()
         for runner in self._runners:
             await runner.cleanup()
 

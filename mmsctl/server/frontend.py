@@ -9,11 +9,13 @@ differences are listed in docs/server.md.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Callable, Optional
 
 from aiohttp import web
 
 from mmsctl.server.config import ServerConfig
+from mmsctl.server.fastpath import LeanInference
 from mmsctl.server.http import BODY_TIMEOUT
 from mmsctl.server.inference_api import InferenceApi
 from mmsctl.server.management_api import ManagementApi
@@ -33,6 +35,7 @@ class Frontend:
         self.metrics = metrics
         self.keys = config.api_keys()  # a token file that does not give both keys stops the start here
         self.traffic = Traffic(max_buffered=config.buffered_bytes_allowed)
+        self.manager = manager
         self.inference = InferenceApi(manager, self.traffic)
         self.management = ManagementApi(config, manager, record_models)
 
@@ -55,6 +58,13 @@ class Frontend:
         app = self._app("management")
         self.management.add_routes(app.router)
         return app
+
+    def lean_inference(self, fallback: Callable[[], asyncio.Protocol]) -> LeanInference:
+        """The inference API's connections: plain predictions and pings on the fast path
+        (:mod:`~mmsctl.server.fastpath`), handed to *fallback* (the inference app's protocol) for the rest."""
+        return LeanInference(self.manager, self.traffic, self.metrics, self.keys.get("inference"),
+                             self.config.max_request_size, self.config.request_header_timeout,
+                             self.inference.health, fallback)
 
     def metrics_app(self) -> web.Application:
         app = self._app("metrics")

@@ -40,9 +40,10 @@ class InferenceApi:
     async def describe_api(self, request: web.Request) -> web.Response:
         return json_response(openapi.inference_api(sorted(self.manager.models)))
 
-    async def ping(self, request: web.Request) -> web.Response:
+    def health(self) -> tuple[str, int]:
+        """``/ping``'s status text and code (the fast path answers it too)."""
         if self.traffic.draining:  # load balancers: take this server out
-            return status_response("Draining", 503)
+            return "Draining", 503
         scaled = sum(m.min_workers for m in self.manager.models.values())
         working = sum(len(m.ready_workers()) for m in self.manager.models.values())
         status = "Healthy"
@@ -50,7 +51,10 @@ class InferenceApi:
             status = "Partial Healthy"
         elif working == 0 and scaled > 0:
             status = "Unhealthy"
-        return status_response(status)
+        return status, 200
+
+    async def ping(self, request: web.Request) -> web.Response:
+        return status_response(*self.health())
 
     async def ping_model(self, request: web.Request) -> web.Response:
         model = self.manager.get(request.match_info["model"], request.match_info.get("version"))

@@ -1,22 +1,57 @@
 """Prometheus metrics of one server, plus MMS-style metric lines for the log.
 
-Counters and histograms are updated as requests pass; queue depth, workers by
-state, worker memory and host CPU/memory are read when ``/metrics`` is scraped,
-so they are never stale. Each server has its own registry (tests run several).
+Counters and histograms are plain ints and lists updated as requests pass (a
+prometheus_client ``labels().observe()`` costs more than the rest of a no-op request's
+bookkeeping) and turned into metric families when ``/metrics`` is scraped; queue depth,
+workers by state, worker memory and host CPU/memory are read then too, so they are never
+stale. Each server has its own registry (tests run several).
 """
 
 from __future__ import annotations
 
+import bisect
 import socket
 import time
 from typing import Any, Callable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client import CollectorRegistry, disable_created_metrics, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 __all__ = ["ServerMetrics"]
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
+
+
+class _Histogram:
+    """One labelled histogram as plain lists: a count per bucket (the last one is +Inf) and the sum."""
+
+    __slots__ = ("bounds", "series")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.series: dict[str, list[float]] = {}  # label -> [count per bucket..., sum]
+
+    def observe(self, label: str, value: float) -> None:
+        counts = self.series.get(label)
+        if counts is None:
+            counts = self.series[label] = [0.0] * (len(self.bounds) + 2)
+        counts[bisect.bisect_left(self.bounds, value)] += 1
+        counts[-1] += value
+
+    def family(self, name: str, documentation: str, label: str) -> HistogramMetricFamily:
+        family = HistogramMetricFamily(name, documentation, labels=[label])
+        for value, counts in sorted(self.series.items()):
+            cumulative, buckets = 0.0, []
+            for bound, count in zip((*self.bounds, float("inf")), counts):
+                cumulative += count
+                buckets.append((_le(bound), cumulative))
+            family.add_metric([value], buckets, counts[-1])
+        return family
+
+
+def _le(bound: float) -> str:
+    return "+Inf" if bound == float("inf") else repr(float(bound))
 
 
 class _LiveCollector:
@@ -62,37 +97,52 @@ class _LiveCollector:
         yield proc
 
 
+class _CountsCollector:
+    """The request counter and the histograms, as metric families at scrape time."""
+
+    def __init__(self, metrics: "ServerMetrics") -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        m = self._metrics
+        requests = CounterMetricFamily("mmsctl_requests", "HTTP requests by API, model and status code",
+                                       labels=["api", "model", "code"])
+        for (api, model, code), count in sorted(m.requests.items()):
+            requests.add_metric([api, model, str(code)], count)
+        yield requests
+        yield m.inference_latency.family("mmsctl_inference_latency_seconds", "Time a worker took for a batch",
+                                         "model")
+        yield m.queue_latency.family("mmsctl_queue_latency_seconds", "Time a request waited for a worker", "model")
+        yield m.batch_size.family("mmsctl_batch_size", "Requests per batch", "model")
+
+
 class ServerMetrics:
     """The metrics of one server process."""
 
     def __init__(self, models: Callable[[], dict[str, Any]]) -> None:
         disable_created_metrics()  # the *_created series only double the scrape size
         self.registry = CollectorRegistry()
-        self.requests = Counter("mmsctl_requests", "HTTP requests by API, model and status code",
-                                ["api", "model", "code"], registry=self.registry)
-        self.inference_latency = Histogram("mmsctl_inference_latency_seconds",
-                                           "Time a worker took for a batch", ["model"],
-                                           buckets=_LATENCY_BUCKETS, registry=self.registry)
-        self.queue_latency = Histogram("mmsctl_queue_latency_seconds",
-                                       "Time a request waited for a worker", ["model"],
-                                       buckets=_LATENCY_BUCKETS, registry=self.registry)
-        self.batch_size = Histogram("mmsctl_batch_size", "Requests per batch", ["model"],
-                                    buckets=(1, 2, 4, 8, 16, 32, 64), registry=self.registry)
+        self.requests: dict[tuple[str, str, int], int] = {}  # (api, model, code) -> count
+        self.inference_latency = _Histogram(_LATENCY_BUCKETS)
+        self.queue_latency = _Histogram(_LATENCY_BUCKETS)
+        self.batch_size = _Histogram(_BATCH_BUCKETS)
+        self.registry.register(_CountsCollector(self))
         self.registry.register(_LiveCollector(models))
         self._status_counts = {"2XX": 0, "4XX": 0, "5XX": 0}
         self._hostname = socket.gethostname()
 
     def count_request(self, api: str, model: str, code: int) -> None:
-        self.requests.labels(api, model, str(code)).inc()
+        key = (api, model, code)
+        self.requests[key] = self.requests.get(key, 0) + 1
         bucket = "2XX" if code < 300 else "4XX" if code < 500 else "5XX"
         self._status_counts[bucket] += 1
 
     def observe_queue(self, model: str, seconds: float) -> None:
-        self.queue_latency.labels(model).observe(max(seconds, 0.0))
+        self.queue_latency.observe(model, max(seconds, 0.0))
 
     def observe_inference(self, model: str, seconds: float, size: int) -> None:
-        self.inference_latency.labels(model).observe(seconds)
-        self.batch_size.labels(model).observe(size)
+        self.inference_latency.observe(model, seconds)
+        self.batch_size.observe(model, size)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -14,11 +14,11 @@ import enum
 import logging
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from mmsctl.engine.protocol import ResponseItem
 from mmsctl.engine.spec import ServiceSpec
-from mmsctl.engine.worker import AsyncWorkerProcess, BatchFailed, WorkerExited
+from mmsctl.engine.worker import AsyncWorkerProcess, BatchFailed, BatchResult, WorkerExited
 from mmsctl.server.batching import Job, JobQueue, next_batch, until_stopped
 from mmsctl.server.config import ServerConfig
 
@@ -28,6 +28,15 @@ if TYPE_CHECKING:
 __all__ = ["Model", "Worker", "WorkerStartError", "WorkerState"]
 
 log = logging.getLogger("mmsctl.server")
+
+#: The most batches a worker takes at once (sent to it in one frame) once its model's queue backs up:
+#: ``PIPELINE_FROM`` jobs or more wait per ready worker.
+PIPELINE_DEPTH = 32
+PIPELINE_FROM = 8
+#: A worker holds more than one batch only while its batches take less than this (seconds): there the
+#: round trip to the worker is a good part of a request's cost; with slower models jobs stay queued,
+#: where any worker can take them, a client that leaves takes them back, and describe shows them.
+PIPELINE_BELOW = 0.002
 
 
 class WorkerState(str, enum.Enum):
@@ -56,6 +65,8 @@ class Worker:
         self.stop_event = asyncio.Event()
         self.task: Optional["asyncio.Task[str]"] = None
         self.batches = 0
+        #: Whether the last batches took less than PIPELINE_BELOW each (no batch yet: not known).
+        self.quick = False
 
     @property
     def alive(self) -> bool:
@@ -115,8 +126,32 @@ class Worker:
         finally:
             m.gathering.release()
 
+    def _more_batches(self) -> list[list[Job]]:
+        """Jobs already queued that this worker may take on top of the batch it holds (one per batch,
+        models without batching only), once the queue is backed up (``PIPELINE_FROM`` jobs per ready
+        worker wait): at most its share of the queue, so a burst is still spread over every worker."""
+        m = self.model
+        if m.batch_size > 1 or not self.quick:
+            return []
+        waiting, ready = m.queue.qsize(), max(len(m.ready_workers()), 1)
+        if waiting < PIPELINE_FROM * ready:
+            return []
+        share = min(PIPELINE_DEPTH - 1, waiting // ready)
+        more: list[list[Job]] = []
+        for _ in range(share):
+            try:
+                more.append([m.queue.get_nowait()])
+            except asyncio.QueueEmpty:
+                break
+        return more
+
     async def serve(self, metrics: Any) -> str:
-        """Feed batches until stopped ("stopped"), dead ("died") or too slow ("timeout")."""
+        """Feed batches until stopped ("stopped"), dead ("died") or too slow ("timeout").
+
+        Under load, and while its batches are quick (``PIPELINE_BELOW``), a worker takes up to
+        ``PIPELINE_DEPTH`` batches at once, sent in one frame and answered in one, all within
+        ``response_timeout``.
+        """
         m = self.model
         loop = asyncio.get_running_loop()
         assert self.process is not None
@@ -125,32 +160,56 @@ class Worker:
             if jobs is None:
                 return "stopped"
             self.state = WorkerState.BUSY
+            batches = [jobs, *self._more_batches()]
             started = loop.time()
-            for job in jobs:
-                job.started = started
-                metrics.observe_queue(m.name, started - job.enqueued)
-            try:
-                result = await asyncio.wait_for(self.process.run_batch([j.item for j in jobs]), m.response_timeout)
-            except asyncio.TimeoutError:
-                log.warning("%s W-%s: no answer in %s s; killing pid %s", m.name, self.id, m.response_timeout, self.pid)
-                self.kill()
-                _answer_all(jobs, ResponseItem.error(504, "RequestTimeoutException",
-                                                 "Backend worker did not respond in given time"))
-                return "timeout"
-            except WorkerExited:
-                _answer_all(jobs, ResponseItem.error(503, "ServiceUnavailableException", "Worker died."))
-                return "died"
-            except BatchFailed as exc:
-                _answer_all(jobs, ResponseItem.error(503, "ServiceUnavailableException", f"Prediction failed: {exc}"))
-            else:
-                for job, response in zip(jobs, result.responses):
-                    job.answer(response)
-            finally:
-                for _ in jobs:
-                    m.queue.task_done()
-            self.batches += 1
-            metrics.observe_inference(m.name, loop.time() - started, len(jobs))
+            for batch in batches:
+                for job in batch:
+                    job.started = started
+                    metrics.observe_queue(m.name, started - job.enqueued)
+            outcome = await self._answer(batches, metrics, started)
+            if outcome is not None:
+                return outcome
+            self.quick = loop.time() - started < PIPELINE_BELOW * len(batches)
             self.state = WorkerState.READY
+
+    async def _answer(self, batches: list[list[Job]], metrics: Any, started: float) -> Optional[str]:
+        """Run *batches* on the worker (several: in one frame each way) and answer their jobs; None, or
+        why the worker is finished ("timeout", "died")."""
+        m = self.model
+        loop = asyncio.get_running_loop()
+        assert self.process is not None
+        items = [[j.item for j in jobs] for jobs in batches]
+        outcomes: list[Union[BatchResult, BatchFailed]]
+        try:
+            if len(batches) == 1:
+                try:
+                    outcomes = [await asyncio.wait_for(self.process.run_batch(items[0]), m.response_timeout)]
+                except BatchFailed as exc:
+                    outcomes = [exc]
+            else:
+                outcomes = await asyncio.wait_for(self.process.run_batches(items), m.response_timeout)
+        except asyncio.TimeoutError:
+            log.warning("%s W-%s: no answer in %s s; killing pid %s", m.name, self.id, m.response_timeout, self.pid)
+            self.kill()
+            _fail(batches, m, ResponseItem.error(504, "RequestTimeoutException",
+                                                 "Backend worker did not respond in given time"))
+            return "timeout"
+        except WorkerExited:
+            _fail(batches, m, ResponseItem.error(503, "ServiceUnavailableException", "Worker died."))
+            return "died"
+        elapsed = (loop.time() - started) / len(batches)
+        for jobs, outcome in zip(batches, outcomes):
+            if isinstance(outcome, BatchFailed):
+                _answer_all(jobs, ResponseItem.error(503, "ServiceUnavailableException",
+                                                     f"Prediction failed: {outcome}"))
+            else:
+                for job, response in zip(jobs, outcome.responses):
+                    job.answer(response)
+            for _ in jobs:
+                m.queue.task_done()
+            self.batches += 1
+            metrics.observe_inference(m.name, elapsed, len(jobs))
+        return None
 
     async def close(self, grace: float = 5.0) -> None:
         """Ask the process to exit, then kill it if it lingers."""
@@ -163,6 +222,14 @@ class Worker:
 def _answer_all(jobs: list[Job], response: ResponseItem) -> None:
     for job in jobs:
         job.answer(response)
+
+
+def _fail(batches: list[list[Job]], model: "Model", response: ResponseItem) -> None:
+    """Answer every job of *batches* with *response* (their worker is gone) and mark them done."""
+    for jobs in batches:
+        _answer_all(jobs, response)
+        for _ in jobs:
+            model.queue.task_done()
 
 
 async def _acquire_unless(lock: asyncio.Lock, stop: asyncio.Event) -> bool:

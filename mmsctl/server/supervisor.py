@@ -317,7 +317,7 @@ class ModelManager:
                 model.idle_since = now
 
     # -- predictions -----------------------------------------------------------------------
-    def _enqueue(self, model: Model, item: RequestItem) -> Job:
+    def enqueue(self, model: Model, item: RequestItem) -> Job:
         """Queue one request; raise ServiceUnavailable when no worker can take it or the queue is full."""
         from mmsctl.server.errors import ServiceUnavailable
 
@@ -338,7 +338,7 @@ class ModelManager:
 
     async def predict(self, model: Model, item: RequestItem) -> ResponseItem:
         """Queue one request and wait for its answer; a request whose client leaves leaves the queue."""
-        job = self._enqueue(model, item)
+        job = self.enqueue(model, item)
         try:
             return await job.future
         except asyncio.CancelledError:

@@ -135,6 +135,24 @@ def test_an_async_worker_serves_until_it_dies(echo: ServiceSpec) -> None:
     asyncio.run(scenario())
 
 
+def test_batches_sent_in_one_frame_are_answered_each_on_its_own(echo: ServiceSpec) -> None:
+    """A busy server sends several batches in one frame: each gets its own answer, in order, and a
+    handler error in one fails only that one."""
+    async def scenario() -> None:
+        worker = await AsyncWorkerProcess.start(echo)
+        assert await asyncio.wait_for(worker.wait_ready(), 60) is None
+        outcomes = await worker.run_batches([_items("a"), _items("boom"), _items("b", "c")])
+        assert [r.body for r in outcomes[0].responses] == [b"a"]  # type: ignore[union-attr]
+        assert isinstance(outcomes[1], BatchResult) and outcomes[1].failure == "RuntimeError: boom"
+        assert outcomes[1].responses[0].status == 503
+        assert [r.body for r in outcomes[2].responses] == [b"b", b"c"]  # type: ignore[union-attr]
+        with pytest.raises(WorkerExited):
+            await worker.run_batches([_items("x"), _items("crash")])
+        assert await worker.exit_code() == 3
+
+    asyncio.run(scenario())
+
+
 def test_an_async_worker_stops_when_asked(echo: ServiceSpec) -> None:
     async def scenario() -> None:
         worker = await AsyncWorkerProcess.start(echo)

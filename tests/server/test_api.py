@@ -33,6 +33,29 @@ def test_ping_model(server: ServerInfo) -> None:
     _mms_error(httpx.get(f"{server.inference_url}/ping/nope"), 404, "ModelNotFoundException")
 
 
+def test_the_fast_and_the_full_path_answer_alike(server: ServerInfo) -> None:
+    """A plain prediction and ping (the fast path) and the same with a query or a chunked body (aiohttp's
+    path) carry the same status, headers and body, and both are counted."""
+    url = f"{server.inference_url}/predictions/noop"
+
+    def chunks():
+        yield b"hel"
+        yield b"lo"
+
+    with httpx.Client(timeout=10) as client:
+        answers = [client.post(url, content=b"hello"), client.post(url + "?probe=1", content=b"hello"),
+                   client.post(url, content=chunks())]
+        pings = [client.get(f"{server.inference_url}/ping"), client.get(f"{server.inference_url}/ping?probe=1")]
+    for group in (answers, pings):
+        for resp in group:
+            assert resp.headers["x-request-id"]
+            assert (resp.status_code, resp.headers["content-type"], resp.text) == \
+                (group[0].status_code, group[0].headers["content-type"], group[0].text)
+    assert answers[0].text == "hello" and answers[0].headers["content-type"] == "application/octet-stream"
+    assert pings[0].headers["content-type"] == "application/json; charset=utf-8"
+    assert len({r.headers["x-request-id"] for r in answers + pings}) == 5
+
+
 def test_predict_raw_body(server: ServerInfo) -> None:
     resp = httpx.post(f"{server.inference_url}/predictions/noop", content=b"hello")
     assert resp.status_code == 200

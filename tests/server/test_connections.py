@@ -83,6 +83,35 @@ def _chunked(size: int) -> bytes:
             + b"%x\r\n" % (size - size // 2) + b"y" * (size - size // 2) + b"\r\n0\r\n\r\n")
 
 
+def _predict(body: bytes, extra: bytes = b"") -> bytes:
+    return (b"POST /predictions/noop HTTP/1.1\r\nHost: x\r\n" + AUTH + extra
+            + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+
+def test_pipelined_requests_are_answered_in_order(srv: ServerInfo) -> None:
+    raw = _exchange(srv.inference_url, _predict(b"aaa") + _predict(b"bbb") + _predict(b"ccc", b"Connection: close\r\n"))
+    assert raw.count(b"HTTP/1.1 200 OK") == 3, raw[:300]
+    assert raw.index(b"aaa") < raw.index(b"bbb") < raw.index(b"ccc")
+
+
+def test_a_keep_alive_connection_serves_plain_then_chunked_requests(srv: ServerInfo) -> None:
+    """A connection whose first requests are plain predictions still serves whatever comes next."""
+    with socket.create_connection(("127.0.0.1", _port(srv.inference_url)), timeout=20) as sock:
+        for body in (b"one", b"two"):
+            sock.sendall(_predict(body))
+            answer = b""
+            while not answer.endswith(body):  # socket.timeout fails the test
+                chunk = sock.recv(65536)
+                assert chunk, answer
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.1 200 OK") and b"x-request-id: " in answer
+        sock.sendall(_chunked(10))
+        rest = b""
+        while chunk := sock.recv(65536):
+            rest += chunk
+    assert rest.startswith(b"HTTP/1.1 200") and rest.endswith(b"xxxxxyyyyy"), rest[:300]
+
+
 def test_a_chunked_body_is_held_to_max_request_size_exactly(srv: ServerInfo) -> None:
     ok = _exchange(srv.inference_url, _chunked(MAX))
     assert ok.startswith(b"HTTP/1.1 200"), ok[:200]

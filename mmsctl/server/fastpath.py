@@ -1,0 +1,365 @@
+"""The inference API's hot path: plain predictions and pings answered straight off httptools.
+
+Every connection to the inference API starts with a :class:`LeanProtocol`. A request that
+arrives whole in one read (head and body: what a keep-alive client sends for a small
+prediction) and is one of
+
+* ``POST /predictions/{model}`` or ``POST /predictions/{model}/{version}`` with a raw body
+  (``Content-Length``, not a form, no ``Expect``), the token (if one is set) and a model that
+  takes it;
+* ``GET /ping`` without a body;
+
+is parsed by httptools (llhttp, C), queued for a worker and answered from the worker's answer,
+without an asyncio task, an aiohttp request or the middleware; it is counted in the metrics,
+carries ``x-request-id`` and is access-logged like any other request. The connection stays
+keep-alive, is closed after ``request_header_timeout`` idle, and a client that leaves takes
+its request out of the queue, as on the full path.
+
+Everything else (a head or body split over reads, pipelined or chunked requests, a query,
+a percent-escape, a form, ``Expect``, ``Connection: close``, HTTP/1.0, any method or path
+not above, and every request the full path would refuse: a bad token, an unknown model, a
+full queue, a draining server, a body over ``max_request_size`` or ``max_buffered_bytes``)
+hands the connection, with the bytes of that request, to aiohttp's protocol
+(:mod:`~mmsctl.server.connections`), which serves it and the rest of the connection exactly
+as it serves the management and metrics APIs. The fast path therefore never answers an
+error of its own making except a worker's answer it cannot send (500).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from email.utils import formatdate
+from http import HTTPStatus
+from typing import Any, Callable, Optional
+
+import httptools
+
+from mmsctl.engine.protocol import Parameter, RequestItem, ResponseItem
+from mmsctl.error_body import error_body
+from mmsctl.server.batching import Job
+from mmsctl.server.errors import ApiException
+from mmsctl.server.metrics import ServerMetrics
+from mmsctl.server.middleware import Traffic, bearer_matches, next_request_id
+from mmsctl.server.supervisor import ModelManager
+
+__all__ = ["LeanInference", "LeanProtocol"]
+
+access_log = logging.getLogger("mmsctl.access")
+
+#: A request with more header fields, or a longer head, goes to the full path (which sets the limits).
+_MAX_FIELDS = 64
+_MAX_HEAD = 8190
+#: Forms and 100-continue are the full path's.
+_FORMS = frozenset({"multipart/form-data", "application/x-www-form-urlencoded"})
+_PHRASES = {s.value: s.phrase for s in HTTPStatus}
+#: The content type of an answer whose handler set none (what the full path, aiohttp, sends).
+_OCTETS = b"application/octet-stream"
+
+
+@dataclass
+class LeanInference:
+    """What every fast-path connection of one inference API shares."""
+
+    manager: ModelManager
+    traffic: Traffic
+    metrics: ServerMetrics
+    #: The Bearer token of the inference API, if it needs one.
+    token: Optional[str]
+    max_request_size: int
+    #: Seconds a connection may sit without sending a complete head (``request_header_timeout``).
+    header_timeout: float
+    #: ``GET /ping``'s answer (status text, code), the inference API's own rule.
+    health: Callable[[], tuple[str, int]]
+    #: Makes the full path's protocol for a connection that is handed over.
+    fallback: Callable[[], asyncio.Protocol]
+    connections: set["LeanProtocol"] = field(default_factory=set)
+    _sweeper: Optional[asyncio.TimerHandle] = None
+
+    def __call__(self) -> "LeanProtocol":
+        return LeanProtocol(self)
+
+    def watch(self) -> None:
+        """Make sure idle connections are swept (one timer for all of them, not one per request)."""
+        if self._sweeper is None:
+            self._sweeper = asyncio.get_running_loop().call_later(self._period(), self._sweep)
+
+    def _period(self) -> float:
+        return min(max(self.header_timeout / 4, 0.01), 1.0)
+
+    def _sweep(self) -> None:
+        """Close the connections idle for ``request_header_timeout`` (within a quarter of it, at most 1 s)."""
+        self._sweeper = None
+        now = time.monotonic()
+        for connection in list(self.connections):
+            since = connection.idle_since
+            if since is not None and now - since >= self.header_timeout:
+                connection.close()
+        if self.connections:
+            self.watch()
+
+    def close(self) -> None:
+        """Close the connections still on the fast path (the server stops)."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+        for connection in list(self.connections):
+            connection.close()
+
+
+class _Date:
+    """The ``Date`` header value, formatted once a second."""
+
+    second = -1
+    value = b""
+
+    @classmethod
+    def now(cls) -> bytes:
+        second = int(time.time())
+        if second != cls.second:
+            cls.second, cls.value = second, formatdate(second, usegmt=True).encode()
+        return cls.value
+
+
+class LeanProtocol(asyncio.Protocol):
+    """One inference connection: served here while its requests are plain, else handed to aiohttp."""
+
+    def __init__(self, lean: LeanInference) -> None:
+        self.lean = lean
+        self.transport: Optional[asyncio.Transport] = None
+        self.parser = httptools.HttpRequestParser(self)
+        self._url = b""
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._body: list[bytes] = []
+        self._begun = 0
+        self._complete = 0
+        self._head_size = 0
+        #: The request being answered, and what it holds.
+        self._job: Optional[Job] = None
+        self._held = 0
+        self._model = ""
+        self._request_id = ""
+        self._method = b""
+        self._started = 0.0
+        #: What arrived while an answer was pending (the client pipelines); read once it is sent.
+        self._stash = b""
+        #: Since when the connection has waited for a request (None: it is being served).
+        self.idle_since: Optional[float] = None
+        #: The client reads its answers slower than it sends requests: read nothing until it catches up.
+        self._writing_paused = False
+
+    # -- httptools callbacks -------------------------------------------------------------------
+    def on_message_begin(self) -> None:
+        self._begun += 1
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers.append((name, value))
+        self._head_size += len(name) + len(value)
+
+    def on_body(self, body: bytes) -> None:
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        self._complete += 1
+
+    # -- connection --------------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.lean.connections.add(self)
+        self._arm()
+
+    def _arm(self) -> None:
+        self.idle_since = time.monotonic()
+        self.lean.watch()
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    def connection_lost(self, exc: Optional[Exception]) -> None:
+        self.lean.connections.discard(self)
+        job = self._job
+        if job is not None and not job.future.done():  # the client left: its request leaves the queue
+            model = self.lean.manager.models.get(self._model)
+            if model is not None:
+                model.queue.discard(job)
+            job.future.cancel()
+        self.transport = None
+
+    def data_received(self, data: bytes) -> None:
+        if self._job is not None or self._writing_paused:  # what follows waits (bounded: reading stops)
+            self._stash += data
+            assert self.transport is not None
+            self.transport.pause_reading()
+            return
+        self.idle_since = None
+        self._serve(data)
+
+    def _serve(self, data: bytes) -> None:
+        """Serve *data* (it starts a request) here, or hand the connection over with it."""
+        self._url, self._headers, self._body = b"", [], []
+        self._begun = self._complete = self._head_size = 0
+        try:
+            self.parser.feed_data(data)
+        except Exception:  # noqa: BLE001 - httptools' errors and upgrades: the full path answers them
+            self._hand_over(data)
+            return
+        if self._begun != 1 or self._complete != 1 or not self._take():
+            self._hand_over(data)
+
+    # -- the two routes ------------------------------------------------------------------------
+    def _take(self) -> bool:
+        """Start answering the request just parsed; False when it is the full path's."""
+        parser, lean = self.parser, self.lean
+        url = self._url
+        if (parser.get_http_version() != "1.1" or not parser.should_keep_alive() or len(url) > 2048
+                or len(self._headers) > _MAX_FIELDS or self._head_size > _MAX_HEAD or not url.isascii()
+                or b"?" in url or b"%" in url or b"#" in url or b"/." in url):
+            return False
+        method = parser.get_method()
+        parts = url.split(b"/")
+        if method == b"GET" and url == b"/ping":
+            return self._ping()
+        if method != b"POST" or len(parts) not in (3, 4) or parts[0] or parts[1] != b"predictions" \
+                or not all(parts[2:]):
+            return False
+        headers: dict[str, str] = {}
+        for name, value in self._headers:
+            headers[name.decode("utf-8", "surrogateescape").lower()] = value.decode("utf-8", "surrogateescape")
+        if "transfer-encoding" in headers or "expect" in headers:
+            return False
+        content_type = headers.get("content-type")
+        mime = content_type.split(";")[0].strip().lower() if content_type else None
+        if mime in _FORMS:
+            return False
+        if lean.token and not bearer_matches(headers.get("authorization", ""), lean.token):
+            return False
+        traffic = lean.traffic
+        body = b"".join(self._body)
+        if traffic.draining or len(body) > lean.max_request_size:
+            return False
+        try:
+            model = lean.manager.get(parts[2].decode(), parts[3].decode() if len(parts) == 4 else None)
+        except ApiException:
+            return False
+        size = len(body)
+        if size and not traffic.hold(size):
+            return False
+        request_id = next_request_id()
+        item = RequestItem(request_id, [Parameter("body", body, mime)], headers)
+        try:
+            job = lean.manager.enqueue(model, item)
+        except ApiException:
+            traffic.buffered -= size
+            return False
+        traffic.in_flight += 1
+        self._job, self._held, self._model, self._request_id = job, size, model.name, request_id
+        self._method, self._started = method, time.monotonic()
+        job.future.add_done_callback(self._answered)
+        return True
+
+    def _ping(self) -> bool:
+        if self._body or self.lean.traffic.draining:
+            return False
+        status, code = self.lean.health()
+        body = (json.dumps({"status": status}, indent=2) + "\n").encode()
+        request_id = next_request_id()
+        self._write(code, None, body, b"application/json; charset=utf-8", {}, request_id)
+        self._finish(code, "", request_id, b"GET", time.monotonic())
+        return True
+
+    # -- answers -------------------------------------------------------------------------------
+    def _answered(self, future: "asyncio.Future[ResponseItem]") -> None:
+        lean = self.lean
+        lean.traffic.in_flight -= 1
+        lean.traffic.buffered -= self._held
+        self._job, self._held = None, 0
+        if future.cancelled() or self.transport is None:  # the client left
+            return
+        response = future.result()
+        try:
+            status = self._write(response.status, response.reason, response.body,
+                                 response.content_type.encode() if response.content_type else _OCTETS,
+                                 response.headers, self._request_id)
+        except (ValueError, TypeError, UnicodeEncodeError):  # a handler's status or header no HTTP can carry
+            status = 500
+            self._write(500, None, error_body(500, "InternalServerException", "Invalid response from the model."),
+                        b"application/json", {}, self._request_id)
+        self._finish(status, self._model, self._request_id, self._method, self._started)
+
+    def _finish(self, status: int, model: str, request_id: str, method: bytes, started: float) -> None:
+        """Count the answered request, log it, and read on."""
+        self.lean.metrics.count_request("inference", model, status)
+        if access_log.isEnabledFor(logging.INFO) and self.transport is not None:
+            peer = self.transport.get_extra_info("peername")
+            access_log.info('%s "%s %s" %s %.1fms', peer[0] if peer else "", method.decode(),
+                            self._url.decode(), status, (time.monotonic() - started) * 1000)
+        if self.transport is not None and self._job is None:
+            self._arm()  # closes a connection that sends no request, or does not read its answers, in time
+            self._read_on()
+
+    def _read_on(self) -> None:
+        """Serve what waits, or read on, unless an answer is pending or the client is not reading."""
+        if self.transport is None or self._job is not None or self._writing_paused:
+            return
+        self.transport.resume_reading()
+        if self._stash:
+            data, self._stash = self._stash, b""
+            self.idle_since = None
+            self._serve(data)
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._read_on()
+
+    def _write(self, status: int, reason: Optional[str], body: bytes, content_type: Optional[bytes],
+               headers: dict[str, str], request_id: str) -> int:
+        """Send one answer (raise ValueError, and send nothing, if it cannot be sent as it is)."""
+        if not isinstance(status, int) or not 200 <= status <= 999:
+            raise ValueError(f"status {status!r}")
+        phrase = reason if reason is not None else _PHRASES.get(status, "")
+        lines = [b"HTTP/1.1 %d %s\r\n" % (status, _field(phrase))]
+        if content_type is not None:
+            lines.append(b"Content-Type: " + _field(content_type.decode()) + b"\r\n")
+        for key, value in headers.items():
+            lines.append(_field(str(key)) + b": " + _field(str(value)) + b"\r\n")
+        lines.append(b"x-request-id: %s\r\nDate: %s\r\nContent-Length: %d\r\n\r\n"
+                     % (request_id.encode(), _Date.now(), len(body)))
+        lines.append(body)
+        assert self.transport is not None
+        self.transport.write(b"".join(lines))
+        return status
+
+    # -- the full path ---------------------------------------------------------------------------
+    def _hand_over(self, data: bytes) -> None:
+        """Give this connection to aiohttp's protocol, starting with *data* (the start of a request)."""
+        transport = self.transport
+        if transport is None:
+            return
+        self.lean.connections.discard(self)
+        self.transport = None
+        protocol = self.lean.fallback()
+        transport.set_protocol(protocol)
+        protocol.connection_made(transport)
+        if data:
+            protocol.data_received(data)
+        transport.resume_reading()
+
+
+def _field(text: Any) -> bytes:
+    """A status phrase, header name or value as bytes; ValueError for one that would split the head."""
+    value = str(text)
+    if "\r" in value or "\n" in value:
+        raise ValueError("line break in a header")
+    return value.encode("utf-8")
