@@ -265,7 +265,9 @@ def _time_one(ckpt: Checkpoint, threads: int, mkldnn: bool) -> Optional[tuple[fl
     try:
         done = subprocess.run([sys.executable, "-c", _MEASURE, arg, str(BATCHED)], env=env, capture_output=True,
                               text=True, timeout=_CHILD_TIMEOUT_S, stdin=subprocess.DEVNULL)
-        one, batched = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else (None, None)
+        if done.returncode != 0:
+            return None
+        one, batched = json.loads(done.stdout.strip().splitlines()[-1])
         return float(one), float(batched)
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError, TypeError):
         return None

@@ -158,7 +158,9 @@ class ModelService:
             answered = self._run(inputs, processors, [batch[p].request_id for p in positions])
             for pos, response in zip(positions, answered):
                 results[pos] = response
-        failed = ResponseItem.error(503, "InternalServerException", "Prediction failed")
+        if all(r is not None for r in results):
+            return results  # type: ignore[return-value]
+        failed = ResponseItem.error(503, "InternalServerException", "Prediction failed")  # built only when used
         return [r if r is not None else failed for r in results]
 
     def _run(
@@ -208,6 +210,11 @@ class ModelService:
             return ResponseItem.error(code, "InternalServerException", str(getattr(exc, "message", exc)))
         log.warning("model %s: invoking the handler failed", name, exc_info=True)
         return ResponseItem.error(503, "InternalServerException", "Prediction failed")
+
+    def pin(self) -> None:
+        """This process serves only this model from now on: its modules stay in ``sys.modules``
+        (a worker; ``mmsctl predict`` in one process may load several models and does not pin)."""
+        self._handler.scope.pin()
 
     def close(self) -> None:
         """Drop the handler and its modules (MMS ``unload``); the service cannot be used after."""

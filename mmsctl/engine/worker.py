@@ -412,7 +412,9 @@ def _load(spec: ServiceSpec, tag: Optional[str]) -> tuple[Optional[ModelService]
     from mmsctl.engine.service import load_service
 
     try:
-        return load_service(spec), (READY, None)
+        service = load_service(spec)
+        service.pin()  # one model per worker process
+        return service, (READY, None)
     except BaseException as exc:  # noqa: BLE001 - every load failure is reported to the parent
         failure = LoadFailure.of(exc)
         if tag:

@@ -225,3 +225,25 @@ def test_gpu_on_a_cpu_build_is_a_clear_error(tmp_path: Path) -> None:
         pytest.skip("a GPU is visible here")
     with pytest.raises(EngineError, match="no GPU available"):
         _probe(tmp_path, gpu_id=0)
+
+
+def test_a_pinned_model_keeps_its_modules_and_still_answers(tmp_path: Path) -> None:
+    """A worker serves one model: pinned, its modules stay in sys.modules between batches (no swap per
+    batch) and leave nothing of another model's behind; unpinned services still swap (test above)."""
+    import sys
+
+    files = {
+        "pinhelper.py": "WORD = 'pinned'\n",
+        "pinsvc.py": "import pinhelper\ndef handle(d, c):\n    return None if d is None else [pinhelper.WORD for _ in d]\n",
+    }
+    svc = load(handler_archive(tmp_path / "p", files, handler="pinsvc"))
+    assert "pinhelper" not in sys.modules
+    try:
+        svc.pin()
+        assert sys.modules["pinhelper"].WORD == "pinned"  # in scope from now on
+        for _ in range(3):
+            assert svc.handle([body_item("1", b"")])[0].body == b"pinned"
+            assert "pinhelper" in sys.modules and str(tmp_path / "p") in sys.path  # not swapped out per batch
+    finally:
+        svc._handler.scope.__exit__(None, None, None)  # unpin: leave this test process as it was
+    assert "pinhelper" not in sys.modules and str(tmp_path / "p") not in sys.path
