@@ -126,6 +126,41 @@ def render_user_data(spec: UserDataSpec) -> str:
     from mmsctl import __version__
 
     version = spec.version or __version__
+    _check_server(spec)
+    server = _mms_part(spec) if spec.server == "mms" else _mmsctl_part(spec, version)
+    java = spec.server == "mms"
+    text = _Template(_TEMPLATE.read_text(encoding="utf-8")).substitute(
+        server_label=server.label,
+        model_list=", ".join(m.arg for m in spec.models) or "(no models; register them later)",
+        accelerator=spec.accelerator,
+        version=version,
+        accelerator_note=_accelerator_note(spec.accelerator),
+        java_comment=" and Java 17 for MMS" if java else "",
+        apt_java=" openjdk-17-jre-headless" if java else "",
+        dnf_java=" java-17-amazon-corretto-headless" if java else "",
+        pip_requirements=server.pip_requirements,
+        server_config=server.config,
+        exec_line=server.exec_line,
+        inference_port=spec.inference_port,
+    )
+    if len(text.encode()) > EC2_USER_DATA_LIMIT:
+        raise UsageError(f"the boot script is {len(text.encode())} bytes; EC2 allows {EC2_USER_DATA_LIMIT}",
+                         param="models", hint="pass fewer or shorter models")
+    return text
+
+
+@dataclass(frozen=True)
+class _ServerPart:
+    """The lines of the boot script that differ between the two servers."""
+
+    label: str
+    pip_requirements: str  # shell-quoted, for `pip install`
+    exec_line: str  # what run-server.sh execs
+    config: str  # shell lines that write the server's config file, or ""
+
+
+def _check_server(spec: UserDataSpec) -> None:
+    """A known server, and (for MMS, which cannot resolve zoo names) archive URLs only."""
     if spec.server not in SERVERS:
         raise UsageError(f"unknown server {spec.server!r}; choose one of: {', '.join(SERVERS)}")
     if spec.server == "mms":
@@ -133,56 +168,45 @@ def render_user_data(spec: UserDataSpec) -> str:
             if "://" not in m.location:
                 raise MmsNeedsArchiveUrl(f"model {m.arg}: MMS needs an archive URL, not a zoo name",
                                          params=("models", "server"),
-                                 hint="serve it with the mmsctl server, which resolves zoo names itself")
-        label = f"Multi Model Server {MMS_VERSION}"
-        pip_requirements = " ".join(shlex.quote(r) for r in (
-            f"multi-model-server=={MMS_VERSION}", "mxnet==1.9.1", "numpy<1.24"))
-        exec_line = " ".join([
-            "exec /opt/mmsctl/venv/bin/multi-model-server --start --foreground",
-            "--mms-config /etc/mmsctl/config.properties --model-store /var/lib/mmsctl/models",
-            *(["--models", *(shlex.quote(m.arg) for m in spec.models)] if spec.models else []),
-        ])
-        server_config = "\n".join([
-            "cat > /etc/mmsctl/config.properties <<'MMSCTL_EOF'",
-            f"inference_address=http://0.0.0.0:{spec.inference_port}",
-            f"management_address=http://{spec.management_host}:{spec.management_port}",
-            "model_store=/var/lib/mmsctl/models",
-            "MMSCTL_EOF",
-            "",
-        ])
-    else:
-        label = f"mmsctl {version}"
-        pip_requirements = shlex.quote(spec.pip_spec or f"mmsctl=={version}")
-        exec_line = " ".join([
-            "exec /opt/mmsctl/venv/bin/mmsctl serve start --foreground",
-            f"--inference-address http://0.0.0.0:{spec.inference_port}",
-            f"--management-address http://{spec.management_host}:{spec.management_port}",
-            *(f"--models {shlex.quote(m.arg)}" for m in spec.models),
-        ])
-        server_config = ""
-    java = spec.server == "mms"
-    if spec.accelerator.startswith("eia"):
-        note = ("# Elastic Inference: the EI-enabled MXNet build (amazonei_mxnet) is no longer distributed;\n"
+                                         hint="serve it with the mmsctl server, which resolves zoo names itself")
+
+
+def _mms_part(spec: UserDataSpec) -> _ServerPart:
+    """Multi Model Server: its pinned release, configured through config.properties."""
+    exec_line = " ".join([
+        "exec /opt/mmsctl/venv/bin/multi-model-server --start --foreground",
+        "--mms-config /etc/mmsctl/config.properties --model-store /var/lib/mmsctl/models",
+        *(["--models", *(shlex.quote(m.arg) for m in spec.models)] if spec.models else []),
+    ])
+    config = "\n".join([
+        "cat > /etc/mmsctl/config.properties <<'MMSCTL_EOF'",
+        f"inference_address=http://0.0.0.0:{spec.inference_port}",
+        f"management_address=http://{spec.management_host}:{spec.management_port}",
+        "model_store=/var/lib/mmsctl/models",
+        "MMSCTL_EOF",
+        "",
+    ])
+    pip_requirements = " ".join(shlex.quote(r) for r in (
+        f"multi-model-server=={MMS_VERSION}", "mxnet==1.9.1", "numpy<1.24"))
+    return _ServerPart(f"Multi Model Server {MMS_VERSION}", pip_requirements, exec_line, config)
+
+
+def _mmsctl_part(spec: UserDataSpec, version: str) -> _ServerPart:
+    """The mmsctl server: this version (or *spec*'s pip spec), configured by its flags."""
+    exec_line = " ".join([
+        "exec /opt/mmsctl/venv/bin/mmsctl serve start --foreground",
+        f"--inference-address http://0.0.0.0:{spec.inference_port}",
+        f"--management-address http://{spec.management_host}:{spec.management_port}",
+        *(f"--models {shlex.quote(m.arg)}" for m in spec.models),
+    ])
+    return _ServerPart(f"mmsctl {version}", shlex.quote(spec.pip_spec or f"mmsctl=={version}"), exec_line, "")
+
+
+def _accelerator_note(accelerator: str) -> str:
+    """A comment in the script on what the accelerator needs beyond what the script installs."""
+    if accelerator.startswith("eia"):
+        return ("# Elastic Inference: the EI-enabled MXNet build (amazonei_mxnet) is no longer distributed;\n"
                 "# models run on the instance's CPU unless a handler loads them with mx.eia().")
-    elif spec.accelerator in ("inf1", "inf2"):
-        note = "# Inferentia: models must be compiled with the Neuron SDK (on the AMI) to use the NeuronCores."
-    else:
-        note = ""
-    text = _Template(_TEMPLATE.read_text(encoding="utf-8")).substitute(
-        server_label=label,
-        model_list=", ".join(m.arg for m in spec.models) or "(no models; register them later)",
-        accelerator=spec.accelerator,
-        version=version,
-        accelerator_note=note,
-        java_comment=" and Java 17 for MMS" if java else "",
-        apt_java=" openjdk-17-jre-headless" if java else "",
-        dnf_java=" java-17-amazon-corretto-headless" if java else "",
-        pip_requirements=pip_requirements,
-        server_config=server_config,
-        exec_line=exec_line,
-        inference_port=spec.inference_port,
-    )
-    if len(text.encode()) > EC2_USER_DATA_LIMIT:
-        raise UsageError(f"the boot script is {len(text.encode())} bytes; EC2 allows {EC2_USER_DATA_LIMIT}",
-                         param="models", hint="pass fewer or shorter models")
-    return text
+    if accelerator in ("inf1", "inf2"):
+        return "# Inferentia: models must be compiled with the Neuron SDK (on the AMI) to use the NeuronCores."
+    return ""

@@ -205,80 +205,119 @@ class LocalFunction:
 # -- the Invoke API on loopback ------------------------------------------------------------------
 
 
-def _invoke_handler(function: LocalFunction, announce: Callable[[str], None]) -> type[BaseHTTPRequestHandler]:
-    prefix = "/2015-03-31/functions/"
-    sandbox = threading.Lock()  # one invocation at a time, as in one Lambda execution environment
+_PREFIX = "/2015-03-31/functions/"
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        timeout = 30  # a client that stops sending cannot hold the (only) sandbox
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's name
-            pass
+class _Refused(Exception):
+    """A request the Invoke API answers with an error body instead of invoking."""
 
-        def _send(self, status: int, body: bytes, headers: Optional[dict[str, str]] = None) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            for key, value in (headers or {}).items():
-                self.send_header(key, value)
-            self.end_headers()
-            self.wfile.write(body)
+    def __init__(self, status: int, kind: str, message: str, *, close: bool = False) -> None:
+        super().__init__(message)
+        self.status, self.kind, self.message, self.close = status, kind, message, close
 
-        def _error(self, status: int, kind: str, message: str) -> None:
-            body = json.dumps({"Type": "User", "message": message}).encode()
-            self._send(status, body, {"x-amzn-ErrorType": kind})
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-            self._error(404, "ResourceNotFoundException", "only POST /2015-03-31/functions/NAME/invocations")
+@dataclass
+class _Target:
+    """The function behind the API, and the one sandbox it runs in."""
 
-        def do_POST(self) -> None:  # noqa: N802
-            length = self.headers.get("Content-Length")
-            if length is None or not length.isdigit():
+    function: LocalFunction
+    announce: Callable[[str], None]
+    sandbox: threading.Lock = field(default_factory=threading.Lock)  # one invocation at a time, as in Lambda
+
+
+class _InvokeApi(BaseHTTPRequestHandler):
+    """Lambda's Invoke API for the one function in :attr:`target` (set by :func:`_invoke_handler`)."""
+
+    protocol_version = "HTTP/1.1"
+    timeout = 30  # a client that stops sending cannot hold the (only) sandbox
+    target: _Target
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's name
+        pass
+
+    def _send(self, status: int, body: bytes, headers: Optional[dict[str, str]] = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _error(self, status: int, kind: str, message: str) -> None:
+        body = json.dumps({"Type": "User", "message": message}).encode()
+        self._send(status, body, {"x-amzn-ErrorType": kind})
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        self._error(404, "ResourceNotFoundException", "only POST /2015-03-31/functions/NAME/invocations")
+
+    def do_POST(self) -> None:  # noqa: N802
+        try:
+            event = self._event()
+        except _Refused as refused:
+            if refused.close:
                 self.close_connection = True
-                self._error(411, "InvalidRequestContentException", "Content-Length is required")
-                return
-            if int(length) > MAX_PAYLOAD:
-                self.close_connection = True  # the body is not read: the connection cannot be reused
-                self._error(413, "RequestTooLargeException",
-                            f"Request must be smaller than {MAX_PAYLOAD} bytes for the InvokeFunction operation")
-                return
-            raw = self.rfile.read(int(length))  # read before any answer, so the connection stays usable
-            path = urlsplit(self.path).path
-            if not (path.startswith(prefix) and path.endswith("/invocations")):
-                self._error(404, "ResourceNotFoundException", f"unknown path {path[:100]}")
-                return
-            name = unquote(path[len(prefix):-len("/invocations")])
-            if name not in (function.function_name, "function") and not name.endswith(f":{function.function_name}"):
-                self._error(404, "ResourceNotFoundException", f"Function not found: {name[:140]}")
-                return
-            try:
-                event = json.loads(raw) if raw.strip() else {}
-            except ValueError:
-                self._error(400, "InvalidRequestContentException", "Could not parse request body into json")
-                return
-            kind = self.headers.get("X-Amz-Invocation-Type", "RequestResponse")
-            if kind == "DryRun":
-                self._send(204, b"")
-                return
-            with sandbox:
-                result = function.invoke(event)
-            announce(result.report_line())
-            headers = {"X-Amz-Executed-Version": "$LATEST"}
-            if result.error is not None:
-                headers["X-Amz-Function-Error"] = "Unhandled"
-            if self.headers.get("X-Amz-Log-Type") == "Tail":
-                headers["X-Amz-Log-Result"] = result.log_tail()
-            if kind == "Event":
-                self._send(202, b"", {"X-Amz-Executed-Version": "$LATEST"})
-                return
-            body = json.dumps(result.error if result.error is not None else result.payload).encode("utf-8")
-            if len(body) > MAX_PAYLOAD:
-                body = json.dumps({"errorMessage": f"Response payload size ({len(body)} bytes) exceeded maximum "
-                                   f"allowed payload size ({MAX_PAYLOAD} bytes).",
-                                   "errorType": "Function.ResponseSizeTooLarge"}).encode()
-                headers["X-Amz-Function-Error"] = "Unhandled"
-            self._send(200, body, headers)
+            self._error(refused.status, refused.kind, refused.message)
+            return
+        kind = self.headers.get("X-Amz-Invocation-Type", "RequestResponse")
+        if kind == "DryRun":
+            self._send(204, b"")
+            return
+        with self.target.sandbox:
+            result = self.target.function.invoke(event)
+        self.target.announce(result.report_line())
+        self._answer(result, kind)
+
+    def _event(self) -> Any:
+        """The request's event: the body read (bounded), the path and function checked, the JSON parsed."""
+        raw = self._body()
+        path = urlsplit(self.path).path
+        if not (path.startswith(_PREFIX) and path.endswith("/invocations")):
+            raise _Refused(404, "ResourceNotFoundException", f"unknown path {path[:100]}")
+        name = unquote(path[len(_PREFIX):-len("/invocations")])
+        own = self.target.function.function_name
+        if name not in (own, "function") and not name.endswith(f":{own}"):
+            raise _Refused(404, "ResourceNotFoundException", f"Function not found: {name[:140]}")
+        try:
+            return json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            raise _Refused(400, "InvalidRequestContentException", "Could not parse request body into json") from None
+
+    def _body(self) -> bytes:
+        """The body, read before any answer so the connection stays usable; a missing or too large length refused."""
+        length = self.headers.get("Content-Length")
+        if length is None or not length.isdigit():
+            raise _Refused(411, "InvalidRequestContentException", "Content-Length is required", close=True)
+        if int(length) > MAX_PAYLOAD:  # the body is not read: the connection cannot be reused
+            raise _Refused(413, "RequestTooLargeException",
+                           f"Request must be smaller than {MAX_PAYLOAD} bytes for the InvokeFunction operation",
+                           close=True)
+        return self.rfile.read(int(length))
+
+    def _answer(self, result: Invocation, kind: str) -> None:
+        """Lambda's response: its headers, and the payload (or error) unless the call was asynchronous."""
+        headers = {"X-Amz-Executed-Version": "$LATEST"}
+        if result.error is not None:
+            headers["X-Amz-Function-Error"] = "Unhandled"
+        if self.headers.get("X-Amz-Log-Type") == "Tail":
+            headers["X-Amz-Log-Result"] = result.log_tail()
+        if kind == "Event":
+            self._send(202, b"", {"X-Amz-Executed-Version": "$LATEST"})
+            return
+        body = json.dumps(result.error if result.error is not None else result.payload).encode("utf-8")
+        if len(body) > MAX_PAYLOAD:
+            body = json.dumps({"errorMessage": f"Response payload size ({len(body)} bytes) exceeded maximum "
+                               f"allowed payload size ({MAX_PAYLOAD} bytes).",
+                               "errorType": "Function.ResponseSizeTooLarge"}).encode()
+            headers["X-Amz-Function-Error"] = "Unhandled"
+        self._send(200, body, headers)
+
+
+def _invoke_handler(function: LocalFunction, announce: Callable[[str], None]) -> type[BaseHTTPRequestHandler]:
+    """A handler class for *function*: http.server makes one instance per connection, all share the sandbox."""
+
+    class Handler(_InvokeApi):
+        target = _Target(function, announce)
 
     return Handler
 

@@ -29,9 +29,9 @@ from mmsctl.cloud.ei import EI_POLICY, EI_POLICY_NAME, ensure_ei_network
 from mmsctl.cloud.fleet.names import IAM_PATH, FleetNames, check_name
 from mmsctl.cloud.fleet.query import find_resources
 from mmsctl.cloud.iam import SESSION_MANAGER_POLICY, ensure_instance_role
-from mmsctl.cloud.network import resolve_network
+from mmsctl.cloud.network import Network, resolve_network
 from mmsctl.cloud.security_groups import Rule, create_security_group, restrict_egress
-from mmsctl.cloud.server_image import INFERENCE_PORT, MANAGEMENT_PORT, METADATA_OPTIONS, server_image
+from mmsctl.cloud.server_image import INFERENCE_PORT, MANAGEMENT_PORT, METADATA_OPTIONS, ServerImage, server_image
 from mmsctl.cloud.userdata import ModelSpec, ServerKind
 from mmsctl.errors import CloudError, MmsError, UsageError
 
@@ -175,120 +175,170 @@ def create(aws: AwsSession, req: FleetRequest) -> CreateResult:
         raise
 
 
-def _create(aws: AwsSession, req: FleetRequest, names: FleetNames, image: Any, network: Any,
+def _create(aws: AwsSession, req: FleetRequest, names: FleetNames, image: ServerImage, network: Network,
             made: list[dict[str, str]], reused: list[str]) -> CreateResult:
-    fleet = req.name
-
-    def tagged(component: str, name: str) -> dict[str, str]:
-        return tags.fleet_tags(fleet, component, name)
-
-    # 1. The instances' role: first, so IAM has propagated by the time the group launches.
-    policies: dict[str, Any] = {SESSION_MANAGER_POLICY_NAME: SESSION_MANAGER_POLICY}
-    if req.accelerator.is_ei:
-        policies[EI_POLICY_NAME] = EI_POLICY
-    profile_arn = ensure_instance_role(
-        aws, role_name=names.role, profile_name=names.instance_profile, path=IAM_PATH,
-        description=f"mmsctl fleet {fleet}: model-server instances", policies=policies,
-        role_tags=tagged(tags.FLEET_ROLE, names.role),
-        profile_tags=tagged(tags.FLEET_INSTANCE_PROFILE, names.instance_profile),
-        created=[], reused=reused,
-    )
-    made += [{"kind": "iam-role", "id": names.role}, {"kind": "instance-profile", "id": names.instance_profile}]
-
-    # 2. Security groups: the balancer reaches the inference port only; the management port
-    #    only from the admin group, which nothing of the fleet belongs to.
-    open_to = [network.vpc_cidr] if req.internal else ["0.0.0.0/0"]
-    listener_ports = [80, 443] if req.certificate_arn else [80]
-    who = "the VPC" if req.internal else "anywhere"
-    lb_sg = create_security_group(
-        aws, vpc_id=network.vpc_id, name=names.lb_group,
-        description=f"mmsctl fleet {fleet}: load balancer, HTTP(S) from {who}",
-        group_tags=tagged(tags.FLEET_LB_SECURITY_GROUP, names.lb_group),
-        ingress=[Rule(port, cidr=cidr, description=f"mmsctl: clients ({who})")
-                 for port in listener_ports for cidr in open_to],
-    )
-    made.append({"kind": "security-group", "id": lb_sg, "name": names.lb_group})
-    admin_sg = create_security_group(
-        aws, vpc_id=network.vpc_id, name=names.admin_group,
-        description=f"mmsctl fleet {fleet}: attach to hosts that may reach the members' management API",
-        group_tags=tagged(tags.FLEET_ADMIN_SECURITY_GROUP, names.admin_group),
-    )
-    made.append({"kind": "security-group", "id": admin_sg, "name": names.admin_group})
-    ingress = [
-        Rule(INFERENCE_PORT, group_id=lb_sg, description="mmsctl: inference from the fleet's load balancer"),
-        Rule(MANAGEMENT_PORT, group_id=admin_sg, description="mmsctl: management from the fleet's admin group"),
-        *(Rule(22, cidr=cidr, description="mmsctl: SSH (tunnels to the management port)") for cidr in req.ssh_cidrs),
-    ]
-    instance_sg = create_security_group(
-        aws, vpc_id=network.vpc_id, name=names.instance_group,
-        description=f"mmsctl fleet {fleet}: model servers",
-        group_tags=tagged(tags.FLEET_INSTANCE_SECURITY_GROUP, names.instance_group), ingress=ingress,
-    )
-    made.append({"kind": "security-group", "id": instance_sg, "name": names.instance_group})
-    restrict_egress(aws, lb_sg, [Rule(INFERENCE_PORT, group_id=instance_sg,
-                                      description="mmsctl: to the fleet's inference port only")])
-    group_ids = [instance_sg]
-    if req.accelerator.is_ei:
-        ei = ensure_ei_network(aws, network.subnets[0], [], reused)
-        group_ids.append(ei.security_group_id)
-
-    # 3. The launch template: exactly what `ec2 launch` boots, management on the private address.
-    models_tag = ",".join(m.arg for m in req.models)
-    facts = {tags.ACCELERATOR: req.accelerator.label, tags.MODELS: models_tag, tags.SERVER: req.server,
-             tags.INSTANCE_TYPE: image.instance_type}
-    data: dict[str, Any] = {
-        "ImageId": image.ami.image_id, "InstanceType": image.instance_type,
-        "UserData": image.user_data_base64(), "IamInstanceProfile": {"Arn": profile_arn},
-        "SecurityGroupIds": group_ids, "MetadataOptions": dict(METADATA_OPTIONS),
-        "TagSpecifications": [
-            tags.tag_spec("instance", tags.fleet_tags(fleet, tags.FLEET_INSTANCE, names.base, facts)),
-            tags.tag_spec("volume", tagged(tags.FLEET_INSTANCE, names.base)),
-        ],
-    }
-    if req.key_name:
-        data["KeyName"] = req.key_name
-    if image.ei_request():
-        data["ElasticInferenceAccelerators"] = image.ei_request()
-    template = aws.call("ec2", "create_launch_template", LaunchTemplateName=names.launch_template,
-                        VersionDescription=f"mmsctl fleet {fleet}", LaunchTemplateData=data,
-                        TagSpecifications=[tags.tag_spec("launch-template", tagged(
-                            tags.FLEET_LAUNCH_TEMPLATE, names.launch_template))])["LaunchTemplate"]
-    template_id = str(template["LaunchTemplateId"])
-    made.append({"kind": "launch-template", "id": template_id, "name": names.launch_template})
-
-    # 4. Target group, balancer, listeners.
-    path = health_check_path(req)
-    tg_arn = elb.create_target_group(aws, name=names.target_group, vpc_id=network.vpc_id, port=INFERENCE_PORT,
-                                     health=elb.HealthCheck(path),
-                                     group_tags=tagged(tags.FLEET_TARGET_GROUP, names.target_group))
-    made.append({"kind": "target-group", "id": tg_arn, "name": names.target_group})
-    lb = elb.create_load_balancer(aws, name=names.load_balancer, subnet_ids=network.subnet_ids,
-                                  security_group_id=lb_sg, internal=req.internal,
-                                  lb_tags=tagged(tags.FLEET_LOAD_BALANCER, names.load_balancer))
-    lb_arn = str(lb["LoadBalancerArn"])
-    made.append({"kind": "load-balancer", "id": lb_arn, "name": names.load_balancer})
-    listeners = elb.create_listeners(aws, lb_arn=lb_arn, target_group_arn=tg_arn,
-                                     certificate_arn=req.certificate_arn,
-                                     listener_tags=tagged(tags.FLEET_LISTENER, names.load_balancer))
-    made += [{"kind": "listener", "id": li.arn, "name": f"{li.protocol}:{li.port}"} for li in listeners]
-
-    # 5. The group and its scaling policy.
-    desired = req.desired if req.desired is not None else req.min_size
-    asg.create_group(aws, name=names.auto_scaling_group, launch_template_id=template_id,
-                     subnet_ids=network.subnet_ids, target_group_arn=tg_arn, min_size=req.min_size,
-                     max_size=req.max_size, desired=desired, grace_s=req.grace_s,
-                     group_tags=tags.fleet_tags(fleet, tags.FLEET_AUTO_SCALING_GROUP, names.base, facts))
-    made.append({"kind": "auto-scaling-group", "id": names.auto_scaling_group})
-    per_minute = round(req.target_requests_per_instance * 60.0, 3)
-    policy_arn = asg.put_request_tracking_policy(
-        aws, group=names.auto_scaling_group, name=names.policy,
-        resource_label=elb.resource_label(lb_arn, tg_arn), requests_per_minute=per_minute, warmup_s=req.grace_s)
-    made.append({"kind": "scaling-policy", "id": policy_arn or names.policy, "name": names.policy})
-
+    """The steps in dependency order; each appends what it made to *made* as soon as it exists."""
+    build = _Build(aws, req, names, network, made, reused)
+    profile_arn = build.role()
+    lb_sg, group_ids = build.security_groups()
+    facts = {tags.ACCELERATOR: req.accelerator.label, tags.MODELS: ",".join(m.arg for m in req.models),
+             tags.SERVER: req.server, tags.INSTANCE_TYPE: image.instance_type}
+    template_id = build.launch_template(image, profile_arn, group_ids, facts)
+    balancer = build.balancer(lb_sg)
+    desired, per_minute = build.group(template_id, balancer, facts)
     return CreateResult(
-        name=fleet, region=aws.region, endpoint=elb.endpoint_url(str(lb.get("DNSName", "")), bool(req.certificate_arn)),
+        name=req.name, region=aws.region, endpoint=elb.endpoint_url(balancer.dns_name, bool(req.certificate_arn)),
         instance_type=image.instance_type, accelerator=req.accelerator.label, ami=image.ami.image_id,
-        health_check_path=path, listeners=[li.to_dict() for li in listeners], min_size=req.min_size,
-        max_size=req.max_size, desired=desired, target_requests_per_minute=per_minute,
+        health_check_path=balancer.health_check_path, listeners=[li.to_dict() for li in balancer.listeners],
+        min_size=req.min_size, max_size=req.max_size, desired=desired, target_requests_per_minute=per_minute,
         resources=made, reused=reused, warnings=list(image.warnings),
     )
+
+
+@dataclass(frozen=True)
+class _Balancer:
+    """What step 4 made and the later steps and the result name."""
+
+    arn: str
+    dns_name: str
+    target_group_arn: str
+    health_check_path: str
+    listeners: list[elb.Listener]
+
+
+@dataclass
+class _Build:
+    """One fleet being made: what every step needs, and the list of what exists so far (for the hint on failure)."""
+
+    aws: AwsSession
+    req: FleetRequest
+    names: FleetNames
+    network: Network
+    made: list[dict[str, str]]
+    reused: list[str]
+
+    def tagged(self, component: str, name: str, facts: Optional[dict[str, str]] = None) -> dict[str, str]:
+        return tags.fleet_tags(self.req.name, component, name, facts)
+
+    def role(self) -> str:
+        """1. The instances' role and profile (its ARN): first, so IAM has propagated by the time the group launches."""
+        names = self.names
+        policies: dict[str, Any] = {SESSION_MANAGER_POLICY_NAME: SESSION_MANAGER_POLICY}
+        if self.req.accelerator.is_ei:
+            policies[EI_POLICY_NAME] = EI_POLICY
+        profile_arn = ensure_instance_role(
+            self.aws, role_name=names.role, profile_name=names.instance_profile, path=IAM_PATH,
+            description=f"mmsctl fleet {self.req.name}: model-server instances", policies=policies,
+            role_tags=self.tagged(tags.FLEET_ROLE, names.role),
+            profile_tags=self.tagged(tags.FLEET_INSTANCE_PROFILE, names.instance_profile),
+            created=[], reused=self.reused,
+        )
+        self.made += [{"kind": "iam-role", "id": names.role},
+                      {"kind": "instance-profile", "id": names.instance_profile}]
+        return profile_arn
+
+    def security_groups(self) -> tuple[str, list[str]]:
+        """2. The balancer's group, and the groups of the instances (EI's too).
+
+        The balancer reaches the inference port only; the management port only from the
+        admin group, which nothing of the fleet belongs to.
+        """
+        req, names, vpc_id = self.req, self.names, self.network.vpc_id
+        open_to = [self.network.vpc_cidr] if req.internal else ["0.0.0.0/0"]
+        listener_ports = [80, 443] if req.certificate_arn else [80]
+        who = "the VPC" if req.internal else "anywhere"
+        lb_sg = create_security_group(
+            self.aws, vpc_id=vpc_id, name=names.lb_group,
+            description=f"mmsctl fleet {req.name}: load balancer, HTTP(S) from {who}",
+            group_tags=self.tagged(tags.FLEET_LB_SECURITY_GROUP, names.lb_group),
+            ingress=[Rule(port, cidr=cidr, description=f"mmsctl: clients ({who})")
+                     for port in listener_ports for cidr in open_to],
+        )
+        self.made.append({"kind": "security-group", "id": lb_sg, "name": names.lb_group})
+        admin_sg = create_security_group(
+            self.aws, vpc_id=vpc_id, name=names.admin_group,
+            description=f"mmsctl fleet {req.name}: attach to hosts that may reach the members' management API",
+            group_tags=self.tagged(tags.FLEET_ADMIN_SECURITY_GROUP, names.admin_group),
+        )
+        self.made.append({"kind": "security-group", "id": admin_sg, "name": names.admin_group})
+        ingress = [
+            Rule(INFERENCE_PORT, group_id=lb_sg, description="mmsctl: inference from the fleet's load balancer"),
+            Rule(MANAGEMENT_PORT, group_id=admin_sg, description="mmsctl: management from the fleet's admin group"),
+            *(Rule(22, cidr=cidr, description="mmsctl: SSH (tunnels to the management port)")
+              for cidr in req.ssh_cidrs),
+        ]
+        instance_sg = create_security_group(
+            self.aws, vpc_id=vpc_id, name=names.instance_group,
+            description=f"mmsctl fleet {req.name}: model servers",
+            group_tags=self.tagged(tags.FLEET_INSTANCE_SECURITY_GROUP, names.instance_group), ingress=ingress,
+        )
+        self.made.append({"kind": "security-group", "id": instance_sg, "name": names.instance_group})
+        restrict_egress(self.aws, lb_sg, [Rule(INFERENCE_PORT, group_id=instance_sg,
+                                               description="mmsctl: to the fleet's inference port only")])
+        group_ids = [instance_sg]
+        if req.accelerator.is_ei:
+            ei = ensure_ei_network(self.aws, self.network.subnets[0], [], self.reused)
+            group_ids.append(ei.security_group_id)
+        return lb_sg, group_ids
+
+    def launch_template(self, image: ServerImage, profile_arn: str, group_ids: list[str],
+                        facts: dict[str, str]) -> str:
+        """3. Exactly what `ec2 launch` boots, management on the private address; the template's id."""
+        names = self.names
+        data: dict[str, Any] = {
+            "ImageId": image.ami.image_id, "InstanceType": image.instance_type,
+            "UserData": image.user_data_base64(), "IamInstanceProfile": {"Arn": profile_arn},
+            "SecurityGroupIds": group_ids, "MetadataOptions": dict(METADATA_OPTIONS),
+            "TagSpecifications": [
+                tags.tag_spec("instance", self.tagged(tags.FLEET_INSTANCE, names.base, facts)),
+                tags.tag_spec("volume", self.tagged(tags.FLEET_INSTANCE, names.base)),
+            ],
+        }
+        if self.req.key_name:
+            data["KeyName"] = self.req.key_name
+        if image.ei_request():
+            data["ElasticInferenceAccelerators"] = image.ei_request()
+        template = self.aws.call(
+            "ec2", "create_launch_template", LaunchTemplateName=names.launch_template,
+            VersionDescription=f"mmsctl fleet {self.req.name}", LaunchTemplateData=data,
+            TagSpecifications=[tags.tag_spec("launch-template", self.tagged(
+                tags.FLEET_LAUNCH_TEMPLATE, names.launch_template))])["LaunchTemplate"]
+        template_id = str(template["LaunchTemplateId"])
+        self.made.append({"kind": "launch-template", "id": template_id, "name": names.launch_template})
+        return template_id
+
+    def balancer(self, lb_sg: str) -> _Balancer:
+        """4. Target group, balancer, listeners."""
+        names, req = self.names, self.req
+        path = health_check_path(req)
+        tg_arn = elb.create_target_group(self.aws, name=names.target_group, vpc_id=self.network.vpc_id,
+                                         port=INFERENCE_PORT, health=elb.HealthCheck(path),
+                                         group_tags=self.tagged(tags.FLEET_TARGET_GROUP, names.target_group))
+        self.made.append({"kind": "target-group", "id": tg_arn, "name": names.target_group})
+        lb = elb.create_load_balancer(self.aws, name=names.load_balancer, subnet_ids=self.network.subnet_ids,
+                                      security_group_id=lb_sg, internal=req.internal,
+                                      lb_tags=self.tagged(tags.FLEET_LOAD_BALANCER, names.load_balancer))
+        lb_arn = str(lb["LoadBalancerArn"])
+        self.made.append({"kind": "load-balancer", "id": lb_arn, "name": names.load_balancer})
+        listeners = elb.create_listeners(self.aws, lb_arn=lb_arn, target_group_arn=tg_arn,
+                                         certificate_arn=req.certificate_arn,
+                                         listener_tags=self.tagged(tags.FLEET_LISTENER, names.load_balancer))
+        self.made += [{"kind": "listener", "id": li.arn, "name": f"{li.protocol}:{li.port}"} for li in listeners]
+        return _Balancer(lb_arn, str(lb.get("DNSName", "")), tg_arn, path, listeners)
+
+    def group(self, template_id: str, balancer: _Balancer, facts: dict[str, str]) -> tuple[int, float]:
+        """5. The auto scaling group and its target-tracking policy; the desired size and requests per minute."""
+        names, req = self.names, self.req
+        desired = req.desired if req.desired is not None else req.min_size
+        asg.create_group(self.aws, name=names.auto_scaling_group, launch_template_id=template_id,
+                         subnet_ids=self.network.subnet_ids, target_group_arn=balancer.target_group_arn,
+                         min_size=req.min_size, max_size=req.max_size, desired=desired, grace_s=req.grace_s,
+                         group_tags=self.tagged(tags.FLEET_AUTO_SCALING_GROUP, names.base, facts))
+        self.made.append({"kind": "auto-scaling-group", "id": names.auto_scaling_group})
+        per_minute = round(req.target_requests_per_instance * 60.0, 3)
+        policy_arn = asg.put_request_tracking_policy(
+            self.aws, group=names.auto_scaling_group, name=names.policy,
+            resource_label=elb.resource_label(balancer.arn, balancer.target_group_arn),
+            requests_per_minute=per_minute, warmup_s=req.grace_s)
+        self.made.append({"kind": "scaling-policy", "id": policy_arn or names.policy, "name": names.policy})
+        return desired, per_minute
