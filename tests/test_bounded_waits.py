@@ -25,9 +25,6 @@ BOUND = re.compile(r"deadline|monotonic|perf_counter|clock|timeout|waited|stop_a
 SLEEPS = {"sleep", "pause", "wait"}
 #: Loops bounded elsewhere, in modules another change owns (each must keep its reason, and the list must shrink).
 KNOWN: dict[str, str] = {
-    "mmsctl/server/app.py:179": "waits for manager.shutdown(timeout), itself bounded by that timeout",
-    "mmsctl/server/app.py:207": "waits for startup(), whose model loads have their own timeouts",
-    "mmsctl/server/control.py:330": "`serve logs --follow` follows until Ctrl+C, as tail -f does",
 }
 
 

@@ -183,7 +183,7 @@ class Server:
         manager = getattr(self, "manager", None)
         if manager is not None:
             drain = asyncio.ensure_future(manager.shutdown(timeout))
-            while not drain.done():
+            while not drain.done():  # bounded: manager.shutdown(timeout) ends within its timeout
                 await asyncio.wait({drain}, timeout=0.2)
                 if self.force_exit:
                     for model in list(manager.models.values()):
@@ -215,7 +215,7 @@ class Server:
         ))
         try:
             startup = asyncio.ensure_future(self.startup())
-            while not startup.done():
+            while not startup.done():  # bounded: every start-up model load has its own timeout
                 await asyncio.wait({startup}, timeout=0.2)
                 if self.should_exit:
                     startup.cancel()

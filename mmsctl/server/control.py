@@ -327,7 +327,7 @@ def print_logs(name: Optional[str], *, follow: bool, tail: int, out: IO[str]) ->
         out.flush()
         if not follow:
             return
-        while True:
+        while True:  # bounded: follows until Ctrl+C, as tail -f does
             line = fh.readline()
             if line:
                 out.write(line)
