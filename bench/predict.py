@@ -190,7 +190,9 @@ def bench_throughput(work: Path, count: int, batch: Optional[int], runs: int, in
     env = _env(work)
     folder = work / "images"
     _make_images(folder, count)
-    # Extraction into the cache, the compiled-operator cache and the kernel choice (measured once).
+    # Extraction into the cache, the compiled-operator cache and the kernel choice (measured once per
+    # thread count: the pool's workers run one thread each, one process runs as many as cores).
+    _command_seconds(env, folder, batch, None, work / "pool.jsonl")
     _command_seconds(env, folder, batch, 1, work / "first.jsonl")
     times: dict[str, list[float]] = {"ceiling MKL-DNN": [], "ceiling no MKL-DNN": [], "mmsctl": []}
     loads = []
