@@ -179,7 +179,8 @@ def ssh_command(target: Target, options: SshOptions) -> list[str]:
         argv += ["-i", os.path.join(os.path.expanduser(options.identity_dir), f"{key}.pem")]
     for f in target.forwards:
         argv += ["-L", f"127.0.0.1:{f.local}:127.0.0.1:{f.remote}"]
-    return [*argv, "-l", options.user, target.host]
+    # "--": a host (it comes from the EC2 API) is never read as an option of ssh.
+    return [*argv, "-l", options.user, "--", target.host]
 
 
 def ssm_command(target: Target, forward: Forward) -> list[str]:

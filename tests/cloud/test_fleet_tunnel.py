@@ -194,7 +194,7 @@ def test_the_command_lines_and_the_port_plan(monkeypatch: pytest.MonkeyPatch) ->
         ("management", 18083, 8081)]
     monkeypatch.setenv("MMSCTL_SSH_CONFIG", "/tmp/cfg")
     argv = tunnels.ssh_command(targets[0], tunnels.SshOptions(identity_dir="/keys"))
-    assert argv[:2] == ["ssh", "-N"] and argv[-3:] == ["-l", "ubuntu", "203.0.113.5"]
+    assert argv[:2] == ["ssh", "-N"] and argv[-4:] == ["-l", "ubuntu", "--", "203.0.113.5"]
     for option in ("ExitOnForwardFailure=yes", "BatchMode=yes", "StrictHostKeyChecking=accept-new"):
         assert argv[argv.index(option) - 1] == "-o"
     assert argv[argv.index("-F") + 1] == "/tmp/cfg" and argv[argv.index("-i") + 1] == "/keys/me.pem"
