@@ -24,6 +24,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import math
 import os
 import subprocess
 import sys
@@ -56,6 +57,8 @@ _BUDGET_S = 1.0
 BATCHED = 4
 #: A measuring child that takes longer than this is given up.
 _CHILD_TIMEOUT_S = 120.0
+#: A model whose one input is larger than this (elements; 1 GiB of float32) is not measured.
+_MAX_INPUT_ELEMENTS = 2**28
 #: MKL-DNN is switched off only when that is more than 10 % faster (noise never flips MXNet's default).
 _MARGIN = 1.1
 _ON = ("1", "on", "true", "yes")
@@ -115,8 +118,8 @@ def find_checkpoint(root: Path) -> Optional[Checkpoint]:
         name = str(first["data_name"])
     except (OSError, ValueError, KeyError, IndexError, TypeError):
         return None
-    if not params or len(shape) < 2:
-        return None
+    if not params or len(shape) < 2 or math.prod(shape[1:]) > _MAX_INPUT_ELEMENTS:
+        return None  # an archive's signature could ask the measuring children for any amount of memory
     return Checkpoint(symbols[0], params[-1], name, (1,) + shape[1:])
 
 

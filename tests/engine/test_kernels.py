@@ -139,3 +139,16 @@ def test_a_model_that_is_not_a_checkpoint_keeps_mxnets_default(tmp_path: Path, m
     env = worker_env(1, spec=spec)
     assert "MXNET_MKLDNN_ENABLED" not in env
     assert not _cache_file().exists()
+
+
+def test_an_input_shape_past_the_ceiling_is_not_measured(tiny_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A signature.json is the archive's: a huge input shape must not make the measuring children
+    allocate it (MXNet's default stays, nothing is remembered)."""
+    monkeypatch.setenv("MMSCTL_MKLDNN", "auto")
+    monkeypatch.delenv("MXNET_MKLDNN_ENABLED", raising=False)
+    monkeypatch.setattr(kernels, "_time_one", lambda *a: pytest.fail("a huge input must not be measured"))
+    signature = json.loads((tiny_root / "signature.json").read_text())
+    signature["inputs"][0]["data_shape"] = [1, 3, 100_000, 100_000]
+    (tiny_root / "signature.json").write_text(json.dumps(signature))
+    choice = choose_kernels(tiny_root)
+    assert choice.mkldnn is None and not _cache_file().exists()
