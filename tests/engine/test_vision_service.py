@@ -81,3 +81,16 @@ def test_batch_sizes_give_the_same_answers(tiny_dir: Path) -> None:
     )
     # different random images give different answers (the model is not constant)
     assert len({json.dumps(t) for t in together}) > 1
+
+
+def test_a_signature_asking_for_a_huge_input_is_refused_at_load(tmp_path: Path) -> None:
+    """signature.json comes with the archive: a model that would bind 100000x100000 images fails to
+    load with the reason, instead of a worker allocating what it asks for."""
+    from mmsctl.errors import MmsError
+
+    root = build_tiny_checkpoint(tmp_path / "huge")
+    signature = json.loads((root / "signature.json").read_text())
+    signature["inputs"][0]["data_shape"] = [1, 3, 100_000, 100_000]
+    (root / "signature.json").write_text(json.dumps(signature))
+    with pytest.raises(MmsError, match="more than the 268435456 elements"):
+        load(ServiceSpec(root, "huge"))

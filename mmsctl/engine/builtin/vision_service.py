@@ -49,6 +49,8 @@ _TOPK_KEYS = ("topk", "top_k")
 _INPUT_KEYS = ("body", "data")
 #: How often a batch size is padded into a larger bound shape before it gets its own.
 _PAD_BEFORE_BIND = 2
+#: The most input elements a worker binds (batch x C x H x W; 1 GiB of float32).
+MAX_INPUT_ELEMENTS = 2**28
 #: PIL's ``Image.MAX_IMAGE_PIXELS``; the server sets the variable from its ``max_image_pixels``.
 DEFAULT_MAX_IMAGE_PIXELS = 89478485
 _JPEG_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
@@ -210,6 +212,11 @@ class VisionService(object):
         if len(shape) != 4:
             raise RuntimeError("expected an NCHW data_shape in signature.json, got {}".format(shape))
         self.channels, self.height, self.width = (int(v) or 1 for v in shape[1:])
+        elements = self.batch_size * self.channels * self.height * self.width
+        if min(self.channels, self.height, self.width) < 0 or elements > MAX_INPUT_ELEMENTS:
+            # the signature is the archive's: binding it would allocate whatever it asks for
+            raise RuntimeError("signature.json's input {} x {} is more than the {} elements a worker binds".format(
+                self.batch_size, shape[1:], MAX_INPUT_ELEMENTS))
         synset = os.path.join(model_dir, "synset.txt")
         if os.path.isfile(synset):
             with open(synset) as fh:
