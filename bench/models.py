@@ -43,6 +43,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.engine.helpers import link_checkpoint  # noqa: E402
 from tests.support.paths import KITTEN_JPG, SQUEEZENET_DIR  # noqa: E402
+from tests.support.waiting import wait_until  # noqa: E402
 
 EXAMPLES = REPO / "tests" / "fixtures" / "mms_examples"
 EXAMPLE_HANDLER = "mxnet_vision_service:handle"
@@ -164,8 +165,7 @@ def _first_prediction(url: str, body: bytes, timeout: float = 300) -> str:
     """Poll until *url* answers 200; the top-1 class of that answer."""
     import httpx
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def answer() -> str | None:
         try:
             resp = httpx.post(url, content=body, timeout=60, headers={"content-type": "image/jpeg"})
             if resp.status_code == 200:
@@ -173,8 +173,12 @@ def _first_prediction(url: str, body: bytes, timeout: float = 300) -> str:
                 return str(answer[0]["class"]) if isinstance(answer, list) else str(answer)
         except Exception:  # noqa: BLE001 - not up yet
             pass
-        time.sleep(0.05)
-    raise RuntimeError(f"no prediction from {url} in {timeout:g} s")
+        return None
+
+    try:
+        return wait_until(answer, timeout=timeout, what=f"a prediction from {url}", interval=0.05)
+    except TimeoutError:
+        raise RuntimeError(f"no prediction from {url} in {timeout:g} s") from None
 
 
 def _run_server(scenario: Scenario, start: Callable[[], AbstractContextManager[Any]], model: str,

@@ -39,7 +39,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +50,7 @@ sys.path.insert(0, str(REPO))
 from tests.support._proc import any_free_port  # noqa: E402
 from tests.support.mms import build_noop_mar, mms_skip_reason, running_mms  # noqa: E402
 from tests.support.mmsctl_server import running_mmsctl_server  # noqa: E402
+from tests.support.waiting import wait_until  # noqa: E402
 
 BODY = b"hello"
 TARGET_RPS_RATIO = 3.0
@@ -149,15 +149,18 @@ def _echo(work: Path) -> Iterator[Target]:
     try:
         import httpx
 
-        deadline = time.monotonic() + 30
-        while True:
+        def answers() -> bool:
             try:
                 httpx.post(f"http://127.0.0.1:{port}/", content=b"x", timeout=2)
-                break
+                return True
             except httpx.HTTPError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("the echo server did not start") from None
-                time.sleep(0.05)
+                return False
+
+        try:
+            wait_until(answers, timeout=30, what="the echo server", interval=0.05,
+                       alive=lambda: None if proc.poll() is None else "exited")
+        except (TimeoutError, RuntimeError):
+            raise RuntimeError("the echo server did not start") from None
         yield Target("echo", f"http://127.0.0.1:{port}/predictions/noop", proc.pid)
     finally:
         proc.terminate()

@@ -34,6 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.support.mmsctl_server import make_noop_archive, running_mmsctl_server  # noqa: E402
+from tests.support.waiting import wait_until  # noqa: E402
 
 CPU_TARGET = 5.0  # percent of one core
 RSS_TARGET = 100 * 1024 * 1024
@@ -100,13 +101,13 @@ def main() -> None:
             sock = f"mmsctl-bench-{uuid.uuid4().hex[:8]}"
             _tmux(sock, "new-session", "-d", "-s", "top", "-x", "160", "-y", "60", command)
             try:
-                deadline = time.monotonic() + 60
                 ready = [f"models {args.models}"] + ([f"members {args.members}/{args.members} up"]
                                                      if args.members > 1 else [])
-                while not all(w in _tmux(sock, "capture-pane", "-p", "-t", "top") for w in ready):
-                    if time.monotonic() > deadline:
-                        sys.exit("mmsctl top never showed all models:\n" + _tmux(sock, "capture-pane", "-p"))
-                    time.sleep(0.2)
+                try:
+                    wait_until(lambda: all(w in _tmux(sock, "capture-pane", "-p", "-t", "top") for w in ready),
+                               timeout=60, what="mmsctl top showing all models")
+                except TimeoutError:
+                    sys.exit("mmsctl top never showed all models:\n" + _tmux(sock, "capture-pane", "-p"))
                 proc = _top_process(int(_tmux(sock, "display", "-p", "-t", "top", "#{pane_pid}").strip()))
                 time.sleep(args.warmup)
                 before = proc.cpu_times()

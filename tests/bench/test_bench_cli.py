@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -20,6 +19,7 @@ import pytest
 
 from tests.support.cli import CliResult, run_mmsctl
 from tests.support.mmsctl_server import ServerInfo, free_port, make_noop_archive, running_mmsctl_server
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.xdist_group("bench-cli")]
 
@@ -225,17 +225,20 @@ def test_ctrl_c_prints_and_saves_partial_results_and_removes_the_noop_model(
          "--warmup", "0", "--save", str(saved)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
     try:
-        deadline = time.monotonic() + 60
-        loaded = False
-        while time.monotonic() < deadline and proc.poll() is None and not loaded:
+        def loaded() -> bool:
             names = [m for m in _models(srv) if m.startswith("bench-noop-")]
-            if names:
-                metrics = httpx.get(srv.metrics_url + "/metrics", timeout=10).text
-                loaded = any(line.startswith("mmsctl_requests_total") and f'model="{names[0]}"' in line
-                             and 'api="inference"' in line and float(line.rsplit(" ", 1)[1]) > 20
-                             for line in metrics.splitlines())
-            time.sleep(0.2)
-        assert loaded, "the sweep did not start"
+            if not names:
+                return False
+            metrics = httpx.get(srv.metrics_url + "/metrics", timeout=10).text
+            return any(line.startswith("mmsctl_requests_total") and f'model="{names[0]}"' in line
+                       and 'api="inference"' in line and float(line.rsplit(" ", 1)[1]) > 20
+                       for line in metrics.splitlines())
+
+        try:
+            wait_until(loaded, timeout=60, what="the sweep's load on the server",
+                       alive=lambda: None if proc.poll() is None else f"the sweep exited {proc.returncode}")
+        except (TimeoutError, RuntimeError) as exc:
+            raise AssertionError(f"the sweep did not start ({exc})") from None
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=90)
     finally:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Iterator
 import pytest
 
 from tests.support._proc import any_free_port
+from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 MOTO_SERVER = Path(sys.executable).with_name("moto_server")
@@ -54,16 +54,17 @@ def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moto]:
     with open(log, "wb") as fh:
         proc = subprocess.Popen([str(MOTO_SERVER), "-H", "127.0.0.1", "-p", str(port)], stdout=fh, stderr=fh)
     url = f"http://127.0.0.1:{port}"
+
+    def answers() -> bool:
+        with urllib.request.urlopen(f"{url}/moto-api/", timeout=2):
+            return True
+
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/moto-api/", timeout=2)
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"moto_server did not start: {log.read_text()[-2000:]}")
-                time.sleep(0.2)
+        try:
+            wait_until(answers, timeout=30, what="moto_server answering",
+                       alive=lambda: None if proc.poll() is None else "exited")
+        except (TimeoutError, RuntimeError):
+            raise RuntimeError(f"moto_server did not start: {log.read_text()[-2000:]}") from None
         yield Moto(url)
     finally:
         proc.terminate()

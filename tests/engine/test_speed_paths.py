@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from mmsctl.predict import Prediction, predict_local
 from mmsctl.predict.inputs import expand_inputs
 from mmsctl.predict.pool import ServicePool, choose_workers
 from tests.engine.helpers import body_item, build_tiny_checkpoint, handler_archive, load, png_bytes
+from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -136,11 +136,9 @@ def test_closing_a_pool_with_batches_in_flight_ends_those_workers(tmp_path: Path
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    deadline = time.monotonic() + 30
-    while not all(w.outstanding for w in pool._workers) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: all(w.outstanding for w in pool._workers), timeout=30,
+               what="a batch in flight in every worker", interval=0.01)
     processes = [w.process.process for w in pool._workers]
-    assert all(w.outstanding for w in pool._workers)
     pool.close()
     assert [p.returncode for p in processes] == [-9, -9]  # killed, not waited for
     reader.join(30)

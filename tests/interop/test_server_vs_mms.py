@@ -6,7 +6,6 @@ comparison: extra describe fields, worker ids/pids/memory, start times.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -15,6 +14,7 @@ import pytest
 
 from tests.support.mms import build_noop_mar, mms_skip_reason, running_mms
 from tests.support.mmsctl_server import running_mmsctl_server
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.interop, pytest.mark.xdist_group("mms")]
 
@@ -36,15 +36,13 @@ def _answer(resp: httpx.Response) -> tuple[int, Any]:
 
 def _wait_until_predicts(inference_url: str, model: str) -> None:
     """MMS says READY about a second before a worker serves: poll with a real prediction."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    def predicts() -> bool:
         try:
-            if httpx.post(f"{inference_url}/predictions/{model}", content=b"warm", timeout=5).status_code == 200:
-                return
+            return httpx.post(f"{inference_url}/predictions/{model}", content=b"warm", timeout=5).status_code == 200
         except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    raise AssertionError(f"{model} never answered on {inference_url}")
+            return False
+
+    wait_until(predicts, timeout=60, what=f"{model} answering on {inference_url}", interval=0.3)
 
 
 def _sequence(inference: str, management: str) -> list[tuple[str, tuple[int, Any]]]:

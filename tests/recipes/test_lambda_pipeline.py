@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
 
 import boto3
@@ -19,6 +18,7 @@ from tests.cloud.conftest import Moto, moto, moto_server  # noqa: F401 - fixture
 from tests.cloud.lambda_support import pushed_image
 from tests.recipes.conftest import RECIPES, RecipeRun
 from tests.serverless.conftest import squeezenet_archive  # noqa: F401 - the fixture
+from tests.support.waiting import wait_until
 
 SCRIPT = RECIPES / "lambda-s3-pipeline" / "run.sh"
 NAME = "mmsctl-pipeline"
@@ -33,17 +33,26 @@ def test_an_image_goes_through_the_pipeline_and_everything_is_destroyed(
     script = subprocess.Popen(["bash", str(SCRIPT), str(squeezenet_archive), str(kitten_jpg)], cwd=recipe.cwd,
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     s3 = boto3.client("s3")
+
+    def uploaded() -> str | None:
+        try:
+            found = s3.list_objects_v2(Bucket="photos-in", Prefix="incoming/").get("Contents", [])
+        except s3.exceptions.NoSuchBucket:
+            return None
+        return str(found[0]["Key"]) if found else None
+
+    def exited() -> str | None:
+        if script.poll() is None:
+            return None
+        return f"the script exited {script.returncode}:\n{script.stderr.read()}"  # type: ignore[union-attr]
+
     try:
-        deadline = time.monotonic() + 120
-        key = None
-        while key is None:
-            assert time.monotonic() < deadline and script.poll() is None, script.stderr.read()  # type: ignore[union-attr]
-            try:
-                found = s3.list_objects_v2(Bucket="photos-in", Prefix="incoming/").get("Contents", [])
-            except s3.exceptions.NoSuchBucket:
-                found = []
-            key = found[0]["Key"] if found else None
-            time.sleep(0.3)
+        try:
+            key = wait_until(uploaded, timeout=120, what="the script's upload in s3://photos-in/incoming/",
+                             interval=0.3, alive=exited)
+        except TimeoutError as exc:
+            script.kill()
+            raise AssertionError(f"{exc}\n{script.communicate(timeout=30)[1]}") from None
         trigger = recipe.mmsctl("lambda", "run-local", NAME, "--s3-put", f"s3://photos-in/{key}", timeout=180)
         assert trigger.returncode == 0, trigger.stderr
         out, err = script.communicate(timeout=180)

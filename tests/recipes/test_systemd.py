@@ -9,7 +9,6 @@ import shlex
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -182,5 +181,4 @@ def _group_alive(pgid: int) -> bool:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
-    time.sleep(0.1)
     return True

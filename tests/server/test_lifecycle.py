@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Iterator
 
@@ -17,6 +16,7 @@ import pytest
 
 from mmsctl.instances import pid_alive
 from tests.support.mmsctl_server import free_port, make_noop_archive
+from tests.support.waiting import wait_until
 
 
 def _mmsctl(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -67,13 +67,12 @@ def test_start_returns_ready_then_status_then_stop(noop: Path) -> None:
 
 def _wait_for_queue(management: int, model: str, pending: int, timeout: float = 30) -> None:
     """Poll describe until *pending* requests wait in the model's queue (bounded)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def queued() -> int:
         described = httpx.get(f"http://127.0.0.1:{management}/models/{model}", timeout=10).json()
-        if described["queueStatus"]["pendingRequests"] >= pending:
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"{model}: never {pending} requests queued")
+        return int(described["queueStatus"]["pendingRequests"])
+
+    wait_until(lambda: queued() >= pending, timeout=timeout, what=f"{model}: {pending} requests queued",
+               interval=0.02)
 
 
 def test_stop_drains_in_flight_and_queued_requests(noop: Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -13,6 +12,7 @@ import httpx
 import pytest
 
 from tests.support.mmsctl_server import ServerInfo, make_noop_archive, running_mmsctl_server
+from tests.support.waiting import wait_until, wait_until_async
 
 
 def _worker_pids(server: ServerInfo, model: str) -> list[int]:
@@ -21,34 +21,39 @@ def _worker_pids(server: ServerInfo, model: str) -> list[int]:
 
 
 def _wait_for_ready_workers(server: ServerInfo, model: str, count: int, timeout: float = 60) -> list[int]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        pids = _worker_pids(server, model)
-        if len(pids) >= count:
-            return pids
-        time.sleep(0.1)
-    raise AssertionError(f"{model}: {count} READY workers not reached; log:\n{server.log_text()[-2000:]}")
+    try:
+        return wait_until(lambda: pids if len(pids := _worker_pids(server, model)) >= count else None,
+                          timeout=timeout, what=f"{model}: {count} READY workers", interval=0.1)
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}; log:\n{server.log_text()[-2000:]}") from None
 
 
 async def _until_busy(client: httpx.AsyncClient, server: ServerInfo, model: str = "noop") -> None:
     needle = f'mmsctl_workers{{model="{model}",state="BUSY"}} 1.0'
-    for _ in range(600):
-        if needle in (await client.get(f"{server.metrics_url}/metrics")).text:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("the worker never became busy")
+
+    async def busy() -> bool:
+        return needle in (await client.get(f"{server.metrics_url}/metrics")).text
+
+    try:
+        await wait_until_async(busy, timeout=30, what=f"{model}: the worker busy", interval=0.05)
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}; log:\n{server.log_text()[-2000:]}") from None
 
 
 async def _until(client: httpx.AsyncClient, server: ServerInfo, what: str,
                  check: Callable[[dict[str, Any]], bool], model: str = "noop", timeout: float = 60) -> dict[str, Any]:
     """Poll the model's description until *check* holds (bounded); fail with what was awaited."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    last: list[Any] = [None]
+
+    async def described() -> dict[str, Any] | None:
         resp = await client.get(f"{server.management_url}/models/{model}")
-        if resp.status_code == 200 and check(resp.json()):
-            return resp.json()  # type: ignore[no-any-return]
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"{model}: never {what}; log:\n{server.log_text()[-2000:]}")
+        last[0] = resp.json() if resp.status_code == 200 else resp.text
+        return last[0] if resp.status_code == 200 and check(last[0]) else None  # type: ignore[no-any-return]
+
+    try:
+        return await wait_until_async(described, timeout=timeout, what=f"{model}: {what}")
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}; last description: {last[0]!r:.1000}; log:\n{server.log_text()[-2000:]}") from None
 
 
 def _pending(description: dict[str, Any]) -> int:

@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Iterator, Optional
 
 from tests.support._proc import any_free_port as free_port
 from tests.support._proc import free_ports
+from tests.support.waiting import wait_until
 
 __all__ = ["ServerInfo", "ServerStartError", "free_port", "make_handler_archive", "make_noop_archive",
            "running_mmsctl_server"]
@@ -192,22 +192,29 @@ def running_mmsctl_server(
         metrics_url=f"http://127.0.0.1:{ports[2]}",
         pid=proc.pid, state_dir=state_dir, instance_dir=instance_dir, log_file=log_file, process=proc,
     )
+    state: dict[str, object] = {}
+
+    def ready() -> bool:
+        nonlocal state
+        try:
+            state = json.loads((instance_dir / "state.json").read_text())
+        except (OSError, ValueError):
+            state = {}
+        return state.get("status") == "ready" and state.get("pid") == proc.pid
+
+    def failed() -> Optional[str]:
+        return "failed" if state.get("status") == "failed" or proc.poll() is not None else None
+
     try:
-        deadline = time.monotonic() + start_timeout
-        while True:
-            try:
-                state = json.loads((instance_dir / "state.json").read_text())
-            except (OSError, ValueError):
-                state = {}
-            if state.get("status") == "ready" and state.get("pid") == proc.pid:
-                break
-            if state.get("status") == "failed" or proc.poll() is not None:
-                _stop(proc, 5)
-                raise ServerStartError(
-                    f"mmsctl server failed to start: {state.get('error')}\n{info.log_text()[-3000:]}")
-            if time.monotonic() > deadline:
-                raise ServerStartError(f"mmsctl server not ready after {start_timeout} s\n{info.log_text()[-3000:]}")
-            time.sleep(0.05)
+        try:
+            wait_until(ready, timeout=start_timeout, what="mmsctl server ready", interval=0.05, alive=failed)
+        except TimeoutError:
+            raise ServerStartError(
+                f"mmsctl server not ready after {start_timeout} s\n{info.log_text()[-3000:]}") from None
+        except RuntimeError:  # failed(): the server said so, or exited
+            _stop(proc, 5)
+            raise ServerStartError(
+                f"mmsctl server failed to start: {state.get('error')}\n{info.log_text()[-3000:]}") from None
         yield info
     finally:
         _stop(proc, stop_timeout)

@@ -7,12 +7,13 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
+
+from tests.support.waiting import wait_until
 
 server_support = pytest.importorskip("tests.support.mmsctl_server")
 
@@ -21,11 +22,10 @@ pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is no
 
 def _poll(condition: Callable[[], bool], timeout: float, failure: Callable[[], str]) -> None:
     """Check *condition* every 0.1 s until it holds; fail with *failure()* after *timeout* s."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(failure())
-        time.sleep(0.1)
+    try:
+        wait_until(condition, timeout=timeout, what="the screen", interval=0.1)
+    except TimeoutError:
+        raise AssertionError(failure()) from None
 
 
 class Tmux:

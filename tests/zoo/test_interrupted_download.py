@@ -6,10 +6,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from tests.support.http_mirror import Mirror
+from tests.support.waiting import wait_until
 from tests.zoo.conftest import cached_files
 
 
@@ -23,15 +23,18 @@ def _start_pull(name: str) -> subprocess.Popen[str]:
 
 
 def _wait_for_part(proc: subprocess.Popen[str], timeout: float = 30.0) -> Path:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def part() -> Path | None:
         parts = [p for p in cached_files() if p.name.endswith(".part") and p.stat().st_size > 0]
         if parts:
             return parts[0]
         assert proc.poll() is None, proc.communicate()
-        time.sleep(0.05)
-    proc.kill()
-    raise AssertionError("the download never started")
+        return None
+
+    try:
+        return wait_until(part, timeout=timeout, what="a .part file of the download", interval=0.05)
+    except TimeoutError as exc:
+        proc.kill()
+        raise AssertionError(f"the download never started ({exc})") from None
 
 
 def test_ctrl_c_mid_download_leaves_no_file(http_mirror: Mirror) -> None:
