@@ -24,7 +24,6 @@ thread each, the kernel set mmsctl chose), no server. Prints every target's rati
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -44,6 +43,8 @@ sys.path.insert(0, str(REPO))
 from tests.engine.helpers import link_checkpoint  # noqa: E402
 from tests.support.paths import KITTEN_JPG, SQUEEZENET_DIR  # noqa: E402
 from tests.support.waiting import wait_until  # noqa: E402
+
+from _together import run_together  # noqa: E402 - bench/ is this script's folder
 
 EXAMPLES = REPO / "tests" / "fixtures" / "mms_examples"
 EXAMPLE_HANDLER = "mxnet_vision_service:handle"
@@ -226,20 +227,8 @@ def handler_ceiling(root: Path, handler: Optional[str], duration: float) -> floa
 
     env = worker_env(1, spec=ServiceSpec(root, "m", handler))
     name = next(root.glob("*-symbol.json")).name[: -len("-symbol.json")]
-    procs = [subprocess.Popen([sys.executable, "-c", CEILING, str(root), handler or "", str(KITTEN_JPG),
-                               str(duration), name], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True) for _ in range(WORKERS)]
-    try:
-        for p in procs:
-            assert p.stdout is not None and p.stdout.readline().strip() == "ready"
-        for p in procs:
-            assert p.stdin is not None
-            p.stdin.write("go\n")
-            p.stdin.flush()
-        spans = [json.loads(p.stdout.readline()) for p in procs if p.stdout is not None]
-    finally:
-        for p in procs:
-            p.wait(120)
+    spans = run_together([sys.executable, "-c", CEILING, str(root), handler or "", str(KITTEN_JPG), str(duration),
+                          name], env, WORKERS, timeout=120)
     return sum(n for n, _, _ in spans) / (max(e for _, _, e in spans) - min(s for _, s, _ in spans))
 
 

@@ -41,6 +41,8 @@ sys.path.insert(0, str(REPO))
 
 from tests.support.paths import KITTEN_JPG, SQUEEZENET_DIR  # noqa: E402
 
+from _together import run_together  # noqa: E402 - bench/ is this script's folder
+
 
 def _env(work: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MMSCTL_")}
@@ -150,19 +152,8 @@ def ceiling(count: int, mkldnn: bool, processes: Optional[int] = None) -> float:
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MXNET_MKLDNN_ENABLED="1" if mkldnn else "0",
                MXNET_STORAGE_FALLBACK_LOG_VERBOSE="0", MXNET_SUBGRAPH_VERBOSE="0")
     each = -(-count // n)
-    procs = [subprocess.Popen([sys.executable, "-c", CEILING, str(SQUEEZENET_DIR / "squeezenet_v1.1"), str(each)],
-                              env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(n)]
-    try:
-        for p in procs:
-            assert p.stdout is not None and p.stdout.readline().strip() == "ready"
-        for p in procs:
-            assert p.stdin is not None
-            p.stdin.write("go\n")
-            p.stdin.flush()
-        spans = [json.loads(p.stdout.readline()) for p in procs if p.stdout is not None]
-    finally:
-        for p in procs:
-            p.wait(60)
+    spans = run_together([sys.executable, "-c", CEILING, str(SQUEEZENET_DIR / "squeezenet_v1.1"), str(each)], env, n,
+                         timeout=60)
     return each * n / (max(e for _, e in spans) - min(s for s, _ in spans))
 
 
