@@ -4,20 +4,23 @@
     .venv/bin/python bench/models.py --models squeezenet --duration 5   # quicker
 
 For each model (squeezenet v1.1, the real checkpoint from ../shared; resnet-18 with random
-weights, built by mmsctl.zoo.untrained) three servers run the same weights, 2 workers each,
-one OpenMP thread per worker (OMP_NUM_THREADS=1 for MMS too, as in the issue's figures):
+weights, built by mmsctl.zoo.untrained) four servers run the same weights, 2 workers each,
+one OpenMP thread per worker (OMP_NUM_THREADS=1 for MMS too, as in the issue's figures), each
+archive on both servers:
 
-* ``mms/example``:    MMS 1.1.11 with MMS's example handler (examples/model_service_template,
+* ``mms/example``, ``mmsctl/example``: MMS's example handler (examples/model_service_template,
   tests/fixtures/mms_examples, packed by MMS's own model-archiver: what MMS's zoo archives use);
-* ``mmsctl/example``: mmsctl serve with the same archive;
-* ``mmsctl/builtin``: mmsctl serve with an archive from ``mmsctl archive create`` (built-in handler).
+* ``mms/builtin``, ``mmsctl/builtin``: an archive from ``mmsctl archive create`` (mmsctl's
+  built-in handler, which MMS 1.1 serves too).
 
 Per server: start -> first successful prediction (the kernel choice already measured and
 remembered, as on every start but a machine's first), then a 2 s warm-up and ``hey`` with 10
 clients POSTing the kitten for --duration seconds (req/s, p99), the workers' and the front
 end's resident memory, and the top-1 class. Per handler, its own ceiling in the same run: the
 handler loaded by ``load_service`` and called in a loop with the kitten by 2 processes (one
-thread each, the kernel set mmsctl chose), no server. Prints every target's ratio and the
+thread each, the kernel set mmsctl chose), no server; and the engine's own ceiling, the raw forward pass at
+batch 1 on a ready tensor in 2 processes: no server and no handler can serve more, so it bounds
+what switching servers or handlers can gain on this machine. Prints every target's ratio and the
 1-min load average beside the figures.
 """
 
@@ -220,6 +223,44 @@ print(json.dumps([n, t0, time.time()]), flush=True)
 """
 
 
+FORWARD = """
+import json, sys, time
+from mmsctl.engine.mxnet_compat import import_mxnet
+mx = import_mxnet()
+prefix, duration = sys.argv[1], float(sys.argv[2])
+sym, args, aux = mx.model.load_checkpoint(prefix, 0)
+data_name = next(n for n in sym.list_arguments() if n not in args)
+module = mx.mod.Module(sym, data_names=[data_name], label_names=None, context=mx.cpu())
+module.bind(for_training=False, data_shapes=[(data_name, (1, 3, 224, 224))])
+module.set_params(args, aux, allow_missing=True, allow_extra=True)
+batch = mx.io.DataBatch([mx.nd.random.uniform(0, 255, (1, 3, 224, 224))])
+for _ in range(5):
+    module.forward(batch, is_train=False)
+    module.get_outputs()[0].asnumpy()
+print("ready", flush=True)
+sys.stdin.readline()
+n, t0 = 0, time.time()
+while time.time() - t0 < duration:
+    module.forward(batch, is_train=False)
+    module.get_outputs()[0].asnumpy()
+    n += 1
+print(json.dumps([n, t0, time.time()]), flush=True)
+"""
+
+
+def forward_ceiling(checkpoint: Path, duration: float) -> float:
+    """Forward passes a second: WORKERS processes running the raw forward at batch 1 in a loop (the
+    kernel set mmsctl chose, one thread each): what no server or handler can exceed here."""
+    from mmsctl.engine.spec import ServiceSpec
+    from mmsctl.engine.worker import worker_env
+
+    env = worker_env(1, spec=ServiceSpec(checkpoint, "m", None))
+    prefix = next(checkpoint.glob("*-symbol.json")).name[: -len("-symbol.json")]
+    spans = run_together([sys.executable, "-c", FORWARD, str(checkpoint / prefix), str(duration)], env, WORKERS,
+                         timeout=120)
+    return sum(n for n, _, _ in spans) / (max(e for _, _, e in spans) - min(s for _, s, _ in spans))
+
+
 def handler_ceiling(root: Path, handler: Optional[str], duration: float) -> float:
     """req/s of the handler alone: WORKERS processes calling it in a loop (worker environment)."""
     from mmsctl.engine.spec import ServiceSpec
@@ -250,9 +291,9 @@ def bench_model(name: str, work: Path, duration: float, skip_mms: bool) -> Model
     run.kernels = f"{choice.label}: {choice.reason}"
     run.ceilings["example"] = handler_ceiling(example, EXAMPLE_HANDLER, duration)
     run.ceilings["builtin"] = handler_ceiling(checkpoint, None, duration)
-    plans: list[tuple[str, str]] = [("mmsctl", "example"), ("mmsctl", "builtin")]
-    if not skip_mms:
-        plans.insert(0, ("mms", "example"))
+    run.ceilings["forward"] = forward_ceiling(checkpoint, duration)
+    plans = [(server, handler) for handler in ("example", "builtin") for server in ("mms", "mmsctl")
+             if server == "mmsctl" or not skip_mms]
     for i, (server, handler) in enumerate(plans):
         models = {name: archives[handler]}
         if server == "mms":
@@ -272,29 +313,30 @@ def _ratio(a: Optional[float], b: Optional[float]) -> str:
 
 def report(run: ModelRun) -> None:
     print(f"\n{run.name}: 2 workers, 1 thread each, {CLIENTS} clients; kernels: {run.kernels}")
-    print(f"  handler ceilings (2 processes calling the handler in a loop): "
-          f"example {run.ceilings['example']:.1f} req/s, builtin {run.ceilings['builtin']:.1f} req/s")
+    print(f"  ceilings (2 processes in a loop): example handler {run.ceilings['example']:.1f} req/s, "
+          f"built-in handler {run.ceilings['builtin']:.1f} req/s, raw forward {run.ceilings['forward']:.1f}/s")
     print(f"  {'server/handler':16} {'req/s':>7} {'p99 ms':>7} {'non200':>6} {'start s':>7} {'worker MB':>9} "
           f"{'front MB':>8}  top-1  (load)")
     for s in run.scenarios:
         print(f"  {s.label:16} {s.rps:7.1f} {s.p99_ms:7.1f} {s.non200:6d} {s.start_s:7.2f} {s.worker_mb:9.1f} "
               f"{s.frontend_mb:8.1f}  {s.top1[:24]}  ({s.load:.2f})")
-    mms = run.get("mms", "example")
-    print("  targets:")
+    print("  targets (each mmsctl run against MMS with the same archive):")
     for s in run.scenarios:
         if s.server != "mmsctl":
             continue
+        mms = run.get("mms", s.handler)
         ceiling = run.ceilings[s.handler]
         print(f"    {s.label}: {_ratio(s.rps, ceiling)} of its handler's ceiling (>= 0.95x)"
               + (f"; {_ratio(s.rps, mms.rps)} MMS's req/s (>= 1x); p99 {_ratio(s.p99_ms, mms.p99_ms)} MMS's "
                  f"(<= 1x); worker memory {_ratio(s.worker_mb, mms.worker_mb)} MMS's (<= 0.9x); "
                  f"start -> first prediction {_ratio(s.start_s, mms.start_s)} MMS's (<= 0.5x); "
                  f"front end {_ratio(s.frontend_mb, mms.frontend_mb)} the JVM (<= 0.5x)" if mms else ""))
-    builtin = run.get("mmsctl", "builtin")
-    if mms and builtin:
-        print(f"    switching (mmsctl/builtin vs mms/example): {_ratio(builtin.rps, mms.rps)} throughput "
-              f"(squeezenet target >= 2.5x), p99 {_ratio(builtin.p99_ms, mms.p99_ms)} (<= 1x), "
-              f"same top-1: {builtin.top1 == mms.top1}")
+    builtin, mms_example = run.get("mmsctl", "builtin"), run.get("mms", "example")
+    if mms_example and builtin:
+        print(f"    switching (mmsctl/builtin vs mms/example): {_ratio(builtin.rps, mms_example.rps)} throughput "
+              f"(squeezenet target >= 2.5x), p99 {_ratio(builtin.p99_ms, mms_example.p99_ms)} (<= 1x), "
+              f"same top-1: {builtin.top1 == mms_example.top1}; the most any server or handler could give "
+              f"here: {_ratio(run.ceilings['forward'], mms_example.rps)} (raw forward ceiling / MMS)")
 
 
 def main() -> int:
@@ -322,6 +364,10 @@ def main() -> int:
     os.environ.update(MMSCTL_CACHE_DIR=str(work / "cache"), MMSCTL_CONFIG_DIR=str(work / "config"),
                       MMSCTL_STATE_DIR=str(work / "state"), MMSCTL_OFFLINE="1",
                       OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    # Worker processes import mxnet without its operator docs, from their own compiled-code cache:
+    # fill it once here, as any earlier server start on the machine would have.
+    subprocess.run([sys.executable, "-c", "from mmsctl.engine import mxnet_compat as c; "
+                    "c.leave_out_operator_docs(); c.import_mxnet()"], check=True, capture_output=True, timeout=300)
     print(f"bench/models.py: {', '.join(args.models)}; {args.duration:g} s of load each; "
           f"1-min load average at start {_loadavg():.2f}")
     try:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Callable, Iterator, Literal, Optional
 
+from mmsctl.archive.inflate import Reader, open_member
 from mmsctl.errors import ArchiveError, InputNotFoundError, UnsafeArchiveError
 
 __all__ = [
@@ -302,7 +303,7 @@ def _guard(read: Callable[[], bytes], source: Path) -> bytes:
         raise ArchiveError(f"{source}: corrupt or truncated archive: {exc}") from exc
 
 
-def _write(src: IO[bytes], dest: Path, size: int, executable: bool) -> None:
+def _write(src: Reader, dest: Path, size: int, executable: bool) -> None:
     """Copy exactly *size* bytes; never follow anything already at *dest*."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
@@ -328,7 +329,7 @@ def _extract(source: Path, fmt: ArchiveFormat, target: Path, limits: Limits,
                 if member.is_dir:
                     dest.mkdir(parents=True, exist_ok=True)
                     continue
-                with handle.open(info) as src:
+                with open_member(handle, info) as src:
                     _write(src, dest, member.size, member.executable)
         else:
             for member, tinfo in _tar_members(handle, source, limits):

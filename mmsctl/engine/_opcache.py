@@ -5,8 +5,8 @@ time: for each operator it writes the function's source and ``exec``s it. Compil
 those strings is ~0.25 s of every cold ``mmsctl predict``. The sources are the same
 on every run except for one number, the operator's handle (an address), so the
 compiled code objects are kept on disk (``marshal``, one file per Python version)
-with the handle replaced by a placeholder constant, and the real handle is put back
-when a cached object is used.
+with the handle replaced by a placeholder constant, and the real handle is spliced
+into the marshalled bytes before a cached object is loaded.
 
 Only ``exec`` calls made while mxnet imports are affected, and any source that does
 not have the expected shape is compiled as usual. A missing, stale or unreadable
@@ -23,6 +23,7 @@ import os
 import sys
 import tempfile
 import threading
+import zlib
 from pathlib import Path
 from types import CodeType
 from typing import Any, Iterator, Optional
@@ -37,31 +38,15 @@ _PLACEHOLDER = 2**62 + 20_190_701
 _lock = threading.Lock()
 
 
-def cache_file() -> Optional[Path]:
-    """Where the compiled wrappers are kept (None: caching is switched off)."""
+def cache_file(*, docs: bool = True) -> Optional[Path]:
+    """Where the compiled wrappers are kept (None: caching is switched off); wrappers whose
+    documentation was left out (worker processes) have a file of their own."""
     if os.environ.get("MMSCTL_NO_OPCACHE"):
         return None
     from mmsctl.config import cache_dir
 
     tag = sys.implementation.cache_tag or "python"
-    return cache_dir() / "mxnet-opcode" / f"{tag}.marshal"
-
-
-def _with_handle(code: CodeType, handle: int) -> tuple[CodeType, int]:
-    """*code* with the placeholder constant replaced by *handle* (and how many were replaced)."""
-    consts: list[object] = []
-    found = 0
-    for const in code.co_consts:
-        if type(const) is int and const == _PLACEHOLDER:
-            consts.append(handle)
-            found += 1
-        elif isinstance(const, CodeType):
-            inner, n = _with_handle(const, handle)
-            consts.append(inner)
-            found += n
-        else:
-            consts.append(const)
-    return (code.replace(co_consts=tuple(consts)) if found else code), found
+    return cache_dir() / "mxnet-opcode" / f"{tag}.v2{'' if docs else '-short-docs'}.marshal"
 
 
 def _handle_span(source: str) -> Optional[tuple[int, int]]:
@@ -77,19 +62,73 @@ def _handle_span(source: str) -> Optional[tuple[int, int]]:
     return None
 
 
+def _without_docstrings(code: CodeType) -> CodeType:
+    """*code* with the docstrings of the functions it defines left out.
+
+    mxnet sets each wrapper's ``__doc__`` from the operator's documentation right after the
+    ``exec``, so the copy compiled into the code is never read: ~3 MB a process. Until Python
+    3.14 a function's first constant is its docstring, or None when it has none.
+    """
+    if sys.version_info >= (3, 14):
+        return code
+    consts = []
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            inner = _without_docstrings(const)
+            if inner.co_consts and isinstance(inner.co_consts[0], str):
+                inner = inner.replace(co_consts=(None, *inner.co_consts[1:]))
+            const = inner
+        consts.append(const)
+    return code.replace(co_consts=tuple(consts))
+
+
+#: The placeholder as marshal writes it, less its type byte (which may carry marshal's reference flag).
+_PLACEHOLDER_BODY = marshal.dumps(_PLACEHOLDER)[1:]
+_FLAG_REF = 0x80
+
+
+def _int_bytes(value: int, type_byte: int) -> bytes:
+    """*value* as marshal writes it, with the reference flag of *type_byte* (the placeholder's)."""
+    raw = marshal.dumps(value)
+    return bytes([(raw[0] & ~_FLAG_REF) | (type_byte & _FLAG_REF)]) + raw[1:]
+
+
 class _Cache:
+    """The file holds ``(crc32 of the blob, {key: (offset, size, at)})`` and then one blob of
+    marshalled code objects, each with the placeholder at byte *at*. A wrapper is unmarshalled straight from its
+    bytes with the real handle spliced in, so no second copy of any code object is ever made and
+    thrown away (2,500 of those left ~5 MB of holes in a worker's heap)."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.entries: dict[bytes, CodeType] = {}
-        self.used: dict[bytes, CodeType] = {}
+        self.index: dict[bytes, tuple[int, int, int]] = {}
+        self.blob = b""
+        #: What this import used (key -> marshalled code with the placeholder), written back by save().
+        self.used: dict[bytes, Any] = {}
         self.added = 0
         try:
             with open(path, "rb") as fh:
-                loaded = marshal.load(fh)
-            if isinstance(loaded, dict):
-                self.entries = loaded
+                checksum, index = marshal.load(fh)
+                blob = fh.read()
+            # Damaged bytecode could crash the interpreter, not just fail to load: all or nothing.
+            if isinstance(index, dict) and zlib.crc32(blob) == checksum:
+                self.index, self.blob = index, blob
         except (OSError, EOFError, ValueError, TypeError):
             pass
+
+    def _entry(self, key: bytes) -> Optional[tuple[memoryview, int]]:
+        """The marshalled code for *key* (a view of the blob) and where its placeholder is, if cached and sound."""
+        where = self.index.get(key)
+        if where is None:
+            return None
+        try:
+            offset, size, at = where
+            data = memoryview(self.blob)[offset:offset + size]
+        except (TypeError, ValueError):
+            return None
+        if len(data) != size or data[at + 1:at + 1 + len(_PLACEHOLDER_BODY)] != _PLACEHOLDER_BODY:
+            return None
+        return data, at
 
     def code_for(self, source: str) -> Any:
         """A code object for *source* (from the cache where possible), or *source* itself."""
@@ -100,26 +139,42 @@ class _Cache:
         handle = int(source[start:end])
         canonical = source[:start] + str(_PLACEHOLDER) + source[end:]
         key = hashlib.blake2b(canonical.encode("utf-8"), digest_size=16).digest()
-        code = self.entries.get(key)
-        if code is None:
-            code = compile(canonical, "<string>", "exec")
+        entry: Optional[tuple[Any, int]] = self._entry(key)
+        if entry is None:
+            compiled = marshal.dumps(_without_docstrings(compile(canonical, "<string>", "exec")))
+            at = compiled.find(_PLACEHOLDER_BODY) - 1
+            if at < 0 or compiled.count(_PLACEHOLDER_BODY) != 1:  # not the shape we expect: leave this one alone
+                return source
+            entry = compiled, at
             self.added += 1
-        result, found = _with_handle(code, handle)
-        if found != 1:  # not the shape we expect: leave this one alone
+        data, at = entry
+        try:
+            code = marshal.loads(b"".join((data[:at], _int_bytes(handle, data[at]),
+                                           data[at + 1 + len(_PLACEHOLDER_BODY):])))
+        except (ValueError, EOFError, TypeError):  # a damaged file: mxnet compiles this one itself
             return source
-        self.used[key] = code
-        return result
+        self.used[key] = data  # a view of the blob, or new bytes: copied only if save() writes
+        return code
 
     def save(self) -> None:
         """Write what this import used, if anything was new (atomically; errors ignored)."""
         if not self.added:
             return
+        index: dict[bytes, tuple[int, int, int]] = {}
+        parts, offset = [], 0
+        for key, data in self.used.items():
+            data = bytes(data)
+            index[key] = (offset, len(data), data.find(_PLACEHOLDER_BODY) - 1)
+            parts.append(data)
+            offset += len(data)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".opcode-", suffix=".tmp")
             try:
+                blob = b"".join(parts)
                 with os.fdopen(fd, "wb") as fh:
-                    marshal.dump(self.used, fh)
+                    marshal.dump((zlib.crc32(blob), index), fh)
+                    fh.write(blob)
                 os.replace(tmp, self.path)
             except BaseException:
                 with contextlib.suppress(OSError):

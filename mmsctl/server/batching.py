@@ -57,6 +57,17 @@ class JobQueue(asyncio.Queue[Job]):
         self.task_done()
         return True
 
+    def put_back(self, job: Job) -> None:
+        """Return a job taken but never started (its worker died first) to the front of the queue.
+
+        It still counts as unfinished (``task_done`` was not called for it) and may pass ``maxsize``
+        by the few jobs a worker holds ahead."""
+        if job.future.done():  # its client left meanwhile
+            self.task_done()
+            return
+        self._queue.appendleft(job)
+        self._wakeup_next(self._getters)  # type: ignore[attr-defined]  # asyncio.Queue's own hook
+
 
 async def until_stopped(awaitable: Awaitable[T], stop: asyncio.Event) -> tuple[bool, Any]:
     """Await *awaitable* unless *stop* is set first.

@@ -1,8 +1,8 @@
 """The inference API's hot path: plain predictions and pings answered straight off httptools.
 
 Every connection to the inference API starts with a :class:`LeanProtocol`. A request that
-arrives whole in one read (head and body: what a keep-alive client sends for a small
-prediction) and is one of
+arrives whole (in one read, or in several within a second: clients such as Go's and curl
+write the head and a larger body separately) and is one of
 
 * ``POST /predictions/{model}`` or ``POST /predictions/{model}/{version}`` with a raw body
   (``Content-Length``, not a form, no ``Expect``), the token (if one is set) and a model that
@@ -15,7 +15,8 @@ carries ``x-request-id`` and is access-logged like any other request. The connec
 keep-alive, is closed after ``request_header_timeout`` idle, and a client that leaves takes
 its request out of the queue, as on the full path.
 
-Everything else (a head or body split over reads, pipelined or chunked requests, a query,
+Everything else (a request still incomplete after a second or larger than
+``max_request_size`` or 1 MiB, pipelined or chunked requests, a query,
 a percent-escape, a form, ``Expect``, ``Connection: close``, HTTP/1.0, any method or path
 not above, and every request the full path would refuse: a bad token, an unknown model, a
 full queue, a draining server, a body over ``max_request_size`` or ``max_buffered_bytes``)
@@ -53,6 +54,8 @@ access_log = logging.getLogger("mmsctl.access")
 #: A request with more header fields, or a longer head, goes to the full path (which sets the limits).
 _MAX_FIELDS = 64
 _MAX_HEAD = 8190
+#: The most bytes of one request read here before it is complete (head and body); larger ones are the full path's.
+_MAX_PARTIAL = 1 << 20
 #: Forms and 100-continue are the full path's.
 _FORMS = frozenset({"multipart/form-data", "application/x-www-form-urlencoded"})
 _PHRASES = {s.value: s.phrase for s in HTTPStatus}
@@ -94,10 +97,13 @@ class LeanInference:
         """Close the connections idle for ``request_header_timeout`` (within a quarter of it, at most 1 s)."""
         self._sweeper = None
         now = time.monotonic()
+        period = self._period()
         for connection in list(self.connections):
             since = connection.idle_since
             if since is not None and now - since >= self.header_timeout:
                 connection.close()
+            elif connection.partial_since is not None and now - connection.partial_since >= period:
+                connection.give_up_partial()  # a slow upload: the full path and its timeouts take it
         if self.connections:
             self.watch()
 
@@ -137,6 +143,10 @@ class LeanProtocol(asyncio.Protocol):
         self._begun = 0
         self._complete = 0
         self._head_size = 0
+        #: The bytes of a request not yet complete, their count (held in ``traffic``) and since when.
+        self._partial: list[bytes] = []
+        self._partial_size = 0
+        self.partial_since: Optional[float] = None
         #: The request being answered, and what it holds.
         self._job: Optional[Job] = None
         self._held = 0
@@ -184,6 +194,7 @@ class LeanProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Optional[Exception]) -> None:
         self.lean.connections.discard(self)
+        self._drop_partial()
         job = self._job
         if job is not None and not job.future.done():  # the client left: its request leaves the queue
             model = self.lean.manager.models.get(self._model)
@@ -199,19 +210,70 @@ class LeanProtocol(asyncio.Protocol):
             self.transport.pause_reading()
             return
         self.idle_since = None
-        self._serve(data)
+        if self.partial_since is not None:
+            self._feed(data)
+        else:
+            self._serve(data)
 
     def _serve(self, data: bytes) -> None:
         """Serve *data* (it starts a request) here, or hand the connection over with it."""
         self._url, self._headers, self._body = b"", [], []
         self._begun = self._complete = self._head_size = 0
+        self._feed(data)
+
+    def _feed(self, data: bytes) -> None:
+        """Parse *data* (the next bytes of the request being read); serve the request once it is whole."""
         try:
             self.parser.feed_data(data)
         except Exception:  # noqa: BLE001 - httptools' errors and upgrades: the full path answers them
-            self._hand_over(data)
+            self._hand_over(self._take_partial(data))
             return
+        if self._begun == 1 and self._complete == 0 and self._wait_for_rest(data):
+            return
+        data = self._take_partial(data)
         if self._begun != 1 or self._complete != 1 or not self._take():
             self._hand_over(data)
+
+    # -- a request in several reads ------------------------------------------------------------
+    def _wait_for_rest(self, data: bytes) -> bool:
+        """Keep *data*, the start of a request that may still be plain, until the rest arrives; False
+        when it is the full path's already (too large, chunked, ``Expect``, or no room in the buffers)."""
+        size = self._partial_size + len(data)
+        if (size > min(_MAX_PARTIAL, self.lean.max_request_size + _MAX_HEAD) or self._head_size > _MAX_HEAD
+                or len(self._url) > 2048 or len(self._headers) > _MAX_FIELDS):
+            return False
+        for name, value in self._headers:
+            lower = name.lower()
+            if lower in (b"transfer-encoding", b"expect"):
+                return False  # 100-continue: the client waits for an answer before it sends the body
+            if lower == b"content-length" and (not value.strip().isdigit()
+                                               or int(value) > self.lean.max_request_size):
+                return False
+        if not self.lean.traffic.hold(len(data)):
+            return False
+        self._partial.append(data)
+        self._partial_size = size
+        if self.partial_since is None:
+            self.partial_since = time.monotonic()
+            self.lean.watch()
+        return True
+
+    def _take_partial(self, data: bytes) -> bytes:
+        """The whole request read so far, ending with *data*; what it held is released."""
+        if self.partial_since is None:
+            return data
+        whole = b"".join(self._partial) + data
+        self._drop_partial()
+        return whole
+
+    def _drop_partial(self) -> None:
+        self.lean.traffic.buffered -= self._partial_size
+        self._partial, self._partial_size, self.partial_since = [], 0, None
+
+    def give_up_partial(self) -> None:
+        """The request has been incomplete too long: the full path (and its body timeout) takes it."""
+        if self.partial_since is not None:
+            self._hand_over(self._take_partial(b""))
 
     # -- the two routes ------------------------------------------------------------------------
     def _take(self) -> bool:

@@ -172,7 +172,7 @@ class ManagementApi:
             "maxBatchDelay": model.max_batch_delay,
             "responseTimeout": model.response_timeout,
             "loadedAtStartup": model.name in self.manager.startup_models,
-            "queueStatus": {"pendingRequests": model.queue.qsize(), "capacity": model.queue.maxsize},
+            "queueStatus": {"pendingRequests": model.pending(), "capacity": model.queue.maxsize},
             "workers": [
                 {
                     "id": w.id,

@@ -69,7 +69,7 @@ class _LiveCollector:
         memory = GaugeMetricFamily("mmsctl_worker_memory_bytes", "Worker resident memory",
                                    labels=["model", "worker"])
         for name, model in sorted(self._models().items()):
-            depth.add_metric([name], model.queue.qsize())
+            depth.add_metric([name], model.pending())
             capacity.add_metric([name], model.queue.maxsize)
             counts: dict[str, int] = {"STARTING": 0, "READY": 0, "BUSY": 0}
             for worker in model.workers:

@@ -14,11 +14,11 @@ import enum
 import logging
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional
 
 from mmsctl.engine.protocol import ResponseItem
 from mmsctl.engine.spec import ServiceSpec
-from mmsctl.engine.worker import AsyncWorkerProcess, BatchFailed, BatchResult, WorkerExited
+from mmsctl.engine.worker import AsyncWorkerProcess, BatchFailed, WorkerExited
 from mmsctl.server.batching import Job, JobQueue, next_batch, until_stopped
 from mmsctl.server.config import ServerConfig
 
@@ -67,6 +67,8 @@ class Worker:
         self.batches = 0
         #: Whether the last batches took less than PIPELINE_BELOW each (no batch yet: not known).
         self.quick = False
+        #: Jobs sent to the worker ahead of the batch it runs, not started yet (they count as pending).
+        self.held_ahead = 0
 
     @property
     def alive(self) -> bool:
@@ -145,49 +147,75 @@ class Worker:
                 break
         return more
 
+    def _ahead(self) -> list[list[Job]]:
+        """Queued jobs to send to this worker while it is busy, so it starts them the moment it
+        answers (no idle round trip through the front end): one batch, for a model whose batches
+        are not quick, and only while every other worker of the model is busy too (an idle worker
+        would take it) and the worker is not being stopped."""
+        m = self.model
+        if self.quick or self.stop_event.is_set() or m.queue.qsize() < max(m.batch_size, 1):
+            return []
+        if any(w is not self and w.state == WorkerState.READY for w in m.workers):
+            return []
+        if m.batch_size > 1 and m.gathering.locked():
+            return []
+        jobs: list[Job] = []
+        while len(jobs) < max(m.batch_size, 1):
+            jobs.append(m.queue.get_nowait())
+        return [jobs]
+
     async def serve(self, metrics: Any) -> str:
         """Feed batches until stopped ("stopped"), dead ("died") or too slow ("timeout").
 
         Under load, and while its batches are quick (``PIPELINE_BELOW``), a worker takes up to
         ``PIPELINE_DEPTH`` batches at once, sent in one frame and answered in one, all within
-        ``response_timeout``.
+        ``response_timeout``. A slower model's busy worker is sent its next batch before it answers
+        the one it runs (:meth:`_ahead`); each batch still has the whole ``response_timeout`` from
+        when the worker starts it.
         """
         m = self.model
         loop = asyncio.get_running_loop()
         assert self.process is not None
+        ahead: list[list[Job]] = []
         while True:
-            jobs = await self._next_batch()
-            if jobs is None:
-                return "stopped"
+            if ahead:
+                batches, ahead, self.held_ahead = ahead, [], 0
+            else:
+                jobs = await self._next_batch()
+                if jobs is None:
+                    return "stopped"
+                batches = [jobs, *self._more_batches()]
+                self.process.send([[j.item for j in jobs] for jobs in batches])
             self.state = WorkerState.BUSY
-            batches = [jobs, *self._more_batches()]
             started = loop.time()
             for batch in batches:
                 for job in batch:
                     job.started = started
                     metrics.observe_queue(m.name, started - job.enqueued)
+            ahead = self._ahead()
+            if ahead:
+                self.process.send([[j.item for j in jobs] for jobs in ahead])
+                self.held_ahead = sum(len(jobs) for jobs in ahead)
             outcome = await self._answer(batches, metrics, started)
             if outcome is not None:
+                self.held_ahead = 0
+                for jobs in reversed(ahead):  # never started: back to the front of the queue for another worker
+                    for job in reversed(jobs):
+                        m.queue.put_back(job)
                 return outcome
             self.quick = loop.time() - started < PIPELINE_BELOW * len(batches)
-            self.state = WorkerState.READY
+            if not ahead:
+                self.state = WorkerState.READY
 
     async def _answer(self, batches: list[list[Job]], metrics: Any, started: float) -> Optional[str]:
-        """Run *batches* on the worker (several: in one frame each way) and answer their jobs; None, or
+        """Wait for the worker's answer to *batches* (sent in one frame) and answer their jobs; None, or
         why the worker is finished ("timeout", "died")."""
         m = self.model
         loop = asyncio.get_running_loop()
         assert self.process is not None
         items = [[j.item for j in jobs] for jobs in batches]
-        outcomes: list[Union[BatchResult, BatchFailed]]
         try:
-            if len(batches) == 1:
-                try:
-                    outcomes = [await asyncio.wait_for(self.process.run_batch(items[0]), m.response_timeout)]
-                except BatchFailed as exc:
-                    outcomes = [exc]
-            else:
-                outcomes = await asyncio.wait_for(self.process.run_batches(items), m.response_timeout)
+            outcomes = await asyncio.wait_for(self.process.receive(items), m.response_timeout)
         except asyncio.TimeoutError:
             log.warning("%s W-%s: no answer in %s s; killing pid %s", m.name, self.id, m.response_timeout, self.pid)
             self.kill()
@@ -298,6 +326,10 @@ class Model:
 
     def live_workers(self) -> list[Worker]:
         return [w for w in self.workers if w.alive and not w.stop_event.is_set()]
+
+    def pending(self) -> int:
+        """Requests not started yet: queued, or sent to a busy worker ahead of the batch it runs."""
+        return self.queue.qsize() + sum(w.held_ahead for w in self.workers)
 
     def ready_workers(self) -> list[Worker]:
         return [w for w in self.live_workers() if w.state in (WorkerState.READY, WorkerState.BUSY)]

@@ -305,7 +305,7 @@ class ModelManager:
             if model.max_workers <= model.min_workers:
                 continue
             live = len(model.live_workers())
-            pending = model.queue.qsize()
+            pending = model.pending()
             if pending > 0:
                 model.idle_since = now
             if pending > 2 * max(live, 1) * model.batch_size and live < model.max_workers:

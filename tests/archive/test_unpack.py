@@ -210,3 +210,57 @@ def test_extract_default_destination_is_named_after_the_archive(tmp_path: Path, 
     archive = _zip(tmp_path / "squeeze.mar", {"MAR-INF/MANIFEST.json": MANIFEST})
     monkeypatch.chdir(tmp_path)
     assert extract_archive(archive).root == tmp_path / "squeeze"
+
+
+# -- ISA-L inflate (archive/inflate.py) --------------------------------------------------------------
+
+def _damaged(good: Path, out: Path, member: str, how: str) -> Path:
+    """*good* with *member*'s compressed bytes flipped in the middle, or its CRC in the central directory off."""
+    data = bytearray(good.read_bytes())
+    with zipfile.ZipFile(good) as zf:
+        info = zf.getinfo(member)
+    if how == "bytes":
+        name_len, extra_len = int.from_bytes(data[info.header_offset + 26:info.header_offset + 28], "little"), \
+            int.from_bytes(data[info.header_offset + 28:info.header_offset + 30], "little")
+        start = info.header_offset + 30 + name_len + extra_len
+        for i in range(start + info.compress_size // 2, start + info.compress_size // 2 + 64):
+            data[i] ^= 0x5A
+    else:  # the CRC of the central directory entry (what zipfile and the fast path check against)
+        central = data.find(b"PK\x01\x02")
+        while data[central + 46:central + 46 + len(member)] != member.encode():
+            central = data.find(b"PK\x01\x02", central + 4)
+        data[central + 16] ^= 0xFF
+    out.write_bytes(bytes(data))
+    return out
+
+
+def test_the_fast_inflate_extracts_what_zipfile_extracts(tmp_path: Path) -> None:
+    import os
+
+    from mmsctl.archive import inflate
+
+    payload = os.urandom(300_000) + bytes(3_000_000) + os.urandom(5_000)  # several reads, both ways
+    good = _zip(tmp_path / "good.mar", {"MAR-INF/MANIFEST.json": MANIFEST, "w.params": payload, "empty.txt": b""})
+    with zipfile.ZipFile(good) as zf:
+        for info in zf.infolist():
+            reader = inflate.open_member(zf, info)
+            assert isinstance(reader, inflate._Inflated) == (inflate._fast_zlib is not None)
+            chunks = []
+            while chunk := reader.read(1 << 16):
+                chunks.append(chunk)
+            assert b"".join(chunks) == zf.read(info)
+    assert (open_archive(good).root / "w.params").read_bytes() == payload
+
+
+@pytest.mark.parametrize("how", ["bytes", "crc"])
+def test_a_damaged_deflated_member_is_one_line_and_leaves_nothing(tmp_path: Path, how: str) -> None:
+    import os
+
+    good = _zip(tmp_path / "good.mar", {"MAR-INF/MANIFEST.json": MANIFEST, "w.params": os.urandom(200_000) * 3})
+    bad = _damaged(good, tmp_path / "bad.mar", "w.params", how)
+    dest = tmp_path / "out"
+    with pytest.raises(ArchiveError, match="corrupt or truncated") as err:
+        extract_archive(bad, dest)
+    assert "\n" not in str(err.value)
+    assert not dest.exists()
+    assert _leftovers(tmp_path) == ["bad.mar", "good.mar"]

@@ -48,12 +48,16 @@ _SOURCE = '''def ones(shape=None, out=None, name=None, **kwargs):
 '''
 
 
-def test_opcache_puts_each_runs_handle_back(tmp_path: Path) -> None:
-    cache = _opcache._Cache(tmp_path / "ops.marshal")
+@pytest.mark.parametrize("other", [93957862416480, 7, 2**31 + 1, 2**62 + 20_190_702],
+                         ids=["address", "small", "past-32-bits", "next-to-placeholder"])
+def test_opcache_puts_each_runs_handle_back(tmp_path: Path, other: int) -> None:
+    """The handle is spliced into the cached bytes whatever its size (marshal writes small and large
+    integers differently)."""
+    cache = _opcache._Cache(tmp_path / "ops.v2.marshal")
     first = cache.code_for(_SOURCE.format(handle=94004670439520))
     cache.save()
-    again = _opcache._Cache(tmp_path / "ops.marshal")
-    second = again.code_for(_SOURCE.format(handle=93957862416480))
+    again = _opcache._Cache(tmp_path / "ops.v2.marshal")
+    second = again.code_for(_SOURCE.format(handle=other))
     assert again.added == 0, "same operator, other address: must be a cache hit"
 
     def handle_of(code: object) -> int:
@@ -64,26 +68,64 @@ def test_opcache_puts_each_runs_handle_back(tmp_path: Path) -> None:
         return calls[0]
 
     assert handle_of(first) == 94004670439520
-    assert handle_of(second) == 93957862416480
+    assert handle_of(second) == other
+    scope: dict = {}
+    exec(second, scope)  # noqa: S102 - the code under test
+    assert scope["ones"].__doc__ is None  # mxnet sets each wrapper's __doc__ itself: no copy in the code
     assert cache.code_for("x = 1") == "x = 1"  # anything else is left to the real exec
 
 
-def test_mxnet_imported_through_the_cache_works(tmp_path: Path) -> None:
+@pytest.mark.parametrize("damage", ["flipped-bytes", "truncated", "not-marshal"])
+def test_a_damaged_opcache_file_costs_only_the_compile(tmp_path: Path, damage: str) -> None:
+    """Bytecode is never loaded from a file that is not exactly what was written (it could crash
+    the interpreter): every wrapper is compiled afresh and works."""
+    path = tmp_path / "ops.v2.marshal"
+    cache = _opcache._Cache(path)
+    cache.code_for(_SOURCE.format(handle=94004670439520))
+    cache.save()
+    data = path.read_bytes()
+    damaged = {"flipped-bytes": data[:-40] + b"\xff" * 20 + data[-20:], "truncated": data[:-10],
+               "not-marshal": b"not marshal at all"}[damage]
+    path.write_bytes(damaged)
+    again = _opcache._Cache(path)
+    code = again.code_for(_SOURCE.format(handle=93957862416480))
+    assert again.index == {} and again.added == 1
+    calls: list[int] = []
+    scope = {"_imperative_invoke": lambda h, *a: calls.append(h)}
+    exec(code, scope)  # noqa: S102 - the code under test
+    scope["ones"]()
+    assert calls == [93957862416480]
+
+
+@pytest.mark.parametrize("docs", [True, False], ids=["docs", "short-docs"])
+def test_mxnet_imported_through_the_cache_works(tmp_path: Path, docs: bool) -> None:
+    """Twice (the second run from the cache): operators work, and carry mxnet's documentation
+    unless the process asked to leave it out (worker processes), which has a cache file of its own."""
     probe = (
-        "from mmsctl.engine.mxnet_compat import import_mxnet\n"
-        "mx = import_mxnet()\n"
+        "from mmsctl.engine import mxnet_compat\n"
+        + ("" if docs else "mxnet_compat.leave_out_operator_docs()\n")
+        + "mx = mxnet_compat.import_mxnet()\n"
         "x = mx.nd.ones((2, 3)) * 2\n"
         "y = mx.sym.FullyConnected(mx.sym.var('d'), num_hidden=2, no_bias=True)\n"
         "ex = y.bind(mx.cpu(), {'d': x, 'fullyconnected0_weight': mx.nd.ones((2, 3))})\n"
         "print(float(x.sum().asscalar()), ex.forward()[0].asnumpy().tolist())\n"
+        "print(mx.nd.Convolution.__doc__.split(chr(10))[0])\n"
+        "print(mx.sym.relu.__doc__.split(chr(10))[0])\n"
     )
     env = dict(os.environ, MMSCTL_CACHE_DIR=str(tmp_path))
     env.pop("MMSCTL_NO_OPCACHE", None)
     runs = [subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
             for _ in range(2)]
     assert [r.returncode for r in runs] == [0, 0], runs[-1].stderr[-2000:]
-    assert runs[0].stdout == runs[1].stdout == "12.0 [[6.0, 6.0], [6.0, 6.0]]\n"
-    assert list((tmp_path / "mxnet-opcode").glob("*.marshal")), "the first run writes the cache"
+    assert runs[0].stdout == runs[1].stdout
+    result, conv, relu = runs[0].stdout.splitlines()
+    assert result == "12.0 [[6.0, 6.0], [6.0, 6.0]]"
+    if docs:
+        assert (conv, relu) == ("Compute *N*-D convolution on *(N+2)*-D input.", "Computes rectified linear activation.")
+    else:
+        assert conv.startswith("MXNet operator Convolution (") and relu.startswith("MXNet operator relu (")
+    written = [p.name for p in (tmp_path / "mxnet-opcode").glob("*.marshal")]
+    assert written == [f"{sys.implementation.cache_tag}.v2{'' if docs else '-short-docs'}.marshal"]
 
 
 # -- worker pool ---------------------------------------------------------------------------------

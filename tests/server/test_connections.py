@@ -201,3 +201,53 @@ def test_the_bodies_held_at_once_are_bounded(srv: ServerInfo) -> None:
     assert ping.status_code == 200  # requests without a body are never turned away
     ok = httpx.post(url, content=b"q" * 800, headers=headers, timeout=10)
     assert ok.status_code == 200  # once answered, their bytes are free again
+
+
+def _send_in_pieces(url: str, pieces: list[bytes], pause: float) -> bytes:
+    """Send *pieces* as separate TCP segments (*pause* apart, so the server reads them apart), then read
+    until the server closes (the last piece asks it to)."""
+    with socket.create_connection(("127.0.0.1", _port(url)), timeout=20) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for i, piece in enumerate(pieces):
+            if i:
+                time.sleep(pause)  # bounded: only to split the request over reads, nothing waits on it
+            sock.sendall(piece)
+        out = b""
+        while chunk := sock.recv(65536):  # socket.timeout fails the test
+            out += chunk
+    return out
+
+
+def test_a_request_whose_body_comes_in_a_second_write_is_served_on_the_lean_path(srv: ServerInfo) -> None:
+    """Go's and curl's clients write the head and a larger body separately: still the lean path
+    (aiohttp's answers carry a Server header, the lean path's do not)."""
+    body = b"b" * 900
+    head = _predict(body, b"Connection: keep-alive\r\n")[: -len(body)]
+    raw = _send_in_pieces(srv.inference_url, [head, body[:400], body[400:], _predict(b"last", b"Connection: close\r\n")],
+                          pause=0.02)
+    answers = raw.split(b"HTTP/1.1 ")[1:]
+    assert [a[:3] for a in answers] == [b"200", b"200"], raw[:400]
+    assert answers[0].endswith(body) and b"\r\nServer:" not in answers[0].split(b"\r\n\r\n")[0]
+
+
+def test_a_slow_upload_is_handed_to_the_full_path_and_served(srv: ServerInfo) -> None:
+    """A body still incomplete after the lean path's short wait (a quarter of request_header_timeout
+    here) goes, with what arrived, to the full path, whose body timeout then applies; nothing is lost.
+    (A body that stops coming altogether gets the full path's 408: see the test above.)"""
+    body = b"s" * 600
+    head = _predict(body, b"Connection: close\r\n")[: -len(body)]
+    raw = _send_in_pieces(srv.inference_url, [head, body[:300], body[300:]], pause=0.2)
+    assert raw.startswith(b"HTTP/1.1 200") and raw.endswith(body), raw[:300]
+
+
+@pytest.mark.parametrize("extra, status", [(b"Content-Length: 5000\r\n", 413), (b"Expect: 100-continue\r\nContent-Length: 10\r\n", 100)],
+                         ids=["too-large", "expect-continue"])
+def test_a_split_request_the_lean_path_cannot_take_goes_to_the_full_path_at_once(srv: ServerInfo, extra: bytes,
+                                                                                 status: int) -> None:
+    """A declared body over max_request_size is refused, and a client waiting for 100 Continue gets it,
+    without waiting for the lean path's sweep."""
+    head = b"POST /predictions/noop HTTP/1.1\r\nHost: x\r\n" + AUTH + extra + b"Connection: close\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", _port(srv.inference_url)), timeout=20) as sock:
+        sock.sendall(head)
+        first = sock.recv(65536)  # socket.timeout fails the test: the server waited for a body
+    assert first.startswith(b"HTTP/1.1 %d" % status), first[:200]

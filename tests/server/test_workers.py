@@ -93,6 +93,36 @@ def test_killed_worker_fails_in_flight_with_503_and_is_replaced(tmp_path: Path) 
         assert new_pid != pid
 
 
+def test_a_request_sent_ahead_to_a_worker_that_dies_is_served_by_its_replacement(tmp_path: Path) -> None:
+    """A busy worker of a slow model is sent its next request before it answers (no idle round trip
+    through the front end); that request still counts as pending, and if the worker dies it goes back
+    to the queue for the replacement instead of failing with the batch that killed the worker."""
+    noop = make_noop_archive(tmp_path / "noop")
+    with running_mmsctl_server(tmp_path, models={"noop": str(noop)}) as srv:
+        (pid,) = _wait_for_ready_workers(srv, "noop", 1)
+        url = f"{srv.inference_url}/predictions/noop"
+
+        async def scenario() -> tuple[httpx.Response, httpx.Response, httpx.Response, str]:
+            async with httpx.AsyncClient(timeout=60) as client:
+                first = asyncio.ensure_future(client.post(url, content=b"sleep:1"))
+                await _until_busy(client, srv)
+                doomed = asyncio.ensure_future(client.post(url, content=b"sleep:30"))
+                await _until(client, srv, "sleep:30 queued", lambda d: _pending(d) == 1)
+                held = asyncio.ensure_future(client.post(url, content=b"pid"))
+                await _until(client, srv, "two queued", lambda d: _pending(d) == 2)
+                done = await first  # the worker now runs sleep:30 and holds "pid" ahead of it
+                await _until(client, srv, "one left pending", lambda d: _pending(d) == 1)
+                metrics = (await client.get(f"{srv.metrics_url}/metrics")).text
+                os.kill(pid, signal.SIGKILL)
+                return done, await doomed, await held, metrics
+
+        done, doomed, held, metrics = asyncio.run(scenario())
+        assert done.status_code == 200
+        assert doomed.status_code == 503 and doomed.json()["message"] == "Worker died."
+        assert held.status_code == 200 and int(held.text) != pid  # answered by the replacement
+        assert 'mmsctl_queue_depth{model="noop"} 1.0' in metrics  # pending, as the description says
+
+
 def test_response_timeout_kills_and_restarts_worker(tmp_path: Path) -> None:
     make_noop_archive(tmp_path / "noop")
     with running_mmsctl_server(tmp_path, model_store=tmp_path) as srv:

@@ -223,27 +223,37 @@ class VisionService(object):
                 self.labels = [line.strip() for line in fh]
         prefix, epoch = find_checkpoint(model_dir, _manifest_model_name(context.manifest))
         self.ctx = mx.gpu(int(gpu_id)) if gpu_id is not None else mx.cpu()
-        self._sym, self._args, self._aux = mx.model.load_checkpoint(prefix, epoch)
+        self._sym, args, aux = mx.model.load_checkpoint(prefix, epoch)
+        # The executors use the loaded arrays themselves: one copy of the weights in memory, shared
+        # by every batch size (an mx.mod.Module keeps two more: its own and the one it loads from).
+        self._args = {name: arr.as_in_context(self.ctx) for name, arr in args.items()}
+        self._aux = {name: arr.as_in_context(self.ctx) for name, arr in aux.items()}
+        del args, aux
         # Bind the largest batch first: smaller ones share its memory without re-allocating.
         self._module(self.batch_size)
         self.initialized = True
 
     def _module(self, n):
-        """A module bound for batches of exactly *n* (sharing the weights of the first)."""
-        module = self._modules.get(n)
-        if module is None:
-            module = mx.mod.Module(
-                symbol=self._sym, context=self.ctx, data_names=[self.data_name], label_names=None
-            )
-            shape = [(self.data_name, (n, self.channels, self.height, self.width))]
+        """An executor bound for batches of exactly *n*, on the shared weights.
+
+        Arguments the checkpoint lacks (a softmax label, say) are zeros, as Module's
+        ``set_params(allow_missing=True)`` leaves them; extra ones are ignored.
+        """
+        executor = self._modules.get(n)
+        if executor is None:
+            sym = self._sym
+            shape = (n, self.channels, self.height, self.width)
+            arg_shapes, _, aux_shapes = sym.infer_shape(**{self.data_name: shape})
+            args = {name: self._args[name] if name in self._args and name != self.data_name
+                    else mx.nd.zeros(arg_shape, ctx=self.ctx)
+                    for name, arg_shape in zip(sym.list_arguments(), arg_shapes)}
+            aux = {name: self._aux[name] if name in self._aux else mx.nd.zeros(aux_shape, ctx=self.ctx)
+                   for name, aux_shape in zip(sym.list_auxiliary_states(), aux_shapes)}
+            executor = sym.bind(self.ctx, args, grad_req="null", aux_states=aux, shared_exec=self._main)
             if self._main is None:
-                module.bind(for_training=False, data_shapes=shape)
-                module.set_params(self._args, self._aux, allow_missing=True, allow_extra=True)
-                self._main = module
-            else:
-                module.bind(for_training=False, data_shapes=shape, shared_module=self._main)
-            self._modules[n] = module
-        return module
+                self._main = executor
+            self._modules[n] = executor
+        return executor
 
     def _bound_size(self, n):
         """The batch size to run *n* images at (the rest of the batch is padding).
@@ -291,9 +301,9 @@ class VisionService(object):
         batch = np.zeros((size, self.channels, self.height, self.width), dtype=np.float32)
         for i, img in enumerate(images):
             batch[i] = img.reshape(self.height, self.width, -1).transpose(2, 0, 1)
-        module = self._module(size)
-        module.forward(mx.io.DataBatch([mx.nd.array(batch, ctx=self.ctx)]), is_train=False)
-        out = module.get_outputs()[0].asnumpy()
+        executor = self._module(size)
+        executor.arg_dict[self.data_name][:] = batch
+        out = executor.forward(is_train=False)[0].asnumpy()
         return out.reshape(size, -1)[:n]  # (n, classes, 1, 1) -> (n, classes), like MMS's squeeze
 
     def postprocess(self, scores, top_k):
