@@ -170,6 +170,15 @@ def _command_seconds(env: dict[str, str], folder: Path, batch: Optional[int], wo
     return time.perf_counter() - t0
 
 
+def _import_seconds(env: dict[str, str]) -> float:
+    """A fresh Python process that imports mxnet as mmsctl's workers do, and exits."""
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import os\nfrom mmsctl.engine import mxnet_compat as c\n"
+                    "c.leave_out_operator_docs(); c.import_mxnet(); os._exit(0)"],
+                   env=env, check=True, capture_output=True, timeout=120)
+    return time.perf_counter() - t0
+
+
 def _top1(path: Path) -> list[str]:
     return [json.loads(line)["result"][0]["class"] for line in path.read_text().splitlines()]
 
@@ -185,16 +194,28 @@ def bench_throughput(work: Path, count: int, batch: Optional[int], runs: int, in
     # thread count: the pool's workers run one thread each, one process runs as many as cores).
     _command_seconds(env, folder, batch, None, work / "pool.jsonl")
     _command_seconds(env, folder, batch, 1, work / "first.jsonl")
-    times: dict[str, list[float]] = {"ceiling MKL-DNN": [], "ceiling no MKL-DNN": [], "mmsctl": []}
+    from mmsctl.predict.pool import cpu_count
+
+    # Where the time goes: the same command (same pool) on a tenth of the images gives the rate once
+    # running, and so the fixed part (start-up, load, first forward, exit); and the least any process
+    # that predicts pays: Python starting and importing mxnet, as a worker does.
+    few = work / "few"
+    few.mkdir(exist_ok=True)
+    some = max(count // 10, 1)
+    for image in sorted(folder.iterdir())[:some]:
+        shutil.copy(image, few / image.name)
+    times: dict[str, list[float]] = {"ceiling MKL-DNN": [], "ceiling no MKL-DNN": [], "mmsctl": [], "few": [],
+                                     "import": []}
     loads = []
     for _ in range(runs):
         loads.append(os.getloadavg()[0])
         times["ceiling MKL-DNN"].append(count / ceiling(count, True))
         times["ceiling no MKL-DNN"].append(count / ceiling(count, False))
         times["mmsctl"].append(_command_seconds(env, folder, batch, None, work / "pool.jsonl"))
+        times["few"].append(_command_seconds(env, few, batch, cpu_count()))
+        times["import"].append(_import_seconds(env))
     same = _top1(work / "first.jsonl") == _top1(work / "pool.jsonl")
     best = min(statistics.median(times["ceiling MKL-DNN"]), statistics.median(times["ceiling no MKL-DNN"]))
-    from mmsctl.predict.pool import cpu_count
 
     print(f"throughput, {count} images (median of {runs}; 1-min load average at the runs "
           f"{', '.join(f'{x:.2f}' for x in loads)}; {cpu_count()} cores):")
@@ -204,6 +225,13 @@ def bench_throughput(work: Path, count: int, batch: Optional[int], runs: int, in
     ours = statistics.median(times["mmsctl"])
     print(f"  {'mmsctl predict DIR -o jsonl (whole command)':58} {count / ours:6.1f} img/s; "
           f"ratio {best / ours:.2f}x the faster ceiling (target >= 0.9x); top-1 same as --workers 1: {same}")
+    partial, imported = statistics.median(times["few"]), statistics.median(times["import"])
+    rate = (count - some) / max(ours - partial, 1e-9)
+    print(f"  where the time goes: once running, {rate:.1f} img/s = {rate * best / count:.2f}x the ceiling "
+          f"(from the same command on {some} images: {partial:.2f} s); fixed part (start-up, load, first "
+          f"forward, exit) {ours - count / rate:.2f} s of the {ours:.2f} s")
+    print(f"  a whole-command 0.9x would leave {best / 0.9 - best:.2f} s for everything but the forward passes; "
+          f"a Python process that only imports mxnet takes {imported:.2f} s here")
     if in_process:
         _bench_in_process(folder, count, batch or 16, runs)
 

@@ -1,7 +1,8 @@
 """Dynamic batching: take up to ``batch_size`` queued jobs, waiting at most ``max_batch_delay``.
 
 Each worker pulls its own batches from the model's queue (like MMS's
-BatchAggregator), so a busy worker never holds jobs another one could serve.
+BatchAggregator); a busy worker takes one batch ahead only while no other worker
+of its model is idle (see ``Worker._ahead``), and gives it back if it dies first.
 """
 
 from __future__ import annotations
