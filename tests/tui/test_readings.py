@@ -41,6 +41,9 @@ class _Model:
     workers: list[_Worker]
     queue: Any = field(default_factory=lambda: queue.Queue(maxsize=100))  # qsize/maxsize, as the server's
 
+    def pending(self) -> int:  # the server's Model: queued plus sent ahead to a busy worker (none here)
+        return int(self.queue.qsize())
+
 
 @pytest.fixture
 def server_metrics() -> Any:

@@ -7,6 +7,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -61,6 +62,24 @@ class Tmux:
         _poll(matches, timeout, lambda: f"screen never matched; it shows:\n{shown[0]}")
         return shown[0]
 
+    def press_until(self, key: str, condition: Callable[[str], bool], timeout: float = 30.0) -> str:
+        """Press *key* until *condition* holds (at most once a second): a key that reaches the app
+        while it is still moving focus from a widget it just left is dropped, and a person presses again."""
+        shown: list[str] = []
+        pressed = [0.0]
+
+        def matches() -> bool:
+            shown[:] = [self.screen()]
+            if condition(shown[0]):
+                return True
+            if time.monotonic() - pressed[0] >= 1.0:
+                self.keys(key)
+                pressed[0] = time.monotonic()
+            return False
+
+        _poll(matches, timeout, lambda: f"screen never matched; it shows:\n{shown[0]}")
+        return shown[0]
+
     def wait_ended(self, timeout: float = 20.0) -> None:
         """Poll until the session is gone (the program and the shell after it exited)."""
         _poll(lambda: not self.alive(), timeout, lambda: f"still running; it shows:\n{self.screen()}")
@@ -103,8 +122,7 @@ def test_a_person_watches_filters_and_quits(served: Any, tmp_path: Path) -> None
         tmux.keys("-l", "^res")
         tmux.wait(lambda s: "resnet" in s and not any(line.lstrip().startswith("noop") for line in s.splitlines()))
         tmux.keys("Enter")  # leave the filter box: the table has the keys again
-        tmux.keys("Enter")  # open the model
-        tmux.wait(lambda s: "requests/s" in s and "READY" in s)
+        tmux.press_until("Enter", lambda s: "requests/s" in s and "READY" in s)  # open the model
         tmux.keys("Escape")
         tmux.wait(lambda s: "REQ/S" in s)
         tmux.keys("+")  # read-only: refused, with a reason
