@@ -1,7 +1,7 @@
 """Benchmark: real models on the mmsctl server and on real MMS 1.1.11, side by side in one run.
 
-    .venv/bin/python bench/models.py                       # squeezenet and resnet-18, 10 s per load
-    .venv/bin/python bench/models.py --models squeezenet --duration 5   # quicker
+    .venv/bin/python bench/models.py                       # squeezenet and resnet-18, 10 s per load, 3 rounds
+    .venv/bin/python bench/models.py --models squeezenet --duration 5 --rounds 1   # quicker
 
 For each model (squeezenet v1.1, the real checkpoint from ../shared; resnet-18 with random
 weights, built by mmsctl.zoo.untrained) four servers run the same weights, 2 workers each,
@@ -276,7 +276,19 @@ def handler_ceiling(root: Path, handler: Optional[str], duration: float) -> floa
 # -- the run -------------------------------------------------------------------------------------
 
 
-def bench_model(name: str, work: Path, duration: float, skip_mms: bool) -> ModelRun:
+def _median_scenario(runs: list[Scenario]) -> Scenario:
+    """One scenario from its rounds: the median of each figure (the top-1 of the first)."""
+    med = statistics.median
+    first = runs[0]
+    return Scenario(first.server, first.handler, start_s=med(r.start_s for r in runs), rps=med(r.rps for r in runs),
+                    p99_ms=med(r.p99_ms for r in runs), non200=sum(r.non200 for r in runs),
+                    worker_mb=med(r.worker_mb for r in runs), frontend_mb=med(r.frontend_mb for r in runs),
+                    top1=first.top1, load=med(r.load for r in runs))
+
+
+def bench_model(name: str, work: Path, duration: float, skip_mms: bool, rounds: int) -> ModelRun:
+    """Every ceiling and server of *name*, *rounds* times in a rotating order (so each sees the machine
+    early and late alike); the medians."""
     from mmsctl.engine.kernels import choose_kernels
     from tests.support.mms import running_mms
     from tests.support.mmsctl_server import running_mmsctl_server
@@ -289,21 +301,32 @@ def bench_model(name: str, work: Path, duration: float, skip_mms: bool) -> Model
     archives = _archives(name, checkpoint, example, store)
     choice = choose_kernels(checkpoint, threads=1)  # measured once here, remembered for the servers
     run.kernels = f"{choice.label}: {choice.reason}"
-    run.ceilings["example"] = handler_ceiling(example, EXAMPLE_HANDLER, duration)
-    run.ceilings["builtin"] = handler_ceiling(checkpoint, None, duration)
-    run.ceilings["forward"] = forward_ceiling(checkpoint, duration)
+    ceilings: dict[str, Callable[[], float]] = {
+        "example": lambda: handler_ceiling(example, EXAMPLE_HANDLER, duration),
+        "builtin": lambda: handler_ceiling(checkpoint, None, duration),
+        "forward": lambda: forward_ceiling(checkpoint, duration),
+    }
     plans = [(server, handler) for handler in ("example", "builtin") for server in ("mms", "mmsctl")
              if server == "mmsctl" or not skip_mms]
-    for i, (server, handler) in enumerate(plans):
-        models = {name: archives[handler]}
-        if server == "mms":
-            def start() -> AbstractContextManager[Any]:
-                return running_mms(work / f"{name}-mms{i}", model_store=store, models=models, workers=WORKERS)
-        else:
-            def start() -> AbstractContextManager[Any]:
-                return running_mmsctl_server(work / f"{name}-ours{i}", model_store=store, models=models,
-                                             workers=WORKERS)
-        run.scenarios.append(_run_server(Scenario(server, handler), start, name, duration))
+    tasks: list[tuple[str, str]] = [("ceiling", key) for key in ceilings] + plans
+    measured: dict[tuple[str, str], list[Any]] = {task: [] for task in tasks}
+    for r in range(rounds):
+        for server, handler in tasks[r % len(tasks):] + tasks[:r % len(tasks)]:
+            if server == "ceiling":
+                measured[(server, handler)].append(ceilings[handler]())
+                continue
+            models, folder = {name: archives[handler]}, work / f"{name}-{server}-{handler}-{r}"
+            if server == "mms":
+                def start() -> AbstractContextManager[Any]:
+                    return running_mms(folder, model_store=store, models=models, workers=WORKERS)
+            else:
+                def start() -> AbstractContextManager[Any]:
+                    return running_mmsctl_server(folder, model_store=store, models=models, workers=WORKERS)
+            measured[(server, handler)].append(_run_server(Scenario(server, handler), start, name, duration))
+            print(f"  round {r + 1} {name} {server}/{handler}: {measured[(server, handler)][-1].rps:.1f} req/s",
+                  flush=True)
+    run.ceilings = {key: statistics.median(measured[("ceiling", key)]) for key in ceilings}
+    run.scenarios = [_median_scenario(measured[plan]) for plan in plans]
     return run
 
 
@@ -344,6 +367,7 @@ def main() -> int:
     parser.add_argument("--models", nargs="+", default=["squeezenet", "resnet-18"], choices=["squeezenet", "resnet-18"])
     parser.add_argument("--duration", type=float, default=10.0, help="seconds of load per server and per ceiling")
     parser.add_argument("--skip-mms", action="store_true")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds in a rotating order; medians are reported")
     args = parser.parse_args()
     if not SQUEEZENET_DIR.exists():
         print(f"needs ../shared: {SQUEEZENET_DIR} is missing")
@@ -368,11 +392,11 @@ def main() -> int:
     # fill it once here, as any earlier server start on the machine would have.
     subprocess.run([sys.executable, "-c", "from mmsctl.engine import mxnet_compat as c; "
                     "c.leave_out_operator_docs(); c.import_mxnet()"], check=True, capture_output=True, timeout=300)
-    print(f"bench/models.py: {', '.join(args.models)}; {args.duration:g} s of load each; "
+    print(f"bench/models.py: {', '.join(args.models)}; {args.duration:g} s of load each, {args.rounds} round(s), medians; "
           f"1-min load average at start {_loadavg():.2f}")
     try:
         for name in args.models:
-            report(bench_model(name, work, args.duration, bool(reason)))
+            report(bench_model(name, work, args.duration, bool(reason), max(1, args.rounds)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"\n1-min load average at the end {_loadavg():.2f}")

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/zoo_download.py [--size-mb 64] [--repeat 3]
 
-Serves a random file on 127.0.0.1 and fetches it with `mmsctl zoo pull URL --force`'s
+Serves a random file (with a zip's first bytes, which downloads check) on 127.0.0.1 and fetches it with `mmsctl zoo pull URL --force`'s
 code path (streamed, hashed, atomic rename) and with `curl -o`, best of N each, then
 prints both and the ratio (mmsctl / curl; lower is better). Also times a cache hit
 of `resolve_model` (what every `mmsctl predict squeezenet` pays). Writes a JSON
@@ -53,7 +53,8 @@ def main() -> int:
         served = root / "served"
         served.mkdir()
         blob = served / "big.mar"
-        with open(blob, "wb") as fh:
+        with open(blob, "wb") as fh:  # starts as a zip does: downloads check the archive's magic bytes
+            fh.write(b"PK\x03\x04")
             for _ in range(args.size_mb):
                 fh.write(os.urandom(1 << 20))
         os.environ["MMSCTL_CACHE_DIR"] = str(root / "cache")

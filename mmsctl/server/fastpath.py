@@ -246,9 +246,10 @@ class LeanProtocol(asyncio.Protocol):
             lower = name.lower()
             if lower in (b"transfer-encoding", b"expect"):
                 return False  # 100-continue: the client waits for an answer before it sends the body
-            if lower == b"content-length" and (not value.strip().isdigit()
-                                               or int(value) > self.lean.max_request_size):
-                return False
+            declared = value.strip()
+            if lower == b"content-length" and (not declared.isdigit() or len(declared) > 18
+                                               or int(declared) > self.lean.max_request_size):
+                return False  # (a length of thousands of digits is past what int() takes)
         if not self.lean.traffic.hold(len(data)):
             return False
         self._partial.append(data)

@@ -240,8 +240,11 @@ def test_a_slow_upload_is_handed_to_the_full_path_and_served(srv: ServerInfo) ->
     assert raw.startswith(b"HTTP/1.1 200") and raw.endswith(body), raw[:300]
 
 
-@pytest.mark.parametrize("extra, status", [(b"Content-Length: 5000\r\n", 413), (b"Expect: 100-continue\r\nContent-Length: 10\r\n", 100)],
-                         ids=["too-large", "expect-continue"])
+@pytest.mark.parametrize("extra, status", [
+    (b"Content-Length: 5000\r\n", 413),
+    (b"Content-Length: " + b"9" * 5000 + b"\r\n", 400),  # aiohttp's parser refuses it
+    (b"Expect: 100-continue\r\nContent-Length: 10\r\n", 100),
+], ids=["too-large", "thousands-of-digits", "expect-continue"])
 def test_a_split_request_the_lean_path_cannot_take_goes_to_the_full_path_at_once(srv: ServerInfo, extra: bytes,
                                                                                  status: int) -> None:
     """A declared body over max_request_size is refused, and a client waiting for 100 Continue gets it,
@@ -250,4 +253,4 @@ def test_a_split_request_the_lean_path_cannot_take_goes_to_the_full_path_at_once
     with socket.create_connection(("127.0.0.1", _port(srv.inference_url)), timeout=20) as sock:
         sock.sendall(head)
         first = sock.recv(65536)  # socket.timeout fails the test: the server waited for a body
-    assert first.startswith(b"HTTP/1.1 %d" % status), first[:200]
+    assert first.split(b" ")[1] == b"%d" % status, first[:200]  # (aiohttp answers a parse error in HTTP/1.0)
