@@ -14,8 +14,9 @@ archive on both servers:
   built-in handler, which MMS 1.1 serves too).
 
 Per server: start -> first successful prediction (the kernel choice already measured and
-remembered, as on every start but a machine's first), then a 2 s warm-up and ``hey`` with 10
-clients POSTing the kitten for --duration seconds (req/s, p99), the workers' and the front
+remembered, as on every start but a machine's first), then a 2 s warm-up and 10 clients
+(``mmsctl bench``'s load generator, or ``hey`` with --loadgen hey) POSTing the kitten for
+--duration seconds (req/s, p99), the workers' and the front
 end's resident memory, and the top-1 class. Per handler, its own ceiling in the same run: the
 handler loaded by ``load_service`` and called in a loop with the kitten by 2 processes (one
 thread each, the kernel set mmsctl chose), no server; and the engine's own ceiling, the raw forward pass at
@@ -54,6 +55,9 @@ EXAMPLE_HANDLER = "mxnet_vision_service:handle"
 WORKERS = 2
 CLIENTS = 10
 HEY = shutil.which("hey") or "/usr/bin/hey"
+#: The load generator: mmsctl bench's (as bench/serve.py; about a third of hey's CPU a request, which
+#: leaves both servers more of a 2-core machine) or ``hey`` (--loadgen hey).
+LOADGEN = "mmsctl"
 
 
 @dataclass
@@ -141,6 +145,27 @@ def _hey(url: str, body: Path, duration: float) -> tuple[float, float, int]:
     return rps, 1000 * float(p99.group(1)) if p99 else float("nan"), non200
 
 
+def _mmsctl_bench(url: str, body: Path, duration: float) -> tuple[float, float, int]:
+    """req/s, p99 ms and non-200 answers of ``mmsctl bench MODEL BODY -c 10`` against *url*."""
+    import json
+
+    base, model = url.split("/predictions/")
+    env = {k: v for k, v in os.environ.items() if k not in ("MMSCTL_INFERENCE_URL", "MMSCTL_MANAGEMENT_URL")}
+    env.update(MMSCTL_INFERENCE_URL=base, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-m", "mmsctl", "-q", "bench", model, str(body), "-c", str(CLIENTS),
+                           "-d", f"{duration:g}s", "--warmup", "0", "-o", "json"],
+                          capture_output=True, text=True, env=env, timeout=duration + 120)
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"mmsctl bench failed ({proc.returncode}): {proc.stderr[-500:]}")
+    (level,) = json.loads(proc.stdout)["sweeps"][0]["levels"]
+    rps = level["ok"] / level["duration_s"] if level["duration_s"] else 0.0
+    return rps, float(level["latency_ms"].get("p99") or float("nan")), level["sent"] - level["ok"]
+
+
+def _load(url: str, body: Path, duration: float) -> tuple[float, float, int]:
+    return (_hey if LOADGEN == "hey" else _mmsctl_bench)(url, body, duration)
+
+
 def _memory(pid: int, worker_mark: str) -> tuple[float, float]:
     """MB: mean resident memory of the worker processes, and of the front end (everything else
     under *pid* that is not a launcher script: the JVM for MMS, the server for mmsctl)."""
@@ -194,8 +219,8 @@ def _run_server(scenario: Scenario, start: Callable[[], AbstractContextManager[A
         url = f"{srv.inference_url}/predictions/{model}"
         scenario.top1 = _first_prediction(url, body)
         scenario.start_s = time.monotonic() - t0
-        _hey(url, KITTEN_JPG, 2.0)  # warm-up: every worker
-        scenario.rps, scenario.p99_ms, scenario.non200 = _hey(url, KITTEN_JPG, duration)
+        _load(url, KITTEN_JPG, 2.0)  # warm-up: every worker
+        scenario.rps, scenario.p99_ms, scenario.non200 = _load(url, KITTEN_JPG, duration)
         mark = "model_service_worker" if scenario.server == "mms" else "mmsctl.engine.worker"
         scenario.worker_mb, scenario.frontend_mb = _memory(srv.pid, mark)
     return scenario
@@ -368,12 +393,16 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=10.0, help="seconds of load per server and per ceiling")
     parser.add_argument("--skip-mms", action="store_true")
     parser.add_argument("--rounds", type=int, default=3, help="rounds in a rotating order; medians are reported")
+    parser.add_argument("--loadgen", choices=("mmsctl", "hey"), default="mmsctl",
+                        help="load generator: mmsctl bench's (default) or hey")
     args = parser.parse_args()
     if not SQUEEZENET_DIR.exists():
         print(f"needs ../shared: {SQUEEZENET_DIR} is missing")
         return 1
-    if not Path(HEY).exists():
-        print(f"needs hey ({HEY})")
+    global LOADGEN
+    LOADGEN = args.loadgen
+    if LOADGEN == "hey" and not Path(HEY).exists():
+        print(f"needs hey ({HEY}), or --loadgen mmsctl")
         return 1
     from tests.support.mms import mms_skip_reason
 
@@ -392,7 +421,8 @@ def main() -> int:
     # fill it once here, as any earlier server start on the machine would have.
     subprocess.run([sys.executable, "-c", "from mmsctl.engine import mxnet_compat as c; "
                     "c.leave_out_operator_docs(); c.import_mxnet()"], check=True, capture_output=True, timeout=300)
-    print(f"bench/models.py: {', '.join(args.models)}; {args.duration:g} s of load each, {args.rounds} round(s), medians; "
+    print(f"bench/models.py: {', '.join(args.models)}; {args.duration:g} s of load each by {LOADGEN}, "
+          f"{args.rounds} round(s), medians; "
           f"1-min load average at start {_loadavg():.2f}")
     try:
         for name in args.models:
