@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHES = ["predict.py", "serve.py", "models.py", "top.py", "remote_cli.py", "archive_bench.py", "zoo_download.py",
+BENCHES = ["predict.py", "serve.py", "models.py", "batching.py", "top.py", "remote_cli.py", "archive_bench.py", "zoo_download.py",
            "loadgen_vs_hey.py", "lambda_cold.py"]
 
 
