@@ -337,26 +337,6 @@ class AsyncWorkerProcess:
             return payload
         return LoadFailure("EngineError", f"unexpected message from the worker: {kind!r}")
 
-    async def run_batch(self, items: list[RequestItem]) -> BatchResult:
-        """Send one batch and wait for its answer.
-
-        Raises:
-            WorkerExited: the worker died (the batch is lost).
-            BatchFailed: the worker answered FAILED, or not one response per request.
-        """
-        self.send([items])
-        return _result(await self._receive(), len(items))
-
-    async def run_batches(self, batches: list[list[RequestItem]]) -> list[Union[BatchResult, BatchFailed]]:
-        """Send several batches in one frame and wait for their answers, which come in one frame:
-        per batch, its result or why it failed (one system call each way instead of one per batch).
-
-        Raises:
-            WorkerExited: the worker died (the batches are lost).
-        """
-        self.send(batches)
-        return await self.receive(batches)
-
     def send(self, batches: list[list[RequestItem]]) -> None:
         """Send *batches* (one frame) without waiting: the worker answers frames in the order sent, so
         a frame sent while the worker is busy with another is started the moment that one is answered."""

@@ -2,7 +2,7 @@
 
 Each worker pulls its own batches from the model's queue (like MMS's
 BatchAggregator); a busy worker takes one batch ahead only while no other worker
-of its model is idle (see ``Worker._ahead``), and gives it back if it dies first.
+of its model is idle (see ``Worker._take_ahead``), and gives it back if it dies first.
 """
 
 from __future__ import annotations

@@ -67,8 +67,8 @@ class Worker:
         self.batches = 0
         #: Whether the last batches took less than PIPELINE_BELOW each (no batch yet: not known).
         self.quick = False
-        #: Jobs sent to the worker ahead of the batch it runs, not started yet (they count as pending).
-        self.held_ahead = 0
+        #: Batches sent to the worker ahead of the one it runs, not started yet (they count as pending).
+        self.ahead: list[list[Job]] = []
 
     @property
     def alive(self) -> bool:
@@ -147,7 +147,7 @@ class Worker:
                 break
         return more
 
-    def _ahead(self) -> list[list[Job]]:
+    def _take_ahead(self) -> list[list[Job]]:
         """Queued jobs to send to this worker while it is busy, so it starts them the moment it
         answers (no idle round trip through the front end): one batch, for a model whose batches
         are not quick, and only while every other worker of the model is busy too (an idle worker
@@ -170,16 +170,15 @@ class Worker:
         Under load, and while its batches are quick (``PIPELINE_BELOW``), a worker takes up to
         ``PIPELINE_DEPTH`` batches at once, sent in one frame and answered in one, all within
         ``response_timeout``. A slower model's busy worker is sent its next batch before it answers
-        the one it runs (:meth:`_ahead`); each batch still has the whole ``response_timeout`` from
+        the one it runs (:meth:`_take_ahead`); each batch still has the whole ``response_timeout`` from
         when the worker starts it.
         """
         m = self.model
         loop = asyncio.get_running_loop()
         assert self.process is not None
-        ahead: list[list[Job]] = []
         while True:
-            if ahead:
-                batches, ahead, self.held_ahead = ahead, [], 0
+            if self.ahead:
+                batches, self.ahead = self.ahead, []
             else:
                 jobs = await self._next_batch()
                 if jobs is None:
@@ -192,19 +191,18 @@ class Worker:
                 for job in batch:
                     job.started = started
                     metrics.observe_queue(m.name, started - job.enqueued)
-            ahead = self._ahead()
-            if ahead:
-                self.process.send([[j.item for j in jobs] for jobs in ahead])
-                self.held_ahead = sum(len(jobs) for jobs in ahead)
+            self.ahead = self._take_ahead()
+            if self.ahead:
+                self.process.send([[j.item for j in jobs] for jobs in self.ahead])
             outcome = await self._answer(batches, metrics, started)
             if outcome is not None:
-                self.held_ahead = 0
+                ahead, self.ahead = self.ahead, []
                 for jobs in reversed(ahead):  # never started: back to the front of the queue for another worker
                     for job in reversed(jobs):
                         m.queue.put_back(job)
                 return outcome
             self.quick = loop.time() - started < PIPELINE_BELOW * len(batches)
-            if not ahead:
+            if not self.ahead:
                 self.state = WorkerState.READY
 
     async def _answer(self, batches: list[list[Job]], metrics: Any, started: float) -> Optional[str]:
@@ -329,7 +327,7 @@ class Model:
 
     def pending(self) -> int:
         """Requests not started yet: queued, or sent to a busy worker ahead of the batch it runs."""
-        return self.queue.qsize() + sum(w.held_ahead for w in self.workers)
+        return self.queue.qsize() + sum(len(jobs) for w in self.workers for jobs in w.ahead)
 
     def ready_workers(self) -> list[Worker]:
         return [w for w in self.live_workers() if w.state in (WorkerState.READY, WorkerState.BUSY)]

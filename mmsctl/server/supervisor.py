@@ -157,7 +157,8 @@ class ModelManager:
 
     def _after_worker_exit(self, model: Model, crashed: bool = True) -> None:
         """Replace lost workers with MMS's back-off; answer the queue 503 if no worker can serve it."""
-        if model.removed:
+        if model.removed:  # what a dying worker gave back (jobs sent ahead) has no one left to serve it
+            self._reject_queued(model, f"Model {model.name} was unregistered")
             return
         missing = model.min_workers - len(model.live_workers())
         if crashed and missing > 0:

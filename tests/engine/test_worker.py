@@ -126,10 +126,12 @@ def test_an_async_worker_serves_until_it_dies(echo: ServiceSpec) -> None:
     async def scenario() -> None:
         worker = await AsyncWorkerProcess.start(echo, tag="[echo W-1]")
         assert await asyncio.wait_for(worker.wait_ready(), 60) is None
-        result = await worker.run_batch(_items("x", "y"))
-        assert [r.body for r in result.responses] == [b"x", b"y"]
+        worker.send([_items("x", "y")])
+        (result,) = await worker.receive([_items("x", "y")])
+        assert isinstance(result, BatchResult) and [r.body for r in result.responses] == [b"x", b"y"]
+        worker.send([_items("crash")])
         with pytest.raises(WorkerExited):
-            await worker.run_batch(_items("crash"))
+            await worker.receive([_items("crash")])
         assert await worker.exit_code() == 3
 
     asyncio.run(scenario())
@@ -141,14 +143,35 @@ def test_batches_sent_in_one_frame_are_answered_each_on_its_own(echo: ServiceSpe
     async def scenario() -> None:
         worker = await AsyncWorkerProcess.start(echo)
         assert await asyncio.wait_for(worker.wait_ready(), 60) is None
-        outcomes = await worker.run_batches([_items("a"), _items("boom"), _items("b", "c")])
+        batches = [_items("a"), _items("boom"), _items("b", "c")]
+        worker.send(batches)
+        outcomes = await worker.receive(batches)
         assert [r.body for r in outcomes[0].responses] == [b"a"]  # type: ignore[union-attr]
         assert isinstance(outcomes[1], BatchResult) and outcomes[1].failure == "RuntimeError: boom"
         assert outcomes[1].responses[0].status == 503
         assert [r.body for r in outcomes[2].responses] == [b"b", b"c"]  # type: ignore[union-attr]
+        worker.send([_items("x"), _items("crash")])
         with pytest.raises(WorkerExited):
-            await worker.run_batches([_items("x"), _items("crash")])
+            await worker.receive([_items("x"), _items("crash")])
         assert await worker.exit_code() == 3
+
+    asyncio.run(scenario())
+
+
+def test_a_frame_sent_while_the_worker_is_busy_is_answered_after_the_one_it_runs(echo: ServiceSpec) -> None:
+    """What the server's batches sent ahead rely on: frames are answered in the order sent, the second
+    one from the worker's socket buffer as soon as the first is answered."""
+    async def scenario() -> None:
+        worker = await AsyncWorkerProcess.start(echo)
+        assert await asyncio.wait_for(worker.wait_ready(), 60) is None
+        first, second = [_items("one")], [_items("two", "three")]
+        worker.send(first)
+        worker.send(second)
+        (a,) = await worker.receive(first)
+        (b,) = await worker.receive(second)
+        assert [r.body for r in a.responses] == [b"one"]  # type: ignore[union-attr]
+        assert [r.body for r in b.responses] == [b"two", b"three"]  # type: ignore[union-attr]
+        await worker.close(grace=30)
 
     asyncio.run(scenario())
 

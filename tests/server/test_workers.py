@@ -123,6 +123,34 @@ def test_a_request_sent_ahead_to_a_worker_that_dies_is_served_by_its_replacement
         assert 'mmsctl_queue_depth{model="noop"} 1.0' in metrics  # pending, as the description says
 
 
+def test_unregister_past_its_timeout_answers_the_request_held_ahead(tmp_path: Path) -> None:
+    """A worker killed because the unregister timeout ran out gives back the batch sent ahead to it:
+    that client is answered 503 too, never left waiting on a model that is gone."""
+    noop = make_noop_archive(tmp_path / "noop")
+    with running_mmsctl_server(tmp_path, models={"noop": str(noop)},
+                               extra_config={"unregister_model_timeout": 1}) as srv:
+        _wait_for_ready_workers(srv, "noop", 1)
+        url = f"{srv.inference_url}/predictions/noop"
+
+        async def scenario() -> tuple[httpx.Response, httpx.Response, httpx.Response]:
+            async with httpx.AsyncClient(timeout=60) as client:
+                first = asyncio.ensure_future(client.post(url, content=b"sleep:1"))
+                await _until_busy(client, srv)
+                long = asyncio.ensure_future(client.post(url, content=b"sleep:30"))
+                await _until(client, srv, "sleep:30 queued", lambda d: _pending(d) == 1)
+                held = asyncio.ensure_future(client.post(url, content=b"held"))
+                await _until(client, srv, "two queued", lambda d: _pending(d) == 2)
+                await first
+                await _until(client, srv, "one left pending", lambda d: _pending(d) == 1)
+                gone = await client.delete(f"{srv.management_url}/models/noop")
+                assert gone.status_code == 200, gone.text
+                return await long, await held, gone
+
+        long, held, _ = asyncio.run(scenario())
+        assert long.status_code == 503 and held.status_code == 503
+        assert held.json()["message"] == "Model noop was unregistered"
+
+
 def test_response_timeout_kills_and_restarts_worker(tmp_path: Path) -> None:
     make_noop_archive(tmp_path / "noop")
     with running_mmsctl_server(tmp_path, model_store=tmp_path) as srv:
