@@ -2,7 +2,7 @@
 
 Each copy loads what it needs, prints ``ready``, waits for ``go`` on stdin, does its timed work and
 prints one JSON line; the caller gets those lines back, in order. Used by bench/models.py (a
-handler's ceiling) and bench/predict.py (the raw forward's ceiling), so start-up is never timed.
+handler's ceiling) and bench/_forward.py (the raw forward pass's), so start-up is never timed.
 """
 
 from __future__ import annotations

@@ -21,10 +21,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -35,34 +33,13 @@ sys.path.insert(0, str(REPO))
 
 from tests.support.mmsctl_server import make_noop_archive, running_mmsctl_server  # noqa: E402
 
+import _loadgen  # noqa: E402 - bench/ is this script's folder
+
 TARGET_RATIO = 0.8
 
 
-def find_hey() -> str | None:
-    return shutil.which("hey") or ("/usr/bin/hey" if Path("/usr/bin/hey").exists() else None)
-
-
-def run_hey(hey: str, url: str, clients: int, duration: float) -> dict[str, Any]:
-    proc = subprocess.run([hey, "-z", f"{duration}s", "-c", str(clients), "-m", "POST", url],
-                          capture_output=True, text=True, timeout=duration + 120)
-    text = proc.stdout
-    total = float(re.search(r"Total:\s+([\d.]+) secs", text).group(1))  # type: ignore[union-attr]
-    ok = sum(int(n) for code, n in re.findall(r"\[(\d{3})\]\s+(\d+) responses", text) if code.startswith("2"))
-    sent = sum(int(n) for _code, n in re.findall(r"\[(\d{3})\]\s+(\d+) responses", text))
-    errors = re.findall(r"\[(\d+)\]\s+(Post .*)", text)
-    sent += sum(int(n) for n, _msg in errors)
-    return {"ok_per_s": ok / total, "ok": ok, "sent": sent, "seconds": total}
-
-
-def run_mmsctl(env: dict[str, str], body: Path, clients: int, duration: float) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, "-m", "mmsctl", "-q", "bench", "noop", str(body), "-c", str(clients),
-                           "-d", f"{duration}s", "--warmup", "0", "-o", "json"],
-                          capture_output=True, text=True, env=env, timeout=duration + 120)
-    if proc.returncode != 0:
-        raise RuntimeError(f"mmsctl bench failed ({proc.returncode}): {proc.stderr}")
-    (level,) = json.loads(proc.stdout)["sweeps"][0]["levels"]
-    return {"ok_per_s": level["ok"] / level["duration_s"], "ok": level["ok"], "sent": level["sent"],
-            "seconds": level["duration_s"], "p99_ms": level["latency_ms"].get("p99")}
+def _result(load: _loadgen.Load) -> dict[str, Any]:
+    return {"ok_per_s": load.rps, "ok": load.ok, "sent": load.sent, "seconds": load.seconds, "p99_ms": load.p99_ms}
 
 
 def main() -> int:
@@ -72,8 +49,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
-    hey = find_hey()
-    if hey is None:
+    if _loadgen.HEY is None:
         print("hey is not installed (looked on PATH and at /usr/bin/hey): install it (apt-get install hey) "
               "to compare mmsctl bench with it. Skipped.")
         return 0
@@ -90,7 +66,7 @@ def main() -> int:
         env.update(MMSCTL_INFERENCE_URL=srv.inference_url, MMSCTL_MANAGEMENT_URL=srv.management_url,
                    MMSCTL_METRICS_URL=srv.metrics_url, MMSCTL_CONFIG_DIR=str(work / "config"),
                    MMSCTL_STATE_DIR=str(work / "state"), PYTHONPATH=str(REPO))
-        run_hey(hey, url, args.clients, 2.0)  # warm the server (workers, caches) before measuring
+        _loadgen.hey(url, args.clients, 2.0)  # warm the server (workers, caches) before measuring
         print(f"target: mmsctl server, no-op model, {args.workers} workers; {args.clients} clients, "
               f"{args.duration:g} s per run, {os.cpu_count()} CPUs shared by server and load generator")
         for i in range(args.rounds):
@@ -98,9 +74,10 @@ def main() -> int:
             result: dict[str, Any] = {}
             for tool in order:
                 if tool == "hey":
-                    result["hey"] = run_hey(hey, url, args.clients, args.duration)
+                    result["hey"] = _result(_loadgen.hey(url, args.clients, args.duration))
                 else:
-                    result["mmsctl"] = run_mmsctl(env, body, args.clients, args.duration)
+                    result["mmsctl"] = _result(_loadgen.mmsctl_bench(url, args.clients, args.duration, body=body,
+                                                                     env=env))
             rounds.append(result)
             print(f"round {i + 1}: hey {result['hey']['ok_per_s']:8,.0f} ok/s   "
                   f"mmsctl bench {result['mmsctl']['ok_per_s']:8,.0f} ok/s   "

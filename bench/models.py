@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -48,13 +47,14 @@ from tests.engine.helpers import link_checkpoint  # noqa: E402
 from tests.support.paths import KITTEN_JPG, SQUEEZENET_DIR  # noqa: E402
 from tests.support.waiting import wait_until  # noqa: E402
 
-from _together import run_together  # noqa: E402 - bench/ is this script's folder
+import _loadgen  # noqa: E402 - bench/ is this script's folder
+from _forward import forward  # noqa: E402
+from _together import run_together  # noqa: E402
 
 EXAMPLES = REPO / "tests" / "fixtures" / "mms_examples"
 EXAMPLE_HANDLER = "mxnet_vision_service:handle"
 WORKERS = 2
 CLIENTS = 10
-HEY = shutil.which("hey") or "/usr/bin/hey"
 #: The load generator: mmsctl bench's (as bench/serve.py; about a third of hey's CPU a request, which
 #: leaves both servers more of a 2-core machine) or ``hey`` (--loadgen hey).
 LOADGEN = "mmsctl"
@@ -133,37 +133,14 @@ def _archives(name: str, checkpoint: Path, example: Path, store: Path) -> dict[s
 # -- measurements ----------------------------------------------------------------------------------
 
 
-def _hey(url: str, body: Path, duration: float) -> tuple[float, float, int]:
-    """req/s, p99 ms and non-200 answers of ``hey -c 10 -z Ds`` POSTing *body*."""
-    out = subprocess.run([HEY, "-z", f"{duration:g}s", "-c", str(CLIENTS), "-m", "POST", "-D", str(body),
-                          "-T", "image/jpeg", url], check=True, capture_output=True, text=True,
-                         timeout=duration + 120).stdout
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    p99 = re.search(r"99%% in ([\d.]+) secs".replace("%%", "%"), out)
-    codes = re.findall(r"\[(\d+)\]\s+(\d+) responses", out)
-    non200 = sum(int(n) for code, n in codes if code != "200")
-    return rps, 1000 * float(p99.group(1)) if p99 else float("nan"), non200
-
-
-def _mmsctl_bench(url: str, body: Path, duration: float) -> tuple[float, float, int]:
-    """req/s, p99 ms and non-200 answers of ``mmsctl bench MODEL BODY -c 10`` against *url*."""
-    import json
-
-    base, model = url.split("/predictions/")
-    env = {k: v for k, v in os.environ.items() if k not in ("MMSCTL_INFERENCE_URL", "MMSCTL_MANAGEMENT_URL")}
-    env.update(MMSCTL_INFERENCE_URL=base, PYTHONPATH=str(REPO))
-    proc = subprocess.run([sys.executable, "-m", "mmsctl", "-q", "bench", model, str(body), "-c", str(CLIENTS),
-                           "-d", f"{duration:g}s", "--warmup", "0", "-o", "json"],
-                          capture_output=True, text=True, env=env, timeout=duration + 120)
-    if proc.returncode not in (0, 1):
-        raise RuntimeError(f"mmsctl bench failed ({proc.returncode}): {proc.stderr[-500:]}")
-    (level,) = json.loads(proc.stdout)["sweeps"][0]["levels"]
-    rps = level["ok"] / level["duration_s"] if level["duration_s"] else 0.0
-    return rps, float(level["latency_ms"].get("p99") or float("nan")), level["sent"] - level["ok"]
-
-
 def _load(url: str, body: Path, duration: float) -> tuple[float, float, int]:
-    return (_hey if LOADGEN == "hey" else _mmsctl_bench)(url, body, duration)
+    """req/s, p99 ms and failed requests of CLIENTS clients POSTing *body* for *duration* seconds."""
+    if LOADGEN == "hey":
+        load = _loadgen.hey(url, CLIENTS, duration, body=body, content_type="image/jpeg")
+    else:
+        env = {k: v for k, v in os.environ.items() if k not in ("MMSCTL_INFERENCE_URL", "MMSCTL_MANAGEMENT_URL")}
+        load = _loadgen.mmsctl_bench(url, CLIENTS, duration, body=body, env=env)
+    return load.rps, load.p99_ms if load.p99_ms is not None else float("nan"), load.failed
 
 
 def _memory(pid: int, worker_mark: str) -> tuple[float, float]:
@@ -248,31 +225,6 @@ print(json.dumps([n, t0, time.time()]), flush=True)
 """
 
 
-FORWARD = """
-import json, sys, time
-from mmsctl.engine.mxnet_compat import import_mxnet
-mx = import_mxnet()
-prefix, duration = sys.argv[1], float(sys.argv[2])
-sym, args, aux = mx.model.load_checkpoint(prefix, 0)
-data_name = next(n for n in sym.list_arguments() if n not in args)
-module = mx.mod.Module(sym, data_names=[data_name], label_names=None, context=mx.cpu())
-module.bind(for_training=False, data_shapes=[(data_name, (1, 3, 224, 224))])
-module.set_params(args, aux, allow_missing=True, allow_extra=True)
-batch = mx.io.DataBatch([mx.nd.random.uniform(0, 255, (1, 3, 224, 224))])
-for _ in range(5):
-    module.forward(batch, is_train=False)
-    module.get_outputs()[0].asnumpy()
-print("ready", flush=True)
-sys.stdin.readline()
-n, t0 = 0, time.time()
-while time.time() - t0 < duration:
-    module.forward(batch, is_train=False)
-    module.get_outputs()[0].asnumpy()
-    n += 1
-print(json.dumps([n, t0, time.time()]), flush=True)
-"""
-
-
 def forward_ceiling(checkpoint: Path, duration: float) -> float:
     """Forward passes a second: WORKERS processes running the raw forward at batch 1 in a loop (the
     kernel set mmsctl chose, one thread each): what no server or handler can exceed here."""
@@ -280,10 +232,7 @@ def forward_ceiling(checkpoint: Path, duration: float) -> float:
     from mmsctl.engine.worker import worker_env
 
     env = worker_env(1, spec=ServiceSpec(checkpoint, "m", None))
-    prefix = next(checkpoint.glob("*-symbol.json")).name[: -len("-symbol.json")]
-    spans = run_together([sys.executable, "-c", FORWARD, str(checkpoint / prefix), str(duration)], env, WORKERS,
-                         timeout=120)
-    return sum(n for n, _, _ in spans) / (max(e for _, _, e in spans) - min(s for _, s, _ in spans))
+    return forward(checkpoint, env, copies=WORKERS, seconds=duration).rate
 
 
 def handler_ceiling(root: Path, handler: Optional[str], duration: float) -> float:
@@ -401,8 +350,8 @@ def main() -> int:
         return 1
     global LOADGEN
     LOADGEN = args.loadgen
-    if LOADGEN == "hey" and not Path(HEY).exists():
-        print(f"needs hey ({HEY}), or --loadgen mmsctl")
+    if LOADGEN == "hey" and _loadgen.HEY is None:
+        print("needs hey (apt-get install hey), or --loadgen mmsctl")
         return 1
     from tests.support.mms import mms_skip_reason
 

@@ -41,7 +41,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.support.paths import KITTEN_JPG, SQUEEZENET_DIR  # noqa: E402
 
-from _together import run_together  # noqa: E402 - bench/ is this script's folder
+from _forward import forward  # noqa: E402 - bench/ is this script's folder
 
 
 def _env(work: Path) -> dict[str, str]:
@@ -119,29 +119,6 @@ def _make_images(folder: Path, count: int) -> None:
         (folder / f"img{i:04d}.jpg").write_bytes(buf.getvalue())
 
 
-CEILING = """
-import json, sys, time
-from mmsctl.engine.mxnet_compat import import_mxnet
-mx = import_mxnet()
-prefix, count = sys.argv[1], int(sys.argv[2])
-sym, args, aux = mx.model.load_checkpoint(prefix, 0)
-module = mx.mod.Module(sym, data_names=["data_0"], label_names=None, context=mx.cpu())
-module.bind(for_training=False, data_shapes=[("data_0", (1, 3, 224, 224))])
-module.set_params(args, aux, allow_missing=True, allow_extra=True)
-data = mx.io.DataBatch([mx.nd.random.uniform(0, 255, (1, 3, 224, 224))])
-for _ in range(3):
-    module.forward(data, is_train=False)
-    module.get_outputs()[0].asnumpy()
-print("ready", flush=True)
-sys.stdin.readline()
-t0 = time.time()
-for _ in range(count):
-    module.forward(data, is_train=False)
-    module.get_outputs()[0].asnumpy()
-print(json.dumps([t0, time.time()]), flush=True)
-"""
-
-
 def ceiling(count: int, mkldnn: bool, processes: Optional[int] = None) -> float:
     """The engine's ceiling in img/s: one process per core, one OpenMP thread each, raw forward at
     batch 1 on a ready tensor, all started together (import, bind and warm-up not counted)."""
@@ -151,10 +128,7 @@ def ceiling(count: int, mkldnn: bool, processes: Optional[int] = None) -> float:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "MKL_", "MXNET_MKLDNN"))}
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MXNET_MKLDNN_ENABLED="1" if mkldnn else "0",
                MXNET_STORAGE_FALLBACK_LOG_VERBOSE="0", MXNET_SUBGRAPH_VERBOSE="0")
-    each = -(-count // n)
-    spans = run_together([sys.executable, "-c", CEILING, str(SQUEEZENET_DIR / "squeezenet_v1.1"), str(each)], env, n,
-                         timeout=60)
-    return each * n / (max(e for _, e in spans) - min(s for s, _ in spans))
+    return forward(SQUEEZENET_DIR, env, copies=n, passes=-(-count // n)).rate
 
 
 def _command_seconds(env: dict[str, str], folder: Path, batch: Optional[int], workers: Optional[int],

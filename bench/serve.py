@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -51,6 +50,8 @@ from tests.support._proc import any_free_port  # noqa: E402
 from tests.support.mms import build_noop_mar, mms_skip_reason, running_mms  # noqa: E402
 from tests.support.mmsctl_server import running_mmsctl_server  # noqa: E402
 from tests.support.waiting import wait_until  # noqa: E402
+
+import _loadgen  # noqa: E402 - bench/ is this script's folder
 
 BODY = b"hello"
 TARGET_RPS_RATIO = 3.0
@@ -90,50 +91,19 @@ def _java_pid(launcher: int) -> Optional[int]:
     return None
 
 
-# -- load generators ------------------------------------------------------------------------------
-def _hey(url: str, clients: int, duration: float) -> dict[str, Any]:
-    proc = subprocess.run(["hey", "-z", f"{duration}s", "-c", str(clients), "-m", "POST", "-d", BODY.decode(),
-                           "-T", "application/octet-stream", url],
-                          capture_output=True, text=True, timeout=duration + 120)
-    text = proc.stdout
-    total = float(re.search(r"Total:\s+([\d.]+) secs", text).group(1))  # type: ignore[union-attr]
-    codes = {int(c): int(n) for c, n in re.findall(r"\[(\d{3})\]\s+(\d+) responses", text)}
-    failed = sum(int(n) for n, _ in re.findall(r"\[(\d+)\]\s+([A-Za-z].*)", text))  # connection errors
-
-    def percentile(p: str) -> Optional[float]:
-        found = re.search(rf"\s{p}% in ([\d.]+) secs", text)
-        return 1000 * float(found.group(1)) if found else None
-
-    ok = codes.get(200, 0)
-    return {"ok": ok, "non_200": sum(codes.values()) - ok + failed, "seconds": total,
-            "p50_ms": percentile("50"), "p99_ms": percentile("99")}
-
-
-def _mmsctl_bench(url: str, clients: int, duration: float, work: Path) -> dict[str, Any]:
-    """``mmsctl bench noop`` against *url*'s server (it POSTs to ``/predictions/noop``)."""
+def _measure(target: Target, clients: int, duration: float, loadgen: str, work: Path) -> dict[str, Any]:
     body = work / "body.bin"
     body.write_bytes(BODY)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MMSCTL_")}
-    env.update(MMSCTL_INFERENCE_URL=url.split("/predictions/")[0], MMSCTL_CONFIG_DIR=str(work / "config"),
-               MMSCTL_STATE_DIR=str(work / "state"), PYTHONPATH=str(REPO))
-    proc = subprocess.run([sys.executable, "-m", "mmsctl", "-q", "bench", "noop", str(body), "-c", str(clients),
-                           "-d", f"{duration}s", "--warmup", "0", "-o", "json"],
-                          capture_output=True, text=True, env=env, timeout=duration + 120)
-    if proc.returncode not in (0, 1):
-        raise RuntimeError(f"mmsctl bench failed ({proc.returncode}): {proc.stderr[-500:]}")
-    (level,) = json.loads(proc.stdout)["sweeps"][0]["levels"]
-    return {"ok": level["ok"], "non_200": level["sent"] - level["ok"], "seconds": level["duration_s"],
-            "p50_ms": level["latency_ms"].get("p50"), "p99_ms": level["latency_ms"].get("p99")}
-
-
-def _measure(target: Target, clients: int, duration: float, loadgen: str, work: Path) -> dict[str, Any]:
     cpu0 = _cpu_seconds(target.pid)
     if loadgen == "hey":
-        result = _hey(target.url, clients, duration)
+        load = _loadgen.hey(target.url, clients, duration, body=body, content_type="application/octet-stream")
     else:
-        result = _mmsctl_bench(target.url, clients, duration, work)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MMSCTL_")}
+        env.update(MMSCTL_CONFIG_DIR=str(work / "config"), MMSCTL_STATE_DIR=str(work / "state"))
+        load = _loadgen.mmsctl_bench(target.url, clients, duration, body=body, env=env)
     cpu1 = _cpu_seconds(target.pid)
-    result["rps"] = result["ok"] / result["seconds"] if result["seconds"] else 0.0
+    result: dict[str, Any] = {"ok": load.ok, "non_200": load.failed, "seconds": load.seconds,
+                              "p50_ms": load.p50_ms, "p99_ms": load.p99_ms, "rps": load.rps}
     result["cpu_us"] = 1e6 * (cpu1 - cpu0) / result["ok"] if cpu0 is not None and cpu1 is not None \
         and result["ok"] else None
     result["load"] = os.getloadavg()[0]
@@ -202,7 +172,7 @@ def main() -> int:
     parser.add_argument("--skip-echo", action="store_true")
     args = parser.parse_args()
     loadgen = args.loadgen
-    if loadgen == "hey" and not shutil.which("hey"):
+    if loadgen == "hey" and _loadgen.HEY is None:
         print("hey is not installed (apt-get install hey); use --loadgen mmsctl")
         return 1
 

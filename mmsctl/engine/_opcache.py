@@ -126,7 +126,8 @@ class _Cache:
             data = memoryview(self.blob)[offset:offset + size]
         except (TypeError, ValueError):
             return None
-        if len(data) != size or data[at + 1:at + 1 + len(_PLACEHOLDER_BODY)] != _PLACEHOLDER_BODY:
+        if (len(data) != size or not isinstance(at, int) or not 0 <= at < size
+                or data[at + 1:at + 1 + len(_PLACEHOLDER_BODY)] != _PLACEHOLDER_BODY):
             return None
         return data, at
 

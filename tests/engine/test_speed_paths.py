@@ -6,9 +6,11 @@ Each must give exactly the answers of the plain path; these tests compare the tw
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import subprocess
 import sys
+import zlib
 from dataclasses import replace
 from pathlib import Path
 
@@ -75,7 +77,7 @@ def test_opcache_puts_each_runs_handle_back(tmp_path: Path, other: int) -> None:
     assert cache.code_for("x = 1") == "x = 1"  # anything else is left to the real exec
 
 
-@pytest.mark.parametrize("damage", ["flipped-bytes", "truncated", "not-marshal"])
+@pytest.mark.parametrize("damage", ["flipped-bytes", "truncated", "not-marshal", "index-out-of-range"])
 def test_a_damaged_opcache_file_costs_only_the_compile(tmp_path: Path, damage: str) -> None:
     """Bytecode is never loaded from a file that is not exactly what was written (it could crash
     the interpreter): every wrapper is compiled afresh and works."""
@@ -84,12 +86,16 @@ def test_a_damaged_opcache_file_costs_only_the_compile(tmp_path: Path, damage: s
     cache.code_for(_SOURCE.format(handle=94004670439520))
     cache.save()
     data = path.read_bytes()
+    index_at = {key: (offset, size, at - size) for key, (offset, size, at) in cache.index.items()} \
+        if (cache := _opcache._Cache(path)).index else {}
+    blob = cache.blob
     damaged = {"flipped-bytes": data[:-40] + b"\xff" * 20 + data[-20:], "truncated": data[:-10],
-               "not-marshal": b"not marshal at all"}[damage]
+               "not-marshal": b"not marshal at all",
+               "index-out-of-range": marshal.dumps((zlib.crc32(blob), index_at)) + blob}[damage]
     path.write_bytes(damaged)
     again = _opcache._Cache(path)
     code = again.code_for(_SOURCE.format(handle=93957862416480))
-    assert again.index == {} and again.added == 1
+    assert again.added == 1  # not served from the damaged file: compiled afresh
     calls: list[int] = []
     scope = {"_imperative_invoke": lambda h, *a: calls.append(h)}
     exec(code, scope)  # noqa: S102 - the code under test

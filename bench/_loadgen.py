@@ -1,0 +1,78 @@
+"""The two load generators the benchmarks drive, for a fixed time, with one result shape.
+
+``hey`` (``apt-get install hey``) and ``mmsctl bench``'s own (the real command in its own
+process). Used by bench/serve.py, bench/models.py and bench/loadgen_vs_hey.py, so every
+benchmark counts successes, errors and percentiles the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: hey's path, or None where it is not installed.
+HEY: Optional[str] = shutil.which("hey") or ("/usr/bin/hey" if Path("/usr/bin/hey").exists() else None)
+
+
+@dataclass
+class Load:
+    """What one run of a load generator got."""
+
+    ok: int
+    sent: int
+    seconds: float
+    p50_ms: Optional[float] = None
+    p99_ms: Optional[float] = None
+
+    @property
+    def rps(self) -> float:
+        """Successful requests a second."""
+        return self.ok / self.seconds if self.seconds else 0.0
+
+    @property
+    def failed(self) -> int:
+        """Requests not answered with a 2xx (other statuses and connection errors)."""
+        return self.sent - self.ok
+
+
+def hey(url: str, clients: int, duration: float, *, body: Optional[Path] = None,
+        content_type: Optional[str] = None) -> Load:
+    """``hey -z Ds -c N -m POST [-D body] [-T type] url``."""
+    if HEY is None:
+        raise RuntimeError("hey is not installed (apt-get install hey)")
+    argv = [HEY, "-z", f"{duration:g}s", "-c", str(clients), "-m", "POST"]
+    argv += ["-D", str(body)] if body is not None else []
+    argv += ["-T", content_type] if content_type else []
+    text = subprocess.run(argv + [url], capture_output=True, text=True, timeout=duration + 120).stdout
+    total = float(re.search(r"Total:\s+([\d.]+) secs", text).group(1))  # type: ignore[union-attr]
+    codes = [(code, int(n)) for code, n in re.findall(r"\[(\d{3})\]\s+(\d+) responses", text)]
+    errors = sum(int(n) for n, _ in re.findall(r"\[(\d+)\]\s+([A-Za-z].*)", text))  # connection errors
+
+    def percentile(p: str) -> Optional[float]:
+        found = re.search(rf"\s{p}% in ([\d.]+) secs", text)
+        return 1000 * float(found.group(1)) if found else None
+
+    ok = sum(n for code, n in codes if code.startswith("2"))
+    return Load(ok, sum(n for _, n in codes) + errors, total, percentile("50"), percentile("99"))
+
+
+def mmsctl_bench(url: str, clients: int, duration: float, *, body: Path, env: dict[str, str]) -> Load:
+    """``mmsctl bench MODEL BODY -c N -d Ds`` against *url* (``…/predictions/MODEL``), in *env*."""
+    base, model = url.split("/predictions/")
+    env = dict(env, MMSCTL_INFERENCE_URL=base, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-m", "mmsctl", "-q", "bench", model, str(body), "-c", str(clients),
+                           "-d", f"{duration:g}s", "--warmup", "0", "-o", "json"],
+                          capture_output=True, text=True, env=env, timeout=duration + 120)
+    if proc.returncode not in (0, 1):  # 1: some requests failed, still a measurement
+        raise RuntimeError(f"mmsctl bench failed ({proc.returncode}): {proc.stderr[-500:]}")
+    (level,) = json.loads(proc.stdout)["sweeps"][0]["levels"]
+    latency = level["latency_ms"]
+    return Load(level["ok"], level["sent"], level["duration_s"], latency.get("p50"), latency.get("p99"))
