@@ -24,9 +24,9 @@ LAYERS: list[set[str]] = [
     {"archive"},  # .mar/.model/.tar.gz: packing (bundles the built-in handler), opening, ONNX import
     {"zoo"},  # names -> archives: catalog, cache, downloads, untrained builds
     {"predict", "server", "client", "cloud"},  # predict core, model server, HTTP client, AWS (Lambda's contract too)
-    # mmsctl top over the client; mmsctl bench (load generator) over client and predict inputs;
+    # mmsctl top over the client; loadtest (the `mmsctl bench` command's load generator) over client and predict inputs;
     # the Lambda handler (and run-local) over the predict core and the control plane
-    {"tui", "bench", "serverless"},
+    {"tui", "loadtest", "serverless"},
     {"cli"},  # the typer commands, over everything
     {"__main__"},
 ]
@@ -127,7 +127,7 @@ def test_the_reader_sees_function_level_and_relative_imports() -> None:
     """The parser is what the other tests stand on: it must see the imports that matter."""
     assert "mmsctl.engine.spec" in MODULE_GRAPH["mmsctl.archive.model_archive"]  # module level
     assert "mmsctl.engine.mxnet_compat" in MODULE_GRAPH["mmsctl.zoo.untrained"]  # inside a function
-    assert "mmsctl.zoo" in MODULE_GRAPH["mmsctl.predict.model"]  # `from mmsctl.zoo import resolve_model`
+    assert "mmsctl.zoo" in MODULE_GRAPH["mmsctl.predict.loading"]  # `from mmsctl.zoo import resolve_model`
     assert {"engine", "archive", "zoo"} <= UNIT_GRAPH["predict"]
 
 

@@ -30,16 +30,16 @@ from mmsctl.cli.hints import CommandWords
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
 
 if TYPE_CHECKING:  # pragma: no cover
-    from mmsctl.bench.results import BenchRun, Level, Sweep
-    from mmsctl.bench.sweep import Target, Tick
+    from mmsctl.loadtest.results import BenchRun, Level, Sweep
+    from mmsctl.loadtest.sweep import Target, Tick
 
 __all__ = ["register"]
 
 _OUTPUTS = ("table", "wide", "json", "csv")
-#: The sweep's arguments (mmsctl/bench/sweep.py names them, not their flags).
+#: The sweep's arguments (mmsctl/loadtest/sweep.py names them, not their flags).
 _PLAN_WORDS = CommandWords(flags={name: f"--{name}" for name in
                                   ("duration", "warmup", "timeout", "rate", "concurrency", "requests", "processes")})
-#: The run's arguments (mmsctl/bench/runner.py, noop.py, pool.py, inputs.py) and their fixes.
+#: The run's arguments (mmsctl/loadtest/runner.py, noop.py, pool.py, inputs.py) and their fixes.
 _RUN_WORDS = CommandWords(
     flags={"noop": "--noop", "noop_url": "--noop-url", "location": "--noop-url", "workers": "--noop-workers"},
     hints=(
@@ -109,7 +109,7 @@ def _times(value: Optional[float]) -> str:
 
 
 def _table_rows(run: "BenchRun") -> list[dict[str, Any]]:
-    from mmsctl.bench.report import level_rows
+    from mmsctl.loadtest.report import level_rows
 
     out = []
     for row in level_rows(run):
@@ -126,8 +126,8 @@ def _table_rows(run: "BenchRun") -> list[dict[str, Any]]:
 
 def _render(run: "BenchRun", output: str) -> None:
     """The run as a table, the --compare ratios and the chart; or json / csv on stdout."""
-    from mmsctl.bench.chart import render_chart
-    from mmsctl.bench.report import compare_rows, level_rows, to_csv
+    from mmsctl.loadtest.chart import render_chart
+    from mmsctl.loadtest.report import compare_rows, level_rows, to_csv
 
     ui = get_ui()
     if output == "csv":
@@ -253,8 +253,8 @@ def run_cmd(
     Exit codes: 0 done; 2 bad flags; 3 unknown model; 4 a level failed completely; 5 unreachable;
     6 token refused; 130 Ctrl-C. Partial results are printed and saved in every case.
     """
-    from mmsctl.bench.runner import BenchRequest, Hooks, run_bench
-    from mmsctl.bench.sweep import Plan, parse_duration, parse_levels
+    from mmsctl.loadtest.runner import BenchRequest, Hooks, run_bench
+    from mmsctl.loadtest.sweep import Plan, parse_duration, parse_levels
 
     check_output(output, _OUTPUTS)
     with _PLAN_WORDS.applied():
@@ -292,7 +292,7 @@ def show_cmd(
     output: str = output_option("table", "wide", "json", "csv"),
 ) -> None:
     """Print a saved run as table and chart, or compare two saved runs (the first server of each)."""
-    from mmsctl.bench.results import BenchRun, load_run
+    from mmsctl.loadtest.results import BenchRun, load_run
 
     check_output(output, _OUTPUTS)
     run = load_run(file)
@@ -323,7 +323,7 @@ def noop_archive_cmd(
     folder: Path = typer.Argument(Path("."), help="Where to write mmsctl-noop.mar.", metavar="[DIR]"),
 ) -> None:
     """Write the no-op model archive that `bench --noop` registers, e.g. into a remote server's model store."""
-    from mmsctl.bench.noop import build_noop_archive
+    from mmsctl.loadtest.noop import build_noop_archive
 
     path = build_noop_archive(folder)
     get_ui().out.file.write(f"{path}\n")

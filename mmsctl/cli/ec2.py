@@ -348,7 +348,7 @@ def cost_cmd(
     if from_bench is not None:
         if throughput is not None:
             raise UsageError("pass --throughput or --from-bench, not both")
-        from mmsctl.bench.results import load_run
+        from mmsctl.loadtest.results import load_run
 
         throughput = load_run(from_bench).peak_goodput(bench_target)
         if throughput <= 0:

@@ -521,7 +521,7 @@ def cost_cmd(
     if throughput is not None:
         per_instance = throughput
     else:
-        from mmsctl.bench.results import load_run
+        from mmsctl.loadtest.results import load_run
 
         per_instance = load_run(Path(str(from_bench))).peak_goodput(bench_target)
         if per_instance <= 0:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from mmsctl.predict.inputs import InputSource, expand_inputs
 from mmsctl.predict.local import predict_local
-from mmsctl.predict.model import default_batch_size, open_model, start_service
+from mmsctl.predict.loading import default_batch_size, open_model, start_service
 from mmsctl.predict.prediction import Prediction, truncate_top_k
 from mmsctl.predict.remote import predict_remote
 

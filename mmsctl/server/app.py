@@ -127,7 +127,7 @@ class Server:
     async def _load_startup_models(self) -> None:
         from mmsctl.server.errors import ApiException
         from mmsctl.server.store import resolve_archive
-        from mmsctl.server.model import Model
+        from mmsctl.server.workers import Model
 
         loop = asyncio.get_running_loop()
         for spec in self._startup_specs():

@@ -25,7 +25,7 @@ from mmsctl.server.http import (
     timeout_param,
 )
 from mmsctl.server.store import resolve_archive
-from mmsctl.server.model import Model
+from mmsctl.server.workers import Model
 from mmsctl.server.supervisor import ModelManager
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """All models of one server and the rules for their workers: register, scale, restart, drain, unregister.
 
-Every model has one bounded queue and its workers (:mod:`mmsctl.server.model`). A worker
+Every model has one bounded queue and its workers (:mod:`mmsctl.server.workers`). A worker
 that dies, overruns ``response_timeout`` or fails to start is replaced with MMS's back-off;
 queued jobs wait for the replacement of a worker that died, but once a worker fails to start
 and none is READY, queued and new requests are answered 503 at once (a model whose handler
@@ -19,7 +19,7 @@ from typing import Any, Optional
 from mmsctl.engine.protocol import RequestItem, ResponseItem
 from mmsctl.server.batching import Job
 from mmsctl.server.config import ServerConfig
-from mmsctl.server.model import Model, Worker, WorkerStartError, WorkerState
+from mmsctl.server.workers import Model, Worker, WorkerStartError, WorkerState
 
 __all__ = ["BACK_OFF", "ModelManager"]
 

@@ -4,7 +4,7 @@ In the image (Lambda imports ``mmsctl.serverless.handler``):
 
     handler.py    module scope: settings, model load (once per container); ``handler(event, context)``
     runtime.py    one invocation: which event it is, predict, answer or write the output object
-    model.py      the model: baked into the image or downloaded from S3, opened and run through the
+    served_model.py  the model: baked into the image or downloaded from S3, opened and run through the
                   predict core (:mod:`mmsctl.predict`), as ``mmsctl predict`` runs it
     settings.py   the ``MMSCTL_LAMBDA_*`` environment, read and checked once per container
     prepare.py    the build-time step of the Dockerfile: compile mxnet's wrappers, load the model once

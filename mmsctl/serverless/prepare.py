@@ -23,7 +23,7 @@ def main() -> int:
         import_mxnet()
         settings = HandlerSettings.from_environ()
         if not settings.model_from_s3:
-            from mmsctl.serverless.model import load_model
+            from mmsctl.serverless.served_model import load_model
 
             load_model(settings).close()
     except MmsError as exc:

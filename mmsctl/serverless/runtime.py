@@ -31,7 +31,7 @@ from mmsctl.error_body import ErrorBody, error_body, parse_error_body
 from mmsctl.errors import CloudError
 from mmsctl.predict import Prediction
 from mmsctl.predict.fetch import FetchError, fetch_url
-from mmsctl.serverless.model import ServedModel
+from mmsctl.serverless.served_model import ServedModel
 from mmsctl.serverless.settings import HandlerSettings
 
 __all__ = ["BadObject", "Runtime"]
@@ -72,7 +72,7 @@ class Runtime:
     @classmethod
     def from_environ(cls) -> "Runtime":
         """Read the settings and load the model: what the handler module does at import (the cold start)."""
-        from mmsctl.serverless.model import load_model
+        from mmsctl.serverless.served_model import load_model
 
         settings = HandlerSettings.from_environ()
 

@@ -23,7 +23,7 @@ from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.screen import Screen
 
-from mmsctl.tui.model import ModelRow, SeriesStore, ServerStatus, Snapshot
+from mmsctl.tui.snapshot import ModelRow, SeriesStore, ServerStatus, Snapshot
 from mmsctl.tui.screens.dialogs import ConfirmScreen, HelpScreen, RegisterRequest, RegisterScreen
 from mmsctl.tui.screens.members import MembersScreen
 from mmsctl.tui.screens.model_detail import ModelScreen

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Iterable, Optional, Sequence, TypeVar
 
-from mmsctl.tui.model import HostStats, Increase, MemberStatus, ModelRow, ServerStatus, Snapshot, quantile
+from mmsctl.tui.snapshot import HostStats, Increase, MemberStatus, ModelRow, ServerStatus, Snapshot, quantile
 
 __all__ = ["combine_models", "fleet_snapshot", "member_status"]
 

@@ -24,7 +24,7 @@ from typing import Any, Awaitable, Callable, Mapping, Optional, Sequence
 
 from mmsctl.client.fanout import Member, async_fan_out, pool_size
 from mmsctl.tui.fleet import fleet_snapshot, member_status
-from mmsctl.tui.model import ServerStatus, Snapshot
+from mmsctl.tui.snapshot import ServerStatus, Snapshot
 from mmsctl.tui.source import DataSource, HttpSource
 
 __all__ = ["FleetSource", "member_deadline"]

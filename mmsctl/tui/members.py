@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mmsctl.tui.format import IDLE, fmt_age, fmt_int, fmt_ms, fmt_percent, fmt_rate, fmt_workers
-from mmsctl.tui.model import MemberStatus
+from mmsctl.tui.snapshot import MemberStatus
 
 __all__ = ["MEMBER_COLUMNS", "MEMBER_KEYS", "member_cells"]
 

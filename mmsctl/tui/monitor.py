@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Optional, Protocol
 if TYPE_CHECKING:  # pragma: no cover
     from rich.text import Text
 
-    from mmsctl.tui.model import SeriesStore, Snapshot
+    from mmsctl.tui.snapshot import SeriesStore, Snapshot
     from mmsctl.tui.source import DataSource
 
 __all__ = ["Monitor"]

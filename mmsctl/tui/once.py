@@ -14,7 +14,7 @@ from typing import Optional
 
 from mmsctl.client.fanout import MembersFailed, failure_message
 from mmsctl.errors import ConnectionFailed
-from mmsctl.tui.model import Snapshot
+from mmsctl.tui.snapshot import Snapshot
 from mmsctl.tui.source import DataSource
 
 __all__ = ["ServerUnreachable", "members_down", "rows_for_members", "rows_for_table", "snapshot_once"]

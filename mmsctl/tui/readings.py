@@ -1,4 +1,4 @@
-"""Turn a server's raw answers (describe JSON, Prometheus samples) into :mod:`mmsctl.tui.model` rows.
+"""Turn a server's raw answers (describe JSON, Prometheus samples) into :mod:`mmsctl.tui.snapshot` rows.
 
 Three kinds of server speak the same management API but publish different metrics:
 
@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
-from mmsctl.tui.model import (
+from mmsctl.tui.snapshot import (
     HostStats,
     Increase,
     ModelRow,

@@ -37,7 +37,7 @@ from mmsctl.client.inference import AsyncInferenceClient
 from mmsctl.client.management import AsyncManagementClient
 from mmsctl.client.metrics import AsyncMetricsClient
 from mmsctl.errors import ApiError, AuthenticationFailed, ClientError, MmsError
-from mmsctl.tui.model import HostStats, ModelRow, ServerKind, ServerStatus, Snapshot
+from mmsctl.tui.snapshot import HostStats, ModelRow, ServerKind, ServerStatus, Snapshot
 from mmsctl.tui.readings import (
     MetricIndex,
     detect_kind,

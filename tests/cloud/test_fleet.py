@@ -479,7 +479,7 @@ def test_ssh_config_tunnels_each_member_and_names_the_context(aws: dict[str, Any
 
 
 def test_fleet_cost_from_a_fleet_and_a_saved_bench_run(aws: dict[str, Any], tmp_path) -> None:
-    from mmsctl.bench.results import BenchRun, Level, Sweep, save_run
+    from mmsctl.loadtest.results import BenchRun, Level, Sweep, save_run
 
     run = tmp_path / "bench.json"
     save_run(BenchRun(sweeps=[Sweep("local", "http://127.0.0.1:8080", "squeezenet", levels=[

@@ -1,5 +1,5 @@
 """`mmsctl fleet cost` without AWS: instance prices × counts + the balancer, and throughput from
-`--throughput` or a saved `mmsctl bench` run (mmsctl.bench.results)."""
+`--throughput` or a saved `mmsctl bench` run (mmsctl.loadtest.results)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mmsctl.bench.results import BenchRun, Level, Sweep, save_run
+from mmsctl.loadtest.results import BenchRun, Level, Sweep, save_run
 from mmsctl.cloud.cost import balancer_price, bundled_prices, fleet_estimate
 from mmsctl.errors import UsageError
 from tests.client.clirun import invoke

@@ -18,7 +18,7 @@ import pytest
 
 from mmsctl.errors import CloudError
 from mmsctl.cloud.lambda_events import WARM_EVENT, api_gateway_event, function_url_event, s3_put_event
-from mmsctl.serverless.model import ServedModel, load_model
+from mmsctl.serverless.served_model import ServedModel, load_model
 from mmsctl.serverless.runtime import Runtime
 from mmsctl.serverless.settings import HandlerSettings
 from tests.cloud.conftest import Moto, moto, moto_server  # noqa: F401 - fixtures

@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
-from mmsctl.tui.model import HostStats, ModelRow, ServerStatus, Snapshot, WorkerRow
+from mmsctl.tui.snapshot import HostStats, ModelRow, ServerStatus, Snapshot, WorkerRow
 
 if TYPE_CHECKING:  # pragma: no cover
-    from mmsctl.tui.model import MemberStatus
+    from mmsctl.tui.snapshot import MemberStatus
 
 SNAPSHOT_DIR = Path(__file__).with_name("snapshots")
 
@@ -117,7 +117,7 @@ MEMBER_C = "10.0.0.7:8081"
 def member_snapshot(url: str, t: float = 100.0, *, noop_workers: int = 1, rps: float = 10.0,
                     batch: int = 4) -> Snapshot:
     """One mmsctl member with squeezenet (traffic) and noop (idle)."""
-    from mmsctl.tui.model import quantile
+    from mmsctl.tui.snapshot import quantile
 
     hist = latency(rps * 4, rps * 4, rps, rps, 0)
     models = (

@@ -153,7 +153,7 @@ async def test_a_partial_failure_of_an_action_names_the_member() -> None:
 
 async def test_every_member_down_keeps_the_models_and_shows_each_member_down() -> None:
     from mmsctl.tui.fleet import fleet_snapshot, member_status
-    from mmsctl.tui.model import ServerStatus, Snapshot
+    from mmsctl.tui.snapshot import ServerStatus, Snapshot
 
     def down(name: str) -> Snapshot:
         return Snapshot(200.0, ServerStatus(f"http://{name}", error="connection refused"))

@@ -6,7 +6,7 @@ import dataclasses
 import json
 
 from mmsctl.tui.fleet import combine_models, fleet_snapshot, member_status
-from mmsctl.tui.model import ModelRow, ServerStatus, Snapshot, quantile
+from mmsctl.tui.snapshot import ModelRow, ServerStatus, Snapshot, quantile
 from tests.tui.support import MEMBER_A, MEMBER_B, MEMBER_C, fleet, latency, member_snapshot, worker
 
 

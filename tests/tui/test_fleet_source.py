@@ -10,7 +10,7 @@ import pytest
 from mmsctl.client.fanout import Member, MembersFailed, parse_member
 from mmsctl.errors import ApiError
 from mmsctl.tui.fleet_source import FleetSource
-from mmsctl.tui.model import Snapshot
+from mmsctl.tui.snapshot import Snapshot
 from tests.tui.support import MEMBER_A, MEMBER_B, ScriptedSource, member_snapshot
 
 pytestmark = pytest.mark.anyio

@@ -23,7 +23,7 @@ from mmsctl.tui.widgets.status_line import StatusLine
 
 if TYPE_CHECKING:
     from mmsctl.tui.monitor import Monitor
-    from mmsctl.tui.model import ModelRow
+    from mmsctl.tui.snapshot import ModelRow
 
 __all__ = ["ModelScreen"]
 

@@ -8,7 +8,7 @@ from rich.text import Text
 
 from mmsctl.tui.format import IDLE
 from mmsctl.tui.members import MEMBER_COLUMNS, member_cells
-from mmsctl.tui.model import Snapshot
+from mmsctl.tui.snapshot import Snapshot
 from mmsctl.tui.widgets.row_table import RowTable
 
 __all__ = ["MembersTable"]

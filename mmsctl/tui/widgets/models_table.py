@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional, Sequence
 from rich.text import Text
 
 from mmsctl.tui.format import MIXED, fmt_count, fmt_int, fmt_ms, fmt_rate, fmt_workers
-from mmsctl.tui.model import ModelRow
+from mmsctl.tui.snapshot import ModelRow
 from mmsctl.tui.widgets.row_table import RowTable
 
 __all__ = ["COLUMNS", "FLEET_COLUMNS", "ModelsTable"]

@@ -12,7 +12,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from mmsctl.tui.format import fmt_bytes, fmt_percent, fmt_rate, fmt_workers
-from mmsctl.tui.model import Snapshot
+from mmsctl.tui.snapshot import Snapshot
 
 __all__ = ["ServerHeader"]
 

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from mmsctl.bench.histogram import PERCENTILES, LatencyHistogram
+from mmsctl.loadtest.histogram import PERCENTILES, LatencyHistogram
 
 
 def _exact(samples: list[float], q: float) -> float:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from mmsctl.tui.model import (
+from mmsctl.tui.snapshot import (
     ModelRow,
     SeriesStore,
     ServerStatus,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Sequence
 
-from mmsctl.bench.results import Level, Sweep
+from mmsctl.loadtest.results import Level, Sweep
 
 __all__ = ["render_chart"]
 

@@ -193,7 +193,7 @@ def test_level_that_fails_completely_is_exit_4_with_results_saved(srv: ServerInf
     assert r.code == 4
     assert "level 1 failed completely on srv: 2 sent, 0 ok (timeout: 2)" in one_error_line(r).replace("hint", "")
     assert "timeout:2" in r.stdout  # the partial table was printed
-    from mmsctl.bench.results import load_run
+    from mmsctl.loadtest.results import load_run
 
     run = load_run(saved)
     assert not run.complete and [lvl.concurrency for lvl in run.sweeps[0].levels] == [1]
@@ -249,7 +249,7 @@ def test_ctrl_c_prints_and_saves_partial_results_and_removes_the_noop_model(
     assert "Traceback" not in err
     assert "error: interrupted after 0 of 2 level(s)" in err
     assert "LEVEL" in out and "(cut)" in out  # the partial table
-    from mmsctl.bench.results import load_run
+    from mmsctl.loadtest.results import load_run
 
     run = load_run(saved)
     assert not run.complete

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mmsctl.bench.noop import ArchiveServer, build_noop_archive, is_loopback, noop_model
+from mmsctl.loadtest.noop import ArchiveServer, build_noop_archive, is_loopback, noop_model
 from mmsctl.client.contexts import Context
 from mmsctl.errors import UsageError
 

@@ -22,7 +22,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 from typing import Any, Callable, Optional
 
-from mmsctl.bench.loadgen import Endpoint, LevelResult, LoadSpec, StopFlag, run_in_loop, run_load
+from mmsctl.loadtest.loadgen import Endpoint, LevelResult, LoadSpec, StopFlag, run_in_loop, run_load
 from mmsctl.errors import MmsError
 
 __all__ = ["MAX_PROCESSES", "LoadPool", "auto_processes", "split"]
@@ -76,7 +76,7 @@ def _init(stop: Any, counts: Any) -> None:
 
 def _warm() -> int:
     """Import the load generator and hold the process a moment, so every process of the pool starts."""
-    import mmsctl.bench.loadgen  # noqa: F401
+    import mmsctl.loadtest.loadgen  # noqa: F401
 
     time.sleep(0.2)
     return os.getpid()

@@ -1,6 +1,6 @@
 """A run as rows: one per level and server for the table and CSV, and one per level for ``--compare`` ratios.
 
-Pure functions over :class:`~mmsctl.bench.results.BenchRun`; ``mmsctl bench`` and
+Pure functions over :class:`~mmsctl.loadtest.results.BenchRun`; ``mmsctl bench`` and
 ``mmsctl bench show`` render the same rows, so a saved run looks exactly as it did live.
 """
 
@@ -10,7 +10,7 @@ import csv
 import io
 from typing import Any, Optional, Sequence
 
-from mmsctl.bench.results import BenchRun, Level, Sweep
+from mmsctl.loadtest.results import BenchRun, Level, Sweep
 
 __all__ = ["CSV_FIELDS", "align", "compare_rows", "errors_text", "level_row", "level_rows", "to_csv"]
 

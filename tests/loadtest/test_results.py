@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mmsctl.bench.results import BenchRun, Level, Sweep, load_run, save_run
+from mmsctl.loadtest.results import BenchRun, Level, Sweep, load_run, save_run
 from mmsctl.errors import UsageError
 
 

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from mmsctl.bench.loadgen import LoadSpec, build_requests, run_load
+from mmsctl.loadtest.loadgen import LoadSpec, build_requests, run_load
 from mmsctl.errors import UsageError
-from tests.bench.conftest import Answers
+from tests.loadtest.conftest import Answers
 from tests.support._proc import any_free_port
 
 

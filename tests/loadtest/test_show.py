@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from mmsctl.bench.chart import render_chart
-from mmsctl.bench.report import compare_rows, level_rows, to_csv
-from mmsctl.bench.results import BenchRun, Level, Sweep, save_run
+from mmsctl.loadtest.chart import render_chart
+from mmsctl.loadtest.report import compare_rows, level_rows, to_csv
+from mmsctl.loadtest.results import BenchRun, Level, Sweep, save_run
 from tests.support.cli import run_mmsctl
 
 

@@ -6,9 +6,9 @@ import threading
 
 import pytest
 
-from mmsctl.bench.loadgen import LoadSpec, build_requests
-from mmsctl.bench.pool import LoadPool, auto_processes, split
-from tests.bench.conftest import Answers
+from mmsctl.loadtest.loadgen import LoadSpec, build_requests
+from mmsctl.loadtest.pool import LoadPool, auto_processes, split
+from tests.loadtest.conftest import Answers
 
 
 def test_split_shares_clients_requests_and_rate() -> None:

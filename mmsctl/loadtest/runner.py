@@ -23,11 +23,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
-from mmsctl.bench.inputs import Body, read_bodies
-from mmsctl.bench.loadgen import build_requests
-from mmsctl.bench.results import BenchRun, Level, save_run
-from mmsctl.bench.loadgen import event_loop_name
-from mmsctl.bench.sweep import Plan, Target, Tick, run_sweep, stop_on_sigint
+from mmsctl.loadtest.inputs import Body, read_bodies
+from mmsctl.loadtest.loadgen import build_requests
+from mmsctl.loadtest.results import BenchRun, Level, save_run
+from mmsctl.loadtest.loadgen import event_loop_name
+from mmsctl.loadtest.sweep import Plan, Target, Tick, run_sweep, stop_on_sigint
 from mmsctl.errors import MmsError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -105,8 +105,8 @@ def run_bench(request: BenchRequest, hooks: Optional[Hooks] = None) -> tuple[Ben
             refused token, unknown model, a no-op model the server will not take).
     """
     from mmsctl import __version__
-    from mmsctl.bench.noop import noop_model
-    from mmsctl.bench.server_side import ServerProbe
+    from mmsctl.loadtest.noop import noop_model
+    from mmsctl.loadtest.server_side import ServerProbe
     from mmsctl.client.auth import read_token
     from mmsctl.client.contexts import resolve_context
     from mmsctl.config import cache_dir

@@ -19,11 +19,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional, Sequence
 
-from mmsctl.bench.errors import BenchInterrupted, LevelFailed
-from mmsctl.bench.loadgen import MAX_CONCURRENCY, MAX_RATE, Endpoint, LevelResult, LoadSpec, run_in_loop, run_load
-from mmsctl.bench.pool import MAX_PROCESSES, LoadPool, auto_processes
-from mmsctl.bench.results import Level, Sweep
-from mmsctl.bench.server_side import ServerProbe
+from mmsctl.loadtest.errors import BenchInterrupted, LevelFailed
+from mmsctl.loadtest.loadgen import MAX_CONCURRENCY, MAX_RATE, Endpoint, LevelResult, LoadSpec, run_in_loop, run_load
+from mmsctl.loadtest.pool import MAX_PROCESSES, LoadPool, auto_processes
+from mmsctl.loadtest.results import Level, Sweep
+from mmsctl.loadtest.server_side import ServerProbe
 from mmsctl.errors import MmsError, UsageError
 
 __all__ = ["Plan", "Target", "Tick", "parse_duration", "parse_levels", "run_sweep",

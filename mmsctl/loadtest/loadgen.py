@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Coroutine, Optional, Protocol, Sequence, TypeVar
 from urllib.parse import quote, urlsplit
 
-from mmsctl.bench.histogram import LatencyHistogram
+from mmsctl.loadtest.histogram import LatencyHistogram
 from mmsctl.errors import UsageError
 
 __all__ = ["Endpoint", "LevelResult", "LoadSpec", "StopFlag", "build_requests", "event_loop_name", "run_in_loop", "run_load"]
