@@ -1,4 +1,4 @@
-# Two commands do all set-up on a fresh machine (Python 3.11, Java 17, git):
+# Two commands do all set-up on a fresh machine (Python 3.9-3.12 as python3 - CI has 3.11 -, Java 17, git):
 #   make demo   - installs mmsctl into .venv and ends with a prediction
 #   make test   - installs mmsctl, the test tools and the reference servers, then runs the tests
 PYTHON ?= python3
@@ -47,7 +47,7 @@ demo: install
 # `patch = ["subprocess"]`) costs about half as much CPU again on tests/server.
 test: install-test reference-servers
 	PYTHON=$(BIN)/python scripts/check
-	$(BIN)/python -m pytest -n 2 --dist loadgroup --cov --cov-report= $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15 --cov --cov-report= $(PYTEST_ARGS)
 	@echo "coverage of mmsctl/ (in-process): $$($(BIN)/python -m coverage report --format=total --precision=1)%"
 
 check: install-test

@@ -27,7 +27,7 @@ SIZES = (1, 2, 4, 8, 16)
 def per_image_ms(checkpoint: Path) -> dict[int, float]:
     """Milliseconds of CPU per image at each batch size, in a worker's environment (one process)."""
     from mmsctl.engine.spec import ServiceSpec
-    from mmsctl.engine.worker import worker_env
+    from mmsctl.engine.worker.spawn import worker_env
 
     env = worker_env(1, spec=ServiceSpec(checkpoint, "m", None))
     return {n: forward(checkpoint, env, copies=1, batch_size=n, seconds=1.0).cpu_ms_per_image for n in SIZES}

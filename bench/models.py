@@ -229,7 +229,7 @@ def forward_ceiling(checkpoint: Path, duration: float) -> float:
     """Forward passes a second: WORKERS processes running the raw forward at batch 1 in a loop (the
     kernel set mmsctl chose, one thread each): what no server or handler can exceed here."""
     from mmsctl.engine.spec import ServiceSpec
-    from mmsctl.engine.worker import worker_env
+    from mmsctl.engine.worker.spawn import worker_env
 
     env = worker_env(1, spec=ServiceSpec(checkpoint, "m", None))
     return forward(checkpoint, env, copies=WORKERS, seconds=duration).rate
@@ -238,7 +238,7 @@ def forward_ceiling(checkpoint: Path, duration: float) -> float:
 def handler_ceiling(root: Path, handler: Optional[str], duration: float) -> float:
     """req/s of the handler alone: WORKERS processes calling it in a loop (worker environment)."""
     from mmsctl.engine.spec import ServiceSpec
-    from mmsctl.engine.worker import worker_env
+    from mmsctl.engine.worker.spawn import worker_env
 
     env = worker_env(1, spec=ServiceSpec(root, "m", handler))
     name = next(root.glob("*-symbol.json")).name[: -len("-symbol.json")]

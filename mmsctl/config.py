@@ -14,6 +14,9 @@ state           ``~/.local/state/mmsctl``    ``MMSCTL_STATE_DIR``
 Settings live in ``<config>/config.toml`` (flat keys such as ``zoo_url`` and
 ``offline``); each has an environment variable ``MMSCTL_<KEY>`` that wins over
 the file. Contexts (named servers) are kept by ``mmsctl.client.contexts``.
+
+``max_model_memory`` (``MMSCTL_MAX_MODEL_MEMORY``) bounds, in bytes, what one model's network may
+allocate in ``mmsctl predict`` (the server has its own key in ``config.properties``).
 """
 
 from __future__ import annotations
@@ -26,9 +29,12 @@ from typing import Any, Mapping, Optional
 from mmsctl.errors import ConfigError
 
 __all__ = [
+    "DEFAULT_MAX_RESPONSE_BYTES",
     "cache_dir",
     "config_dir",
     "load_toml",
+    "max_response_bytes",
+    "max_model_memory",
     "save_toml",
     "setting",
     "settings_file",
@@ -107,3 +113,56 @@ def setting(key: str, default: Optional[str] = None) -> Optional[str]:
     if value is None:
         return default
     return str(value)
+
+
+#: The most bytes a network may take unless set otherwise: 4 GiB, or half the machine's memory where that
+#: is less. ResNet-152 at a batch of 8 is 2.6 GiB by this measure; every zoo model fits at a batch of 4.
+MAX_MODEL_MEMORY_CAP = 4 * 1024**3
+
+
+def default_max_model_memory() -> int:
+    """4 GiB, or half of this machine's physical memory where that is less."""
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
+        return MAX_MODEL_MEMORY_CAP
+    return min(MAX_MODEL_MEMORY_CAP, max(1, total // 2))
+
+
+def max_model_memory() -> int:
+    """The ``max_model_memory`` setting in bytes (``MMSCTL_MAX_MODEL_MEMORY``, else config.toml, else the default).
+
+    Raises:
+        ConfigError: the value is not a whole number of bytes above 0.
+    """
+    value = setting("max_model_memory")
+    if value is None:
+        return default_max_model_memory()
+    text = value.strip().replace("_", "")
+    if not text.isdigit() or int(text) < 1:
+        raise ConfigError(f"max_model_memory must be a number of bytes above 0, got {value!r}",
+                          hint="set MMSCTL_MAX_MODEL_MEMORY or max_model_memory in config.toml, e.g. 4294967296")
+    return int(text)
+
+
+#: The largest answer a client reads from a server (``max_response_bytes``): 64 MiB.
+DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+
+
+def max_response_bytes() -> int:
+    """The ``max_response_bytes`` setting: the most bytes of one answer mmsctl's clients read.
+
+    A server that sends more (a 1 GiB prediction, 100 MB of ``/models``) is cut off there
+    and its answer is an error, so a broken or hostile server cannot fill the memory.
+    """
+    raw = setting("max_response_bytes")
+    if raw is None:
+        return DEFAULT_MAX_RESPONSE_BYTES
+    try:
+        value = int(raw.replace("_", ""))
+    except ValueError:
+        raise ConfigError(f"max_response_bytes must be a whole number of bytes, not {raw!r}",
+                          hint="set MMSCTL_MAX_RESPONSE_BYTES or max_response_bytes in config.toml") from None
+    if value < 1:
+        raise ConfigError(f"max_response_bytes must be at least 1, not {value}")
+    return value

@@ -32,6 +32,16 @@ LAYERS: list[set[str]] = [
 ]
 #: Module cycles inside a package that are known and owned elsewhere (they must not grow).
 KNOWN_MODULE_CYCLES: list[set[str]] = []
+#: Inside ``cloud``, lowest first: AWS plumbing, what an instance boots, then the three products.
+#: A sub-package imports lower layers and never one beside it (a product never imports another).
+CLOUD_LAYERS: list[set[str]] = [{"aws"}, {"instance"}, {"ec2", "fleet", "function"}]
+#: Lambda needs nothing of EC2 instances, though ``instance`` is below it.
+CLOUD_FORBIDDEN: set[tuple[str, str]] = {("function", "instance")}
+#: What the Lambda handler's side may take from ``cloud``: the plumbing and the contract with the control plane.
+SERVERLESS_MAY_IMPORT = ("mmsctl.cloud.aws", "mmsctl.cloud.function.env", "mmsctl.cloud.function.events",
+                         "mmsctl.cloud.function.outputs", "mmsctl.cloud.function.manifest")
+#: The one door to boto3: no other module imports boto3 or botocore.
+BOTO_DOOR = "mmsctl.cloud.aws.session"
 
 
 def _modules() -> dict[str, Path]:
@@ -74,6 +84,17 @@ def _imports(module: str, path: Path) -> Iterator[str]:
                 owner = _owner(target)
                 if owner and owner != module:
                     yield owner
+
+
+def _external(source: str) -> set[str]:
+    """The top-level names of the absolute imports in *source* (``botocore`` for ``import botocore.session``)."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found
 
 
 def _unit(module: str) -> str:
@@ -167,3 +188,81 @@ def test_the_docs_diagram_names_every_package() -> None:
     diagram = text.split("## Architecture", 1)[1].split("```", 2)[1]
     words = set(re.findall(r"[a-z_]+", diagram))
     assert sorted(set().union(*LAYERS) - {"__main__"} - words) == []
+
+
+def _cloud_part(module: str) -> str:
+    """``mmsctl.cloud.fleet.create`` -> ``fleet``; ``mmsctl.cloud`` (the package itself) -> ''."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["mmsctl", "cloud"] else ""
+
+
+def _cloud_faults(graph: dict[str, set[str]]) -> list[str]:
+    """Every import inside ``cloud`` that breaks CLOUD_LAYERS, and every module outside its sub-packages."""
+    layer_of = {part: n for n, layer in enumerate(CLOUD_LAYERS) for part in layer}
+    faults = []
+    for module, targets in graph.items():
+        source = _cloud_part(module)
+        if not source:
+            continue
+        if source not in layer_of:
+            faults.append(f"{module}: not in a cloud sub-package of CLOUD_LAYERS")
+            continue
+        for target in targets:
+            dest = _cloud_part(target)
+            if not dest or dest == source or dest not in layer_of:
+                continue
+            if layer_of[dest] >= layer_of[source] or (source, dest) in CLOUD_FORBIDDEN:
+                faults.append(f"{module} -> {target}")
+    return sorted(faults)
+
+
+def _serverless_faults(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items() if module.startswith("mmsctl.serverless")
+        for target in targets if target.startswith("mmsctl.cloud")
+        and not any(target == ok or target.startswith(ok + ".") for ok in SERVERLESS_MAY_IMPORT)
+    )
+
+
+def test_cloud_sub_packages_keep_their_order() -> None:
+    """Plumbing below what an instance boots, below the products; products never import each other."""
+    assert {"mmsctl.cloud.instance.ei", "mmsctl.cloud.aws.session"} <= MODULE_GRAPH["mmsctl.cloud.fleet.create"]
+    assert _cloud_faults(MODULE_GRAPH) == []
+
+
+def test_the_cloud_order_check_catches_a_bad_graph() -> None:
+    bad = {
+        "mmsctl.cloud.aws.session": {"mmsctl.cloud.instance.ami"},  # plumbing over an instance part
+        "mmsctl.cloud.ec2.launch": {"mmsctl.cloud.fleet.asg", "mmsctl.cloud.instance.ei"},  # product -> product
+        "mmsctl.cloud.function.build": {"mmsctl.cloud.instance.userdata"},  # Lambda needs nothing of instances
+        "mmsctl.cloud.stray": set(),  # a module outside the sub-packages
+        "mmsctl.cloud.fleet.create": {"mmsctl.cloud.instance.ei", "mmsctl.cloud.aws.tags", "mmsctl.cloud.fleet.asg"},
+    }
+    assert _cloud_faults(bad) == [
+        "mmsctl.cloud.aws.session -> mmsctl.cloud.instance.ami",
+        "mmsctl.cloud.ec2.launch -> mmsctl.cloud.fleet.asg",
+        "mmsctl.cloud.function.build -> mmsctl.cloud.instance.userdata",
+        "mmsctl.cloud.stray: not in a cloud sub-package of CLOUD_LAYERS",
+    ]
+
+
+def test_serverless_takes_only_the_plumbing_and_the_contract_from_cloud() -> None:
+    """The handler's side shares env, events, outputs and the image manifest with the control plane; nothing else."""
+    assert "mmsctl.cloud.function.events" in MODULE_GRAPH["mmsctl.serverless.runtime"]
+    assert _serverless_faults(MODULE_GRAPH) == []
+    bad = {"mmsctl.serverless.run_local": {"mmsctl.cloud.function.build", "mmsctl.cloud.function.env",
+                                           "mmsctl.cloud.aws.errors", "mmsctl.cloud.function.environment"}}
+    assert _serverless_faults(bad) == ["mmsctl.serverless.run_local -> mmsctl.cloud.function.build",
+                                       "mmsctl.serverless.run_local -> mmsctl.cloud.function.environment"]
+
+
+def test_only_the_session_module_imports_boto3_or_botocore() -> None:
+    """Everything else reaches AWS, and botocore's exception types, through ``cloud/aws/session.py``."""
+    importers = sorted(m for m, path in MODULES.items()
+                       if {"boto3", "botocore"} & _external(path.read_text(encoding="utf-8")))
+    assert importers == [BOTO_DOOR]
+    # The reader sees a function-level import, and leaves a relative or unrelated one alone.
+    assert "botocore" in _external("def f():\n    import botocore.session\n")
+    assert "boto3" in _external("def f():\n    from boto3 import Session\n")
+    assert not {"boto3", "botocore"} & _external("from .botocore import x\nimport mmsctl.boto\n")

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Callable, Iterator, Literal, Optional
 
+from mmsctl.archive.headers import check_zip_directory, open_tgz
 from mmsctl.archive.inflate import Reader, open_member
 from mmsctl.errors import ArchiveError, InputNotFoundError, UnsafeArchiveError
 
@@ -238,7 +239,7 @@ def _file_size(fileobj: object, source: Path) -> int:
 
 def iter_members(source: Path, fmt: ArchiveFormat, limits: Limits = DEFAULT_LIMITS) -> list[Member]:
     """List and check an archive's members without extracting anything."""
-    with _open(source, fmt) as handle:
+    with _open(source, fmt, limits=limits) as handle:
         if isinstance(handle, zipfile.ZipFile):
             return [m for m, _ in _zip_members(handle, source, limits)]
         return [m for m, _ in _tar_members(handle, source, limits)]
@@ -262,38 +263,63 @@ def read_member(source: Path, fmt: ArchiveFormat, wanted: set[str], max_bytes: i
 
 
 class _Opened:
-    """Open a zip or tar.gz (by path, or an already open file), turning the libraries' errors into ArchiveError."""
+    """Open a zip or tar.gz (by path, or an already open file), turning the libraries' errors into ArchiveError.
 
-    def __init__(self, source: Path, fmt: ArchiveFormat, fileobj: Optional[IO[bytes]] = None) -> None:
+    Headers are bounded before the libraries read them (:mod:`mmsctl.archive.headers`).
+    """
+
+    def __init__(self, source: Path, fmt: ArchiveFormat, fileobj: Optional[IO[bytes]] = None,
+                 limits: Limits = DEFAULT_LIMITS) -> None:
         self.source = source
         self.fmt = fmt
         self.fileobj = fileobj
+        self.limits = limits
         self.handle: Optional[zipfile.ZipFile | tarfile.TarFile] = None
+        self.owned: Optional[IO[bytes]] = None
 
     def __enter__(self) -> zipfile.ZipFile | tarfile.TarFile:
         try:
             if self.fileobj is not None:
                 self.fileobj.seek(0)
             if self.fmt == "zip":
-                self.handle = zipfile.ZipFile(self.fileobj or self.source)
+                fh = self.fileobj or self._own()
+                check_zip_directory(fh, str(self.source), self.limits.max_members)
+                fh.seek(0)
+                self.handle = zipfile.ZipFile(fh)
             else:
-                self.handle = tarfile.open(self.source if self.fileobj is None else None, mode="r:gz",
-                                           fileobj=self.fileobj)
+                self.handle = open_tgz(str(self.source) if self.fileobj is None else None, self.fileobj,
+                                       str(self.source))
         except FileNotFoundError:
+            self._close_owned()
             raise InputNotFoundError(f"{self.source}: no such file") from None
         except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error, OSError) as exc:
+            self._close_owned()
             raise ArchiveError(f"{self.source}: corrupt or truncated archive: {exc}") from exc
+        except BaseException:
+            self._close_owned()
+            raise
         return self.handle
+
+    def _own(self) -> IO[bytes]:
+        self.owned = open(self.source, "rb")
+        return self.owned
+
+    def _close_owned(self) -> None:
+        if self.owned is not None:
+            self.owned.close()
+            self.owned = None
 
     def __exit__(self, exc_type: object, exc: Optional[BaseException], tb: object) -> None:
         if self.handle is not None:
             self.handle.close()
+        self._close_owned()
         if isinstance(exc, (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error)):
             raise ArchiveError(f"{self.source}: corrupt or truncated archive: {exc}") from exc
 
 
-def _open(source: Path, fmt: ArchiveFormat, fileobj: Optional[IO[bytes]] = None) -> _Opened:
-    return _Opened(source, fmt, fileobj)
+def _open(source: Path, fmt: ArchiveFormat, fileobj: Optional[IO[bytes]] = None,
+          limits: Limits = DEFAULT_LIMITS) -> _Opened:
+    return _Opened(source, fmt, fileobj, limits)
 
 
 def _guard(read: Callable[[], bytes], source: Path) -> bytes:
@@ -322,7 +348,7 @@ def _write(src: Reader, dest: Path, size: int, executable: bool) -> None:
 
 def _extract(source: Path, fmt: ArchiveFormat, target: Path, limits: Limits,
              fileobj: Optional[IO[bytes]] = None) -> None:
-    with _open(source, fmt, fileobj) as handle:
+    with _open(source, fmt, fileobj, limits) as handle:
         if isinstance(handle, zipfile.ZipFile):
             for member, info in _zip_members(handle, source, limits):
                 dest = target / member.path

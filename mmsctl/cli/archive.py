@@ -61,7 +61,7 @@ _FormatOpt: str = typer.Option(
     "default", "--archive-format", help="default (.mar), tgz (.tar.gz) or no-archive (a folder).",
     metavar="[default|tgz|no-archive]")
 _DescriptionOpt: Optional[str] = typer.Option(
-    None, "--description", help="Model description.", show_default=False, metavar="TEXT")
+    None, "--description", help="Model description.", show_default=False, metavar="WORDS")
 _VersionOpt: str = typer.Option("1.0", "--model-version", help="Model version written to the manifest.",
                                 metavar="V")
 

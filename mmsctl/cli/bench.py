@@ -183,8 +183,9 @@ class _Live:
             return
         done = t.sent if t.expected_requests else t.elapsed_s
         total = t.expected_requests or t.expected_s
-        rate = t.ok / t.elapsed_s if t.elapsed_s > 0 else 0.0
-        figures = f"sent {t.sent:,}  ok {t.ok:,}  ~{rate:,.0f} ok/s"
+        figures = f"sent {t.sent:,}  ok {t.ok:,}  ~{t.ok_per_s:,.0f} ok/s"
+        if t.elapsed_s < t.warmup_s:
+            figures = f"warming up  sent {t.sent:,}"
         if t.errors:
             figures += f"  errors {sum(t.errors.values()):,}"
         self.progress.update(self.task, description=f"{t.target}  level {t.level} ({t.index + 1}/{t.levels})",
@@ -228,7 +229,12 @@ def run_cmd(
     requests: Optional[int] = typer.Option(None, "--requests", metavar="N",
                                            help="Send N requests per level instead of running for --duration."),
     warmup: str = typer.Option("2s", "--warmup", metavar="TIME", help="Load before each level, not measured."),
-    timeout: str = typer.Option("30", "--timeout", metavar="S", help="Seconds per request; a late answer is an error."),
+    timeout: str = typer.Option("30", "--timeout", metavar="S",
+                                help="Seconds per request, the whole answer included; a late answer is an error."),
+    max_response_bytes: Optional[int] = typer.Option(
+        None, "--max-response-bytes", min=1, metavar="N",
+        help="Longest answer read, in bytes; a longer one is an error, read no further "
+        "(default: the max_response_bytes setting, 64 MiB)."),
     max_connections: int = typer.Option(1000, "--max-connections", metavar="N",
                                         help="Open loop: connections at most (requests queue behind them)."),
     processes: str = typer.Option("auto", "--processes", metavar="N|auto",
@@ -251,8 +257,10 @@ def run_cmd(
     """Sweep a model server: sent, OK, success rate, errors, OK/s and latency percentiles per level.
 
     Exit codes: 0 done; 2 bad flags; 3 unknown model; 4 a level failed completely; 5 unreachable;
-    6 token refused; 130 Ctrl-C. Partial results are printed and saved in every case.
+    6 token refused; 7 no answer in --timeout; 8 an error answer (or one over the size limit) to the
+    check prediction; 130 Ctrl-C. Partial results are printed and saved in every case.
     """
+    from mmsctl.config import max_response_bytes as answer_limit
     from mmsctl.loadtest.runner import BenchRequest, Hooks, run_bench
     from mmsctl.loadtest.sweep import Plan, parse_duration, parse_levels
 
@@ -266,6 +274,7 @@ def run_cmd(
             warmup_s=parse_duration(warmup, "warmup"),
             timeout_s=parse_duration(timeout, "timeout"),
             max_connections=max_connections,
+            max_response_bytes=max_response_bytes or answer_limit(),
             processes=_processes(processes),
         )
     ui = get_ui()

@@ -134,7 +134,7 @@ def _field(given: Optional[str], old: Optional[str]) -> Optional[str]:
 
 def _fleet_endpoint(fleet: str, region: Optional[str], inference: Optional[str]) -> tuple[str, str]:
     """The fleet's balancer URL (unless --inference names another, e.g. a DNS alias) and its region."""
-    from mmsctl.cloud._session import open_session
+    from mmsctl.cloud.aws.session import open_session
     from mmsctl.cloud.fleet.names import check_name
     from mmsctl.cloud.fleet.query import endpoint
 

@@ -60,7 +60,7 @@ INSTANCE_COLUMNS = (
 def aws_session(region: Optional[str], profile: Optional[str], dry_run: bool = False,
                 plan_without_aws: bool = False) -> Any:
     """The AWS session; a dry run that may plan without AWS (*plan_without_aws*) needs no region or credentials."""
-    from mmsctl.cloud._session import open_session
+    from mmsctl.cloud.aws.session import open_session
 
     return open_session(region=region, profile=profile, dry_run=dry_run, plan_without_aws=plan_without_aws)
 
@@ -123,19 +123,21 @@ def launch_cmd(
     Example: mmsctl ec2 launch --eia medium --models squeezenet --region us-west-2 --key-name me
     """
     check_output(output)
-    from mmsctl.cloud import ec2
-    from mmsctl.cloud.accelerators import choose
-    from mmsctl.cloud.userdata import parse_models, server_kind
+    from mmsctl.cloud.ec2.launch import launch
+    from mmsctl.cloud.ec2.query import wait_for_instances
+    from mmsctl.cloud.ec2.spec import LaunchRequest
+    from mmsctl.cloud.instance.accelerators import choose
+    from mmsctl.cloud.instance.userdata import parse_models, server_kind
 
     kind = server_kind(server)
     choice = choose(accelerator, eia)
     note_model_locations(models)
-    req = ec2.LaunchRequest(accelerator=choice, models=parse_models(models), instance_type=instance_type,
-                            subnet=subnet, key_name=key_name, ami=ami, count=count, server=kind,
-                            allow_cidrs=list(allow), name=name, pip_spec=pip_spec)
+    req = LaunchRequest(accelerator=choice, models=parse_models(models), instance_type=instance_type,
+                        subnet=subnet, key_name=key_name, ami=ami, count=count, server=kind,
+                        allow_cidrs=list(allow), name=name, pip_spec=pip_spec)
     ui = get_ui()
     aws = aws_session(region, profile, dry_run, plan_without_aws=True)
-    result = ec2.launch(aws, req)
+    result = launch(aws, req)
     for warning in result.warnings:
         ui.warn(warning)
     if dry_run:
@@ -149,7 +151,7 @@ def launch_cmd(
     if wait:
         ids = [str(r["id"]) for r in rows]
         ui.message(f"waiting for {', '.join(ids)} to run…")
-        rows = ec2.wait_for_instances(aws, ids)
+        rows = wait_for_instances(aws, ids)
         _wait_servers(rows, wait_timeout)
     if not render_data({**result.to_dict(), "instances": rows}, output):
         render_table(rows, INSTANCE_COLUMNS, wide=output == "wide")
@@ -158,7 +160,7 @@ def launch_cmd(
 
 
 def _wait_servers(rows: list[dict[str, Any]], timeout: float) -> None:
-    from mmsctl.cloud.ec2 import wait_for_server
+    from mmsctl.cloud.ec2.query import wait_for_server
     from mmsctl.errors import CloudError
 
     ui = get_ui()
@@ -184,7 +186,7 @@ def list_cmd(
 ) -> None:
     """List the instances mmsctl launched (found by their mmsctl:managed tag)."""
     check_output(output)
-    from mmsctl.cloud.ec2 import list_instances
+    from mmsctl.cloud.ec2.query import list_instances
 
     rows = list_instances(aws_session(region, profile), include_terminated=all_)
     if not render_data(rows, output):
@@ -201,7 +203,7 @@ def describe_cmd(
 ) -> None:
     """Show one mmsctl instance: state, addresses, accelerator, models, groups, role, tags."""
     check_output(output)
-    from mmsctl.cloud.ec2 import describe_instance
+    from mmsctl.cloud.ec2.query import describe_instance
 
     info = describe_instance(aws_session(region, profile), instance_id)
     if not render_data(info, output):
@@ -223,7 +225,7 @@ def terminate_cmd(
 ) -> None:
     """Terminate mmsctl instances (instances without the mmsctl:managed tag are refused)."""
     check_output(output)
-    from mmsctl.cloud.ec2 import terminate
+    from mmsctl.cloud.ec2.destroy import terminate
     from mmsctl.errors import UsageError
 
     if not instance_ids and not all_:  # before the AWS session: no region or credentials needed to say this
@@ -252,7 +254,7 @@ def ssh_config_cmd(
     identity_dir: str = typer.Option("~/.ssh", "--identity-dir", help="Where KEY.pem files live.", metavar="DIR"),
 ) -> None:
     """Print ~/.ssh/config entries for mmsctl instances (management port 8081 forwarded to localhost)."""
-    from mmsctl.cloud.ec2 import ssh_config
+    from mmsctl.cloud.ec2.query import ssh_config
 
     text = ssh_config(aws_session(region, profile), list(instance_ids or []), identity_dir=identity_dir)
     if not text:
@@ -273,7 +275,7 @@ def cleanup_cmd(
 ) -> None:
     """Delete the VPC endpoints, security groups, IAM role and instance profile mmsctl created, nothing else."""
     check_output(output)
-    from mmsctl.cloud.ec2 import cleanup
+    from mmsctl.cloud.ec2.destroy import cleanup
 
     aws = aws_session(region, profile, dry_run)
     result = cleanup(aws)
@@ -301,16 +303,9 @@ def user_data_cmd(
     pip_spec: Optional[str] = typer.Option(None, "--pip-spec", metavar="REQ"),
 ) -> None:
     """Print the boot script `launch` would pass to the instance (readable bash; no AWS call)."""
-    from mmsctl.cloud.accelerators import choose
-    from mmsctl.cloud.userdata import UserDataSpec, parse_models, render_user_data, server_kind
+    from mmsctl.cli.userdata import write_user_data
 
-    kind = server_kind(server)
-    choice = choose(accelerator, eia)
-    text = render_user_data(UserDataSpec(models=parse_models(models), server=kind,
-                                         accelerator=choice.label, pip_spec=pip_spec))
-    out = get_ui().out.file
-    out.write(text)
-    out.flush()
+    write_user_data(models, server, eia, accelerator, pip_spec)
 
 
 @ec2_app.command("cost")
@@ -341,8 +336,8 @@ def cost_cmd(
     (or --from-bench run.json: the peak OK/s of a saved `mmsctl bench` run)
     """
     check_output(output)
-    from mmsctl.cloud import cost
-    from mmsctl.cloud.accelerators import parse_eia
+    from mmsctl.cloud.aws import prices
+    from mmsctl.cloud.instance.accelerators import parse_eia
     from mmsctl.errors import UsageError
 
     if from_bench is not None:
@@ -358,17 +353,20 @@ def cost_cmd(
 
     title: Optional[str] = None
     if table_name:
-        title, rows = cost.table(table_name)
+        title, rows = prices.table(table_name)
     else:
-        if not instance_type or throughput is None:
-            raise UsageError("pass --instance-type and --throughput (or --table resnet152)")
+        missing = [flag for flag, given in (("--instance-type", bool(instance_type)), ("--throughput", throughput is not None))
+                   if not given]
+        if not instance_type or throughput is None:  # name only what is missing: the user gave the rest
+            raise UsageError(f"missing {' and '.join(missing)}: the cost needs an instance type and a throughput "
+                             "(or --from-bench run.json, or --table resnet152)")
         accel = parse_eia(eia) if eia else None
         instance_price = None
         if live and price is None:
             aws = aws_session(region or "us-east-1", profile)
-            instance_price = cost.live_price(aws, instance_type, aws.region)
+            instance_price = prices.live_price(aws, instance_type, aws.region)
             region = aws.region
-        rows = [cost.estimate(instance_type, throughput, accelerator=accel, price=price,
+        rows = [prices.estimate(instance_type, throughput, accelerator=accel, price=price,
                               instance_price=instance_price, region=region)]
     if render_data([r.to_dict() for r in rows], output):
         return

@@ -1,7 +1,8 @@
 """`models …`, `scale` and `ping` on a fleet context: find the members, call them all, one row each.
 
-A command in ``cli/models.py`` hands over here when its context is a fleet
-(:attr:`Context.is_fleet`). Members come from the context's static list, or,
+:class:`FleetTarget` is what ``cli/models.py`` picks, once per command, when its context is
+a fleet (:attr:`Context.is_fleet`); it offers the operations of a single server's target
+there, so no command branches on fleets itself. Members come from the context's static list, or,
 for ``context add --fleet NAME``, from the fleet's Auto Scaling group (in-service
 instances at their private addresses; boto3 is imported only then). A member
 that fails gets its row and its reason; then the command exits 4 naming it.
@@ -17,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from mmsctl.client.contexts import Context
     from mmsctl.client.fanout import FanOut, FleetClient, Member
 
-__all__ = ["describe", "fleet_members", "list_models", "ping", "register", "scale", "unregister"]
+__all__ = ["FleetTarget", "fleet_members"]
 
 
 def fleet_members(ctx: "Context") -> list["Member"]:
@@ -26,7 +27,7 @@ def fleet_members(ctx: "Context") -> list["Member"]:
 
     if ctx.members:
         return parse_members(ctx.members)
-    from mmsctl.cloud._session import open_session
+    from mmsctl.cloud.aws.session import open_session
     from mmsctl.cloud.fleet.query import members
     from mmsctl.errors import CloudError
 
@@ -36,15 +37,6 @@ def fleet_members(ctx: "Context") -> list["Member"]:
         raise CloudError(f"fleet {ctx.fleet!r} has no in-service instance to manage",
                          hint=f"`mmsctl fleet describe {ctx.fleet}` shows its instances")
     return found
-
-
-def _client(ctx: "Context", timeout: float) -> "FleetClient":
-    from mmsctl.client.fanout import FleetClient
-    from mmsctl.errors import UsageError
-
-    if timeout <= 0:
-        raise UsageError("--timeout must be more than 0")
-    return FleetClient(fleet_members(ctx), token_file=ctx.token_file, timeout=timeout)
 
 
 def _base(result: Any) -> dict[str, Any]:
@@ -62,116 +54,125 @@ def _finish(rows: list[dict[str, Any]], columns: tuple[Column, ...], output: str
     answers.check(what)
 
 
-_ERROR = Column("Error", "error")
-_URL = Column("URL", "url", wide=True)
-
-
-def list_models(ctx: "Context", *, output: str, limit: int, timeout: float) -> None:
-    answers = _client(ctx, timeout).list_models(limit=limit)
-    rows = []
-    for r in answers.results:
-        row = _base(r)
-        models = r.value or []
-        row.update(models=[m.to_dict() for m in models], _names=[m.name for m in models] if r.ok else None,
-                   _count=len(models) if r.ok else None, status="ok" if r.ok else "error")
-        rows.append(row)
-    columns = (Column("Member", "member"), Column("Status", "status"), Column("Models", "_names"),
-               Column("Count", "_count", justify="right", wide=True), _URL, _ERROR)
-    _finish(rows, columns, output, answers, "models list")
-
-
-def describe(ctx: "Context", model: str, version: Optional[str], *, output: str, timeout: float) -> None:
-    answers = _client(ctx, timeout).describe(model, version)
-    rows = []
-    for r in answers.results:
-        row = _base(r)
-        details = r.value or []
-        detail = details[0] if details else None
-        row.update(
-            status="ok" if r.ok else "error",
-            describe=([d.raw for d in details] if version == "all" else (detail.raw if detail else None)),
-            _version=detail.version if detail else None,
-            _workers=f"{detail.ready_workers}/{len(detail.workers)}" if detail else None,
-            _min=detail.min_workers if detail else None, _max=detail.max_workers if detail else None,
-            _batch=detail.batch_size if detail else None,
-        )
-        rows.append(row)
-    columns = (Column("Member", "member"), Column("Status", "status"), Column("Version", "_version"),
-               Column("Workers", "_workers", justify="right"), Column("Min", "_min", justify="right"),
-               Column("Max", "_max", justify="right"), Column("Batch", "_batch", justify="right", wide=True),
-               _URL, _ERROR)
-    _finish(rows, columns, output, answers, f"models describe {model}")
-
-
-_WRITE_COLUMNS = (Column("Member", "member"), Column("Status", "status"), Column("Message", "message"), _URL, _ERROR)
-
-
-def register(ctx: "Context", location: str, *, output: str, timeout: float, options: dict[str, Any]) -> None:
-    answers = _client(ctx, timeout).register(location, timeout=timeout, **options)
-    rows = []
-    for r in answers.results:
-        row = _base(r)
-        row.update(status=("failed" if not r.ok else "accepted" if r.value and r.value.in_progress else "registered"),
-                   message=r.value.message if r.value else None, httpStatus=r.value.status if r.value else None)
-        rows.append(row)
-    _finish(rows, _WRITE_COLUMNS, _table_or(output), answers, f"models register {location}")
-
-
-def unregister(ctx: "Context", model: str, version: Optional[str], *, output: str, timeout: float) -> None:
-    answers = _client(ctx, timeout).unregister(model, version, timeout=timeout)
-    rows = []
-    for r in answers.results:
-        row = _base(r)
-        row.update(status=("failed" if not r.ok else "unregistering" if r.value and r.value.in_progress
-                           else "unregistered"),
-                   message=r.value.message if r.value else None, httpStatus=r.value.status if r.value else None)
-        rows.append(row)
-    _finish(rows, _WRITE_COLUMNS, _table_or(output), answers, f"models unregister {model}")
-
-
-def scale(ctx: "Context", model: str, min_workers: int, max_workers: Optional[int], *, version: Optional[str],
-          wait: bool, timeout: float, output: str) -> None:
-    fleet = _client(ctx, min(timeout, 30.0))
-    if wait and not get_ui().quiet:
-        get_ui().message(f"scaling {model} to {min_workers} workers on {len(fleet.members)} members…")
-    answers = fleet.scale(model, min_workers, max_workers, version=version, wait=wait, timeout=timeout)
-    rows = []
-    for r in answers.results:
-        row = _base(r)
-        value = r.value
-        status = "failed" if value is None else (
-            "scaled" if value.waited or not value.in_progress else "scaling")
-        row.update(status=status, scale=value.to_dict() if value else None,
-                   _ready=value.ready if value and value.waited else None)
-        rows.append(row)
-    columns = (Column("Member", "member"), Column("Status", "status"), Column("Ready", "_ready", justify="right"),
-               _URL, _ERROR)
-    _finish(rows, columns, _table_or(output), answers, f"scale {model}")
-
-
-def ping(ctx: "Context", *, output: str, timeout: float) -> None:
-    from mmsctl.client.fanout import FleetClient, Member
-
-    fleet = _client(ctx, timeout)
-    if ctx.inference_url and ctx.inference_url not in {m.inference_url for m in fleet.members}:
-        # The balancer (or whatever `predict --context` calls) is checked beside the members.
-        fleet = FleetClient([*fleet.members, Member("(balancer)", "", ctx.inference_url)],
-                            token_file=ctx.token_file, timeout=timeout)
-    answers = fleet.ping()
-    rows = []
-    for r in answers.results:
-        row = _base(r)
-        row["url"] = r.member.inference_url
-        if r.value is not None:
-            row.update(r.value.to_dict(), url=r.member.inference_url)
-            row["_latency"] = None if r.value.latency_ms is None else f"{r.value.latency_ms:.0f} ms"
-        rows.append(row)
-    columns = (Column("Member", "member"), Column("URL", "url"), Column("Status", "status"),
-               Column("Server", "server"), Column("Latency", "_latency", justify="right"),
-               Column("Version", "version", wide=True))
-    _finish(rows, columns, output, answers, "ping")
-
-
 def _table_or(output: str) -> str:
     """Write commands take text|json|yaml; on a fleet, text is the per-member table."""
     return "table" if output == "text" else output
+
+
+_ERROR = Column("Error", "error")
+_URL = Column("URL", "url", wide=True)
+_WRITE_COLUMNS = (Column("Member", "member"), Column("Status", "status"), Column("Message", "message"), _URL, _ERROR)
+
+
+class FleetTarget:
+    """A fleet context's members, each command on all of them: one row per member, exit 4 naming
+    the failed ones. *timeout* is the command's ``--timeout`` (checked by the caller)."""
+
+    def __init__(self, ctx: "Context", timeout: float) -> None:
+        self.ctx = ctx
+        self.timeout = timeout
+
+    def _client(self, timeout: Optional[float] = None) -> "FleetClient":
+        from mmsctl.client.fanout import FleetClient
+
+        return FleetClient(fleet_members(self.ctx), token_file=self.ctx.token_file,
+                           timeout=self.timeout if timeout is None else timeout)
+
+    def list_models(self, *, output: str, limit: int) -> None:
+        answers = self._client().list_models(limit=limit)
+        rows = []
+        for r in answers.results:
+            row = _base(r)
+            models = r.value or []
+            row.update(models=[m.to_dict() for m in models], _names=[m.name for m in models] if r.ok else None,
+                       _count=len(models) if r.ok else None, status="ok" if r.ok else "error")
+            rows.append(row)
+        columns = (Column("Member", "member"), Column("Status", "status"), Column("Models", "_names"),
+                   Column("Count", "_count", justify="right", wide=True), _URL, _ERROR)
+        _finish(rows, columns, output, answers, "models list")
+
+    def describe(self, model: str, version: Optional[str], *, output: str) -> None:
+        answers = self._client().describe(model, version)
+        rows = []
+        for r in answers.results:
+            row = _base(r)
+            details = r.value or []
+            detail = details[0] if details else None
+            row.update(
+                status="ok" if r.ok else "error",
+                describe=([d.raw for d in details] if version == "all" else (detail.raw if detail else None)),
+                _version=detail.version if detail else None,
+                _workers=f"{detail.ready_workers}/{len(detail.workers)}" if detail else None,
+                _min=detail.min_workers if detail else None, _max=detail.max_workers if detail else None,
+                _batch=detail.batch_size if detail else None,
+            )
+            rows.append(row)
+        columns = (Column("Member", "member"), Column("Status", "status"), Column("Version", "_version"),
+                   Column("Workers", "_workers", justify="right"), Column("Min", "_min", justify="right"),
+                   Column("Max", "_max", justify="right"), Column("Batch", "_batch", justify="right", wide=True),
+                   _URL, _ERROR)
+        _finish(rows, columns, output, answers, f"models describe {model}")
+
+    def register(self, location: str, options: dict[str, Any], *, output: str) -> None:
+        answers = self._client().register(location, timeout=self.timeout, **options)
+        rows = []
+        for r in answers.results:
+            row = _base(r)
+            row.update(status=("failed" if not r.ok else "accepted" if r.value and r.value.in_progress
+                               else "registered"),
+                       message=r.value.message if r.value else None, httpStatus=r.value.status if r.value else None)
+            rows.append(row)
+        _finish(rows, _WRITE_COLUMNS, _table_or(output), answers, f"models register {location}")
+
+    def unregister(self, model: str, version: Optional[str], *, output: str) -> None:
+        answers = self._client().unregister(model, version, timeout=self.timeout)
+        rows = []
+        for r in answers.results:
+            row = _base(r)
+            row.update(status=("failed" if not r.ok else "unregistering" if r.value and r.value.in_progress
+                               else "unregistered"),
+                       message=r.value.message if r.value else None, httpStatus=r.value.status if r.value else None)
+            rows.append(row)
+        _finish(rows, _WRITE_COLUMNS, _table_or(output), answers, f"models unregister {model}")
+
+    def scale(self, model: str, min_workers: int, max_workers: Optional[int], *, version: Optional[str],
+              wait: bool, output: str) -> None:
+        fleet = self._client(min(self.timeout, 30.0))
+        if wait and not get_ui().quiet:
+            get_ui().message(f"scaling {model} to {min_workers} workers on {len(fleet.members)} members…")
+        answers = fleet.scale(model, min_workers, max_workers, version=version, wait=wait, timeout=self.timeout)
+        rows = []
+        for r in answers.results:
+            row = _base(r)
+            value = r.value
+            status = "failed" if value is None else (
+                "scaled" if value.waited or not value.in_progress else "scaling")
+            row.update(status=status, scale=value.to_dict() if value else None,
+                       _ready=value.ready if value and value.waited else None)
+            rows.append(row)
+        columns = (Column("Member", "member"), Column("Status", "status"),
+                   Column("Ready", "_ready", justify="right"), _URL, _ERROR)
+        _finish(rows, columns, _table_or(output), answers, f"scale {model}")
+
+    def ping(self, *, output: str) -> None:
+        from mmsctl.client.fanout import FleetClient, Member
+
+        fleet = self._client()
+        ctx = self.ctx
+        if ctx.inference_url and ctx.inference_url not in {m.inference_url for m in fleet.members}:
+            # The balancer (or whatever `predict --context` calls) is checked beside the members.
+            fleet = FleetClient([*fleet.members, Member("(balancer)", "", ctx.inference_url)],
+                                token_file=ctx.token_file, timeout=self.timeout)
+        answers = fleet.ping()
+        rows = []
+        for r in answers.results:
+            row = _base(r)
+            row["url"] = r.member.inference_url
+            if r.value is not None:
+                row.update(r.value.to_dict(), url=r.member.inference_url)
+                row["_latency"] = None if r.value.latency_ms is None else f"{r.value.latency_ms:.0f} ms"
+            rows.append(row)
+        columns = (Column("Member", "member"), Column("URL", "url"), Column("Status", "status"),
+                   Column("Server", "server"), Column("Latency", "_latency", justify="right"),
+                   Column("Version", "version", wide=True))
+        _finish(rows, columns, output, answers, "ping")

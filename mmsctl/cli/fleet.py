@@ -115,9 +115,9 @@ def create_cmd(
     Example: mmsctl fleet create prod --models squeezenet --min 2 --max 10 --wait
     """
     check_output(output)
-    from mmsctl.cloud.accelerators import choose
+    from mmsctl.cloud.instance.accelerators import choose
     from mmsctl.cloud.fleet.create import FleetRequest, create
-    from mmsctl.cloud.userdata import parse_models, server_kind
+    from mmsctl.cloud.instance.userdata import parse_models, server_kind
 
     note_model_locations(models)
     req = FleetRequest(
@@ -347,8 +347,7 @@ def ssh_config_cmd(
     local_port: int = LocalPortOpt,
 ) -> None:
     """Print ~/.ssh/config entries that forward each member's APIs to localhost (`fleet tunnel` opens them)."""
-    from mmsctl.cloud import tunnels
-    from mmsctl.cloud.ec2 import ssh_host_block
+    from mmsctl.cloud.instance import tunnels
 
     rows = _members_to_tunnel(aws_session(region, profile), name)
     if not rows:
@@ -356,8 +355,8 @@ def ssh_config_cmd(
         return
     with _TUNNEL_WORDS.applied():
         targets = tunnels.plan(rows, local_port)
-    blocks = [ssh_host_block(f"mmsctl-fleet-{name}-{t.member}", t.host, key=t.key_name, identity_dir=identity_dir,
-                             forwards=[(f.local, f.remote) for f in t.forwards]) for t in targets]
+    blocks = [tunnels.ssh_host_block(f"mmsctl-fleet-{name}-{t.member}", t.host, key=t.key_name, identity_dir=identity_dir,
+                                     forwards=[(f.local, f.remote) for f in t.forwards]) for t in targets]
     text = "\n\n".join(blocks) + (
         f"\n\n# or let mmsctl open these tunnels (and the context) until Ctrl+C: mmsctl fleet tunnel {name}"
         + (f" --local-port {local_port}" if local_port != 18080 else "")
@@ -398,8 +397,8 @@ def tunnel_cmd(
     """
     import signal
 
-    from mmsctl.cloud import tunnels
-    from mmsctl.cloud.errors import ResourceNotFound
+    from mmsctl.cloud.instance import tunnels
+    from mmsctl.cloud.aws.errors import ResourceNotFound
     from mmsctl.errors import UsageError
 
     if via not in ("ssh", "ssm"):
@@ -471,16 +470,9 @@ def user_data_cmd(
     pip_spec: Optional[str] = typer.Option(None, "--pip-spec", metavar="REQ"),
 ) -> None:
     """Print the boot script a fleet's launch template carries (management API on the private address)."""
-    from mmsctl.cloud.accelerators import choose
-    from mmsctl.cloud.userdata import UserDataSpec, parse_models, render_user_data, server_kind
+    from mmsctl.cli.userdata import write_user_data
 
-    kind = server_kind(server)
-    text = render_user_data(UserDataSpec(models=parse_models(models), server=kind,
-                                         accelerator=choose(accelerator, eia).label, pip_spec=pip_spec,
-                                         management_host="0.0.0.0"))
-    out = get_ui().out.file
-    out.write(text)
-    out.flush()
+    write_user_data(models, server, eia, accelerator, pip_spec, management_host="0.0.0.0")
 
 
 @fleet_app.command("cost")
@@ -512,8 +504,8 @@ def cost_cmd(
     check_output(output)
     from pathlib import Path
 
-    from mmsctl.cloud import cost
-    from mmsctl.cloud.accelerators import parse_eia
+    from mmsctl.cloud.aws import prices
+    from mmsctl.cloud.instance.accelerators import parse_eia
     from mmsctl.errors import UsageError
 
     if (from_bench is None) == (throughput is None):
@@ -537,7 +529,7 @@ def cost_cmd(
         counts = counts or [n for n in (info["min"], info["desired"], info["max"]) if n]
     if not instance_type:
         raise UsageError("pass a fleet NAME, or --instance-type and --count")
-    rows = cost.fleet_estimate(instance_type, per_instance, list(counts) or [1], accelerator=accel, price=price)
+    rows = prices.fleet_estimate(instance_type, per_instance, list(counts) or [1], accelerator=accel, price=price)
     if render_data([r.to_dict() for r in rows], output):
         return
     table = [{"instances": r.instances, "hourly": f"${r.hourly_price:.3f}/h", "monthly": f"${r.monthly_price:,.0f}",

@@ -37,7 +37,7 @@ FUNCTION_COLUMNS = (
     Column("Version", "model_version", wide=True),
     Column("Modified", "last_modified", wide=True),
 )
-#: How each command names the core's arguments (mmsctl/cloud/lambda_*.py, mmsctl/serverless/), and its fixes.
+#: How each command names the core's arguments (mmsctl/cloud/function/, mmsctl/serverless/), and its fixes.
 _BUILD_WORDS = CommandWords(flags={"model_version": "--s3-version", "push": "--push"},
                             hints=(("out", "pass --force to replace it, or another --out"),))
 _DEPLOY_WORDS = CommandWords(
@@ -100,7 +100,7 @@ def build_cmd(
                               "(repository mmsctl-lambda/NAME)."),
     name: Optional[str] = typer.Option(None, "--name", metavar="NAME", help="The function the image is for "
                                        "(with --push)."),
-    tag: str = typer.Option("latest", "--tag", help="Image tag to push."),
+    tag: str = typer.Option("latest", "--tag", metavar="TAG", help="Image tag to push."),
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
     dry_run: bool = typer.Option(False, "--dry-run", help="With --push: print the AWS calls and commands only."),
@@ -116,11 +116,11 @@ def build_cmd(
     if push:
         if not name:
             raise UsageError("--push needs --name NAME (it pushes to the ECR repository mmsctl-lambda/NAME)")
-        from mmsctl.cloud.lambda_spec import check_function_name
+        from mmsctl.cloud.function.spec import check_function_name
 
         check_function_name(name)
-    from mmsctl.cloud.lambda_build import find_container_tool, push_image, write_build_context
-    from mmsctl.cloud.errors import ContainerToolError
+    from mmsctl.cloud.function.build import find_container_tool, push_image, write_build_context
+    from mmsctl.cloud.aws.errors import ContainerToolError
 
     ui = get_ui()
     ctx = write_build_context(model, out, model_version=model_version, force=force)
@@ -137,7 +137,7 @@ def build_cmd(
     ui.message(f"build context for {model} written to {ctx.path} (handler {ctx.handler}, "
                + ("model baked in" if ctx.baked else f"model from {ctx.model_location}") + ")")
     if push:
-        from mmsctl.cloud.lambda_build import ContainerTool
+        from mmsctl.cloud.function.build import ContainerTool
 
         assert name is not None
         aws = aws_session(region, profile, dry_run)
@@ -164,8 +164,8 @@ def deploy_cmd(
                               "bucket), or s3://bucket/key[?versionId=V]."),
     image: Optional[str] = typer.Option(None, "--image", metavar="URI", help="ECR image (default: "
                                         "mmsctl-lambda/NAME:latest, pushed by `lambda build --push`)."),
-    model_source: str = typer.Option("s3", "--model-source", help="s3: load MODEL from S3 at start; "
-                                     "image: MODEL is baked into --image."),
+    model_source: str = typer.Option("s3", "--model-source", metavar="[s3|image]",
+                                     help="s3: load MODEL from S3 at start; image: MODEL is baked into --image."),
     model_bucket: Optional[str] = typer.Option(None, "--model-bucket", metavar="BUCKET",
                                                help="Bucket for the archive (default: one deploy creates)."),
     memory: int = typer.Option(1024, "--memory", help="MB (128-10240).", metavar="MB"),
@@ -194,14 +194,15 @@ def deploy_cmd(
     Example: mmsctl lambda deploy kitten --model squeezenet --input-bucket in --output-bucket out --warm 5m
     """
     check_output(output)
-    from mmsctl.cloud.lambda_spec import DEFAULT_SUFFIXES, DeploySpec
+    from mmsctl.cloud.function.spec import DEFAULT_SUFFIXES, DeploySpec
 
     spec = DeploySpec(name=name, model=model, image=image, memory=memory, timeout=timeout,
                       input_bucket=input_bucket, output_bucket=output_bucket, input_prefix=input_prefix,
                       output_prefix=output_prefix, suffixes=tuple(suffixes) or DEFAULT_SUFFIXES, url=url,
                       public=public, warm=warm, provisioned=provisioned, model_bucket=model_bucket,
                       model_source=model_source).check()
-    from mmsctl.cloud.lambda_deploy import deploy, resolve_model_file
+    from mmsctl.cloud.function.deploy.model import resolve_model_file
+    from mmsctl.cloud.function.deploy.run import deploy
 
     model_file = None
     if spec.model_source == "s3" and not model.startswith("s3://"):
@@ -264,8 +265,8 @@ def invoke_cmd(
     given = [x for x in (image, url, s3) if x is not None]
     if len(given) != 1:
         raise UsageError("give one of IMAGE, --url URL or --s3 FILE")
-    from mmsctl.cloud import lambda_invoke as inv
-    from mmsctl.cloud.lambda_spec import check_lambda_name
+    from mmsctl.cloud.function import invoke as inv
+    from mmsctl.cloud.function.spec import check_lambda_name
 
     check_lambda_name(name)
     if s3 is not None:
@@ -321,8 +322,8 @@ def logs_cmd(
     """Print the function's CloudWatch log events (REPORT lines included)."""
     from datetime import datetime, timezone
 
-    from mmsctl.cloud.lambda_logs import log_events, parse_since
-    from mmsctl.cloud.lambda_spec import check_lambda_name
+    from mmsctl.cloud.function.logs import log_events, parse_since
+    from mmsctl.cloud.function.spec import check_lambda_name
 
     check_lambda_name(name)
     seconds = parse_since(since)
@@ -341,7 +342,7 @@ def logs_cmd(
 def list_cmd(region: Optional[str] = RegionOpt, profile: Optional[str] = ProfileOpt, output: str = OutputOpt) -> None:
     """List the functions mmsctl deployed (found by their mmsctl:lambda tag)."""
     check_output(output)
-    from mmsctl.cloud.lambda_ops import list_functions
+    from mmsctl.cloud.function.query import list_functions
 
     rows = list_functions(aws_session(region, profile))
     if not render_data(rows, output):
@@ -353,7 +354,7 @@ def describe_cmd(name: str = typer.Argument(..., metavar="NAME"), region: Option
                  profile: Optional[str] = ProfileOpt, output: str = OutputOpt) -> None:
     """Show one function: image, model, role, URL, S3 trigger, schedule, permissions, tags."""
     check_output(output)
-    from mmsctl.cloud.lambda_ops import describe_function
+    from mmsctl.cloud.function.query import describe_function
 
     info = describe_function(aws_session(region, profile), name)
     if not render_data(info, output):
@@ -371,8 +372,8 @@ def destroy_cmd(
 ) -> None:
     """Remove everything deploy made for NAME, in reverse order; a second destroy changes nothing."""
     check_output(output)
-    from mmsctl.cloud.lambda_destroy import destroy
-    from mmsctl.cloud.lambda_spec import check_function_name
+    from mmsctl.cloud.function.destroy import destroy
+    from mmsctl.cloud.function.spec import check_function_name
 
     check_function_name(name)
     aws = aws_session(region, profile, dry_run)
@@ -428,7 +429,7 @@ def run_local_cmd(
     The environment is the deployed function's (or --model / --build DIR). Example:
     mmsctl lambda run-local kitten --s3-put s3://in/cats/kitten.jpg
     """
-    from mmsctl.cloud.lambda_spec import check_lambda_name
+    from mmsctl.cloud.function.spec import check_lambda_name
     from mmsctl.serverless import run_local as local
 
     check_lambda_name(name)
@@ -478,11 +479,11 @@ def cost_cmd(
     Example: mmsctl lambda cost --memory 1024 --duration-ms 1180 --table resnet152
     """
     check_output(output)
-    from mmsctl.cloud import cost
+    from mmsctl.cloud.aws import prices
 
-    row = cost.lambda_estimate(memory, duration_ms, requests)
-    ec2_rows = cost.table(table_name)[1] if table_name else []
-    title = cost.table(table_name)[0] + " + Lambda" if table_name else None
+    row = prices.lambda_estimate(memory, duration_ms, requests)
+    ec2_rows = prices.table(table_name)[1] if table_name else []
+    title = prices.table(table_name)[0] + " + Lambda" if table_name else None
     if render_data([*(r.to_dict() for r in ec2_rows), row.to_dict()], output):
         return
     data = [{"setup": r.label, "price": f"${r.hourly_price:.3f}/h", "throughput": f"{r.throughput:.2f} req/s",

@@ -7,13 +7,15 @@
     mmsctl scale sq --min-workers 4 --wait
     mmsctl ping [--all]
 
-On a fleet context (`context add --members …` or `--fleet NAME`) each of these runs on
-every member at once and prints one row per member (cli/fanout.py).
+Each command picks its target once (:func:`_target`): the one server of its context
+(:class:`ServerTarget`), or on a fleet context (`context add --members …` or `--fleet NAME`)
+every member at once, one row per member (:class:`~mmsctl.cli.fanout.FleetTarget`). Both
+offer the same operations, so a command calls one method and never branches on fleets.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 import typer
 
@@ -24,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from mmsctl.client.contexts import Context
     from mmsctl.client.management import ManagementClient, ModelDetail
 
-__all__ = ["complete_model_names", "context_name", "register"]
+__all__ = ["ServerTarget", "Target", "complete_model_names", "context_name", "register"]
 
 models_app = typer.Typer(
     name="models",
@@ -68,23 +70,35 @@ def _context(explicit: Optional[str]) -> "Context":
     return resolve_context(context_name(explicit))
 
 
-def _fleet(explicit: Optional[str]) -> Optional["Context"]:
-    """The context when it is a fleet (the command then fans out), else None."""
+class Target(Protocol):
+    """What a command runs on: one server, or every member of a fleet (cli/fanout.py)."""
+
+    def list_models(self, *, output: str, limit: int) -> None: ...
+
+    def describe(self, model: str, version: Optional[str], *, output: str) -> None: ...
+
+    def register(self, location: str, options: dict[str, Any], *, output: str) -> None: ...
+
+    def unregister(self, model: str, version: Optional[str], *, output: str) -> None: ...
+
+    def scale(self, model: str, min_workers: int, max_workers: Optional[int], *, version: Optional[str],
+              wait: bool, output: str) -> None: ...
+
+    def ping(self, *, output: str) -> None: ...
+
+
+def _target(explicit: Optional[str], timeout: float) -> Target:
+    """The command's target, decided once: its context's server, or the fleet's members."""
+    _checked(timeout)
     ctx = _context(explicit)
-    return ctx if ctx.is_fleet else None
+    if ctx.is_fleet:
+        from mmsctl.cli.fanout import FleetTarget
+
+        return FleetTarget(ctx, timeout)
+    return ServerTarget(ctx, timeout)
 
 
-def _management(explicit: Optional[str], timeout: float) -> "ManagementClient":
-    from mmsctl.client.management import ManagementClient
-
-    if timeout <= 0:
-        from mmsctl.errors import UsageError
-
-        raise UsageError("--timeout must be more than 0")
-    return ManagementClient(_context(explicit), timeout=timeout)
-
-
-# --- models list / describe ---
+# --- the commands: each picks its target once and calls one method ---
 
 _LIST_COLUMNS = (
     Column("Name", "modelName"),
@@ -107,51 +121,7 @@ def list_models(
 ) -> None:
     """List the models registered on the server (every page). `-o wide` adds workers and batch size."""
     check_output(output)
-    fleet = _fleet(context)
-    if fleet is not None:
-        from mmsctl.cli import fanout
-
-        return fanout.list_models(fleet, output=output, limit=page_size, timeout=timeout)
-    with _management(context, timeout) as client:
-        rows: list[dict[str, Any]] = [m.to_dict() for m in client.list_models(limit=page_size)]
-        if output == "wide":
-            for row in rows:
-                detail = client.describe(row["modelName"])
-                row.update(
-                    modelVersion=detail.version,
-                    workersH=f"{detail.ready_workers}/{len(detail.workers)}",
-                    batchSize=detail.batch_size,
-                )
-    if render_data(rows, output):
-        return
-    if not rows:
-        get_ui().message(f"no models on {client.server}")
-        return
-    render_table(rows, _LIST_COLUMNS, wide=output == "wide")
-
-
-_WORKER_COLUMNS = (
-    Column("Worker", "id"),
-    Column("Status", "status"),
-    Column("Started", "start_time"),
-    Column("GPU", "gpu"),
-    Column("Memory", "memory", justify="right"),
-    Column("PID", "pid", wide=True, justify="right"),
-)
-
-
-def _describe_rows(detail: "ModelDetail") -> list[dict[str, Any]]:
-    return [
-        {"key": "Name", "value": detail.name},
-        {"key": "Version", "value": detail.version},
-        {"key": "URL", "value": detail.url},
-        {"key": "Runtime", "value": detail.runtime},
-        {"key": "Workers", "value": f"{detail.ready_workers} ready / {len(detail.workers)} "
-         f"(min {detail.min_workers}, max {detail.max_workers})"},
-        {"key": "Batch size", "value": detail.batch_size},
-        {"key": "Max batch delay", "value": None if detail.max_batch_delay is None else f"{detail.max_batch_delay} ms"},
-        {"key": "Response timeout", "value": None if detail.response_timeout is None else f"{detail.response_timeout} s"},
-    ]
+    _target(context, timeout).list_models(output=output, limit=page_size)
 
 
 @models_app.command("describe")
@@ -166,37 +136,7 @@ def describe(
 ) -> None:
     """Show a model's settings and its workers (status, start time, memory)."""
     check_output(output)
-    fleet = _fleet(context)
-    if fleet is not None:
-        from mmsctl.cli import fanout
-
-        return fanout.describe(fleet, model, version, output=output, timeout=timeout)
-    with _management(context, timeout) as client:
-        details = client.describe_all(model, version)
-    if version == "all":
-        data: Any = [d.raw for d in details]
-    else:
-        data = details[0].raw
-    if render_data(data, output):
-        return
-    ui = get_ui()
-    for i, detail in enumerate(details if version == "all" else details[:1]):
-        if i:
-            ui.out.print()
-        render_table(_describe_rows(detail), (Column("Field", "key"), Column("Value", "value")))
-        if detail.workers:
-            ui.out.print()
-            rows = [
-                {
-                    "id": w.id, "status": w.status, "start_time": w.start_time,
-                    "gpu": "yes" if w.gpu else "no", "memory": human_size(w.memory_usage), "pid": w.pid,
-                }
-                for w in detail.workers
-            ]
-            render_table(rows, _WORKER_COLUMNS, wide=output == "wide")
-
-
-# --- models register / unregister ---
+    _target(context, timeout).describe(model, version, output=output)
 
 
 @models_app.command("register")
@@ -231,30 +171,10 @@ def register_model(
 ) -> None:
     """Register a model archive on the server (POST /models)."""
     check_output(output, ("text", "json", "yaml"))
-    fleet = _fleet(context)
-    if fleet is not None:
-        from mmsctl.cli import fanout
-
-        return fanout.register(fleet, location, output=output, timeout=timeout, options=dict(
-            model_name=name, handler=handler, runtime=runtime, batch_size=batch_size,
-            max_batch_delay=max_batch_delay, initial_workers=initial_workers,
-            response_timeout=response_timeout, synchronous=synchronous))
-    with _management(context, timeout) as client:
-        result = client.register(
-            location, model_name=name, handler=handler, runtime=runtime, batch_size=batch_size,
-            max_batch_delay=max_batch_delay, initial_workers=initial_workers,
-            response_timeout=response_timeout, synchronous=synchronous, timeout=timeout,
-        )
-        server = client.server
-    if result.note:
-        get_ui().warn(result.note)
-    data = {"status": result.status, "message": result.message, "location": location,
-            "modelName": result.model or name}
-    if render_data(data, output):
-        return
-    label = result.model or location
-    state = "accepted, loading in the background" if result.in_progress else "registered"
-    _answer(f"{label} {state} on {server}" + (f" (from {location})" if label != location else ""))
+    options = dict(model_name=name, handler=handler, runtime=runtime, batch_size=batch_size,
+                   max_batch_delay=max_batch_delay, initial_workers=initial_workers,
+                   response_timeout=response_timeout, synchronous=synchronous)
+    _target(context, timeout).register(location, options, output=output)
 
 
 @models_app.command("unregister")
@@ -267,29 +187,7 @@ def unregister_model(
 ) -> None:
     """Unregister a model (DELETE /models/MODEL), stopping its workers."""
     check_output(output, ("text", "json", "yaml"))
-    fleet = _fleet(context)
-    if fleet is not None:
-        from mmsctl.cli import fanout
-
-        return fanout.unregister(fleet, model, version, output=output, timeout=timeout)
-    with _management(context, timeout) as client:
-        result = client.unregister(model, version)
-        server = client.server
-    if render_data({"status": result.status, "message": result.message, "modelName": model, "version": version},
-                   output):
-        return
-    state = "unregistering" if result.in_progress else "unregistered"
-    _answer(f"{model}{'/' + version if version else ''} {state} on {server}")
-
-
-def _answer(text: str) -> None:
-    """The one result line of a write command, on stdout (like kubectl's "scaled")."""
-    out = get_ui().out
-    out.file.write(text + "\n")
-    out.file.flush()
-
-
-# --- scale ---
+    _target(context, timeout).unregister(model, version, output=output)
 
 
 def scale(
@@ -308,45 +206,7 @@ def scale(
         from mmsctl.errors import UsageError
 
         raise UsageError(f"--max-workers ({max_workers}) is below --min-workers ({min_workers})")
-    fleet = _fleet(context)
-    if fleet is not None:
-        from mmsctl.cli import fanout
-
-        return fanout.scale(fleet, model, min_workers, max_workers, version=version, wait=wait,
-                            timeout=timeout, output=output)
-    ui = get_ui()
-    with _management(context, min(timeout, 30.0)) as client:
-        if wait and not ui.quiet and ui.err.is_terminal:
-            with ui.err.status(f"scaling {model} to {min_workers} workers…") as status:
-                def progress(detail: "ModelDetail") -> None:
-                    status.update(f"scaling {model}: {detail.ready_workers}/{min_workers} workers ready…")
-
-                result = client.scale(model, min_workers, max_workers, version=version, wait=True,
-                                      timeout=timeout, on_progress=progress)
-        else:
-            result = client.scale(model, min_workers, max_workers, version=version, wait=wait, timeout=timeout)
-    if render_data(result.to_dict(), output):
-        return
-    noun = "worker" if min_workers == 1 else "workers"
-    if result.waited:
-        _answer(f"{model} scaled to {min_workers} {noun} ({result.ready} ready)")
-    elif result.in_progress:
-        _answer(f"{model} scaling to {min_workers} {noun} (the server is starting them; --wait waits)")
-    else:
-        _answer(f"{model} scaled to {min_workers} {noun}")
-
-
-# --- ping ---
-
-_PING_COLUMNS = (
-    Column("Context", "context"),
-    Column("URL", "url"),
-    Column("Status", "status"),
-    Column("Server", "server"),
-    Column("Latency", "latency", justify="right"),
-    Column("Version", "version", wide=True),
-    Column("Source", "source", wide=True),
-)
+    _target(context, timeout).scale(model, min_workers, max_workers, version=version, wait=wait, output=output)
 
 
 def ping(
@@ -362,23 +222,189 @@ def ping(
     every member (and the balancer), exit 4 when some of them fail.
     """
     check_output(output)
-    fleet = None if all_contexts else _fleet(context)
-    if fleet is not None:
-        from mmsctl.cli import fanout
+    if all_contexts:
+        _ping_servers(_every_context(), output=output, timeout=_checked(timeout))
+    else:
+        _target(context, timeout).ping(output=output)
 
-        return fanout.ping(fleet, output=output, timeout=timeout)
+
+# --- one server ---
+
+_WORKER_COLUMNS = (
+    Column("Worker", "id"),
+    Column("Status", "status"),
+    Column("Started", "start_time"),
+    Column("GPU", "gpu"),
+    Column("Memory", "memory", justify="right"),
+    Column("PID", "pid", wide=True, justify="right"),
+)
+
+
+def _describe_rows(detail: "ModelDetail") -> list[dict[str, Any]]:
+    return [
+        {"key": "Name", "value": detail.name},
+        {"key": "Version", "value": detail.version},
+        {"key": "URL", "value": detail.url},
+        {"key": "Runtime", "value": detail.runtime},
+        {"key": "Workers", "value": f"{detail.ready_workers} ready / {len(detail.workers)} "
+         f"(min {detail.min_workers}, max {detail.max_workers})"},
+        {"key": "Batch size", "value": detail.batch_size},
+        {"key": "Max batch delay", "value": None if detail.max_batch_delay is None else f"{detail.max_batch_delay} ms"},
+        {"key": "Response timeout", "value": None if detail.response_timeout is None else f"{detail.response_timeout} s"},
+    ]
+
+
+def _render_details(details: list["ModelDetail"], version: Optional[str], output: str) -> None:
+    """Describe's table(s): the settings, then the workers, per version shown."""
+    ui = get_ui()
+    for i, detail in enumerate(details if version == "all" else details[:1]):
+        if i:
+            ui.out.print()
+        render_table(_describe_rows(detail), (Column("Field", "key"), Column("Value", "value")))
+        if detail.workers:
+            ui.out.print()
+            rows = [
+                {
+                    "id": w.id, "status": w.status, "start_time": w.start_time,
+                    "gpu": "yes" if w.gpu else "no", "memory": human_size(w.memory_usage), "pid": w.pid,
+                }
+                for w in detail.workers
+            ]
+            render_table(rows, _WORKER_COLUMNS, wide=output == "wide")
+
+
+def _answer(text: str) -> None:
+    """The one result line of a write command, on stdout (like kubectl's "scaled")."""
+    out = get_ui().out
+    out.file.write(text + "\n")
+    out.file.flush()
+
+
+class ServerTarget:
+    """The one server of a context; *timeout* is the command's ``--timeout`` (checked by the caller)."""
+
+    def __init__(self, ctx: "Context", timeout: float) -> None:
+        self.ctx = ctx
+        self.timeout = timeout
+
+    def _management(self, timeout: Optional[float] = None) -> "ManagementClient":
+        from mmsctl.client.management import ManagementClient
+
+        return ManagementClient(self.ctx, timeout=self.timeout if timeout is None else timeout)
+
+    def list_models(self, *, output: str, limit: int) -> None:
+        with self._management() as client:
+            rows: list[dict[str, Any]] = [m.to_dict() for m in client.list_models(limit=limit)]
+            if output == "wide":
+                for row in rows:
+                    detail = client.describe(row["modelName"])
+                    row.update(
+                        modelVersion=detail.version,
+                        workersH=f"{detail.ready_workers}/{len(detail.workers)}",
+                        batchSize=detail.batch_size,
+                    )
+        if render_data(rows, output):
+            return
+        if not rows:
+            get_ui().message(f"no models on {client.server}")
+            return
+        render_table(rows, _LIST_COLUMNS, wide=output == "wide")
+
+    def describe(self, model: str, version: Optional[str], *, output: str) -> None:
+        with self._management() as client:
+            details = client.describe_all(model, version)
+        data: Any = [d.raw for d in details] if version == "all" else details[0].raw
+        if not render_data(data, output):
+            _render_details(details, version, output)
+
+    def register(self, location: str, options: dict[str, Any], *, output: str) -> None:
+        with self._management() as client:
+            result = client.register(location, timeout=self.timeout, **options)
+            server = client.server
+        if result.note:
+            get_ui().warn(result.note)
+        data = {"status": result.status, "message": result.message, "location": location,
+                "modelName": result.model or options.get("model_name")}
+        if render_data(data, output):
+            return
+        label = result.model or location
+        state = "accepted, loading in the background" if result.in_progress else "registered"
+        _answer(f"{label} {state} on {server}" + (f" (from {location})" if label != location else ""))
+
+    def unregister(self, model: str, version: Optional[str], *, output: str) -> None:
+        with self._management() as client:
+            result = client.unregister(model, version)
+            server = client.server
+        if render_data({"status": result.status, "message": result.message, "modelName": model,
+                        "version": version}, output):
+            return
+        state = "unregistering" if result.in_progress else "unregistered"
+        _answer(f"{model}{'/' + version if version else ''} {state} on {server}")
+
+    def scale(self, model: str, min_workers: int, max_workers: Optional[int], *, version: Optional[str],
+              wait: bool, output: str) -> None:
+        ui = get_ui()
+        timeout = self.timeout
+        with self._management(min(timeout, 30.0)) as client:
+            if wait and not ui.quiet and ui.err.is_terminal:
+                with ui.err.status(f"scaling {model} to {min_workers} workers…") as status:
+                    def progress(detail: "ModelDetail") -> None:
+                        status.update(f"scaling {model}: {detail.ready_workers}/{min_workers} workers ready…")
+
+                    result = client.scale(model, min_workers, max_workers, version=version, wait=True,
+                                          timeout=timeout, on_progress=progress)
+            else:
+                result = client.scale(model, min_workers, max_workers, version=version, wait=wait, timeout=timeout)
+        if render_data(result.to_dict(), output):
+            return
+        noun = "worker" if min_workers == 1 else "workers"
+        if result.waited:
+            _answer(f"{model} scaled to {min_workers} {noun} ({result.ready} ready)")
+        elif result.in_progress:
+            _answer(f"{model} scaling to {min_workers} {noun} (the server is starting them; --wait waits)")
+        else:
+            _answer(f"{model} scaled to {min_workers} {noun}")
+
+    def ping(self, *, output: str) -> None:
+        _ping_servers([self.ctx], output=output, timeout=self.timeout)
+
+
+# --- ping: one server, or every context (--all) ---
+
+_PING_COLUMNS = (
+    Column("Context", "context"),
+    Column("URL", "url"),
+    Column("Status", "status"),
+    Column("Server", "server"),
+    Column("Latency", "latency", justify="right"),
+    Column("Version", "version", wide=True),
+    Column("Source", "source", wide=True),
+)
+
+
+def _checked(timeout: float) -> float:
+    if timeout <= 0:
+        from mmsctl.errors import UsageError
+
+        raise UsageError("--timeout must be more than 0")
+    return timeout
+
+
+def _every_context() -> list["Context"]:
+    """Each local server as local:NAME (or `local`: MMS's ports), then contexts.toml's."""
+    from mmsctl.client.contexts import LOCAL, ContextStore, instance_contexts, local_context
+
+    store = ContextStore()
+    local = instance_contexts() or ([] if LOCAL in store.names() else [local_context()])
+    return [c for c in local if c.name not in store.names()] + store.all()
+
+
+def _ping_servers(contexts: list["Context"], *, output: str, timeout: float) -> None:
+    """Ping each context's server at once, print a row each, fail with the first failure's code."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from mmsctl.client.contexts import LOCAL, ContextStore, instance_contexts, local_context
     from mmsctl.client.inference import InferenceClient, PingResult
     from mmsctl.errors import ApiError, ClientError, MmsError
-
-    if all_contexts:  # each local server as local:NAME (or `local`: MMS's ports), then contexts.toml's
-        store = ContextStore()
-        local = instance_contexts() or ([] if LOCAL in store.names() else [local_context()])
-        contexts = [c for c in local if c.name not in store.names()] + store.all()
-    else:
-        contexts = [_context(context)]
 
     def check(ctx: "Context") -> PingResult:
         try:

@@ -44,6 +44,26 @@ def complete_context_names(incomplete: str) -> list[str]:
         return []
 
 
+def complete_instance_names(incomplete: str) -> list[str]:
+    """Shell completion for ``serve logs/status --name``: every local server instance with a state file."""
+    try:
+        from mmsctl.instances import list_instances
+
+        return [i.name for i in list_instances() if i.name.startswith(incomplete)]
+    except Exception:  # noqa: BLE001 - completion stays silent
+        return []
+
+
+def complete_running_instance_names(incomplete: str) -> list[str]:
+    """Shell completion for ``serve stop --name``: the local servers running now."""
+    try:
+        from mmsctl.instances import running_instances
+
+        return [s.name for s in running_instances() if s.name.startswith(incomplete)]
+    except Exception:  # noqa: BLE001 - completion stays silent
+        return []
+
+
 def complete_zoo_names(incomplete: str) -> list[str]:
     """Shell completion for a model: the zoo's names and aliases (offline: the catalog is built in).
     Nothing matches ``./…``, so the shell completes files there."""

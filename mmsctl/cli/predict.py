@@ -246,12 +246,12 @@ def predict(
     with _LOCAL_WORDS.applied():
         local = open_model(model, progress=not ui.quiet)
         readable = sum(1 for s in sources if s.error is None)
-        service, size = start_service(local, readable, batch_size=batch_size, handler=handler, gpu=gpu,
-                                      workers=workers)
+        started = start_service(local, readable, batch_size=batch_size, handler=handler, gpu=gpu, workers=workers)
         try:
-            _emit(ui, output, len(sources), predict_local(service, sources, batch_size=size, top_k=top_k))
+            _emit(ui, output, len(sources),
+                  predict_local(started.service, sources, batch_size=started.batch_size, top_k=top_k))
         finally:
-            service.close()
+            started.service.close()
     _exit_now()
 
 

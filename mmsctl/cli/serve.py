@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING, List, Optional
 import typer
 
 from mmsctl.cli.hints import CommandWords
-from mmsctl.cli.options import OutputOpt, check_output, complete_zoo_names
+from mmsctl.cli.options import (
+    OutputOpt,
+    check_output,
+    complete_instance_names,
+    complete_running_instance_names,
+    complete_zoo_names,
+)
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
 from mmsctl.errors import AmbiguousInstanceError, InstanceRunningError
 from mmsctl.exit_codes import INTERRUPTED
@@ -41,7 +47,11 @@ _LOGS_WORDS = CommandWords(hints=((AmbiguousInstanceError, "say which with --nam
 
 NameOpt: Optional[str] = typer.Option(
     None, "--name", "-n", help="The instance (`serve status` lists them); default: the one running here.",
-    metavar="NAME"
+    metavar="NAME", autocompletion=complete_instance_names,
+)
+RunningNameOpt: Optional[str] = typer.Option(
+    None, "--name", "-n", help="The instance (`serve status` lists them); default: the one running here.",
+    metavar="NAME", autocompletion=complete_running_instance_names,
 )
 
 
@@ -123,7 +133,7 @@ _STOPPED = {
 
 @serve_app.command("stop")
 def stop(
-    name: Optional[str] = NameOpt,
+    name: Optional[str] = RunningNameOpt,
     all_: bool = typer.Option(False, "--all", help="Stop every running instance (none running is fine)."),
     timeout: float = typer.Option(
         30.0, "--timeout", help="Seconds to answer queued and in-flight requests before killing.", metavar="S"

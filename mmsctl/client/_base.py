@@ -24,16 +24,22 @@ Retry policy (attempts 1 + ``retries``, backoff 0.2 s, 0.4 s, …; run by tenaci
   second register answers 409 and a second unregister 404 even though the first
   one worked, which would turn a success into a confusing error;
 - a read timeout is never retried: the timeout is the user's budget.
+
+Deadline and size (docs/cli.md): a call's timeout bounds the whole call, every attempt,
+backoff, connect, upload and read together, not each network operation (a server that
+trickles a byte a second fails at the deadline); an answer is read as a stream and given up
+once it passes the ``max_response_bytes`` setting (64 MiB), never read whole and then checked.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generator, Mapping, Optional, TypeVar, Union
 from urllib.parse import quote
 
-from mmsctl.client._errors import error_from_response, error_from_transport
+from mmsctl.client._errors import AnswerTooLarge, error_from_response, error_from_transport
 from mmsctl.errors import ApiError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,6 +51,7 @@ __all__ = [
     "USER_AGENT",
     "BaseApi",
     "Call",
+    "Deadline",
     "Operation",
     "Pause",
     "json_of",
@@ -102,6 +109,20 @@ class Pause:
     seconds: float
 
 
+@dataclass
+class Deadline:
+    """When one call must be over (``time.monotonic()`` seconds): *seconds* from its start."""
+
+    seconds: float
+    at: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.at = time.monotonic() + self.seconds
+
+    def left(self) -> float:
+        return self.at - time.monotonic()
+
+
 #: An operation: yields calls and pauses, is sent the responses, returns its result.
 Operation = Generator[Union[Call, Pause], Any, T]
 
@@ -152,11 +173,12 @@ class BaseApi:
     Args:
         base_url: ``http(s)://host:port`` of the API.
         token: bearer token for this API (None: no ``Authorization`` header).
-        timeout: seconds for each call (connect at most 10 s).
+        timeout: seconds each call may take in all (its attempts, connect at most 10 s).
         retries: extra attempts where the retry policy allows one.
         backoff: first backoff in seconds (doubles each attempt).
         transport: an httpx transport (``httpx.MockTransport`` in tests).
         verify: TLS verification for https URLs (httpx's ``verify``).
+        max_response_bytes: the most bytes of an answer read (default: the setting).
     """
 
     def __init__(
@@ -168,7 +190,13 @@ class BaseApi:
         backoff: float = 0.2,
         transport: Any = None,
         verify: Any = True,
+        max_response_bytes: Optional[int] = None,
     ) -> None:
+        if max_response_bytes is None:
+            from mmsctl.config import max_response_bytes as setting
+
+            max_response_bytes = setting()
+        self.max_response_bytes = max_response_bytes
         self.base_url = base_url
         self.token = token
         self.timeout = timeout
@@ -179,20 +207,23 @@ class BaseApi:
 
     # --- building requests ---
 
-    def _client_options(self) -> dict[str, Any]:
-        """Keyword arguments for ``httpx.Client`` and ``httpx.AsyncClient`` alike."""
+    def _verify(self) -> Any:
+        # Every call is relative to base_url and redirects are not followed, so a plain-http
+        # server never needs TLS: skip loading the CA bundle (about 30 ms of every command).
+        return self.verify if self.base_url.lower().startswith("https:") else False
+
+    def _client_options(self, transport: Any = None) -> dict[str, Any]:
+        """Keyword arguments for ``httpx.Client`` and ``httpx.AsyncClient`` alike (*transport*
+        replaces the one given to the API, if any)."""
         headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        # Every call is relative to base_url and redirects are not followed, so a plain-http
-        # server never needs TLS: skip loading the CA bundle (about 30 ms of every command).
-        verify = self.verify if self.base_url.lower().startswith("https:") else False
         return {
             "base_url": self.base_url,
             "headers": headers,
             "timeout": self._timeout(self.timeout),
-            "transport": self.transport,
-            "verify": verify,
+            "transport": self.transport or transport,
+            "verify": self._verify(),
             "follow_redirects": False,
             "trust_env": False,
         }
@@ -201,28 +232,40 @@ class BaseApi:
     def _timeout(seconds: float) -> "httpx.Timeout":
         import httpx
 
+        seconds = max(seconds, 0.001)
         return httpx.Timeout(seconds, connect=min(seconds, _MAX_CONNECT_S))
 
-    def _request_options(self, call: Call) -> dict[str, Any]:
-        """Keyword arguments for ``client.request`` (sync or async) for *call*."""
-        options: dict[str, Any] = {
+    def _deadline(self, call: Call) -> Deadline:
+        return Deadline(self._limit(call))
+
+    def _limit(self, call: Call) -> float:
+        """The seconds *call* may take: its own timeout, else the client's."""
+        return call.timeout if call.timeout is not None else self.timeout
+
+    def _request_options(self, call: Call, deadline: Deadline) -> dict[str, Any]:
+        """Keyword arguments for ``client.build_request`` (sync or async) for an attempt at *call*."""
+        import httpx
+
+        left = deadline.left()
+        if left <= 0:
+            raise httpx.ReadTimeout("the call's deadline passed before this attempt")
+        return {
             "params": {k: _param(v) for k, v in call.params.items() if v is not None},
             "content": call.content,
             "headers": dict(call.headers) or None,
+            "timeout": self._timeout(left),
         }
-        if call.timeout is not None:
-            options["timeout"] = self._timeout(call.timeout)
-        return options
 
     def _bad_url(self, call: Call, exc: Exception) -> UsageError:
         return UsageError(f"bad server URL {self.base_url + call.path!r}: {exc}")
 
     # --- retries ---
 
-    def _retry_options(self, call: Call) -> dict[str, Any]:
-        """tenacity's stop/wait/retry for *call* (``Retrying`` and ``AsyncRetrying`` alike)."""
+    def _retry_options(self, call: Call, deadline: Deadline) -> dict[str, Any]:
+        """tenacity's stop/wait/retry for *call* (``Retrying`` and ``AsyncRetrying`` alike):
+        no attempt after *deadline*."""
         import httpx
-        from tenacity import retry_if_exception, retry_if_result, stop_after_attempt, wait_exponential
+        from tenacity import retry_if_exception, retry_if_result, stop_after_attempt, stop_after_delay, wait_exponential
 
         idempotent = call.idempotent
 
@@ -237,7 +280,7 @@ class BaseApi:
 
         retries = self.retries if call.retries is None else call.retries
         return {
-            "stop": stop_after_attempt(1 + max(0, retries)),
+            "stop": stop_after_attempt(1 + max(0, retries)) | stop_after_delay(deadline.seconds),
             "wait": wait_exponential(multiplier=self.backoff, exp_base=2),
             "retry": retry_if_exception(resend_after) | retry_if_result(answer_again),
             # Out of attempts: hand back the last response, or raise the last exception.
@@ -245,6 +288,24 @@ class BaseApi:
         }
 
     # --- reading answers ---
+
+    def _check_size(self, call: Call, response: "httpx.Response", size: int) -> None:
+        """Raise :class:`AnswerTooLarge` once *size* bytes of *response* pass the limit."""
+        if size > self.max_response_bytes:
+            raise AnswerTooLarge(self.base_url + call.path, self.max_response_bytes, status=response.status_code)
+
+    def _announced(self, call: Call, response: "httpx.Response") -> None:
+        """Fail before reading an answer whose ``Content-Length`` is already over the limit."""
+        try:
+            length = int(response.headers.get("content-length", "0"))
+        except ValueError:
+            return  # h11 refuses a malformed length before this
+        self._check_size(call, response, length)
+
+    @staticmethod
+    def _keep(response: "httpx.Response", body: bytes) -> None:
+        """Hand *body*, read chunk by chunk, to *response* as ``Response.read()`` would have."""
+        response._content = body
 
     @staticmethod
     def _wanted(call: Call, response: "httpx.Response") -> bool:

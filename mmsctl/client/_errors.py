@@ -4,6 +4,8 @@
     httpx.ConnectError / TLS / DNS       -> ConnectionFailed        exit 5
     httpx.ConnectTimeout                 -> ConnectionFailed        exit 5
     httpx.TimeoutException (read, write) -> RequestTimeout          exit 7
+    the call's deadline passed           -> RequestTimeout          exit 7
+    an answer over max_response_bytes    -> AnswerTooLarge          exit 8
     400 InvalidKeyException, 401, 403    -> AuthenticationFailed    exit 6
     404 ModelNotFoundException           -> RemoteModelNotFound     exit 3
     404 ModelVersionNotFoundException    -> RemoteVersionNotFound   exit 3
@@ -36,12 +38,14 @@ if TYPE_CHECKING:  # pragma: no cover
     import httpx
 
 __all__ = [
+    "AnswerTooLarge",
     "ConnectionRefused",
     "ModelApiDisabled",
     "RemoteArchiveNotFound",
     "RemoteModelNotFound",
     "RemoteVersionNotFound",
     "WorkersNotReady",
+    "answer_timeout",
     "error_from_response",
     "error_from_transport",
     "server_label",
@@ -102,6 +106,27 @@ class ModelApiDisabled(ApiError):
     """TorchServe answers 405 to register/unregister unless started with --enable-model-api."""
 
     reference = "model-api-disabled"
+
+
+class AnswerTooLarge(ApiError):
+    """A server sent more than the ``max_response_bytes`` setting allows; it was read no further."""
+
+    reference = "answer-too-large"
+
+    def __init__(self, url: str, limit: int, *, status: int = 0) -> None:
+        super().__init__(
+            f"{server_label(url)} sent an answer over {limit:,} bytes (the max_response_bytes limit); "
+            "it was not read further",
+            status=status,
+            hint="if answers this large are expected, raise MMSCTL_MAX_RESPONSE_BYTES "
+                 "(or max_response_bytes in config.toml)",
+        )
+        self.limit = limit
+
+
+def answer_timeout(url: str, timeout: float) -> RequestTimeout:
+    """The error for an answer that began but did not end within the call's *timeout*."""
+    return RequestTimeout(f"{server_label(url)} did not finish its answer in {timeout:g} s")
 
 
 def server_label(url: str) -> str:

@@ -1,7 +1,9 @@
 """The two faces of the client core: :class:`HttpApi` (``httpx.Client``) and :class:`AsyncHttpApi`.
 
 Each sends one :class:`~mmsctl.client._base.Call` with the shared retry policy and error
-translation (:meth:`send`), and drives a whole operation (:meth:`run`): it sends the calls
+translation (:meth:`send`) within the call's deadline, reading the answer as a stream up to
+the size limit (the sync face keeps the deadline in its transport, :mod:`._deadline`; the
+async face with ``asyncio.wait_for``), and drives a whole operation (:meth:`run`): it sends the calls
 the operation yields, sleeps its pauses, and throws errors back into it so an operation
 may answer them (``ping`` turns an error into an unhealthy result). Everything else lives
 in :class:`~mmsctl.client._base.BaseApi`.
@@ -12,8 +14,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, TypeVar, Union
 
-from mmsctl.client._base import BaseApi, Call, Operation, Pause
-from mmsctl.errors import MmsError, UsageError
+from mmsctl.client._base import BaseApi, Call, Deadline, Operation, Pause
+from mmsctl.client._errors import answer_timeout, server_label
+from mmsctl.errors import MmsError, RequestTimeout, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     import httpx
@@ -21,6 +24,12 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["AsyncHttpApi", "HttpApi"]
 
 T = TypeVar("T")
+
+
+def _deadline_transport(verify: Any) -> "httpx.BaseTransport":
+    from mmsctl.client._deadline import deadline_transport
+
+    return deadline_transport(verify)
 
 
 class _Driver:
@@ -57,28 +66,54 @@ class HttpApi(BaseApi):
         transport: Optional["httpx.BaseTransport"] = None,
         verify: Any = True,
         sleep: Callable[[float], None] = time.sleep,
+        max_response_bytes: Optional[int] = None,
     ) -> None:
         import httpx
 
-        super().__init__(base_url, token, timeout, retries, backoff, transport, verify)
+        super().__init__(base_url, token, timeout, retries, backoff, transport, verify, max_response_bytes)
         self.sleep = sleep
         try:
-            self.client = httpx.Client(**self._client_options())
+            own = None if transport is not None else _deadline_transport(self._verify())
+            self.client = httpx.Client(**self._client_options(own))
         except (httpx.InvalidURL, ValueError) as exc:
             raise UsageError(f"bad server URL {base_url!r}: {exc}") from None
 
     def send(self, call: Call) -> "httpx.Response":
-        """Send *call* (retried where safe); its response, or the mmsctl error."""
+        """Send *call* (retried where safe) within its deadline; its response, or the mmsctl error."""
         import httpx
         from tenacity import Retrying
 
-        retrying = Retrying(sleep=self.sleep, **self._retry_options(call))
-        options = self._request_options(call)
+        deadline = self._deadline(call)
+        retrying = Retrying(sleep=self.sleep, **self._retry_options(call, deadline))
         try:
-            response = retrying(self.client.request, call.method.upper(), call.path, **options)
+            response = retrying(self._attempt, call, deadline)
         except httpx.HTTPError as exc:
             raise self._failed(call, exc) from None
         return self._result(call, response)
+
+    def _attempt(self, call: Call, deadline: Deadline) -> "httpx.Response":
+        """One try: send, then read the answer chunk by chunk, stopping at the size limit."""
+        import httpx
+
+        from mmsctl.client._deadline import until
+
+        request = self.client.build_request(call.method.upper(), call.path, **self._request_options(call, deadline))
+        with until(deadline.at):
+            response = self.client.send(request, stream=True)
+            try:
+                self._announced(call, response)
+                body = bytearray()
+                for chunk in response.iter_bytes():
+                    body += chunk
+                    self._check_size(call, response, len(body))
+                    if deadline.left() <= 0:
+                        raise httpx.ReadTimeout("the call's deadline passed")
+            except httpx.TimeoutException:
+                raise answer_timeout(self.base_url + call.path, self._limit(call)) from None
+            finally:
+                response.close()
+        self._keep(response, bytes(body))
+        return response
 
     def run(self, operation: Operation[T]) -> T:
         """Drive *operation* to its result."""
@@ -124,10 +159,11 @@ class AsyncHttpApi(BaseApi):
         transport: Optional["httpx.AsyncBaseTransport"] = None,
         verify: Any = True,
         sleep: Optional[Callable[[float], Awaitable[None]]] = None,
+        max_response_bytes: Optional[int] = None,
     ) -> None:
         import httpx
 
-        super().__init__(base_url, token, timeout, retries, backoff, transport, verify)
+        super().__init__(base_url, token, timeout, retries, backoff, transport, verify, max_response_bytes)
         if sleep is None:
             import asyncio
 
@@ -139,17 +175,49 @@ class AsyncHttpApi(BaseApi):
             raise UsageError(f"bad server URL {base_url!r}: {exc}") from None
 
     async def send(self, call: Call) -> "httpx.Response":
-        """Send *call* (retried where safe); its response, or the mmsctl error."""
+        """Send *call* (retried where safe) within its deadline; its response, or the mmsctl error."""
+        import asyncio
+
         import httpx
         from tenacity import AsyncRetrying
 
-        retrying = AsyncRetrying(sleep=self.sleep, **self._retry_options(call))
-        options = self._request_options(call)
+        deadline = self._deadline(call)
+        retrying = AsyncRetrying(sleep=self.sleep, **self._retry_options(call, deadline))
+        answering: list[bool] = []  # set once the headers are in: a late body is "did not finish"
         try:
-            response: httpx.Response = await retrying(self.client.request, call.method.upper(), call.path, **options)
+            response: httpx.Response = await asyncio.wait_for(retrying(self._attempt, call, deadline, answering),
+                                                              deadline.seconds)
+        except asyncio.TimeoutError:
+            raise self._late(call, answering) from None
         except httpx.HTTPError as exc:
             raise self._failed(call, exc) from None
         return self._result(call, response)
+
+    def _late(self, call: Call, answering: list[bool]) -> RequestTimeout:
+        url, limit = self.base_url + call.path, self._limit(call)
+        if answering:
+            return answer_timeout(url, limit)
+        return RequestTimeout(f"{server_label(url)} did not answer after {limit:g} s")
+
+    async def _attempt(self, call: Call, deadline: Deadline, answering: list[bool]) -> "httpx.Response":
+        """One try: send, then read the answer chunk by chunk, stopping at the size limit."""
+        import httpx
+
+        request = self.client.build_request(call.method.upper(), call.path, **self._request_options(call, deadline))
+        response = await self.client.send(request, stream=True)
+        answering.append(True)
+        try:
+            self._announced(call, response)
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                self._check_size(call, response, len(body))
+        except httpx.TimeoutException:
+            raise answer_timeout(self.base_url + call.path, self._limit(call)) from None
+        finally:
+            await response.aclose()
+        self._keep(response, bytes(body))
+        return response
 
     async def run(self, operation: Operation[T]) -> T:
         """Drive *operation* to its result."""

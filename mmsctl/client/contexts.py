@@ -33,7 +33,7 @@ import os
 import re
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 from urllib.parse import urlsplit
 
 from mmsctl.config import config_dir, load_toml, save_toml
@@ -287,12 +287,27 @@ def _env(key: str) -> Optional[str]:
     return value if value else None
 
 
-def resolve_context(name: Optional[str] = None, *, store: Optional[ContextStore] = None) -> Context:
+#: The URL fields of a context and the variables that override them.
+_URL_OVERRIDES = (
+    ("inference_url", "MMSCTL_INFERENCE_URL"),
+    ("management_url", "MMSCTL_MANAGEMENT_URL"),
+    ("metrics_url", "MMSCTL_METRICS_URL"),
+)
+ALL_URLS = tuple(field_name for field_name, _ in _URL_OVERRIDES)
+
+
+def resolve_context(name: Optional[str] = None, *, store: Optional[ContextStore] = None,
+                    needs: Sequence[str] = ALL_URLS) -> Context:
     """The context a command talks to (precedence: flag > env > file > local default).
+
+    When nothing names a context and the environment gives every URL in *needs*, the local
+    servers are not consulted at all: several running is no ambiguity then, and a local
+    instance's token file never goes to a server the environment named.
 
     Args:
         name: the ``--context`` value, if any.
         store: the contexts file (default: ``<config>/contexts.toml``).
+        needs: the URL fields the command uses (``inference_url``, ``management_url``, ``metrics_url``).
 
     Raises:
         ContextNotFound: *name*, ``MMSCTL_CONTEXT`` or ``current`` names no known context.
@@ -302,22 +317,20 @@ def resolve_context(name: Optional[str] = None, *, store: Optional[ContextStore]
     if name:
         context = store.get(name)
         return replace(context, source="flag") if context.source == "file" else context
+    overrides: dict[str, Any] = {}
+    for field_name, key in _URL_OVERRIDES:
+        value = _env(key)
+        if value:
+            overrides[field_name] = validate_url(value, key)
     env_name = _env("MMSCTL_CONTEXT")
     if env_name:
         context = replace(store.get(env_name), source="env")
     elif store.current:
         context = store.get(store.current)
+    elif all(field_name in overrides for field_name in needs):
+        context = Context(LOCAL, DEFAULT_INFERENCE_URL, DEFAULT_MANAGEMENT_URL, DEFAULT_METRICS_URL, source="env")
     else:
         context = local_context()
-    overrides: dict[str, Any] = {}
-    for field_name, key in (
-        ("inference_url", "MMSCTL_INFERENCE_URL"),
-        ("management_url", "MMSCTL_MANAGEMENT_URL"),
-        ("metrics_url", "MMSCTL_METRICS_URL"),
-    ):
-        value = _env(key)
-        if value:
-            overrides[field_name] = validate_url(value, key)
     token_file = _env("MMSCTL_TOKEN_FILE")
     if token_file:
         overrides["token_file"] = token_file

@@ -150,9 +150,11 @@ class InferenceClient(_InferenceOps):
         timeout: float = 60.0,
         retries: int = 2,
         transport: Optional["httpx.BaseTransport"] = None,
+        max_response_bytes: Optional[int] = None,
     ) -> None:
         token = self._setup(context, retries)
-        self._api = HttpApi(context.inference_url, token, timeout, retries, transport=transport)
+        self._api = HttpApi(context.inference_url, token, timeout, retries, transport=transport,
+                            max_response_bytes=max_response_bytes)
 
     def ping(self, *, detect: bool = True) -> PingResult:
         """``GET /ping``; never raises for an unhealthy or unreachable server: the result says so.
@@ -200,9 +202,11 @@ class AsyncInferenceClient(_InferenceOps):
         timeout: float = 60.0,
         retries: int = 2,
         transport: Optional["httpx.AsyncBaseTransport"] = None,
+        max_response_bytes: Optional[int] = None,
     ) -> None:
         token = self._setup(context, retries)
-        self._api = AsyncHttpApi(context.inference_url, token, timeout, retries, transport=transport)
+        self._api = AsyncHttpApi(context.inference_url, token, timeout, retries, transport=transport,
+                                 max_response_bytes=max_response_bytes)
 
     async def ping(self, *, detect: bool = True) -> PingResult:
         """``GET /ping`` (see :meth:`InferenceClient.ping`)."""

@@ -359,9 +359,11 @@ class ManagementClient(_ManagementOps):
         timeout: float = 30.0,
         retries: int = 2,
         transport: Optional["httpx.BaseTransport"] = None,
+        max_response_bytes: Optional[int] = None,
     ) -> None:
         token = self._setup(context, timeout)
-        self._api = HttpApi(context.management_url, token, timeout, retries, transport=transport)
+        self._api = HttpApi(context.management_url, token, timeout, retries, transport=transport,
+                            max_response_bytes=max_response_bytes)
 
     def list_models(self, *, limit: int = _PAGE_LIMIT) -> list[ModelSummary]:
         """Every registered model, following ``nextPageToken`` across pages."""
@@ -460,9 +462,11 @@ class AsyncManagementClient(_ManagementOps):
         timeout: float = 30.0,
         retries: int = 2,
         transport: Optional["httpx.AsyncBaseTransport"] = None,
+        max_response_bytes: Optional[int] = None,
     ) -> None:
         token = self._setup(context, timeout)
-        self._api = AsyncHttpApi(context.management_url, token, timeout, retries, transport=transport)
+        self._api = AsyncHttpApi(context.management_url, token, timeout, retries, transport=transport,
+                                 max_response_bytes=max_response_bytes)
 
     async def list_models(self, *, limit: int = _PAGE_LIMIT) -> list[ModelSummary]:
         """Every registered model, following ``nextPageToken`` across pages."""

@@ -121,9 +121,11 @@ class MetricsClient(_MetricsOps):
         timeout: float = 5.0,
         retries: int = 1,
         transport: Optional["httpx.BaseTransport"] = None,
+        max_response_bytes: Optional[int] = None,
     ) -> None:
         url, token = self._setup(context)
-        self._api = HttpApi(url, token, timeout, retries, transport=transport)
+        self._api = HttpApi(url, token, timeout, retries, transport=transport,
+                            max_response_bytes=max_response_bytes)
 
     def fetch(self) -> list[Sample]:
         """The samples of one scrape."""
@@ -153,9 +155,11 @@ class AsyncMetricsClient(_MetricsOps):
         timeout: float = 5.0,
         retries: int = 1,
         transport: Optional["httpx.AsyncBaseTransport"] = None,
+        max_response_bytes: Optional[int] = None,
     ) -> None:
         url, token = self._setup(context)
-        self._api = AsyncHttpApi(url, token, timeout, retries, transport=transport)
+        self._api = AsyncHttpApi(url, token, timeout, retries, transport=transport,
+                                 max_response_bytes=max_response_bytes)
 
     async def fetch(self) -> list[Sample]:
         """The samples of one scrape."""

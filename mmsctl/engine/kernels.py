@@ -66,6 +66,9 @@ _OFF = ("0", "off", "false", "no")
 
 _lock = threading.Lock()
 _logged: set[str] = set()
+#: How the reason of a model over the memory limit starts; such refusals are kept per (key, limit).
+_NOT_MEASURED = "not measured: "
+_refused: dict[tuple[str, int], "KernelChoice"] = {}
 
 
 @dataclass(frozen=True)
@@ -227,9 +230,22 @@ def _file_lock(path: Path) -> Iterator[None]:
 
 _MEASURE = """
 import json, sys, time
+from mmsctl.engine.memory import check_network, limit_this_process
+from mmsctl.errors import EngineError
+symbol, params, name, shape, forwards, budget, limit = json.loads(sys.argv[1])
+limit_this_process(limit)  # before mxnet loads: this child is bounded as a worker is
+BATCH = int(sys.argv[2])
+try:
+    check_network(symbol, name, tuple(shape), limit)
+except EngineError as exc:
+    print(json.dumps({"refused": exc.message}))
+    sys.exit(3)
+try:
+    check_network(symbol, name, (BATCH,) + tuple(shape[1:]), limit)
+except EngineError:
+    BATCH = 0  # batch 1 only
 from mmsctl.engine.mxnet_compat import import_mxnet
 mx = import_mxnet()
-symbol, params, name, shape, forwards, budget = json.loads(sys.argv[1])
 sym = mx.sym.load(symbol)
 loaded = mx.nd.load(params)
 args = {k[4:]: v for k, v in loaded.items() if k.startswith("arg:")}
@@ -237,7 +253,6 @@ aux = {k[4:]: v for k, v in loaded.items() if k.startswith("aux:")}
 module = mx.mod.Module(sym, data_names=[name], label_names=None, context=mx.cpu())
 module.bind(for_training=False, data_shapes=[(name, tuple(shape))])
 module.set_params(args, aux, allow_missing=True, allow_extra=True)
-BATCH = int(sys.argv[2])
 def timed(n):
     module.reshape([(name, (n,) + tuple(shape[1:]))])
     batch = mx.io.DataBatch([mx.nd.random.uniform(0, 255, (n,) + tuple(shape[1:]))])
@@ -253,33 +268,60 @@ def timed(n):
     times.sort()
     half = times[: max(1, len(times) // 2)]
     return 1000 * sum(half) / len(half) / n
-print(json.dumps([timed(1), timed(BATCH)]))
+print(json.dumps([timed(1), timed(BATCH) if BATCH else None]))
 """
 
 
-def _time_one(ckpt: Checkpoint, threads: int, mkldnn: bool) -> Optional[tuple[float, float]]:
+class _Refused(Exception):
+    """The measuring child refused the model: its network is over the memory limit (the message says so)."""
+
+
+def _time_one(ckpt: Checkpoint, threads: int, mkldnn: bool,
+              max_memory: int) -> Optional[tuple[float, Optional[float]]]:
     """Milliseconds per image (mean of the faster half of the forwards) at batch 1 and at batch
-    :data:`BATCHED`, in a child with MKL-DNN on or off; None if it failed."""
+    :data:`BATCHED` (None where that batch is over the memory limit), in a child with MKL-DNN on or
+    off and *max_memory* as its network limit (:mod:`mmsctl.engine.memory`); None if it failed.
+
+    Raises:
+        _Refused: the network at batch 1 is over *max_memory*.
+    """
     env = {k: v for k, v in os.environ.items() if k != MXNET_VAR}
     env.update(KernelChoice(mkldnn, "").env())
     env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(max(1, threads))
     env["MXNET_SUBGRAPH_VERBOSE"] = "0"
-    arg = json.dumps([str(ckpt.symbol), str(ckpt.params), ckpt.data_name, list(ckpt.shape), _FORWARDS, _BUDGET_S])
+    arg = json.dumps([str(ckpt.symbol), str(ckpt.params), ckpt.data_name, list(ckpt.shape), _FORWARDS, _BUDGET_S,
+                      max_memory])
     try:
         done = subprocess.run([sys.executable, "-c", _MEASURE, arg, str(BATCHED)], env=env, capture_output=True,
                               text=True, timeout=_CHILD_TIMEOUT_S, stdin=subprocess.DEVNULL)
-        if done.returncode != 0:
+        last = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else None
+        if isinstance(last, dict) and "refused" in last:
+            raise _Refused(str(last["refused"]))
+        if done.returncode != 0 or not isinstance(last, list):
             return None
-        one, batched = json.loads(done.stdout.strip().splitlines()[-1])
-        return float(one), float(batched)
+        one, batched = last
+        return float(one), (float(batched) if batched is not None else None)
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError, TypeError):
         return None
 
 
-def measure(ckpt: Checkpoint, threads: int = 1) -> KernelChoice:
-    """Time a forward pass at batch 1 both ways (one child process each) and pick the faster."""
-    on = _time_one(ckpt, threads, True)
-    off = _time_one(ckpt, threads, False)
+def measure(ckpt: Checkpoint, threads: int = 1, max_memory: Optional[int] = None) -> KernelChoice:
+    """Time a forward pass at batch 1 both ways (one child process each) and pick the faster.
+
+    The children run under the memory limit of a worker with *max_memory* as its network limit
+    (default: :func:`mmsctl.engine.memory.limit_from_env`); a network over it is not measured.
+    """
+    from mmsctl.engine.memory import limit_from_env
+
+    limit = max_memory if max_memory is not None else limit_from_env()
+    try:
+        on = _time_one(ckpt, threads, True, limit)
+    except _Refused as exc:
+        return KernelChoice(None, f"{_NOT_MEASURED}{exc}")
+    try:
+        off = _time_one(ckpt, threads, False, limit)
+    except _Refused:
+        off = None
     on_ms, off_ms = (on[0] if on else None), (off[0] if off else None)
     both = _both(on_ms, off_ms)
     if on is None and off is None:
@@ -288,7 +330,7 @@ def measure(ckpt: Checkpoint, threads: int = 1) -> KernelChoice:
     mkldnn = off is None or (on is not None and on[0] <= _MARGIN * off[0])
     best = on if mkldnn else off
     assert best is not None
-    batch = BATCHED if best[1] < 0.95 * best[0] else 1
+    batch = BATCHED if best[1] is not None and best[1] < 0.95 * best[0] else 1
     return KernelChoice(mkldnn, f"measured now: {both}", on_ms, off_ms, batch)
 
 
@@ -306,11 +348,12 @@ def _setting() -> tuple[str, str]:
 
 
 def choose_kernels(root: Path, *, threads: int = 1, gpu: Optional[int] = None,
-                   measure_missing: bool = True) -> KernelChoice:
+                   measure_missing: bool = True, max_memory: Optional[int] = None) -> KernelChoice:
     """The kernel set for the model in *root* run with *threads* OpenMP threads.
 
     Measures and remembers on first use (seconds, once per model and machine) unless
-    *measure_missing* is False.
+    *measure_missing* is False. A network over *max_memory* bytes (the worker's limit; default the
+    ``max_model_memory`` setting) is not measured, and this process does not ask again.
     """
     user = os.environ.get(MXNET_VAR)
     if user is not None:
@@ -335,19 +378,26 @@ def choose_kernels(root: Path, *, threads: int = 1, gpu: Optional[int] = None,
     found = _remembered(_read_cache(path).get(key))
     if found is not None or not measure_missing:
         return found or KernelChoice(None, "not measured yet")
+    from mmsctl.engine.memory import limit_from_env
+
+    limit = max_memory if max_memory is not None else limit_from_env()
     with _lock, _file_lock(path):
-        found = _remembered(_read_cache(path).get(key))  # another process measured while we waited
+        found = _remembered(_read_cache(path).get(key)) or _refused.get((key, limit))  # measured meanwhile
         if found is not None:
             return found
-        choice = measure(ckpt, threads)
+        choice = measure(ckpt, threads, limit)
+        if choice.reason.startswith(_NOT_MEASURED):
+            _refused[(key, limit)] = choice
         if choice.mkldnn is not None:
             _write_cache(path, key, choice, ckpt.symbol.name[: -len("-symbol.json")])
         return choice
 
 
-def kernel_env(root: Path, *, threads: int = 1, gpu: Optional[int] = None, model: str = "") -> dict[str, str]:
-    """The environment entries for a worker of the model in *root*; logs the choice once per model."""
-    choice = choose_kernels(root, threads=threads, gpu=gpu)
+def kernel_env(root: Path, *, threads: int = 1, gpu: Optional[int] = None, model: str = "",
+               max_memory: Optional[int] = None) -> dict[str, str]:
+    """The environment entries for a worker of the model in *root* (whose network may take *max_memory*
+    bytes); logs the choice once per model."""
+    choice = choose_kernels(root, threads=threads, gpu=gpu, max_memory=max_memory)
     tag = f"{model or Path(root).name}:{threads}"
     if tag not in _logged:
         _logged.add(tag)

@@ -22,7 +22,7 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterable, Iterator, Optional
 
 import mmsctl
 from mmsctl.engine import mxnet_compat
@@ -126,6 +126,18 @@ class ModelService:
     @property
     def batch_size(self) -> int:
         return int(self.context.system_properties["batch_size"])
+
+    @property
+    def last_failure(self) -> Optional[str]:
+        """``Type: text`` of the last batch that failed as a whole, or None (as a worker pool reports it)."""
+        exc = self.last_exception
+        return f"{type(exc).__name__}: {exc}" if exc is not None else None
+
+    def map(self, batches: Iterable[list[RequestItem]]) -> Iterator[list[ResponseItem]]:
+        """The responses of each batch, in order, one batch at a time in this process (a worker pool's
+        ``map`` runs several at once); :attr:`last_failure` is the latest batch's."""
+        for batch in batches:
+            yield self.handle(batch) if batch else []
 
     def _to_input(self, item: RequestItem) -> tuple[dict[str, Any], dict[str, Any]]:
         data: dict[str, Any] = {}
@@ -348,4 +360,24 @@ def _start_handler(spec: ServiceSpec, context: Context) -> LoadedHandler:
         )
     handler_name, handler_file = _locate_handler(chosen, root, override=spec.handler_override is not None)
     _preload_mxnet(handler_name, root, handler_file)
+    _check_network_memory(spec, handler_name)
     return load_handler(handler_name, root, context, handler_file=handler_file)
+
+
+def _check_network_memory(spec: ServiceSpec, handler: str) -> None:
+    """Refuse a checkpoint whose network, bound at the batch size the built-in handler binds first (the
+    largest), would take more than ``max_model_memory`` (:mod:`mmsctl.engine.memory`). Other handlers
+    bind what they like: the worker's process limit bounds them. On a GPU the host's limit does not apply.
+
+    Raises:
+        EngineError: over the limit.
+    """
+    from mmsctl.engine.builtin import VISION_HANDLER_MODULE
+    from mmsctl.engine.kernels import find_checkpoint
+    from mmsctl.engine.memory import check_network, limit_from_env
+
+    if spec.gpu_id is not None or split_handler(handler)[0] != VISION_HANDLER_MODULE:
+        return
+    ckpt = find_checkpoint(Path(spec.root))
+    if ckpt is not None:  # else the handler refuses it itself (no checkpoint, or a signature too large to bind)
+        check_network(str(ckpt.symbol), ckpt.data_name, (spec.batch_size,) + ckpt.shape[1:], limit_from_env())

@@ -17,7 +17,9 @@ Two ways to load a server:
   its queueing instead of hiding it (coordinated omission). A request waits in a
   backlog when every connection is busy and ``max_connections`` are open.
 
-Every request has a deadline (``timeout_s``); a level stops on its own clock, after
+Every request has a deadline (``timeout_s``) for its whole answer, and an answer may be at
+most ``max_response_bytes`` long: a longer one is a ``too-large`` error, its connection
+dropped at the limit rather than read to the end. A level stops on its own clock, after
 its request count, or when *stop* is set (Ctrl-C), keeping what it measured.
 """
 
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Coroutine, Optional, Protocol, Sequence, TypeVar
 from urllib.parse import quote, urlsplit
 
+from mmsctl.config import DEFAULT_MAX_RESPONSE_BYTES
 from mmsctl.loadtest.histogram import LatencyHistogram
 from mmsctl.errors import UsageError
 
@@ -106,6 +109,7 @@ class LoadSpec:
     warmup_s: float = 0.0
     timeout_s: float = 30.0
     max_connections: int = 1000  # open loop only
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES  # an answer (head and body) longer is an error
 
     def __post_init__(self) -> None:
         if (self.concurrency is None) == (self.rate is None):
@@ -124,6 +128,8 @@ class LoadSpec:
             raise UsageError("the timeout must be more than 0 and the warm-up 0 or more")
         if not 1 <= self.max_connections <= MAX_CONNECTIONS:
             raise UsageError(f"max connections must be 1 to {MAX_CONNECTIONS}")
+        if self.max_response_bytes < 1:
+            raise UsageError("the answer size limit must be at least 1 byte")
 
 
 @dataclass
@@ -155,7 +161,8 @@ def _cause(exc: BaseException) -> str:
 class _Connection(asyncio.Protocol):
     """One keep-alive connection; the hot path of the whole tool lives in its callbacks."""
 
-    __slots__ = ("driver", "transport", "parser", "t0", "sent_at", "measured", "busy", "closed", "_fresh")
+    __slots__ = ("driver", "transport", "parser", "t0", "sent_at", "measured", "busy", "closed", "_fresh",
+                 "received", "limit")
 
     def __init__(self, driver: "_Driver", closed: "asyncio.Future[None]", t_open: float) -> None:
         import httptools
@@ -169,6 +176,8 @@ class _Connection(asyncio.Protocol):
         self.busy = False
         self.closed = closed
         self._fresh = t_open
+        self.received = 0  # bytes of the answer in flight
+        self.limit = driver.spec.max_response_bytes
 
     # asyncio callbacks
     def connection_made(self, transport: Any) -> None:
@@ -176,6 +185,13 @@ class _Connection(asyncio.Protocol):
         self.driver.ready(self)
 
     def data_received(self, data: bytes) -> None:
+        self.received += len(data)
+        if self.received > self.limit:  # read no further: the request failed, the connection goes
+            if self.busy:
+                self.busy = False
+                self.driver.failed(self, "too-large")
+            self.transport.abort()
+            return
         try:
             self.parser.feed_data(data)
         except Exception:  # noqa: BLE001 - httptools.HttpParserError and friends: not HTTP/1.1
@@ -203,6 +219,7 @@ class _Connection(asyncio.Protocol):
 
     def send(self, request: bytes, t0: float, measured: bool) -> None:
         self.busy = True
+        self.received = 0
         self.t0 = t0
         self.sent_at = time.perf_counter()
         self.measured = measured

@@ -3,9 +3,11 @@
 The order matters for the promises the command makes:
 
 1. every input is read and every flag checked before any server is touched;
-2. each server is pinged (unreachable: exit 5; refused token: exit 6) and its kind detected;
+2. each server is pinged (unreachable: exit 5; refused token: exit 6; no answer within the
+   plan's timeout: exit 7) and its kind detected;
 3. with ``--noop`` the model is registered (and removed in a ``finally``, whatever
-   happens next); without it one real prediction checks the model (unknown: exit 3);
+   happens next); without it one real prediction checks the model (unknown: exit 3; no
+   answer within the timeout: exit 7; an answer over the size limit: exit 8);
 4. the sweep runs under a Ctrl-C handler that only sets a flag;
 5. the run, complete or not, is saved (``--save``) *before* the no-op model is removed,
    so a second Ctrl-C during clean-up cannot lose it.
@@ -67,22 +69,25 @@ def _noop_name(model: Optional[str]) -> str:
     return model or f"bench-noop-{secrets.token_hex(3)}"
 
 
-def _detect(context: "Context") -> str:
+def _detect(context: "Context", plan: Plan) -> str:
     """Ping the server (errors out when it is unreachable or refuses the token) and name its kind."""
     from mmsctl.client.inference import InferenceClient
 
-    with InferenceClient(context, timeout=10.0, retries=1) as client:
+    with InferenceClient(context, timeout=min(10.0, plan.timeout_s), retries=1,
+                         max_response_bytes=plan.max_response_bytes) as client:
         ping = client.ping(detect=True)
     if ping.error is not None:
         raise ping.error
     return ping.server
 
 
-def _check_model(context: "Context", model: str, body: Body, version: Optional[str]) -> None:
-    """One real prediction: an unknown model or a refused token fails here, with the client's error."""
+def _check_model(context: "Context", model: str, body: Body, version: Optional[str], plan: Plan) -> None:
+    """One real prediction: an unknown model, a refused token, no answer within the plan's timeout
+    or one over its size limit fails here, with the client's error."""
     from mmsctl.client.inference import InferenceClient
 
-    with InferenceClient(context, timeout=60.0, retries=0) as client:
+    with InferenceClient(context, timeout=plan.timeout_s, retries=0,
+                         max_response_bytes=plan.max_response_bytes) as client:
         client.predict(model, body.data, body.content_type, version=version)
 
 
@@ -128,7 +133,7 @@ def run_bench(request: BenchRequest, hooks: Optional[Hooks] = None) -> tuple[Ben
     noop_names: dict[str, str] = {}
     with stop_on_sigint(hooks.stop, hooks.interrupted), ExitStack() as stack:
         for context, label in zip(contexts, labels):
-            kind = _detect(context)
+            kind = _detect(context, request.plan)
             hooks.message(f"{label}: {kind} server at {context.inference_url}")
             if request.noop:
                 model = stack.enter_context(noop_model(
@@ -139,7 +144,7 @@ def run_bench(request: BenchRequest, hooks: Optional[Hooks] = None) -> tuple[Ben
             else:
                 assert request.model is not None
                 model = request.model
-                _check_model(context, model, bodies[0], request.version)
+                _check_model(context, model, bodies[0], request.version, request.plan)
             endpoint = build_requests(context.inference_url, model, [(b.data, b.content_type) for b in bodies],
                                       token=read_token(context.token_file, "inference"), version=request.version)
             probe = ServerProbe(context, kind, model)

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional, Sequence
 
+from mmsctl.config import DEFAULT_MAX_RESPONSE_BYTES
 from mmsctl.loadtest.errors import BenchInterrupted, LevelFailed
 from mmsctl.loadtest.loadgen import MAX_CONCURRENCY, MAX_RATE, Endpoint, LevelResult, LoadSpec, run_in_loop, run_load
 from mmsctl.loadtest.pool import MAX_PROCESSES, LoadPool, auto_processes
@@ -91,6 +92,7 @@ class Plan:
     warmup_s: float = 2.0
     timeout_s: float = 30.0
     max_connections: int = 1000
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES  # a longer answer is an error (too-large)
     processes: Optional[int] = None  # load-generator processes per level; None: as many as the level needs
 
     def __post_init__(self) -> None:
@@ -114,13 +116,14 @@ class Plan:
             warmup_s=self.warmup_s,
             timeout_s=self.timeout_s,
             max_connections=self.max_connections,
+            max_response_bytes=self.max_response_bytes,
         )
 
     def settings(self) -> dict[str, Any]:
         return {"mode": self.mode, "levels": list(self.levels), "duration_s": self.duration_s
                 if self.requests is None else None, "requests": self.requests, "warmup_s": self.warmup_s,
                 "timeout_s": self.timeout_s, "max_connections": self.max_connections if self.open_loop else None,
-                "processes": self.processes or "auto"}
+                "max_response_bytes": self.max_response_bytes, "processes": self.processes or "auto"}
 
     def processes_for(self, spec: LoadSpec) -> int:
         return self.processes or auto_processes(spec)
@@ -152,6 +155,13 @@ class Tick:
     expected_s: Optional[float] = None  # duration mode: warm-up + duration
     expected_requests: Optional[int] = None
     errors: dict[str, int] = field(default_factory=dict)
+    warmup_s: float = 0.0  # the first seconds of elapsed_s, whose answers are not counted
+
+    @property
+    def ok_per_s(self) -> float:
+        """Successful answers per second of the measured time so far: the same figure the level ends with."""
+        measured = self.elapsed_s - self.warmup_s
+        return self.ok / measured if measured > 0 else 0.0
 
 
 @contextmanager
@@ -243,7 +253,7 @@ def _levels(targets: Sequence[Target], plan: Plan, sweeps: list[Sweep], stop: th
                 if on_tick is not None:
                     on_tick(Tick(_t.label, _l, index, len(plan.levels), elapsed, result.sent, result.ok,
                                  None if spec.duration_s is None else spec.warmup_s + spec.duration_s,
-                                 spec.requests, result.errors))
+                                 spec.requests, result.errors, spec.warmup_s))
 
             before = target.probe.scrape() if target.probe else None
             parts = plan.processes_for(spec)
@@ -261,8 +271,14 @@ def _levels(targets: Sequence[Target], plan: Plan, sweeps: list[Sweep], stop: th
                 failures.append(_failure(target, level))
         if stop.is_set():
             done = sum(1 for lvl in sweeps[0].levels if lvl.complete)
-            return sweeps, BenchInterrupted(f"interrupted after {done} of {len(plan.levels)} level(s); "
-                                            "the results so far are shown")
+            cut = any(not lvl.complete for sweep in sweeps for lvl in sweep.levels)
+            cut_spec = plan.spec(value)
+            where = f"in level {Level(concurrency=cut_spec.concurrency, rate=cut_spec.rate).label} " \
+                    f"({index + 1} of {len(plan.levels)})"
+            return sweeps, BenchInterrupted(
+                f"interrupted {where}: {done} level(s) complete"
+                + ("; the row marked (cut) covers the time its level ran" if cut else "")
+                + "; the results so far are shown")
         if failures:
             return sweeps, LevelFailed("; ".join(failures),
                                        hint="the sweep stops at a level where nothing succeeds; "

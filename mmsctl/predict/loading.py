@@ -6,13 +6,22 @@ the engine only ever sees a :class:`~mmsctl.engine.spec.ServiceSpec`.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from mmsctl.engine.spec import ServiceSpec
+from mmsctl.predict.local import PredictService
 
-__all__ = ["AUTO_BATCH", "default_batch_size", "open_model", "start_service"]
+__all__ = ["AUTO_BATCH", "StartedService", "default_batch_size", "open_model", "start_service"]
+
+
+@dataclass(frozen=True)
+class StartedService:
+    """What :func:`start_service` started, and the batch size to feed it (``predict_local``'s ``batch_size``)."""
+
+    service: PredictService
+    batch_size: int
 
 
 def _is_checkpoint_folder(path: Path) -> bool:
@@ -82,11 +91,11 @@ def start_service(
     handler: Optional[str] = None,
     gpu: Optional[int] = None,
     workers: Optional[int] = None,
-) -> tuple[Any, int]:
+) -> StartedService:
     """Start what runs *model* for *inputs* inputs: this process, or a pool of one per core.
 
-    Returns:
-        The service (``handle``/``close``) and the batch size to feed it.
+    Raises:
+        EngineError: the model cannot load, e.g. its network is over ``MMSCTL_MAX_MODEL_MEMORY``.
     """
     from mmsctl.predict.pool import choose_workers
 
@@ -98,12 +107,12 @@ def start_service(
     if processes > 1:
         from mmsctl.predict.pool import ServicePool
 
-        return ServicePool(spec, workers=processes), size
+        return StartedService(ServicePool(spec, workers=processes), size)
     from mmsctl.engine.kernels import apply_in_process
     from mmsctl.engine.service import load_service
 
     apply_in_process(Path(spec.root), gpu=gpu, model=spec.model_name)
-    return load_service(spec), size
+    return StartedService(load_service(spec), size)
 
 
 def _measured_batch(model: ServiceSpec, processes: int) -> int:

@@ -9,16 +9,31 @@ from __future__ import annotations
 
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Iterator, Optional
+from typing import Callable, Iterable, Iterator, Optional, Protocol
 
-from mmsctl.engine.protocol import Parameter, RequestItem
+from mmsctl.engine.protocol import Parameter, RequestItem, ResponseItem
 from mmsctl.errors import MmsError
 from mmsctl.predict.inputs import InputSource
 from mmsctl.predict.prediction import Prediction, from_response, truncate_top_k
 
-__all__ = ["predict_local"]
+__all__ = ["PredictService", "predict_local"]
 
 _READ_AHEAD = 4  # batches read ahead of the one running
+
+
+class PredictService(Protocol):
+    """What runs the batches of ``mmsctl predict``: a :class:`~mmsctl.engine.service.ModelService` in this
+    process (one batch at a time) or a :class:`~mmsctl.predict.pool.ServicePool` (several, in workers)."""
+
+    @property
+    def last_failure(self) -> Optional[str]:
+        """``Type: text`` of the last batch answered that failed as a whole, or None."""
+
+    def map(self, batches: Iterable[list[RequestItem]]) -> Iterator[list[ResponseItem]]:
+        """The responses of each batch (one per request, in order), in the order the batches came."""
+
+    def close(self) -> None:
+        """Stop running the model."""
 
 
 def _read_all(sources: list[InputSource], read: Callable[[InputSource], bytes]) -> Iterator["Future[bytes]"]:
@@ -53,7 +68,7 @@ def _batches(
 
 
 def predict_local(
-    service: Any,
+    service: PredictService,
     sources: list[InputSource],
     *,
     batch_size: int,
@@ -63,7 +78,7 @@ def predict_local(
     """Run every input through a loaded model, in order.
 
     Args:
-        service: a :class:`~mmsctl.engine.service.ModelService` from
+        service: a :class:`PredictService`: a :class:`~mmsctl.engine.service.ModelService` from
             :func:`~mmsctl.engine.service.load_service` (batches run here, one at a time), or
             a :class:`~mmsctl.predict.pool.ServicePool` (batches run in worker processes,
             several at once).
@@ -79,14 +94,9 @@ def predict_local(
     reader = read or (lambda s: s.read())
     sent: deque[list[tuple[InputSource, Optional[bytes], Optional[MmsError]]]] = deque()
 
-    requests = _requests(sources, batch_size, reader, top_k, sent)
-    pooled = getattr(service, "map", None)
-    answers = pooled(requests) if callable(pooled) else (service.handle(b) if b else [] for b in requests)
-    for responses in answers:
+    for responses in service.map(_requests(sources, batch_size, reader, top_k, sent)):
         batch = sent.popleft()
-        detail = getattr(service, "last_exception", None)
-        if detail is not None and not isinstance(detail, str):
-            detail = f"{type(detail).__name__}: {detail}"
+        detail = service.last_failure
         it = iter(responses)
         for source, _body, error in batch:
             if error is not None:

@@ -18,7 +18,8 @@ from typing import Iterable, Iterator, Optional
 
 from mmsctl.engine.protocol import RequestItem, ResponseItem
 from mmsctl.engine.spec import ServiceSpec
-from mmsctl.engine.worker import FAILED, LOAD_FAILED, READY, BatchResult, WorkerExited, WorkerProcess
+from mmsctl.engine.worker.frames import FAILED, LOAD_FAILED, READY, BatchResult, WorkerExited
+from mmsctl.engine.worker.parent import WorkerProcess
 from mmsctl.errors import EngineError, WorkerDiedError
 
 __all__ = ["POOL_MIN_INPUTS", "ServicePool", "choose_workers", "cpu_count"]
@@ -98,7 +99,8 @@ class _PoolWorker:
 
 
 class ServicePool:
-    """*workers* processes each running the model; :meth:`map` answers batches in order.
+    """*workers* processes each running the model; :meth:`map` answers batches in order (a
+    :class:`~mmsctl.predict.local.PredictService`, as an in-process ``ModelService`` is).
 
     Workers are :class:`~mmsctl.engine.worker.WorkerProcess` es with *threads* OpenMP
     threads each (one by default: one process per core). A batch goes to the worker with
@@ -113,7 +115,7 @@ class ServicePool:
     def __init__(self, spec: ServiceSpec, *, workers: int, threads: int = 1) -> None:
         self.spec = spec
         #: "ExcType: message" of the last batch that failed as a whole in a worker.
-        self.last_exception: Optional[str] = None
+        self.last_failure: Optional[str] = None
         self._workers: list[_PoolWorker] = []
         try:
             for number in range(workers):
@@ -168,7 +170,7 @@ class ServicePool:
                 self._receive(done)
             result = done.pop(wanted)
             wanted += 1
-            self.last_exception = result.failure
+            self.last_failure = result.failure
             yield result.responses
 
     def close(self) -> None:

@@ -179,7 +179,7 @@ class Server:
         log.info("shutting down: draining for up to %g s", timeout)
         frontend = getattr(self, "frontend", None)
         if frontend is not None:
-            frontend.traffic.draining = True
+            frontend.traffic.drain()
         manager = getattr(self, "manager", None)
         if manager is not None:
             drain = asyncio.ensure_future(manager.shutdown(timeout))

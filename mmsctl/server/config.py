@@ -77,6 +77,9 @@ class ServerConfig:
     worker_limit: Optional[int] = None
     #: Decoded pixels per image the built-in image handler accepts (``MMSCTL_MAX_IMAGE_PIXELS`` in workers).
     max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
+    #: Bytes a model's network may take (outputs of every node, weights, input, at its batch size): a register
+    #: over it fails with the figure (``MMSCTL_MAX_MODEL_MEMORY`` in workers; None: 4 GiB, or half the memory).
+    max_model_memory: Optional[int] = None
     #: Bytes and members one archive may extract to (a register over them is a 400).
     max_archive_size: int = DEFAULT_MAX_ARCHIVE_SIZE
     max_archive_members: int = DEFAULT_MAX_ARCHIVE_MEMBERS
@@ -114,6 +117,15 @@ class ServerConfig:
 
         return max(self.max_request_size, int(psutil.virtual_memory().total // 4))
 
+    @property
+    def model_memory_allowed(self) -> int:
+        """The network limit in force: ``max_model_memory``, else :func:`mmsctl.config.default_max_model_memory`."""
+        if self.max_model_memory is not None:
+            return self.max_model_memory
+        from mmsctl.config import default_max_model_memory
+
+        return default_max_model_memory()
+
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
 
@@ -135,9 +147,9 @@ class ServerConfig:
             )
         for key in ("default_workers_per_model", "job_queue_size", "max_request_size", "default_response_timeout",
                     "worker_threads", "worker_limit", "max_image_pixels", "max_archive_size",
-                    "max_archive_members", "log_max_size", "log_backups", "max_buffered_bytes"):
+                    "max_archive_members", "log_max_size", "log_backups", "max_buffered_bytes", "max_model_memory"):
             value = getattr(self, key)
-            if value is None and key in ("worker_limit", "max_buffered_bytes"):
+            if value is None and key in ("worker_limit", "max_buffered_bytes", "max_model_memory"):
                 continue
             minimum = 0 if key in ("default_workers_per_model", "log_backups") else 1
             if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
@@ -261,7 +273,7 @@ def load_properties(path: Path, base: Optional[ServerConfig] = None) -> ServerCo
     for key in ("default_workers_per_model", "job_queue_size", "max_request_size",
                 "default_response_timeout", "number_of_gpu", "metric_time_interval",
                 "unregister_model_timeout", "worker_limit", "max_image_pixels", "max_archive_size",
-                "max_archive_members", "log_max_size", "log_backups", "max_buffered_bytes"):
+                "max_archive_members", "log_max_size", "log_backups", "max_buffered_bytes", "max_model_memory"):
         number = _int(props, key, path)
         if number is not None:
             setattr(cfg, key, number)

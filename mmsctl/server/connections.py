@@ -8,6 +8,9 @@ the connection is closed. A connection that has not sent a complete request head
 ``request_header_timeout`` seconds (counted from its opening, or from the end of the
 previous answer) is closed: aiohttp's keep-alive timer already closes a connection whose
 parser is waiting for a head, partial or not, so that timer is set to this setting.
+
+Requests pipelined before bytes that cannot be parsed are each answered, then the 400 is sent
+and the connection closed (:mod:`~mmsctl.server.pipelining` cuts the read that fails).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from aiohttp.http_exceptions import LineTooLong
 from aiohttp.web_protocol import RequestHandler
 
 from mmsctl.server.http import error_response
+from mmsctl.server.pipelining import RequestSplitter
 
 __all__ = ["MmsAppRunner"]
 
@@ -43,7 +47,19 @@ def _parse_error(exc: Optional[BaseException], status: int) -> web.Response:
 
 
 class _MmsRequestHandler(RequestHandler):
-    """aiohttp's protocol, answering what it cannot parse with an MMS error body."""
+    """aiohttp's protocol, answering what it cannot parse with an MMS error body, after the requests before it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._splitter = RequestSplitter()
+
+    def data_received(self, data: bytes) -> None:
+        pieces = self._splitter.split(data)
+        if len(pieces) == 1:
+            super().data_received(pieces[0])
+            return
+        for piece in pieces:  # whole requests, then what fails to parse
+            super().data_received(piece)
 
     def handle_error(self, request: Any, status: int = 500, exc: Optional[BaseException] = None,
                      message: Optional[str] = None) -> web.StreamResponse:

@@ -22,8 +22,10 @@ not above, and every request the full path would refuse: a bad token, an unknown
 full queue, a draining server, a body over ``max_request_size`` or ``max_buffered_bytes``)
 hands the connection, with the bytes of that request, to aiohttp's protocol
 (:mod:`~mmsctl.server.connections`), which serves it and the rest of the connection exactly
-as it serves the management and metrics APIs. The fast path therefore never answers an
-error of its own making except a worker's answer it cannot send (500).
+as it serves the management and metrics APIs. What the full path would refuse is judged by the
+same admission gate (:mod:`~mmsctl.server.admission`: header anomalies, token, draining, sizes,
+buffered bytes) on both paths. The fast path therefore never answers an error of its own
+making except a worker's answer it cannot send (500).
 """
 
 from __future__ import annotations
@@ -41,11 +43,13 @@ import httptools
 
 from mmsctl.engine.protocol import Parameter, RequestItem, ResponseItem
 from mmsctl.error_body import error_body
+from mmsctl.server.admission import Gate, Ticket
 from mmsctl.server.batching import Job
 from mmsctl.server.errors import ApiException
 from mmsctl.server.metrics import ServerMetrics
-from mmsctl.server.middleware import Traffic, bearer_matches, next_request_id
+from mmsctl.server.middleware import next_request_id
 from mmsctl.server.supervisor import ModelManager
+from mmsctl.server.workers import Model
 
 __all__ = ["LeanInference", "LeanProtocol"]
 
@@ -61,6 +65,8 @@ _FORMS = frozenset({"multipart/form-data", "application/x-www-form-urlencoded"})
 _PHRASES = {s.value: s.phrase for s in HTTPStatus}
 #: The content type of an answer whose handler set none (what the full path, aiohttp, sends).
 _OCTETS = b"application/octet-stream"
+#: The route a prediction URL of so many "/"-separated parts is the full path's.
+_ROUTES = {3: "/predictions/{model}", 4: "/predictions/{model}/{version}"}
 
 
 @dataclass
@@ -68,11 +74,9 @@ class LeanInference:
     """What every fast-path connection of one inference API shares."""
 
     manager: ModelManager
-    traffic: Traffic
+    #: The inference API's admission rules, which the full path applies too.
+    gate: Gate
     metrics: ServerMetrics
-    #: The Bearer token of the inference API, if it needs one.
-    token: Optional[str]
-    max_request_size: int
     #: Seconds a connection may sit without sending a complete head (``request_header_timeout``).
     header_timeout: float
     #: ``GET /ping``'s answer (status text, code), the inference API's own rule.
@@ -143,14 +147,17 @@ class LeanProtocol(asyncio.Protocol):
         self._begun = 0
         self._complete = 0
         self._head_size = 0
-        #: The bytes of a request not yet complete, their count (held in ``traffic``) and since when.
+        #: Whether the request just parsed lets the connection stay open (read as it completes: llhttp
+        #: forgets ``Connection: close`` once the message is done).
+        self._keep_alive = True
+        #: The bytes of a request not yet complete, what they hold of the traffic, and since when.
         self._partial: list[bytes] = []
-        self._partial_size = 0
+        self._partial_ticket: Optional[Ticket] = None
         self.partial_since: Optional[float] = None
-        #: The request being answered, and what it holds.
+        #: The request being answered, what it holds, and its model.
         self._job: Optional[Job] = None
-        self._held = 0
-        self._model = ""
+        self._ticket: Optional[Ticket] = None
+        self._model: Optional[Model] = None
         self._request_id = ""
         self._method = b""
         self._started = 0.0
@@ -177,6 +184,7 @@ class LeanProtocol(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         self._complete += 1
+        self._keep_alive = self.parser.should_keep_alive()
 
     # -- connection --------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -195,12 +203,8 @@ class LeanProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Optional[Exception]) -> None:
         self.lean.connections.discard(self)
         self._drop_partial()
-        job = self._job
-        if job is not None and not job.future.done():  # the client left: its request leaves the queue
-            model = self.lean.manager.models.get(self._model)
-            if model is not None:
-                model.queue.discard(job)
-            job.future.cancel()
+        if self._job is not None and self._model is not None:  # the client left: its request leaves the queue
+            self._model.withdraw(self._job)
         self.transport = None
 
     def data_received(self, data: bytes) -> None:
@@ -238,8 +242,9 @@ class LeanProtocol(asyncio.Protocol):
     def _wait_for_rest(self, data: bytes) -> bool:
         """Keep *data*, the start of a request that may still be plain, until the rest arrives; False
         when it is the full path's already (too large, chunked, ``Expect``, or no room in the buffers)."""
-        size = self._partial_size + len(data)
-        if (size > min(_MAX_PARTIAL, self.lean.max_request_size + _MAX_HEAD) or self._head_size > _MAX_HEAD
+        ticket, limit = self._partial_ticket, self.lean.gate.max_request_size
+        size = (ticket.size if ticket is not None else 0) + len(data)
+        if (size > min(_MAX_PARTIAL, limit + _MAX_HEAD) or self._head_size > _MAX_HEAD
                 or len(self._url) > 2048 or len(self._headers) > _MAX_FIELDS):
             return False
         for name, value in self._headers:
@@ -248,15 +253,17 @@ class LeanProtocol(asyncio.Protocol):
                 return False  # 100-continue: the client waits for an answer before it sends the body
             declared = value.strip()
             if lower == b"content-length" and (not declared.isdigit() or len(declared) > 18
-                                               or int(declared) > self.lean.max_request_size):
+                                               or int(declared) > limit):
                 return False  # (a length of thousands of digits is past what int() takes)
-        if not self.lean.traffic.hold(len(data)):
+        if ticket is None:
+            ticket = self.lean.gate.traffic.reserve(len(data), counted=False)
+            if ticket is None:
+                return False
+            self._partial_ticket, self.partial_since = ticket, time.monotonic()
+            self.lean.watch()
+        elif not ticket.grow(len(data)):
             return False
         self._partial.append(data)
-        self._partial_size = size
-        if self.partial_since is None:
-            self.partial_since = time.monotonic()
-            self.lean.watch()
         return True
 
     def _take_partial(self, data: bytes) -> bytes:
@@ -268,8 +275,9 @@ class LeanProtocol(asyncio.Protocol):
         return whole
 
     def _drop_partial(self) -> None:
-        self.lean.traffic.buffered -= self._partial_size
-        self._partial, self._partial_size, self.partial_since = [], 0, None
+        if self._partial_ticket is not None:
+            self._partial_ticket.release()
+        self._partial, self._partial_ticket, self.partial_since = [], None, None
 
     def give_up_partial(self) -> None:
         """The request has been incomplete too long: the full path (and its body timeout) takes it."""
@@ -279,70 +287,70 @@ class LeanProtocol(asyncio.Protocol):
     # -- the two routes ------------------------------------------------------------------------
     def _take(self) -> bool:
         """Start answering the request just parsed; False when it is the full path's."""
-        parser, lean = self.parser, self.lean
-        url = self._url
-        if (parser.get_http_version() != "1.1" or not parser.should_keep_alive() or len(url) > 2048
+        parser, url = self.parser, self._url
+        if (not self._keep_alive or parser.get_http_version() != "1.1" or len(url) > 2048
                 or len(self._headers) > _MAX_FIELDS or self._head_size > _MAX_HEAD or not url.isascii()
                 or b"?" in url or b"%" in url or b"#" in url or b"/." in url):
             return False
         method = parser.get_method()
-        parts = url.split(b"/")
         if method == b"GET" and url == b"/ping":
             return self._ping()
+        parts = url.split(b"/")
         if method != b"POST" or len(parts) not in (3, 4) or parts[0] or parts[1] != b"predictions" \
                 or not all(parts[2:]):
             return False
-        headers: dict[str, str] = {}
-        for name, value in self._headers:
-            headers[name.decode("utf-8", "surrogateescape").lower()] = value.decode("utf-8", "surrogateescape")
+        body = b"".join(self._body)
+        try:
+            ticket = self.lean.gate.admit("POST", _ROUTES[len(parts)], self._headers, True, len(body), bool(body))
+        except ApiException:
+            return False
+        if not self._enqueue(ticket, parts, body):
+            ticket.release()
+            return False
+        return True
+
+    def _enqueue(self, ticket: Ticket, parts: list[bytes], body: bytes) -> bool:
+        """Queue an admitted prediction; False when it is the full path's (a form, ``Expect``, an unknown
+        model, a full queue: what the full path answers, or refuses, itself)."""
+        headers = ticket.headers
         if "transfer-encoding" in headers or "expect" in headers:
             return False
         content_type = headers.get("content-type")
         mime = content_type.split(";")[0].strip().lower() if content_type else None
         if mime in _FORMS:
             return False
-        if lean.token and not bearer_matches(headers.get("authorization", ""), lean.token):
-            return False
-        traffic = lean.traffic
-        body = b"".join(self._body)
-        if traffic.draining or len(body) > lean.max_request_size:
-            return False
-        try:
-            model = lean.manager.get(parts[2].decode(), parts[3].decode() if len(parts) == 4 else None)
-        except ApiException:
-            return False
-        size = len(body)
-        if size and not traffic.hold(size):
-            return False
+        manager = self.lean.manager
         request_id = next_request_id()
-        item = RequestItem(request_id, [Parameter("body", body, mime)], headers)
         try:
-            job = lean.manager.enqueue(model, item)
+            model = manager.get(parts[2].decode(), parts[3].decode() if len(parts) == 4 else None)
+            job = manager.enqueue(model, RequestItem(request_id, [Parameter("body", body, mime)], headers))
         except ApiException:
-            traffic.buffered -= size
             return False
-        traffic.in_flight += 1
-        self._job, self._held, self._model, self._request_id = job, size, model.name, request_id
-        self._method, self._started = method, time.monotonic()
+        self._job, self._ticket, self._model, self._request_id = job, ticket, model, request_id
+        self._method, self._started = b"POST", time.monotonic()
         job.future.add_done_callback(self._answered)
         return True
 
     def _ping(self) -> bool:
-        if self._body or self.lean.traffic.draining:
+        if self._body:
             return False
-        status, code = self.lean.health()
-        body = (json.dumps({"status": status}, indent=2) + "\n").encode()
-        request_id = next_request_id()
-        self._write(code, None, body, b"application/json; charset=utf-8", {}, request_id)
+        try:
+            ticket = self.lean.gate.admit("GET", "/ping", self._headers, True, None, False)
+        except ApiException:
+            return False
+        with ticket:
+            status, code = self.lean.health()
+            body = (json.dumps({"status": status}, indent=2) + "\n").encode()
+            request_id = next_request_id()
+            self._write(code, None, body, b"application/json; charset=utf-8", {}, request_id)
         self._finish(code, "", request_id, b"GET", time.monotonic())
         return True
 
     # -- answers -------------------------------------------------------------------------------
     def _answered(self, future: "asyncio.Future[ResponseItem]") -> None:
-        lean = self.lean
-        lean.traffic.in_flight -= 1
-        lean.traffic.buffered -= self._held
-        self._job, self._held = None, 0
+        if self._ticket is not None:
+            self._ticket.release()
+        self._job, self._ticket = None, None
         if future.cancelled() or self.transport is None:  # the client left
             return
         response = future.result()
@@ -354,7 +362,8 @@ class LeanProtocol(asyncio.Protocol):
             status = 500
             self._write(500, None, error_body(500, "InternalServerException", "Invalid response from the model."),
                         b"application/json", {}, self._request_id)
-        self._finish(status, self._model, self._request_id, self._method, self._started)
+        self._finish(status, self._model.name if self._model is not None else "", self._request_id, self._method,
+                     self._started)
 
     def _finish(self, status: int, model: str, request_id: str, method: bytes, started: float) -> None:
         """Count the answered request, log it, and read on."""

@@ -14,14 +14,16 @@ from typing import Callable, Optional
 
 from aiohttp import web
 
+from mmsctl.server.admission import Gate, Traffic
 from mmsctl.server.config import ServerConfig
 from mmsctl.server.fastpath import LeanInference
 from mmsctl.server.http import BODY_TIMEOUT
 from mmsctl.server.inference_api import InferenceApi
 from mmsctl.server.management_api import ManagementApi
 from mmsctl.server.metrics import ServerMetrics
-from mmsctl.server.middleware import Traffic, api_middleware
+from mmsctl.server.middleware import api_middleware
 from mmsctl.server.supervisor import ModelManager
+from mmsctl.server.v2_api import V2Api
 
 __all__ = ["Frontend"]
 
@@ -37,11 +39,15 @@ class Frontend:
         self.traffic = Traffic(max_buffered=config.buffered_bytes_allowed)
         self.manager = manager
         self.inference = InferenceApi(manager, self.traffic)
+        self.v2 = V2Api(manager, self.traffic)
         self.management = ManagementApi(config, manager, record_models)
 
+    def gate(self, api: str) -> Gate:
+        """The admission rules of *api* (its token, the size limit, the shared traffic)."""
+        return Gate(api, self.keys.get(api), self.config.max_request_size, self.traffic)
+
     def _app(self, api: str) -> web.Application:
-        middleware = api_middleware(api, self.keys.get(api), self.config.max_request_size, self.metrics,
-                                    self.traffic)
+        middleware = api_middleware(self.gate(api), self.metrics)
         # A declared length over the limit is refused by the middleware before anything is read; a chunked
         # body is cut by aiohttp at exactly max_request_size bytes (413 too).
         app = web.Application(middlewares=[middleware], client_max_size=self.config.max_request_size,
@@ -51,6 +57,7 @@ class Frontend:
 
     def inference_app(self) -> web.Application:
         app = self._app("inference")
+        self.v2.add_routes(app.router)  # before MMS's catch-all /{model}/predict
         self.inference.add_routes(app.router)
         return app
 
@@ -62,8 +69,7 @@ class Frontend:
     def lean_inference(self, fallback: Callable[[], asyncio.Protocol]) -> LeanInference:
         """The inference API's connections: plain predictions and pings on the fast path
         (:mod:`~mmsctl.server.fastpath`), handed to *fallback* (the inference app's protocol) for the rest."""
-        return LeanInference(self.manager, self.traffic, self.metrics, self.keys.get("inference"),
-                             self.config.max_request_size, self.config.request_header_timeout,
+        return LeanInference(self.manager, self.gate("inference"), self.metrics, self.config.request_header_timeout,
                              self.inference.health, fallback)
 
     def metrics_app(self) -> web.Application:

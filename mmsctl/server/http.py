@@ -180,7 +180,9 @@ async def request_item(request: web.Request) -> RequestItem:
     """One prediction request as a worker gets it: the query parameters (every prediction route),
     then the raw body as ``body``, or each field of a form."""
     parameters = [Parameter(k, v) for k, v in request.query.items()]
-    headers = {k.lower(): v for k, v in request.headers.items()}
+    headers = request.get("headers")  # read once, by the admission gate
+    if headers is None:
+        headers = {k.lower(): v for k, v in request.headers.items()}
     content_type = request.headers.get("Content-Type")
     mime = content_type.split(";")[0].strip().lower() if content_type else None
     if mime == "multipart/form-data":

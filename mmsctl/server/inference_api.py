@@ -10,9 +10,9 @@ from __future__ import annotations
 from aiohttp import web
 
 from mmsctl.server import openapi
+from mmsctl.server.admission import Traffic
 from mmsctl.server.errors import BadRequest, ServiceUnavailable
 from mmsctl.server.http import json_response, request_item, status_response, web_response
-from mmsctl.server.middleware import Traffic
 from mmsctl.server.supervisor import ModelManager
 
 __all__ = ["InferenceApi"]

@@ -21,8 +21,8 @@ from mmsctl.server import openapi
 from mmsctl.server.config import ServerConfig
 from mmsctl.server.errors import BadRequest, InternalServerError
 from mmsctl.server.http import (
-    MAX_BATCH_DELAY_MS, MAX_WAIT_SECONDS, bool_param, int_param, json_response, params, status_response,
-    timeout_param,
+    MAX_BATCH_DELAY_MS, MAX_RESPONSE_TIMEOUT, MAX_WAIT_SECONDS, bool_param, int_param, json_response, params,
+    status_response,
 )
 from mmsctl.server.store import resolve_archive
 from mmsctl.server.workers import Model
@@ -62,6 +62,26 @@ def _handler_in(archive: ModelArchive, handler: str) -> str:
     if not ((root / module).with_suffix(".py").is_file() or (root / module / "__init__.py").is_file()):
         raise BadRequest(f"Invalid handler {handler!r}: no module {module.as_posix()}.py in the archive.")
     return handler
+
+
+def _response_timeout(p: Any, default_seconds: int) -> int:
+    """``response_timeout`` in seconds: MMS's minutes (it multiplies by 60), or ``30s`` for seconds.
+
+    Checked once, on the seconds then used: 1 second to a day, else a 400 naming the parameter
+    (MMS silently used the default for a negative one).
+    """
+    value = p.get("response_timeout")
+    if value is None or value == "":
+        return default_seconds
+    text = str(value).strip().lower()
+    if text.endswith("s") and not isinstance(value, bool):
+        seconds = int_param({"response_timeout": text[:-1] or text}, "response_timeout", 0, minimum=None)
+    else:
+        seconds = 60 * int_param(p, "response_timeout", 0, minimum=None, maximum=MAX_RESPONSE_TIMEOUT // 60)
+    if not 1 <= seconds <= MAX_RESPONSE_TIMEOUT:
+        raise BadRequest(f"Parameter response_timeout must be positive and at most {MAX_RESPONSE_TIMEOUT} "
+                         f"seconds, got {str(value)[:40]!r}.")
+    return seconds
 
 
 Handler = Callable[[web.Request], Awaitable[web.Response]]
@@ -134,7 +154,7 @@ class ManagementApi:
         workers = int_param(p, "initial_workers", self.config.default_workers_per_model, minimum=0,
                             maximum=limit, over=" (worker_limit)")
         synchronous = bool_param(p, "synchronous", True)
-        response_timeout = timeout_param(p, "response_timeout", self.config.default_response_timeout)
+        response_timeout = _response_timeout(p, self.config.default_response_timeout)
         archive = await asyncio.get_running_loop().run_in_executor(None, resolve_archive, url, self.config)
         name = _model_name(str(p.get("model_name") or archive.model_name or Path(url.rstrip("/")).name.split(".")[0]))
         handler = _handler_in(archive, str(p["handler"])) if p.get("handler") else None
@@ -196,10 +216,8 @@ class ManagementApi:
         if max_workers < min_workers:
             raise BadRequest("max_worker cannot be less than min_worker.")
         synchronous = bool_param(q, "synchronous", False)
-        timeout = int_param(q, "timeout", int(self.config.worker_start_timeout), minimum=None,
+        timeout = int_param(q, "timeout", int(self.config.worker_start_timeout), minimum=0,
                             maximum=MAX_WAIT_SECONDS)
-        if timeout < 0:
-            timeout = int(self.config.worker_start_timeout)
         model = self.manager.get(request.match_info["model"], request.match_info.get("version"))
         request["model"] = model.name
         await self.manager.scale(model, min_workers, max_workers)

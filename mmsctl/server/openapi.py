@@ -10,7 +10,7 @@ from typing import Any, Iterable, Optional
 
 from mmsctl import __version__
 
-__all__ = ["inference_api", "management_api", "model_api"]
+__all__ = ["inference_api", "management_api", "model_api", "v2_api"]
 
 _ERROR = {
     "type": "object",
@@ -168,3 +168,84 @@ def management_api() -> dict[str, Any]:
                           [_model_path()], _STATUS, ["200", "202", "404", "408", "500", "503"]),
         },
     })
+
+
+# -- the Open Inference Protocol (KServe v2) ------------------------------------------------------
+_V2_ERROR = {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}}
+_V2_TENSOR = {
+    "type": "object", "required": ["name", "shape", "datatype"],
+    "properties": {
+        "name": {"type": "string"},
+        "shape": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+        "datatype": {"type": "string", "enum": ["BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16",
+                                                "INT32", "INT64", "FP16", "FP32", "FP64", "BYTES"]},
+        "parameters": {"type": "object", "properties": {"binary_data_size": {"type": "integer", "minimum": 0}}},
+        "data": {"type": "array", "items": {}},
+    },
+}
+_V2_REQUEST = {
+    "type": "object", "required": ["inputs"],
+    "properties": {
+        "id": {"type": "string"},
+        "parameters": {"type": "object", "properties": {"binary_data_output": {"type": "boolean"}}},
+        "inputs": {"type": "array", "items": _V2_TENSOR},
+        "outputs": {"type": "array", "items": {"type": "object", "required": ["name"], "properties": {
+            "name": {"type": "string"},
+            "parameters": {"type": "object", "properties": {
+                "binary_data": {"type": "boolean"}, "classification": {"type": "integer", "minimum": 0}}}}}},
+    },
+}
+_V2_RESPONSE = {"type": "object", "required": ["model_name", "outputs"], "properties": {
+    "model_name": {"type": "string"}, "model_version": {"type": "string"}, "id": {"type": "string"},
+    "outputs": {"type": "array", "items": _V2_TENSOR}}}
+_V2_METADATA = {"type": "object", "required": ["name", "inputs", "outputs"], "properties": {
+    "name": {"type": "string"}, "versions": {"type": "array", "items": {"type": "string"}},
+    "platform": {"type": "string"},
+    "inputs": {"type": "array", "items": {"type": "object"}}, "outputs": {"type": "array", "items": {"type": "object"}}}}
+
+
+def _v2_op(op_id: str, summary: str, params: list[dict[str, Any]], ok: dict[str, Any], codes: Iterable[str],
+           body: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    responses = {code: {"description": _REASONS[code], "content": {"application/json": {
+        "schema": ok if code.startswith("2") else _V2_ERROR}}} for code in codes}
+    op: dict[str, Any] = {"operationId": op_id, "description": summary, "parameters": params, "responses": responses}
+    if body is not None:
+        op["requestBody"] = body
+    return op
+
+
+def v2_api(models: Iterable[str] = ()) -> dict[str, Any]:
+    """The Open Inference Protocol (KServe v2) REST API on the inference port (``GET /v2/api-description``),
+    with the metadata and infer paths of each registered model."""
+    model = _param("model_name", "path", "string", "Name of the model.", required=True)
+    version = _param("model_version", "path", "string", "Version of the model.", required=True)
+    length = _param("Inference-Header-Content-Length", "header", "integer",
+                    "Bytes of JSON before the binary tensor data (binary tensor data extension).")
+    infer_body = {"required": True, "content": {
+        "application/json": {"schema": _V2_REQUEST},
+        "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}
+    infer_codes = ["200", "400", "404", "408", "413", "500", "503"]
+    paths: dict[str, Any] = {
+        "/v2": {"get": _v2_op("serverMetadata", "Server name, version and extensions.", [], {"type": "object"},
+                              ["200"])},
+        "/v2/health/live": {"get": _v2_op("serverLive", "Whether the server is live.", [], {"type": "object"},
+                                          ["200"])},
+        "/v2/health/ready": {"get": _v2_op("serverReady", "Whether every model has a ready worker.", [],
+                                           {"type": "object"}, ["200", "503"])},
+    }
+    for prefix, params, tag in (("/v2/models/{model_name}", [model], ""),
+                                ("/v2/models/{model_name}/versions/{model_version}", [model, version], "Version")):
+        paths[prefix] = {"get": _v2_op(f"modelMetadata{tag}", "A model's inputs and outputs.", params,
+                                       _V2_METADATA, ["200", "404"])}
+        paths[prefix + "/ready"] = {"get": _v2_op(f"modelReady{tag}", "Whether a model has a ready worker.", params,
+                                                  {"type": "object"}, ["200", "404", "503"])}
+        paths[prefix + "/infer"] = {"post": _v2_op(f"modelInfer{tag}", "Run an inference.", [*params, length],
+                                                   _V2_RESPONSE, infer_codes, infer_body)}
+    for name in models:
+        paths[f"/v2/models/{name}"] = {"get": _v2_op(f"metadata_{name}", f"Model {name}'s inputs and outputs.", [],
+                                                     _V2_METADATA, ["200"])}
+        paths[f"/v2/models/{name}/infer"] = {"post": _v2_op(f"infer_{name}", f"Run model {name}.", [length],
+                                                            _V2_RESPONSE, infer_codes, infer_body)}
+    doc = _doc("Open Inference Protocol (KServe v2)", paths)
+    doc["info"]["description"] = "The KServe v2 REST API served by mmsctl beside MMS's inference API."
+    return doc

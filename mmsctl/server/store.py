@@ -6,7 +6,9 @@ at it, control characters are refused, and only what it names is fetched (a zoo 
 never read as a URL or a path, a URL never as a name). A request may name:
 
 - a file or folder in the model store (relative; ``..`` is refused, as in MMS), or an
-  absolute path inside it; without a model store, an absolute path;
+  absolute path inside it; never the store itself, and symlinks are resolved once into the
+  path that is opened, which must still be inside the store; without a model store, an
+  absolute path;
 - an http(s) URL that matches one of ``allowed_urls`` (regular expressions matched against
   the whole URL, ignoring case, as TorchServe does), redirects included;
 - a zoo name (``squeezenet``), from the cache, a mirror folder, or a download that must
@@ -57,6 +59,31 @@ def _inside(path: Path, folder: Path) -> bool:
     return os.path.commonpath([str(path), os.path.normpath(str(folder))]) == os.path.normpath(str(folder))
 
 
+def _in_store(path: Path, store: Path, text: str) -> Location:
+    """The one resolved path that a request's *path* in the model store is opened by.
+
+    Symlinks are resolved here, once: the result is neither the store itself (``url=.``) nor
+    outside it, and a folder model holds no symlink that leads outside it either.
+    """
+    real_store = store.resolve()
+    try:
+        real = path.resolve(strict=True)
+    except (OSError, RuntimeError):  # gone meanwhile, or a symlink loop
+        raise ModelNotFound(f"Model not found: {text} (no such file or folder)") from None
+    if real == real_store:
+        raise BadRequest(f"Invalid url {text!r}: it names the model store itself, not a model in it.")
+    if not _inside(real, real_store):
+        raise BadRequest(f"Invalid url {text!r}: it leads outside the model store (a symlink).")
+    if real.is_dir():
+        for folder, dirs, files in os.walk(real):  # symlinked folders are listed, not entered
+            for name in dirs + files:
+                entry = Path(folder, name)
+                if entry.is_symlink() and not _inside(Path(os.path.realpath(entry)), real_store):
+                    raise BadRequest(f"Invalid url {text!r}: {entry.relative_to(real)} in it is a symlink "
+                                     "that leads outside the model store.")
+    return Location("path", str(real))
+
+
 def normalise_location(url: str, config: ServerConfig, *, trusted: bool = False) -> Location:
     """Read a register ``url`` once into what will be opened, or refuse it.
 
@@ -68,6 +95,8 @@ def normalise_location(url: str, config: ServerConfig, *, trusted: bool = False)
     Raises:
         BadRequest: empty, control characters, a scheme other than http(s)/file, or a URL that
             ``allowed_urls`` does not match.
+        BadRequest: (also) the model store itself (``url=.``), or a path in it that a symlink
+            leads out of it.
         ModelNotFound: a relative path that climbs out, a path outside the model store, or
             nothing by that name.
     """
@@ -96,13 +125,15 @@ def normalise_location(url: str, config: ServerConfig, *, trusted: bool = False)
     store = Path(config.model_store) if config.model_store else None
     if os.path.isabs(text):
         path = Path(os.path.normpath(text))
-        if store is not None and not trusted and not _inside(path, store):
-            raise ModelNotFound(f"Model not found in model store: {text} (a path outside the model store)")
+        if store is not None and not trusted:
+            if not _inside(path, store):
+                raise ModelNotFound(f"Model not found in model store: {text} (a path outside the model store)")
+            return _in_store(path, store, text)
         if not path.exists():
             raise ModelNotFound(f"Model not found: {text} (no such file or folder)")
         return Location("path", str(path))
     if store is not None and (store / text).exists():
-        return Location("path", str(store / text))
+        return Location("path", str(store / text)) if trusted else _in_store(store / text, store, text)
     if MODEL_NAME_PATTERN.fullmatch(text):
         return Location("zoo", text)
     if store is not None:

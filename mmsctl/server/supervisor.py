@@ -95,9 +95,7 @@ class ModelManager:
         return gpu
 
     def _start_worker(self, model: Model, delay: float = 0.0) -> Worker:
-        worker = Worker(model, str(9000 + model.next_worker), self._gpu_for_next_worker())
-        model.next_worker += 1
-        model.workers.append(worker)
+        worker = model.new_worker(self._gpu_for_next_worker())
         worker.task = asyncio.ensure_future(self._run_worker(worker, delay))
         return worker
 
@@ -110,50 +108,41 @@ class ModelManager:
                 pass
             if worker.stop_event.is_set():
                 worker.state = WorkerState.STOPPED
-                self._forget(worker)
+                model.forget(worker)
                 return "stopped"
         worker.start_time = time.time()
         try:
             await worker.spawn(self.config)
         except Exception as exc:  # noqa: BLE001 - WorkerStartError, or spawning itself failed (fork, fd limits)
             worker.state = WorkerState.STOPPED
-            model.last_error = str(exc) if isinstance(exc, WorkerStartError) else f"cannot start a worker: {exc}"
-            log.error("%s W-%s failed to start: %s", model.name, worker.id, model.last_error)
-            self._forget(worker)
+            error = str(exc) if isinstance(exc, WorkerStartError) else f"cannot start a worker: {exc}"
+            log.error("%s W-%s failed to start: %s", model.name, worker.id, error)
+            model.forget(worker)
             killed_on_purpose = worker.stop_event.is_set()  # a scale down or unregister, not a failure
-            if not killed_on_purpose:
-                model.start_failed = True
+            model.worker_failed_to_start(error, on_purpose=killed_on_purpose)
             self._after_worker_exit(model, crashed=not killed_on_purpose)
             return "load_failed"
         log.info("%s W-%s READY (pid %s)", model.name, worker.id, worker.pid)
-        model.failures = 0
-        model.start_failed = False
-        model.notify()
+        model.worker_ready()
         outcome = await worker.serve(self.metrics)
         if outcome == "stopped":
             await worker.close()
-            self._forget(worker)
+            model.forget(worker)
             self._after_worker_exit(model, crashed=False)
             return outcome
         # Dead or hung: the replacement is registered before we wait for the old process, so
         # requests arriving meanwhile queue for it instead of finding no worker.
         worker.state = WorkerState.STOPPED
         worker.kill()
-        self._forget(worker)
-        model.last_error = f"worker {worker.id} {outcome}"
+        model.forget(worker)
+        model.worker_lost(f"worker {worker.id} {outcome}")
         self._after_worker_exit(model, crashed=True)
         code = await worker.exit_code()
-        model.last_error = f"worker {worker.id} {outcome} (exit code {code})"
+        model.worker_lost(f"worker {worker.id} {outcome} (exit code {code})")
         log.error("%s W-%s %s (pid %s, exit code %s)", model.name, worker.id, outcome, worker.pid, code)
         if worker.process is not None:
             worker.process.close_connection()
         return outcome
-
-    def _forget(self, worker: Worker) -> None:
-        model = worker.model
-        if worker in model.workers:
-            model.workers.remove(worker)
-        model.notify()
 
     def _after_worker_exit(self, model: Model, crashed: bool = True) -> None:
         """Replace lost workers with MMS's back-off; answer the queue 503 if no worker can serve it."""
@@ -162,13 +151,12 @@ class ModelManager:
             return
         missing = model.min_workers - len(model.live_workers())
         if crashed and missing > 0:
-            model.failures += 1
-            delay = BACK_OFF[min(model.failures, len(BACK_OFF) - 1)]
+            delay = BACK_OFF[min(model.count_failure(), len(BACK_OFF) - 1)]
             log.info("%s: %d worker(s) to restart in %d s (exit %d in a row)", model.name, missing, delay,
                      model.failures)
             for _ in range(missing):
                 self._start_worker(model, delay)
-        if not model.live_workers() or (model.start_failed and not model.ready_workers()):
+        if not model.serving():
             self._reject_queued(model, self._unavailable(model))
 
     @staticmethod
@@ -208,10 +196,7 @@ class ModelManager:
             BadRequest: the range would take the server over its worker limit.
         """
         self._check_worker_limit(model, max(min_workers, max_workers))
-        model.min_workers, model.max_workers = min_workers, max(max_workers, min_workers)
-        model.failures = 0
-        model.last_error = None
-        model.start_failed = False
+        model.set_range(min_workers, max_workers)
         live = model.live_workers()
         if len(live) < min_workers:
             for _ in range(min_workers - len(live)):
@@ -264,7 +249,7 @@ class ModelManager:
         Never waits for a worker that cannot serve: one still loading (a handler stuck in
         ``initialize``) is killed, and queued jobs no READY worker will take are answered 503.
         """
-        model.min_workers = 0
+        model.wind_down()
         if timeout > 0:
             deadline = time.monotonic() + timeout
             joined = asyncio.ensure_future(model.queue.join())
@@ -273,7 +258,7 @@ class ModelManager:
                     await asyncio.wait({joined}, timeout=min(0.1, max(deadline - time.monotonic(), 0.0)))
             finally:
                 joined.cancel()
-        model.removed = True
+        model.remove()
         self._reject_queued(model, f"Model {model.name} was unregistered")
         workers = list(model.workers)
         for worker in workers:
@@ -308,33 +293,32 @@ class ModelManager:
             live = len(model.live_workers())
             pending = model.pending()
             if pending > 0:
-                model.idle_since = now
+                model.busy(now)
             if pending > 2 * max(live, 1) * model.batch_size and live < model.max_workers:
                 log.info("autoscale %s: %d queued, %d workers -> +1", model.name, pending, live)
                 self._start_worker(model)
             elif pending == 0 and live > model.min_workers and now - model.idle_since > 30:
                 log.info("autoscale %s: idle, %d workers -> -1", model.name, live)
                 self._stop_workers(model, 1)
-                model.idle_since = now
+                model.busy(now)
 
     # -- predictions -----------------------------------------------------------------------
     def enqueue(self, model: Model, item: RequestItem) -> Job:
         """Queue one request; raise ServiceUnavailable when no worker can take it or the queue is full."""
         from mmsctl.server.errors import ServiceUnavailable
 
-        if model.removed or not model.live_workers() or (model.start_failed and not model.ready_workers()):
+        if not model.serving():
             raise ServiceUnavailable(self._unavailable(model) + ".")
         loop = asyncio.get_running_loop()
         job = Job(item, loop.create_future(), loop.time())
         try:
-            model.queue.put_nowait(job)
+            model.enqueue(job)
         except asyncio.QueueFull:
             raise ServiceUnavailable(
                 f"No worker is available to serve request for model: {model.name}. "
                 "Consider increasing job queue size.",
                 retry_after=1,
             ) from None
-        model.requests += 1
         return job
 
     async def predict(self, model: Model, item: RequestItem) -> ResponseItem:
@@ -343,5 +327,5 @@ class ModelManager:
         try:
             return await job.future
         except asyncio.CancelledError:
-            model.queue.discard(job)
+            model.withdraw(job)
             raise

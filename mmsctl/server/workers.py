@@ -90,7 +90,8 @@ class Worker:
         m = self.model
         self.process = await AsyncWorkerProcess.start(
             replace(m.spec, gpu_id=self.gpu_id), threads=config.worker_threads, tag=f"[{m.name} W-{self.id}]",
-            env={"MMSCTL_MAX_IMAGE_PIXELS": str(config.max_image_pixels)})
+            env={"MMSCTL_MAX_IMAGE_PIXELS": str(config.max_image_pixels),
+                 "MMSCTL_MAX_MODEL_MEMORY": str(config.model_memory_allowed)})
         self.pid = self.process.pid
         try:
             failure = await asyncio.wait_for(self.process.wait_ready(), config.worker_start_timeout)
@@ -269,7 +270,12 @@ async def _acquire_unless(lock: asyncio.Lock, stop: asyncio.Event) -> bool:
 
 @dataclass
 class Model:
-    """A registered model: what its workers load, batching settings, queue and workers."""
+    """A registered model: what its workers load, batching settings, queue and workers.
+
+    Its fields are read by anyone (describe, metrics); they change only through its methods, which keep
+    them consistent (a range with ``max_workers >= min_workers``, a removed model never serving again,
+    every change of its workers announced on ``changed``).
+    """
 
     name: str
     url: str
@@ -335,3 +341,75 @@ class Model:
     def notify(self) -> None:
         self.changed.set()
         self.changed = asyncio.Event()
+
+    # -- requests --------------------------------------------------------------------------------
+    def serving(self) -> bool:
+        """Whether a request may queue: the model is registered, a worker lives, and its workers do not
+        fail to start with none READY."""
+        return not self.removed and bool(self.live_workers()) and not (self.start_failed and not self.ready_workers())
+
+    def enqueue(self, job: Job) -> None:
+        """Queue *job* (asyncio.QueueFull when the queue is full)."""
+        self.queue.put_nowait(job)
+        self.requests += 1
+
+    def withdraw(self, job: Job) -> None:
+        """The client of *job* left: it leaves the queue (if it still waits) and its answer is cancelled.
+
+        The one way out for a request whose client leaves, on the full path and the lean path alike.
+        """
+        if job.future.done() and not job.future.cancelled():
+            return  # answered already
+        self.queue.discard(job)
+        job.future.cancel()
+
+    def busy(self, now: float) -> None:
+        """Requests were pending at *now* (autoscaling shrinks a model idle for a while)."""
+        self.idle_since = now
+
+    # -- workers ---------------------------------------------------------------------------------
+    def new_worker(self, gpu_id: Optional[int]) -> Worker:
+        """A worker for this model, with the next id, counted among its workers."""
+        worker = Worker(self, str(9000 + self.next_worker), gpu_id)
+        self.next_worker += 1
+        self.workers.append(worker)
+        return worker
+
+    def forget(self, worker: Worker) -> None:
+        """*worker* is gone (stopped, dead or never started)."""
+        if worker in self.workers:
+            self.workers.remove(worker)
+        self.notify()
+
+    def set_range(self, min_workers: int, max_workers: int) -> None:
+        """A new worker range (``max_workers`` at least ``min_workers``), with a clean failure record."""
+        self.min_workers, self.max_workers = min_workers, max(max_workers, min_workers)
+        self.failures, self.last_error, self.start_failed = 0, None, False
+
+    def worker_ready(self) -> None:
+        """A worker became READY: the back-off starts over and requests queue again."""
+        self.failures, self.start_failed = 0, False
+        self.notify()
+
+    def worker_failed_to_start(self, error: str, *, on_purpose: bool) -> None:
+        """A worker did not load; unless it was stopped *on_purpose*, requests are refused until one does."""
+        self.last_error = error
+        if not on_purpose:
+            self.start_failed = True
+
+    def worker_lost(self, error: str) -> None:
+        """A READY worker died or hung (*error* says which)."""
+        self.last_error = error
+
+    def count_failure(self) -> int:
+        """One more worker exit in a row; the count (the back-off index)."""
+        self.failures += 1
+        return self.failures
+
+    def wind_down(self) -> None:
+        """No worker is replaced any more (the model is being unregistered or the server stops)."""
+        self.min_workers = 0
+
+    def remove(self) -> None:
+        """The model is gone: nothing queues for it again."""
+        self.removed = True

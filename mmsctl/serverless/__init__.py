@@ -16,8 +16,10 @@ On the user's machine (``mmsctl lambda run-local``):
     run_local.py  the deployed function's environment (or --model / --build), the event, the run
 
 It sits above the predict core and the control plane: the contract both sides share
-lives below it, in :mod:`mmsctl.cloud` (``lambda_env``: variable names and the handler's
-entry point; ``lambda_events``: event shapes, parsed and built; ``lambda_outputs``: output
-objects), and the handler reaches S3 through :mod:`mmsctl.cloud._session` /
-:mod:`mmsctl.cloud.errors`. Nothing in :mod:`mmsctl.cloud` imports this package.
+lives below it, in :mod:`mmsctl.cloud.function` (``env``: variable names and the handler's
+entry point; ``events``: event shapes, parsed and built; ``outputs``: output objects;
+``manifest``: what a build context's image is), and the handler reaches S3 through
+:mod:`mmsctl.cloud.aws.session` / :mod:`mmsctl.cloud.aws.errors`. Nothing else of
+:mod:`mmsctl.cloud` is imported here (``tests/test_layers.py`` checks), and nothing in
+:mod:`mmsctl.cloud` imports this package.
 """

@@ -31,6 +31,7 @@ import traceback
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterator, Optional
 from urllib.parse import unquote, urlsplit
@@ -104,8 +105,6 @@ class Invocation:
     def log_text(self) -> str:
         """What CloudWatch would get for this call: START, the handler's lines, END, REPORT."""
         lines = [f"START RequestId: {self.request_id} Version: $LATEST", *self.logs]
-        if self.timed_out:
-            lines.append(f"{self.request_id} Task timed out")
         lines += [f"END RequestId: {self.request_id}", self.report_line()]
         return "\n".join(lines) + "\n"
 
@@ -181,25 +180,47 @@ class LocalFunction:
             logger.setLevel(old_level)
 
     def invoke(self, event: Any) -> Invocation:
-        """Call the handler once; an exception becomes Lambda's error payload, never escapes."""
+        """Call the handler once; an exception becomes Lambda's error payload, never escapes.
+
+        As Lambda does, the call gets ``timeout_s``: a handler still running then is reported
+        "Task timed out after N.NN seconds" with no result (Lambda would freeze the sandbox; here
+        the handler's thread is left to finish on its own and its result is dropped).
+        """
         context = LocalContext(self.function_name, self.memory_mb, self.timeout_s, region=self.region)
-        error: Optional[dict[str, Any]] = None
-        payload: Any = None
+        outcome: dict[str, Any] = {}
         with self._logs(context.aws_request_id) as lines:
             start = time.perf_counter()
-            try:
-                payload = self._handler(event, context)
-            except Exception as exc:  # noqa: BLE001 - reported as Lambda reports an unhandled error
-                error = {"errorMessage": str(exc), "errorType": type(exc).__name__,
-                         "requestId": context.aws_request_id,
-                         "stackTrace": traceback.format_list(traceback.extract_tb(exc.__traceback__))}
-                logging.getLogger("mmsctl.lambda").error("unhandled %s: %s", type(exc).__name__, exc)
+            call = threading.Thread(target=self._call, args=(event, context, outcome), daemon=True,
+                                    name=f"lambda-{context.aws_request_id[:8]}")
+            call.start()
+            call.join(self.timeout_s)
             duration = (time.perf_counter() - start) * 1000
+            timed_out = call.is_alive()
+            if timed_out:
+                message = f"Task timed out after {self.timeout_s:.2f} seconds"
+                outcome = {"error": {"errorType": "Sandbox.Timedout",
+                                     "errorMessage": f"RequestId: {context.aws_request_id} Error: {message}"}}
+                lines.append(f"{_timestamp()} {context.aws_request_id} {message}")
+                duration = self.timeout_s * 1000
         init = self.init_ms if self._first else None
         logs = (self.init_logs if self._first else []) + list(lines)
         self._first = False
-        return Invocation(context.aws_request_id, payload, error, duration, self.memory_mb, _max_rss_mb(), init,
-                          logs, timed_out=duration > self.timeout_s * 1000)
+        return Invocation(context.aws_request_id, outcome.get("payload"), outcome.get("error"), duration,
+                          self.memory_mb, _max_rss_mb(), init, logs, timed_out=timed_out)
+
+    def _call(self, event: Any, context: LocalContext, outcome: dict[str, Any]) -> None:
+        try:
+            outcome["payload"] = self._handler(event, context)
+        except Exception as exc:  # noqa: BLE001 - reported as Lambda reports an unhandled error
+            outcome["error"] = {"errorMessage": str(exc), "errorType": type(exc).__name__,
+                                "requestId": context.aws_request_id,
+                                "stackTrace": traceback.format_list(traceback.extract_tb(exc.__traceback__))}
+            logging.getLogger("mmsctl.lambda").error("unhandled %s: %s", type(exc).__name__, exc)
+
+
+def _timestamp() -> str:
+    """Lambda's log timestamp (``2026-11-26T17:04:05.123Z``)."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 # -- the Invoke API on loopback ------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """What ``mmsctl lambda run-local`` runs: the handler's environment, the event, and the run itself.
 
 This is orchestration on the user's machine, above both sides: it reads the deployed
-function through the control plane (:mod:`mmsctl.cloud`), builds the event with the
-shared shapes (:mod:`mmsctl.cloud.lambda_events`) and runs the image's own handler.
+function through the AWS plumbing (:mod:`mmsctl.cloud.aws`), builds the event with the
+shared shapes (:mod:`mmsctl.cloud.function.events`) and runs the image's own handler.
 
 The environment is the deployed function's own (``GetFunctionConfiguration``: its
 ``MMSCTL_LAMBDA_*`` variables, memory and timeout), or the one ``--model`` and the
@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, TextIO
 
-from mmsctl.cloud import lambda_env as env
-from mmsctl.cloud import lambda_events as events
-from mmsctl.cloud.lambda_resources import aws_code
+from mmsctl.cloud.function import env
+from mmsctl.cloud.function import events
+from mmsctl.cloud.aws.errors import aws_code
 from mmsctl.errors import CloudError, HandlerError, NotFoundError, UsageError
 from mmsctl.serverless.local import LocalFunction, serve
 
@@ -102,7 +102,7 @@ def plan(aws: Any, name: str, overrides: Overrides, build: Optional[Path]) -> Lo
     handler = env.HANDLER
     memory, timeout = 1024, 30
     if build is not None:
-        from mmsctl.cloud.lambda_build import BuildContext
+        from mmsctl.cloud.function.manifest import BuildContext
 
         ctx = BuildContext.read(build)
         variables = {k: v for k, v in ctx.env.items() if k != "MMSCTL_CACHE_DIR"}  # the image's is read-only
@@ -199,7 +199,7 @@ def _run_here(p: LocalPlan, event: Any, serve_port: Optional[int], extra: dict[s
             return 0
         result = function.invoke(event)
         if result.timed_out:
-            echo(f"{result.request_id} Task timed out after {p.timeout} seconds (Lambda would have stopped it)")
+            echo(f"{result.request_id} Task timed out after {float(p.timeout):.2f} seconds")
         echo(result.report_line())
         out.write(json.dumps(result.error if result.error is not None else result.payload, indent=2) + "\n")
         out.flush()

@@ -10,13 +10,14 @@ are raised, after every record of the event was tried.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
-from mmsctl.cloud.lambda_events import (
+from mmsctl.cloud.function.events import (
     DirectRequest,
     HttpRequest,
     S3Object,
@@ -26,7 +27,7 @@ from mmsctl.cloud.lambda_events import (
     http_response,
     parse_event,
 )
-from mmsctl.cloud.lambda_outputs import error_document, output_key, result_document
+from mmsctl.cloud.function.outputs import error_document, output_key, result_document
 from mmsctl.error_body import ErrorBody, error_body, parse_error_body
 from mmsctl.errors import CloudError
 from mmsctl.predict import Prediction
@@ -77,7 +78,7 @@ class Runtime:
         settings = HandlerSettings.from_environ()
 
         def s3() -> Any:
-            from mmsctl.cloud._session import open_session
+            from mmsctl.cloud.aws.session import open_session
 
             return open_session().client("s3")
 
@@ -98,7 +99,7 @@ class Runtime:
             return self._direct(parsed, context)
         assert isinstance(parsed, Unknown)
         log.warning("ignored an event: %s", parsed.reason)
-        return {"ignored": parsed.reason}
+        return {"ignored": parsed.reason, "path": parsed.path} if parsed.path else {"ignored": parsed.reason}
 
     # -- inputs ----------------------------------------------------------------------------------
 
@@ -190,11 +191,25 @@ class Runtime:
     # -- S3 --------------------------------------------------------------------------------------
 
     def _s3_records(self, records: list[S3Object], context: Any) -> dict[str, Any]:
+        """Each record in turn, stopping before Lambda's deadline; what is left is raised for a retry.
+
+        Lambda ends an invocation at its timeout with no result, and retries an asynchronous
+        event (S3's) as a whole. So the loop stops while there is time for one more record (the
+        slowest so far, twice, plus a second), and raises: the retry skips every record whose
+        output object is already written (:meth:`_written`), so it picks up where this one stopped.
+        """
         out_bucket = self.settings.output_bucket
         request_id = getattr(context, "aws_request_id", None)
+        clock = _Deadline(context)
         done: list[dict[str, Any]] = []
         retry: list[str] = []
-        for obj in records:
+        for n, obj in enumerate(records):
+            if clock.too_close():
+                left = len(records) - n
+                log.warning("stopped %d record(s) short of the deadline (%d ms left); a retry skips the %d done",
+                            left, clock.remaining_ms(), n)
+                raise CloudError(f"stopped before Lambda's deadline with {left} of {len(records)} record(s) left; "
+                                 f"a retry of the event skips the {n} already written")
             if self.settings.input_bucket and obj.bucket != self.settings.input_bucket:
                 log.error("ignored %s: this function reads s3://%s only", obj.uri, self.settings.input_bucket)
                 done.append({"input": obj.uri, "status": "ignored"})
@@ -204,7 +219,8 @@ class Runtime:
                 done.append({"input": obj.uri, "status": "ignored"})
                 continue
             try:
-                done.append(self._one_record(obj, out_bucket, request_id))
+                with clock.timing():
+                    done.append(self._one_record(obj, out_bucket, request_id))
             except CloudError as exc:  # transient: worth Lambda's retry, after the other records
                 log.error("%s: %s", obj.uri, exc.message)
                 retry.append(f"{obj.uri}: {exc.message}")
@@ -216,6 +232,10 @@ class Runtime:
     def _one_record(self, obj: S3Object, out_bucket: str, request_id: Optional[str]) -> dict[str, Any]:
         start = time.perf_counter()
         s = self.settings
+        key = output_key(obj.key, input_prefix=s.input_prefix, output_prefix=s.output_prefix)
+        if self._written(out_bucket, key, obj):
+            log.info("%s -> s3://%s/%s already written for this object: skipped", obj.uri, out_bucket, key)
+            return {"input": obj.uri, "output": f"s3://{out_bucket}/{key}", "status": 200, "skipped": True}
         try:
             data = self._read_object(obj)
             prediction = self._predict(obj.key, data, s.top_k)
@@ -223,17 +243,27 @@ class Runtime:
                 detail = _error_detail(prediction)
                 raise BadObject(prediction.status or 500, detail[0], detail[1])
         except BadObject as exc:
-            key = output_key(obj.key, input_prefix=s.input_prefix, output_prefix=s.output_prefix, error=True)
-            self._write(out_bucket, key, error_document(obj, model=self.model.name, code=exc.status, type=exc.type,
-                                                         message=exc.message, request_id=request_id))
-            log.error("%s -> s3://%s/%s %d %s: %s", obj.uri, out_bucket, key, exc.status, exc.type, exc.message)
-            return {"input": obj.uri, "output": f"s3://{out_bucket}/{key}", "status": exc.status}
+            error_key = output_key(obj.key, input_prefix=s.input_prefix, output_prefix=s.output_prefix, error=True)
+            self._write(out_bucket, error_key, error_document(obj, model=self.model.name, code=exc.status,
+                                                               type=exc.type, message=exc.message,
+                                                               request_id=request_id), obj)
+            log.error("%s -> s3://%s/%s %d %s: %s", obj.uri, out_bucket, error_key, exc.status, exc.type, exc.message)
+            return {"input": obj.uri, "output": f"s3://{out_bucket}/{error_key}", "status": exc.status}
         ms = (time.perf_counter() - start) * 1000
-        key = output_key(obj.key, input_prefix=s.input_prefix, output_prefix=s.output_prefix)
         self._write(out_bucket, key, result_document(obj, model=self.model.name, result=prediction.result(),
-                                                     duration_ms=ms))
+                                                     duration_ms=ms), obj)
         log.info("%s -> s3://%s/%s 200 (%.0f ms)", obj.uri, out_bucket, key, ms)
         return {"input": obj.uri, "output": f"s3://{out_bucket}/{key}", "status": 200}
+
+    def _written(self, bucket: str, key: str, obj: S3Object) -> bool:
+        """Whether *key* already holds this object's answer (same ETag / version): a retried event's record."""
+        try:
+            head = self.s3.head_object(Bucket=bucket, Key=key)
+        except Exception as exc:  # noqa: BLE001 - botocore's, sorted below
+            if _s3_code(exc) in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise _translated(exc, "head_object") from exc
+        return bool(head.get("Metadata", {}).get(_SOURCE_META) == _source_tag(obj))
 
     def _read_object(self, obj: S3Object) -> bytes:
         limit = self.settings.max_image_bytes
@@ -262,11 +292,47 @@ class Runtime:
             raise BadObject(413, "PayloadTooLargeException", f"more than the {limit} bytes allowed")
         return bytes(data)
 
-    def _write(self, bucket: str, key: str, body: bytes) -> None:
+    def _write(self, bucket: str, key: str, body: bytes, source: S3Object) -> None:
+        """Write an answer, tagged with the input it answers (so a retry can tell it is done)."""
         try:
-            self.s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/json")
+            self.s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/json",
+                               Metadata={_SOURCE_META: _source_tag(source)})
         except Exception as exc:  # noqa: BLE001 - translated
             raise _translated(exc, "put_object") from exc
+
+
+#: The output object's metadata key naming the input version it answers.
+_SOURCE_META = "mmsctl-source"
+#: Time kept back at the end of an invocation, on top of twice the slowest record so far.
+_RESERVE_MS = 1000
+
+
+def _source_tag(obj: S3Object) -> str:
+    """Which version of the input an answer is for: its version id, else its ETag, else its key."""
+    return (obj.version_id or obj.etag or obj.key).strip('"')[:256]
+
+
+class _Deadline:
+    """Lambda's clock for one invocation (``context.get_remaining_time_in_millis``) and the slowest record."""
+
+    def __init__(self, context: Any) -> None:
+        self._remaining = getattr(context, "get_remaining_time_in_millis", None)
+        self.slowest_ms = 0.0
+
+    def remaining_ms(self) -> int:
+        return int(self._remaining()) if callable(self._remaining) else 2**31
+
+    def too_close(self) -> bool:
+        """Whether one more record might not finish before the deadline."""
+        return callable(self._remaining) and self.remaining_ms() < _RESERVE_MS + 2 * self.slowest_ms
+
+    @contextlib.contextmanager
+    def timing(self) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.slowest_ms = max(self.slowest_ms, (time.perf_counter() - start) * 1000)
 
 
 def _error_detail(prediction: Prediction) -> tuple[str, str]:
@@ -283,26 +349,22 @@ def _s3_code(exc: BaseException) -> str:
 
 
 def _translated(exc: BaseException, operation: str) -> CloudError:
-    from mmsctl.cloud.errors import translate
+    from mmsctl.cloud.aws.session import translate_error
 
-    mapped = translate(exc, service="s3", operation=operation)
+    mapped = translate_error(exc, service="s3", operation=operation)
     return mapped if mapped is not None else CloudError(f"S3 {operation} failed: {type(exc).__name__}: {exc}")
 
 
 def _pixels(data: bytes) -> Optional[int]:
-    """Width × height from the image header (no decoding); None where the header is not understood."""
-    import io
-    import warnings
+    """Width × height as stored, from the header (no decoding); None where it is not an image the decoder reads.
 
-    from PIL import Image, UnidentifiedImageError
+    The engine's decoder reads a big JPEG at 1/8 scale and caps the decoded size; this ceiling is on
+    the stored size, so it also bounds the work (and memory) of formats that decode at full size.
+    """
+    from mmsctl.engine import imaging
 
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # the ceiling is ours
-            with Image.open(io.BytesIO(data)) as im:
-                width, height = im.size
-    except Image.DecompressionBombError:
-        return 2**62  # far over any ceiling: PIL refuses to even open it
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError):
-        return None  # not an image PIL knows: the model answers that
-    return int(width) * int(height)
+        size = imaging.header_size(data)
+    except imaging.MissingPlugin as exc:
+        raise BadObject(exc.status, exc.type, str(exc)) from None
+    return None if size is None else int(size[0]) * int(size[1])

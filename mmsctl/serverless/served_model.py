@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from mmsctl.cloud.lambda_env import parse_s3_uri
+from mmsctl.cloud.function.env import parse_s3_uri
 from mmsctl.errors import ArchiveError, CloudError
 from mmsctl.serverless.settings import HandlerSettings
 
@@ -66,7 +66,7 @@ def download_model(s3: Any, uri: str, version_id: Optional[str], work_dir: Path)
     Raises:
         CloudError: S3 refused (no such object, access denied) or the archive is too large.
     """
-    from mmsctl.cloud.errors import translate
+    from mmsctl.cloud.aws.session import translate_error
 
     where = parse_s3_uri(uri, version_id)
     params: dict[str, Any] = {"Bucket": where.bucket, "Key": where.key}
@@ -92,7 +92,7 @@ def download_model(s3: Any, uri: str, version_id: Optional[str], work_dir: Path)
     except CloudError:
         raise
     except Exception as exc:  # noqa: BLE001 - botocore errors are translated, the rest pass
-        mapped = translate(exc, service="s3", operation="get_object")
+        mapped = translate_error(exc, service="s3", operation="get_object")
         if mapped is None:
             raise
         raise CloudError(f"cannot download the model {where}: {mapped.message}", hint=mapped.hint) from exc

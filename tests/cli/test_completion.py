@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mmsctl.cli.completion import SHELLS, completion_script
-from tests.client.clirun import invoke
+from tests.support.cli import run_mmsctl
 from tests.client.standin import StandIn, running_standin
 
 REPO = Path(__file__).resolve().parents[2]
@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.mark.parametrize("shell", sorted(SHELLS))
 def test_completion_scripts_in_repo_are_current(shell: str, capsys) -> None:
-    r = invoke(capsys, "completion", shell)
+    r = run_mmsctl(capsys, "completion", shell)
     assert r.code == 0
     assert r.stdout == completion_script(shell)
     assert (REPO / "completions" / SHELLS[shell]).read_text() == r.stdout, (
@@ -27,7 +27,7 @@ def test_completion_scripts_in_repo_are_current(shell: str, capsys) -> None:
 
 
 def test_unknown_shell_is_a_usage_error(capsys) -> None:
-    r = invoke(capsys, "completion", "tcsh")
+    r = run_mmsctl(capsys, "completion", "tcsh")
     assert r.code == 2
 
 
@@ -52,8 +52,8 @@ def test_bash_completion_commands_and_live_model_names(tmp_path) -> None:
 
 
 def test_context_names_complete_and_remove_offers_only_removable_ones(capsys) -> None:
-    assert invoke(capsys, "context", "add", "prod", "--inference", "http://10.0.0.5:8080",
-                  "--management", "http://10.0.0.5:8081").code == 0
+    assert run_mmsctl(capsys, "context", "add", "prod", "--inference", "http://10.0.0.5:8080",
+                      "--management", "http://10.0.0.5:8081").code == 0
     env = {key: os.environ[key] for key in ("MMSCTL_CONFIG_DIR", "MMSCTL_STATE_DIR")}
     assert _complete("mmsctl context use ", env) == ["local", "prod"]
     assert _complete("mmsctl context remove ", env) == ["prod"]  # `local` is built in
@@ -80,8 +80,8 @@ def test_context_completes_on_every_command_that_takes_it(capsys) -> None:
 
     from mmsctl.instances import Instance, InstanceState, process_start_time
 
-    assert invoke(capsys, "context", "add", "prod", "--inference", "http://10.0.0.5:8080",
-                  "--management", "http://10.0.0.5:8081").code == 0
+    assert run_mmsctl(capsys, "context", "add", "prod", "--inference", "http://10.0.0.5:8080",
+                      "--management", "http://10.0.0.5:8081").code == 0
     Instance("qa").write_state(InstanceState(name="qa", pid=_os.getpid(), status="ready",
                                              process_start=process_start_time(_os.getpid()),
                                              inference_url="http://127.0.0.1:1", management_url="http://127.0.0.1:2"))
@@ -98,3 +98,20 @@ def test_zoo_names_complete_for_predict_and_zoo_pull() -> None:
     assert "squeezenet" in _complete("mmsctl predict squ", {})
     assert _complete("mmsctl zoo pull resnet-1", {}) == ["resnet-152", "resnet-18"]
     assert _complete("mmsctl predict ./", {}) == []  # a path: the shell completes files
+
+
+def test_serve_name_completes_instances_stop_only_the_running_ones() -> None:
+    """`serve stop --name <TAB>` offers the servers running here; `logs`/`status` every instance."""
+    from mmsctl.instances import Instance, InstanceState, process_start_time
+
+    pid = os.getpid()  # a live process with its real start time: the registry takes it as running
+    for name, status in (("alpha", "ready"), ("beta", "stopped")):
+        instance = Instance(name)
+        instance.dir.mkdir(parents=True)
+        instance.write_state(InstanceState(name=name, pid=pid, status=status, process_start=process_start_time(pid),
+                                           inference_url="http://127.0.0.1:1", management_url="http://127.0.0.1:2",
+                                           log_file=str(instance.log_file)))
+    env = {"MMSCTL_STATE_DIR": os.environ["MMSCTL_STATE_DIR"]}
+    assert _complete("mmsctl serve stop --name ", env) == ["alpha"]
+    assert _complete("mmsctl serve logs --name ", env) == ["alpha", "beta"]
+    assert _complete("mmsctl serve status -n b", env) == ["beta"]

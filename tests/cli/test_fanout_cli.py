@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from tests.client.clirun import invoke
+from tests.support.cli import run_mmsctl
 from tests.support._proc import any_free_port, http_request
 from tests.support.waiting import wait_until
 from tests.support.cli import one_error_line
@@ -70,11 +70,11 @@ def test_fleet_of_mmsctl_servers(ours: Ours, dead: str, capsys, tmp_path: Path,
                                  monkeypatch: pytest.MonkeyPatch) -> None:
     a, b = ours.servers
     members = ",".join([_member(a), _member(b), dead])
-    added = invoke(capsys, "context", "add", "lab", "--members", members, "--use")
+    added = run_mmsctl(capsys, "context", "add", "lab", "--members", members, "--use")
     assert added.code == 0 and "context 'lab' added (3 members) and in use" in added.stderr
     names = [_name(a.management_url), _name(b.management_url), _name(dead)]
 
-    r = invoke(capsys, "models", "register", "noop", "--initial-workers", "1")
+    r = run_mmsctl(capsys, "models", "register", "noop", "--initial-workers", "1")
     assert r.code == 4, r.stderr
     rows = [line.split() for line in r.stdout.splitlines()]
     assert rows[0][:3] == ["MEMBER", "STATUS", "MESSAGE"]
@@ -84,7 +84,7 @@ def test_fleet_of_mmsctl_servers(ours: Ours, dead: str, capsys, tmp_path: Path,
 
     # The bound is a setting; one member at a time gives the same answers.
     monkeypatch.setenv("MMSCTL_FANOUT_CONCURRENCY", "1")
-    listed = invoke(capsys, "models", "list", "-o", "json")
+    listed = run_mmsctl(capsys, "models", "list", "-o", "json")
     monkeypatch.delenv("MMSCTL_FANOUT_CONCURRENCY")
     assert listed.code == 4
     data = _json(listed)
@@ -92,16 +92,16 @@ def test_fleet_of_mmsctl_servers(ours: Ours, dead: str, capsys, tmp_path: Path,
         (names[0], True, ["noop"]), (names[1], True, ["noop"]), (names[2], False, [])]
     assert "cannot connect" in data[2]["error"] or "refused" in data[2]["error"]
 
-    scaled = invoke(capsys, "scale", "noop", "--min-workers", "2", "--wait", "--timeout", "60", "-o", "json")
+    scaled = run_mmsctl(capsys, "scale", "noop", "--min-workers", "2", "--wait", "--timeout", "60", "-o", "json")
     assert scaled.code == 4, scaled.stderr
     assert [(d["status"], (d["scale"] or {}).get("readyWorkers")) for d in _json(scaled)] == [
         ("scaled", 2), ("scaled", 2), ("failed", None)]
-    described = invoke(capsys, "models", "describe", "noop")
+    described = run_mmsctl(capsys, "models", "describe", "noop")
     assert described.code == 4
     table = {line.split()[0]: line.split() for line in described.stdout.splitlines()[1:]}
     assert table[names[0]][1:4] == ["ok", "1.0", "2/2"] and table[names[2]][1] == "error"
 
-    pinged = invoke(capsys, "ping", "-o", "json")
+    pinged = run_mmsctl(capsys, "ping", "-o", "json")
     assert pinged.code == 4
     assert [(p["member"], p["healthy"], p["server"]) for p in _json(pinged)] == [
         (names[0], True, "mmsctl"), (names[1], True, "mmsctl"), (names[2], False, "unknown")]
@@ -109,39 +109,39 @@ def test_fleet_of_mmsctl_servers(ours: Ours, dead: str, capsys, tmp_path: Path,
     # predict goes to the context's inference URL (the balancer's place), not to every member.
     body = tmp_path / "hello.txt"
     body.write_text("hello fleet")
-    predicted = invoke(capsys, "predict", "noop", str(body), "--context", "lab", "-o", "json")
+    predicted = run_mmsctl(capsys, "predict", "noop", str(body), "--context", "lab", "-o", "json")
     assert (predicted.code, predicted.stdout) == (0, "hello fleet\n")
-    invoke(capsys, "context", "add", "via-dead", "--members", _member(a), "--inference", dead)
-    assert invoke(capsys, "predict", "noop", str(body), "--context", "via-dead").code == 5
+    run_mmsctl(capsys, "context", "add", "via-dead", "--members", _member(a), "--inference", dead)
+    assert run_mmsctl(capsys, "predict", "noop", str(body), "--context", "via-dead").code == 5
     # ping checks that URL too, beside the members, when it is not one of them.
-    pinged = invoke(capsys, "ping", "--context", "via-dead", "-o", "json")
+    pinged = run_mmsctl(capsys, "ping", "--context", "via-dead", "-o", "json")
     assert pinged.code == 4
     assert [(p["member"], p["url"], p["healthy"]) for p in _json(pinged)] == [
         (names[0], a.inference_url, True), ("(balancer)", dead, False)]
 
-    gone = invoke(capsys, "models", "unregister", "noop")
+    gone = run_mmsctl(capsys, "models", "unregister", "noop")
     assert gone.code == 4 and [line.split()[1] for line in gone.stdout.splitlines()[1:]] == [
         "unregistered", "unregistered", "failed"]
-    left = _json(invoke(capsys, "models", "list", "-o", "json"))
+    left = _json(run_mmsctl(capsys, "models", "list", "-o", "json"))
     assert [d["models"] for d in left[:2]] == [[], []]
 
     # A one-server context is untouched by all this (unregister now also takes -o json).
-    invoke(capsys, "context", "add", "one", "--inference", a.inference_url, "--management", a.management_url)
-    assert invoke(capsys, "models", "register", "noop", "--context", "one").code == 0
-    single = invoke(capsys, "models", "unregister", "noop", "--context", "one", "-o", "json")
+    run_mmsctl(capsys, "context", "add", "one", "--inference", a.inference_url, "--management", a.management_url)
+    assert run_mmsctl(capsys, "models", "register", "noop", "--context", "one").code == 0
+    single = run_mmsctl(capsys, "models", "unregister", "noop", "--context", "one", "-o", "json")
     assert single.code == 0 and {k: v for k, v in _json(single).items() if k != "message"} == {
         "status": 200, "modelName": "noop", "version": None}
 
     # Every member unreachable: the unreachable exit code, and the message says so.
-    invoke(capsys, "context", "add", "down", "--members", dead)
-    down = invoke(capsys, "models", "list", "--context", "down")
+    run_mmsctl(capsys, "context", "add", "down", "--members", dead)
+    down = run_mmsctl(capsys, "models", "list", "--context", "down")
     assert down.code == 5
     assert one_error_line(down).startswith(f"error: models list failed on the only member: {names[2]} (")
-    bad = invoke(capsys, "context", "add", "x", "--members", "10.0.0.5:8081")
+    bad = run_mmsctl(capsys, "context", "add", "x", "--members", "10.0.0.5:8081")
     assert bad.code == 2 and one_error_line(bad) == (
         "error: bad member URL '10.0.0.5:8081': expected http(s)://HOST:PORT")
     monkeypatch.setenv("MMSCTL_FANOUT_CONCURRENCY", "0")
-    assert one_error_line(invoke(capsys, "models", "list")) == "error: fanout_concurrency must be 1 to 256, not 0"
+    assert one_error_line(run_mmsctl(capsys, "models", "list")) == "error: fanout_concurrency must be 1 to 256, not 0"
 
 
 @pytest.mark.interop
@@ -151,18 +151,18 @@ def test_mixed_fleet_with_real_mms(ours: Ours, mms_server: MmsInstance,  # noqa:
     a = ours.servers[0]
     shutil.copy(mms_server.model_store / "noop.mar", ours.stores[0] / "noop.mar")
     members = ",".join([_member(a), _member(mms_server), dead])
-    assert invoke(capsys, "context", "add", "mixed", "--members", members,
-                  "--inference", mms_server.inference_url, "--use").code == 0
+    assert run_mmsctl(capsys, "context", "add", "mixed", "--members", members,
+                      "--inference", mms_server.inference_url, "--use").code == 0
     names = [_name(a.management_url), _name(mms_server.management_url), _name(dead)]
     try:
-        r = invoke(capsys, "models", "register", "noop.mar", "--model-name", "mixed", "--initial-workers", "1", "-o", "json")
+        r = run_mmsctl(capsys, "models", "register", "noop.mar", "--model-name", "mixed", "--initial-workers", "1", "-o", "json")
         assert r.code == 4, r.stderr
         assert [(d["member"], d["status"]) for d in _json(r)] == [
             (names[0], "registered"), (names[1], "registered"), (names[2], "failed")]
-        described = _json(invoke(capsys, "models", "describe", "mixed", "-o", "json"))
+        described = _json(run_mmsctl(capsys, "models", "describe", "mixed", "-o", "json"))
         assert [d["describe"]["modelName"] for d in described[:2]] == ["mixed", "mixed"]
         assert all(len(d["describe"]["workers"]) == 1 for d in described[:2])
-        pinged = invoke(capsys, "ping", "-o", "json")
+        pinged = run_mmsctl(capsys, "ping", "-o", "json")
         assert pinged.code == 4
         assert [(p["member"], p["healthy"], p["server"]) for p in _json(pinged)] == [
             (names[0], True, "mmsctl"), (names[1], True, "mms"), (names[2], False, "unknown")]
@@ -171,10 +171,10 @@ def test_mixed_fleet_with_real_mms(ours: Ours, mms_server: MmsInstance,  # noqa:
         body.write_text("via mms")
         wait_until(lambda: http_request("POST", f"{mms_server.inference_url}/predictions/mixed", body=b"x",
                                         timeout=10).status == 200, timeout=60, what="MMS worker")
-        predicted = invoke(capsys, "predict", "mixed", str(body), "--context", "mixed", "-o", "json")
+        predicted = run_mmsctl(capsys, "predict", "mixed", str(body), "--context", "mixed", "-o", "json")
         assert (predicted.code, predicted.stdout) == (0, "via mms\n")
     finally:
-        gone = invoke(capsys, "models", "unregister", "mixed", "-o", "json")
+        gone = run_mmsctl(capsys, "models", "unregister", "mixed", "-o", "json")
     assert [d["status"] for d in _json(gone)] == ["unregistered", "unregistered", "failed"]
 
 
@@ -215,22 +215,22 @@ def test_health_check_path_choice(ours: Ours, mms_server: MmsInstance) -> None: 
 
 def test_top_on_a_fleet_whose_only_member_is_down_is_one_line(capsys) -> None:
     """`top` watches fleets (tests/tui/test_fleet_live.py); with no member answering it exits 5."""
-    assert invoke(capsys, "context", "add", "lab", "--members", "http://127.0.0.1:1").code == 0
-    r = invoke(capsys, "top", "--once", "--context", "lab", "--interval", "0.1")
+    assert run_mmsctl(capsys, "context", "add", "lab", "--members", "http://127.0.0.1:1").code == 0
+    r = run_mmsctl(capsys, "top", "--once", "--context", "lab", "--interval", "0.1")
     assert r.code == 5 and r.stdout == ""
     assert one_error_line(r).startswith("error: top failed on the only member: 127.0.0.1:1 (cannot connect to")
 
 
 def test_context_add_needs_both_urls_unless_it_is_a_fleet(capsys) -> None:
-    r = invoke(capsys, "context", "add", "x", "--inference", "http://h:8080")
+    r = run_mmsctl(capsys, "context", "add", "x", "--inference", "http://h:8080")
     assert r.code == 2 and one_error_line(r) == (
         "error: a new context needs --inference and --management (or --members / --fleet for a fleet); "
         "'x' does not exist yet")
-    r = invoke(capsys, "context", "add", "x", "--members", "http://h:8081", "--region", "us-east-1")
+    r = run_mmsctl(capsys, "context", "add", "x", "--members", "http://h:8081", "--region", "us-east-1")
     assert r.code == 2 and one_error_line(r) == "error: --region goes with --fleet"
-    r = invoke(capsys, "context", "add", "lab", "--members", "http://a:9081,http://b=http://b:9081")
+    r = run_mmsctl(capsys, "context", "add", "lab", "--members", "http://a:9081,http://b=http://b:9081")
     assert r.code == 0
-    listed = invoke(capsys, "context", "list", "-o", "json")
+    listed = run_mmsctl(capsys, "context", "list", "-o", "json")
     lab = next(c for c in json.loads(listed.stdout) if c["name"] == "lab")
     assert (lab["inference_url"], lab["members"]) == ("http://a:8080", ["http://a:9081", "http://b=http://b:9081"])
-    assert "2 members" in invoke(capsys, "context", "list").stdout
+    assert "2 members" in run_mmsctl(capsys, "context", "list").stdout

@@ -91,6 +91,8 @@ def test_help_at_80_columns_shows_whole_options_and_choices(args: list[str], cap
     assert code == 0
     assert max(len(line) for line in out.splitlines()) <= 80
     assert not re.search(r"<(str|int|float|bool|path|text|int range|float range|list\[[^]]*\])>", out), out
+    # click's type names say nothing to a user: each option names what it takes (NAME, S, N, FILE, …)
+    assert not re.search(r"(?<![$\w])(TEXT|INTEGER|FLOAT|BOOLEAN|FILENAME|DIRECTORY|UUID)(?![\w])", out), out
     cmd = dict(_commands())[("mmsctl", *args)]
     for param in (p for p in cmd.params if p.param_type_name == "option"):
         for name in param.opts + param.secondary_opts:

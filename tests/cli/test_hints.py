@@ -14,7 +14,7 @@ import pytest
 import mmsctl
 from mmsctl.cli.hints import HINTS, CommandWords, hint_for
 from mmsctl.errors import MmsError
-from tests.client.clirun import invoke
+from tests.support.cli import run_mmsctl
 from tests.client.standin import StandIn, running_standin
 
 PACKAGE = Path(mmsctl.__file__).parent
@@ -34,7 +34,7 @@ _NOT_IMPORTED = ("mmsctl.tui.app", "mmsctl.tui.screens", "mmsctl.tui.widgets", "
 
 def _references() -> set[str]:
     """The reference of every MmsError type of the packages whose errors the CLI words."""
-    for module in ("client", "tui", "cloud", "bench", "serverless"):
+    for module in ("client", "tui", "cloud", "loadtest", "serverless"):
         for info in pkgutil.walk_packages([str(PACKAGE / module)], f"mmsctl.{module}."):
             if not info.name.startswith(_NOT_IMPORTED):
                 importlib.import_module(info.name)
@@ -65,7 +65,7 @@ def test_command_words_name_every_flag_of_an_error_and_match_hints_by_reference_
     words.reword(both)
     assert both.message == "a schedule or provisioned concurrency, not both (--warm, --provisioned)"
     assert both.hint == "use --provisioned 1" and both.param == "warm"
-    from mmsctl.cloud.lambda_spec import ScheduleTooShort
+    from mmsctl.cloud.function.spec import ScheduleTooShort
 
     short = ScheduleTooShort("30s: too short (--warm)", param="warm", hint="the core's")
     words.reword(short)
@@ -97,14 +97,14 @@ _OTHER_PROGRAMS = {"--platform", "--provenance", "--load", "--format", "--userna
                    "--no-cache-dir", "--expires-in", "--start", "--foreground", "--mms-config", "--model-store",
                    "--enable-model-api", "--convert", "--target", "--document-name", "--parameters", "--endpoint-url",
                    "--function-name",
-                   "--ol-s3"}  # not a flag: S3's reserved bucket-name suffix (lambda_spec.py)
+                   "--ol-s3"}  # not a flag: S3's reserved bucket-name suffix (function/spec.py)
 #: Strings that are a command line a core module writes, not a message, found by the name of the
 #: assignment, call or function that holds them (module -> names): the EC2 boot script's own
 #: ``mmsctl serve start --inference-address …`` line, the Dockerfile's comment, and the child
 #: ``python -m mmsctl.serverless.local --handler …`` of ``lambda run-local --build`` with its parser.
 _COMMAND_LINES: dict[str, frozenset[str]] = {
-    "cloud/userdata.py": frozenset({"exec_line"}),
-    "cloud/lambda_build.py": frozenset({"dockerfile_text"}),
+    "cloud/instance/userdata.py": frozenset({"exec_line"}),
+    "cloud/function/build.py": frozenset({"dockerfile_text"}),
     "serverless/run_local.py": frozenset({"args"}),
     "serverless/local.py": frozenset({"add_argument"}),
 }
@@ -194,7 +194,7 @@ def test_core_messages_name_no_mmsctl_command(package: str) -> None:
 
 
 def test_the_cli_adds_the_hint_of_a_typed_error(capsys: pytest.CaptureFixture[str]) -> None:
-    r = invoke(capsys, "--context", "nowhere", "models", "list")
+    r = run_mmsctl(capsys, "--context", "nowhere", "models", "list")
     assert r.code == 3
     assert r.stderr.splitlines() == ["error: context 'nowhere' not found (known: local)",
                                      "hint: add it with `mmsctl context add`"]
@@ -206,7 +206,7 @@ def test_a_version_that_is_not_there_gets_the_version_hint(capsys: pytest.Captur
         standin.add_model("nin", 1)
         monkeypatch.setenv("MMSCTL_INFERENCE_URL", standin.inference_url)
         monkeypatch.setenv("MMSCTL_MANAGEMENT_URL", standin.management_url)
-        r = invoke(capsys, "models", "describe", "nin", "--model-version", "9.9")
+        r = run_mmsctl(capsys, "models", "describe", "nin", "--model-version", "9.9")
     assert r.code == 3
     assert r.stderr.splitlines()[1] == (
         "hint: `mmsctl models describe nin` shows its default version; leave out --model-version to use it")

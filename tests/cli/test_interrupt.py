@@ -18,13 +18,14 @@ import pytest
 
 from tests.support.waiting import wait_until
 from tests.support.mmsctl_server import make_noop_archive
+from tests.support.signals import popen
 
 pytestmark = pytest.mark.slow
 
 
 def _start(*args: str, cwd: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "mmsctl", *args], cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True, env=dict(os.environ))
+    return popen([sys.executable, "-m", "mmsctl", *args], cwd=cwd, stdout=subprocess.PIPE,
+                 stderr=subprocess.PIPE, text=True, start_new_session=True, env=dict(os.environ))
 
 
 def _group_gone(pgid: int) -> bool:

@@ -9,20 +9,13 @@ import shutil
 import sys
 import threading
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Iterator
 
 import pytest
 
 from mmsctl.cli.main import run
 from tests.engine.helpers import build_tiny_checkpoint, handler_archive, png_bytes
-from tests.support.cli import CliResult, run_mmsctl
-
-
-def invoke(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *args: str,
-           stdin: Optional[bytes] = None) -> CliResult:
-    if stdin is not None:
-        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
-    return run_mmsctl(capsys, *args)
+from tests.support.cli import run_mmsctl
 
 
 @pytest.fixture(scope="module")
@@ -40,63 +33,63 @@ def images(tmp_path: Path) -> Path:
     return folder
 
 
-def test_table_output(capsys, monkeypatch, tiny: Path, images: Path) -> None:
-    code, out, err = invoke(capsys, monkeypatch, "predict", str(tiny), str(images / "img0.png"), "-k", "2")
+def test_table_output(capsys, tiny: Path, images: Path) -> None:
+    code, out, err = run_mmsctl(capsys, "predict", str(tiny), str(images / "img0.png"), "-k", "2")
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].split() == ["INPUT", "RANK", "CLASS", "PROBABILITY"]
     assert len(lines) == 3 and lines[1].split()[1] == "1" and lines[2].split()[1] == "2"
 
 
-def test_json_one_input_is_the_server_body(capsys, monkeypatch, tiny: Path, images: Path) -> None:
-    code, out, _ = invoke(capsys, monkeypatch, "predict", str(tiny), str(images / "img1.png"), "-o", "json")
+def test_json_one_input_is_the_server_body(capsys, tiny: Path, images: Path) -> None:
+    code, out, _ = run_mmsctl(capsys, "predict", str(tiny), str(images / "img1.png"), "-o", "json")
     assert code == 0
     body = json.loads(out)
     assert [set(e) for e in body] == [{"probability", "class"}] * 4
     assert out.startswith('[\n  {\n    "probability"')  # MMS's json.dumps(indent=2) layout
 
 
-def test_folder_glob_and_order(capsys, monkeypatch, tiny: Path, images: Path) -> None:
-    code, out, _ = invoke(capsys, monkeypatch, "predict", str(tiny), str(images), "-o", "json")
+def test_folder_glob_and_order(capsys, tiny: Path, images: Path) -> None:
+    code, out, _ = run_mmsctl(capsys, "predict", str(tiny), str(images), "-o", "json")
     assert code == 0
     got = json.loads(out)
     assert [g["input"] for g in got] == [str(images / f"img{i}.png") for i in range(3)]
     assert all(g["status"] == 200 and len(g["result"]) == 4 for g in got)
-    code, out, _ = invoke(capsys, monkeypatch, "predict", str(tiny), str(images / "img[02].png"), "-o", "jsonl")
+    code, out, _ = run_mmsctl(capsys, "predict", str(tiny), str(images / "img[02].png"), "-o", "jsonl")
     assert code == 0
     assert [json.loads(l)["input"] for l in out.splitlines()] == [str(images / "img0.png"), str(images / "img2.png")]
 
 
-def test_batched_answers_equal_single_ones(capsys, monkeypatch, tiny: Path, images: Path) -> None:
-    _, together, _ = invoke(capsys, monkeypatch, "predict", str(tiny), str(images), "-o", "json", "-b", "3")
-    _, alone, _ = invoke(capsys, monkeypatch, "predict", str(tiny), str(images / "img2.png"), "-o", "json")
+def test_batched_answers_equal_single_ones(capsys, tiny: Path, images: Path) -> None:
+    _, together, _ = run_mmsctl(capsys, "predict", str(tiny), str(images), "-o", "json", "-b", "3")
+    _, alone, _ = run_mmsctl(capsys, "predict", str(tiny), str(images / "img2.png"), "-o", "json")
     a, b = json.loads(together)[2]["result"], json.loads(alone)
     assert [e["class"] for e in a] == [e["class"] for e in b]
     assert all(abs(x["probability"] - y["probability"]) < 1e-5 for x, y in zip(a, b))
 
 
-def test_stdin(capsys, monkeypatch, tiny: Path) -> None:
-    code, out, _ = invoke(capsys, monkeypatch, "predict", str(tiny), "-", "-o", "json", stdin=png_bytes(5))
+def test_stdin(capsys, tiny: Path) -> None:
+    code, out, _ = run_mmsctl(capsys, "predict", str(tiny), "-", "-o", "json", stdin=png_bytes(5))
     assert code == 0 and len(json.loads(out)) == 4
 
 
-def test_missing_file_fails_before_loading(capsys, monkeypatch, tiny: Path, tmp_path: Path) -> None:
-    code, out, err = invoke(capsys, monkeypatch, "predict", str(tiny), str(tmp_path / "nope.jpg"))
+def test_missing_file_fails_before_loading(capsys, tiny: Path, tmp_path: Path) -> None:
+    code, out, err = run_mmsctl(capsys, "predict", str(tiny), str(tmp_path / "nope.jpg"))
     assert code == 3 and out == ""
     assert err.strip() == f"error: {tmp_path / 'nope.jpg'}: no such file or folder"
 
 
-def test_corrupt_single_image_is_one_line(capsys, monkeypatch, tiny: Path, images: Path) -> None:
-    code, out, err = invoke(capsys, monkeypatch, "predict", str(tiny), str(images / "notes.txt"))
+def test_corrupt_single_image_is_one_line(capsys, tiny: Path, images: Path) -> None:
+    code, out, err = run_mmsctl(capsys, "predict", str(tiny), str(images / "notes.txt"))
     assert code == 1 and out == ""
     assert err.strip().splitlines() == [
         f"error: {images / 'notes.txt'}: Corrupted image input: Decoding failed. Invalid image file."
     ]
 
 
-def test_partial_failure_prints_the_good_ones(capsys, monkeypatch, tiny: Path, images: Path) -> None:
+def test_partial_failure_prints_the_good_ones(capsys, tiny: Path, images: Path) -> None:
     args = [str(images / "img0.png"), str(images / "notes.txt"), str(images / "gone.png"), str(images / "img1.png")]
-    code, out, err = invoke(capsys, monkeypatch, "predict", str(tiny), *args, "-o", "json")
+    code, out, err = run_mmsctl(capsys, "predict", str(tiny), *args, "-o", "json")
     assert code == 4
     got = json.loads(out)
     assert [g["status"] for g in got] == [200, 400, 0, 200]
@@ -106,58 +99,58 @@ def test_partial_failure_prints_the_good_ones(capsys, monkeypatch, tiny: Path, i
     assert f"{images / 'gone.png'}: no such file or folder" in err
 
 
-def test_unknown_model(capsys, monkeypatch, tmp_path: Path, images: Path) -> None:
-    code, out, err = invoke(capsys, monkeypatch, "predict", str(tmp_path / "no-model.mar"), str(images / "img0.png"))
+def test_unknown_model(capsys, tmp_path: Path, images: Path) -> None:
+    code, out, err = run_mmsctl(capsys, "predict", str(tmp_path / "no-model.mar"), str(images / "img0.png"))
     assert code == 3 and out == ""
     assert err.startswith("error: ") and len(err.strip().splitlines()) <= 2
 
 
-def test_bad_handler_is_one_line(capsys, monkeypatch, tmp_path: Path, images: Path) -> None:
+def test_bad_handler_is_one_line(capsys, tmp_path: Path, images: Path) -> None:
     archive = handler_archive(tmp_path / "m", {"h.py": "import no_such_dependency_q\n"}, handler="h:handle")
-    code, _, err = invoke(capsys, monkeypatch, "predict", str(archive.root), str(images / "img0.png"))
+    code, _, err = run_mmsctl(capsys, "predict", str(archive.root), str(images / "img0.png"))
     assert code == 1
     assert err.strip().splitlines()[0].startswith("error: handler module 'h' failed to import")
 
 
-def test_custom_handler_text_output(capsys, monkeypatch, tmp_path: Path, images: Path) -> None:
+def test_custom_handler_text_output(capsys, tmp_path: Path, images: Path) -> None:
     src = "def handle(d, c):\n    return None if d is None else ['%d bytes' % len(x['body']) for x in d]\n"
     archive = handler_archive(tmp_path / "m", {"h.py": src}, handler="h:handle")
     size = (images / "img0.png").stat().st_size
-    code, out, _ = invoke(capsys, monkeypatch, "predict", str(archive.root), str(images / "img0.png"), "-o", "json")
+    code, out, _ = run_mmsctl(capsys, "predict", str(archive.root), str(images / "img0.png"), "-o", "json")
     assert code == 0 and out == f"{size} bytes\n"
 
 
-def test_gpu_without_cuda(capsys, monkeypatch, tiny: Path, images: Path) -> None:
+def test_gpu_without_cuda(capsys, tiny: Path, images: Path) -> None:
     from mmsctl.engine.mxnet_compat import import_mxnet
 
     if import_mxnet().context.num_gpus() > 0:
         pytest.skip("a GPU is visible here")
-    code, _, err = invoke(capsys, monkeypatch, "predict", str(tiny), str(images / "img0.png"), "--gpu", "0")
+    code, _, err = run_mmsctl(capsys, "predict", str(tiny), str(images / "img0.png"), "--gpu", "0")
     assert code == 1 and "no GPU available" in err
     assert err.splitlines()[0].endswith("(--gpu)")  # the engine names gpu_id, the CLI its flag
 
 
-def test_a_model_without_a_handler_gets_the_flag_as_a_hint(capsys, monkeypatch, tmp_path: Path,
+def test_a_model_without_a_handler_gets_the_flag_as_a_hint(capsys, tmp_path: Path,
                                                             images: Path) -> None:
     archive = handler_archive(tmp_path / "m", {"notes.txt": "no handler, no checkpoint"}, handler=None)
-    code, _, err = invoke(capsys, monkeypatch, "predict", str(archive.root), str(images / "img0.png"))
+    code, _, err = run_mmsctl(capsys, "predict", str(archive.root), str(images / "img0.png"))
     lines = err.strip().splitlines()
     assert code == 1 and "names no handler" in lines[0]
     assert lines[1] == "hint: pass --handler module:function, or set one with `mmsctl archive create --handler`"
 
 
-def test_a_dead_worker_is_one_line_with_the_workers_hint(capsys, monkeypatch, tmp_path: Path,
+def test_a_dead_worker_is_one_line_with_the_workers_hint(capsys, tmp_path: Path,
                                                          images: Path) -> None:
     src = "import os\n\ndef handle(d, c):\n    if d is not None:\n        os._exit(3)\n"
     archive = handler_archive(tmp_path / "m", {"h.py": src}, handler="h:handle")
-    code, _, err = invoke(capsys, monkeypatch, "predict", str(archive.root), str(images), "--workers", "2")
+    code, _, err = run_mmsctl(capsys, "predict", str(archive.root), str(images), "--workers", "2")
     lines = err.strip().splitlines()
     assert code == 1 and lines[0].startswith("error: predict worker ") and "exit code 3) died" in lines[0], err
     assert lines[1:] == ["hint: run again with --workers 1 to see the error in this process"]
 
 
-def test_bad_output_format(capsys, monkeypatch, tiny: Path, images: Path) -> None:
-    code, _, err = invoke(capsys, monkeypatch, "predict", str(tiny), str(images / "img0.png"), "-o", "xml")
+def test_bad_output_format(capsys, tiny: Path, images: Path) -> None:
+    code, _, err = run_mmsctl(capsys, "predict", str(tiny), str(images / "img0.png"), "-o", "xml")
     assert code == 2 and "unknown output format" in err
 
 
@@ -178,27 +171,27 @@ def image_server(images: Path) -> Iterator[str]:
     server.server_close()
 
 
-def test_url_inputs(capsys, monkeypatch, tiny: Path, images: Path, image_server: str) -> None:
-    code, out, err = invoke(capsys, monkeypatch, "predict", str(tiny), f"{image_server}/img0.png",
-                            f"{image_server}/missing.png", "-o", "json")
+def test_url_inputs(capsys, tiny: Path, images: Path, image_server: str) -> None:
+    code, out, err = run_mmsctl(capsys, "predict", str(tiny), f"{image_server}/img0.png",
+                                f"{image_server}/missing.png", "-o", "json")
     assert code == 4
     got = json.loads(out)
     assert got[0]["status"] == 200 and len(got[0]["result"]) == 4
     assert "HTTP 404" in got[1]["error"]["message"]
-    _, local, _ = invoke(capsys, monkeypatch, "predict", str(tiny), str(images / "img0.png"), "-o", "json")
+    _, local, _ = run_mmsctl(capsys, "predict", str(tiny), str(images / "img0.png"), "-o", "json")
     assert got[0]["result"] == json.loads(local)
 
 
-def test_empty_folder(capsys, monkeypatch, tiny: Path, tmp_path: Path) -> None:
+def test_empty_folder(capsys, tiny: Path, tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    code, _, err = invoke(capsys, monkeypatch, "predict", str(tiny), str(tmp_path / "empty"))
+    code, _, err = run_mmsctl(capsys, "predict", str(tiny), str(tmp_path / "empty"))
     assert code == 2 and "no images" in err
 
 
-def test_squeezenet_kitten(capsys, monkeypatch, squeezenet_dir: Path, kitten_png: Path, tmp_path: Path) -> None:
+def test_squeezenet_kitten(capsys, squeezenet_dir: Path, kitten_png: Path, tmp_path: Path) -> None:
     link = tmp_path / "squeezenet_v1.1"
     link.symlink_to(squeezenet_dir)
-    code, out, _ = invoke(capsys, monkeypatch, "predict", str(link), str(kitten_png), "-o", "json", "-k", "1")
+    code, out, _ = run_mmsctl(capsys, "predict", str(link), str(kitten_png), "-o", "json", "-k", "1")
     assert code == 0
     assert json.loads(out)[0]["class"] in {"n02123045 tabby, tabby cat", "n02123159 tiger cat"}
     shutil.rmtree(tmp_path, ignore_errors=True)
@@ -268,16 +261,16 @@ def fake_server() -> Iterator[tuple[str, list]]:
     server.server_close()
 
 
-def test_context_sends_each_input_in_order(capsys, monkeypatch, tmp_path: Path, fake_server) -> None:
+def test_context_sends_each_input_in_order(capsys, tmp_path: Path, fake_server) -> None:
     url, seen = fake_server
-    code, _, err = invoke(capsys, monkeypatch, "context", "add", "fake", "--inference", url, "--management", url)
+    code, _, err = run_mmsctl(capsys, "context", "add", "fake", "--inference", url, "--management", url)
     assert code == 0, err
     files = []
     for i in range(7):
         f = tmp_path / f"f{i}.png"
         f.write_bytes(b"bad" if i == 3 else b"x" * (10 + i))
         files.append(str(f))
-    code, out, err = invoke(capsys, monkeypatch, "--context", "fake", "predict", "mymodel", *files, "-o", "json", "-k", "2")
+    code, out, err = run_mmsctl(capsys, "--context", "fake", "predict", "mymodel", *files, "-o", "json", "-k", "2")
     assert code == 4
     got = json.loads(out)
     assert [g["input"] for g in got] == files
@@ -288,13 +281,13 @@ def test_context_sends_each_input_in_order(capsys, monkeypatch, tmp_path: Path, 
     assert "f3.png: " in err and "bad input" in err
 
 
-def test_context_unreachable_is_one_line(capsys, monkeypatch, images: Path) -> None:
+def test_context_unreachable_is_one_line(capsys, images: Path) -> None:
     from tests.support.mmsctl_server import free_port
 
     url = f"http://127.0.0.1:{free_port()}"
-    invoke(capsys, monkeypatch, "context", "add", "gone", "--inference", url, "--management", url)
-    code, out, err = invoke(capsys, monkeypatch, "predict", "--context", "gone", "m", str(images / "img0.png"),
-                            str(images / "img1.png"))
+    run_mmsctl(capsys, "context", "add", "gone", "--inference", url, "--management", url)
+    code, out, err = run_mmsctl(capsys, "predict", "--context", "gone", "m", str(images / "img0.png"),
+                                str(images / "img1.png"))
     assert code == 5 and out == ""
     assert err.startswith("error: ")
 
@@ -302,7 +295,7 @@ def test_context_unreachable_is_one_line(capsys, monkeypatch, images: Path) -> N
 def test_help_paragraphs_are_reflowed(capsys, monkeypatch) -> None:
     """Hard line breaks inside a help paragraph showed as ragged half-lines in a terminal."""
     monkeypatch.setenv("COLUMNS", "200")
-    code, out, _ = invoke(capsys, monkeypatch, "predict", "--help")
+    code, out, _ = run_mmsctl(capsys, "predict", "--help")
     assert code == 0
     lines = out.splitlines()
     paragraph = lines[lines.index("  MODEL is a zoo name (squeezenet) or a path: a .mar/.tar.gz/.model archive, a"):]
@@ -315,14 +308,14 @@ def test_help_paragraphs_are_reflowed(capsys, monkeypatch) -> None:
 
 
 def test_answers_that_are_not_classes_are_not_put_under_rank_class_probability(
-        capsys, monkeypatch, tmp_path: Path) -> None:
+        capsys, tmp_path: Path) -> None:
     from tests.support.mmsctl_server import make_noop_archive
 
     echo = make_noop_archive(tmp_path / "echo")
     for name, body in (("a.txt", "hello"), ("b.txt", '{"sum": 6}')):
         (tmp_path / name).write_text(body)
-    code, out, err = invoke(capsys, monkeypatch, "predict", str(echo), str(tmp_path / "a.txt"),
-                            str(tmp_path / "b.txt"))
+    code, out, err = run_mmsctl(capsys, "predict", str(echo), str(tmp_path / "a.txt"),
+                                str(tmp_path / "b.txt"))
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].split() == ["INPUT", "RESULT"]
@@ -330,11 +323,11 @@ def test_answers_that_are_not_classes_are_not_put_under_rank_class_probability(
     assert lines[2].split(None, 1) == [str(tmp_path / "b.txt"), '{"sum": 6}']
 
 
-def test_a_url_input_that_cannot_be_fetched_is_one_plain_line(capsys, monkeypatch, tiny: Path) -> None:
+def test_a_url_input_that_cannot_be_fetched_is_one_plain_line(capsys, tiny: Path) -> None:
     from tests.support.mmsctl_server import free_port
 
     where = f"127.0.0.1:{free_port()}"
-    code, out, err = invoke(capsys, monkeypatch, "predict", str(tiny), f"http://{where}/x.png")
+    code, out, err = run_mmsctl(capsys, "predict", str(tiny), f"http://{where}/x.png")
     assert code == 1 and out == ""
     assert err.splitlines() == [f"error: http://{where}/x.png: cannot connect to {where}: connection refused"]
 

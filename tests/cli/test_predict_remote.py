@@ -16,7 +16,7 @@ from typing import Iterator
 import pytest
 import yaml
 
-from tests.client.clirun import invoke
+from tests.support.cli import run_mmsctl
 from tests.support.cli import one_error_line
 from tests.support.mmsctl_server import ServerInfo, free_port, make_noop_archive, running_mmsctl_server
 
@@ -38,8 +38,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerInfo]:
 def srv(server: ServerInfo, tmp_path: Path, capsys) -> ServerInfo:
     token = tmp_path / "token"
     token.write_text(TOKEN)
-    r = invoke(capsys, "context", "add", "srv", "--inference", server.inference_url,
-               "--management", server.management_url, "--token-file", str(token))
+    r = run_mmsctl(capsys, "context", "add", "srv", "--inference", server.inference_url,
+                   "--management", server.management_url, "--token-file", str(token))
     assert r.code == 0, r.stderr
     return server
 
@@ -59,37 +59,37 @@ def inputs(tmp_path: Path) -> Path:
 
 def test_one_input_every_output_format(srv: ServerInfo, inputs: Path, capsys) -> None:
     doc = str(inputs / "a.json")
-    r = invoke(capsys, "predict", "echo", doc, "--context", "srv", "-o", "json")
+    r = run_mmsctl(capsys, "predict", "echo", doc, "--context", "srv", "-o", "json")
     # sent as application/json, so the handler got it parsed and answered a dict (MMS then indents it)
     assert (r.code, r.stderr, json.loads(r.stdout)) == (0, "", {"answer": 42})
-    r = invoke(capsys, "predict", "echo", doc, "--context", "srv", "-o", "yaml")
+    r = run_mmsctl(capsys, "predict", "echo", doc, "--context", "srv", "-o", "yaml")
     assert r.code == 0 and yaml.safe_load(r.stdout) == {"answer": 42}
-    r = invoke(capsys, "predict", "echo", doc, "--context", "srv", "-o", "jsonl")
+    r = run_mmsctl(capsys, "predict", "echo", doc, "--context", "srv", "-o", "jsonl")
     assert r.code == 0 and json.loads(r.stdout) == {"input": doc, "status": 200, "result": {"answer": 42}}
-    r = invoke(capsys, "predict", "echo", str(inputs / "b.txt"), "--context", "srv")
+    r = run_mmsctl(capsys, "predict", "echo", str(inputs / "b.txt"), "--context", "srv")
     lines = r.stdout.splitlines()
     # not a classification: the answer as it is, not under RANK/CLASS/PROBABILITY
     assert r.code == 0 and lines[0].split() == ["INPUT", "RESULT"]
     assert lines[1].split() == [str(inputs / "b.txt"), "bravo"]
     # the root flag names the server as well as the command's own
-    r = invoke(capsys, "--context", "srv", "predict", "echo", str(inputs / "b.txt"), "-o", "json",
-               "--model-version", "1.0")
+    r = run_mmsctl(capsys, "--context", "srv", "predict", "echo", str(inputs / "b.txt"), "-o", "json",
+                   "--model-version", "1.0")
     assert (r.code, r.stdout) == (0, "bravo\n"), r.stderr
 
 
 def test_timeout_bounds_each_remote_answer(srv: ServerInfo, tmp_path: Path, capsys) -> None:
     slow = tmp_path / "slow.txt"
     slow.write_text("sleep:1.5")
-    r = invoke(capsys, "predict", "echo", str(slow), "--context", "srv", "--timeout", "0.3")
+    r = run_mmsctl(capsys, "predict", "echo", str(slow), "--context", "srv", "--timeout", "0.3")
     assert r.code == 7, r.stderr
     assert "0.3" in one_error_line(r) or "timed out" in one_error_line(r)
-    r = invoke(capsys, "predict", "echo", str(slow), "--context", "srv", "--timeout", "10", "-o", "json")
+    r = run_mmsctl(capsys, "predict", "echo", str(slow), "--context", "srv", "--timeout", "10", "-o", "json")
     assert (r.code, r.stdout) == (0, "sleep:1.5\n"), r.stderr
 
 
 def test_folders_and_stdin(srv: ServerInfo, inputs: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
     pics = inputs / "pics"
-    r = invoke(capsys, "predict", "echo", str(pics), str(inputs / "b.txt"), "--context", "srv", "-o", "json")
+    r = run_mmsctl(capsys, "predict", "echo", str(pics), str(inputs / "b.txt"), "--context", "srv", "-o", "json")
     assert r.code == 0, r.stderr
     assert json.loads(r.stdout) == [  # a folder's images, sorted, then the next argument
         {"input": str(pics / "1.jpg"), "status": 200, "result": "first"},
@@ -97,36 +97,36 @@ def test_folders_and_stdin(srv: ServerInfo, inputs: Path, capsys, monkeypatch: p
         {"input": str(inputs / "b.txt"), "status": 200, "result": "bravo"},
     ]
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"from stdin")))
-    r = invoke(capsys, "predict", "echo", "-", "--context", "srv", "-o", "json")
+    r = run_mmsctl(capsys, "predict", "echo", "-", "--context", "srv", "-o", "json")
     assert (r.code, r.stdout) == (0, "from stdin\n"), r.stderr
 
 
 def test_exit_codes(srv: ServerInfo, inputs: Path, capsys, tmp_path: Path) -> None:
     host = srv.inference_url.removeprefix("http://")
     doc = str(inputs / "a.json")
-    r = invoke(capsys, "predict", "ghost", doc, "--context", "srv")
+    r = run_mmsctl(capsys, "predict", "ghost", doc, "--context", "srv")
     assert (r.code, r.stdout) == (3, "") and one_error_line(r) == f"error: model ghost not found on {host}"
-    r = invoke(capsys, "predict", "echo", str(tmp_path / "nope.jpg"), "--context", "srv")
+    r = run_mmsctl(capsys, "predict", "echo", str(tmp_path / "nope.jpg"), "--context", "srv")
     assert r.code == 3 and "nope.jpg" in one_error_line(r)
 
-    r = invoke(capsys, "predict", "echo", doc, str(tmp_path / "nope.jpg"), "--context", "srv", "-o", "json")
+    r = run_mmsctl(capsys, "predict", "echo", doc, str(tmp_path / "nope.jpg"), "--context", "srv", "-o", "json")
     assert r.code == 4 and r.stderr.splitlines()[-1] == "error: 1 of 2 inputs failed"
     ok, failed = json.loads(r.stdout)
     assert (ok["status"], ok["result"], failed["input"]) == (200, {"answer": 42}, str(tmp_path / "nope.jpg"))
 
     dead = f"http://127.0.0.1:{free_port()}"
-    invoke(capsys, "context", "add", "dead", "--inference", dead, "--management", dead)
-    r = invoke(capsys, "predict", "echo", doc, "--context", "dead")
+    run_mmsctl(capsys, "context", "add", "dead", "--inference", dead, "--management", dead)
+    r = run_mmsctl(capsys, "predict", "echo", doc, "--context", "dead")
     assert r.code == 5 and "cannot connect to" in one_error_line(r)
 
     wrong = tmp_path / "wrong-token"
     wrong.write_text("nope")
-    invoke(capsys, "context", "add", "wrong", "--inference", srv.inference_url,
-           "--management", srv.management_url, "--token-file", str(wrong))
-    r = invoke(capsys, "predict", "echo", doc, str(inputs / "b.txt"), "--context", "wrong")
+    run_mmsctl(capsys, "context", "add", "wrong", "--inference", srv.inference_url,
+               "--management", srv.management_url, "--token-file", str(wrong))
+    r = run_mmsctl(capsys, "predict", "echo", doc, str(inputs / "b.txt"), "--context", "wrong")
     assert (r.code, r.stdout) == (6, "") and one_error_line(r).startswith(f"error: authentication failed on {host}")
 
-    r = invoke(capsys, "predict", "crashy", str(_write(tmp_path / "crash.txt", "crash")), "--context", "srv")
+    r = run_mmsctl(capsys, "predict", "crashy", str(_write(tmp_path / "crash.txt", "crash")), "--context", "srv")
     assert r.code == 8 and r.stdout == "" and host in one_error_line(r)
 
 

@@ -107,3 +107,44 @@ def test_a_fleet_context_keeps_its_members_and_needs_no_management_url() -> None
     contexts_file().write_text('[contexts.bad]\ninference = "http://x:1"\nmembers = "http://x:2"\n')
     with pytest.raises(ConfigError, match="'members' must be a list of URLs"):
         ContextStore().get("bad")
+
+
+def _running_instance(name: str, port: int, token_file: str = "") -> None:
+    import os
+
+    from mmsctl.config import state_dir
+    from mmsctl.instances import process_start_time
+
+    inst = state_dir() / "instances" / name
+    inst.mkdir(parents=True)
+    (inst / "state.json").write_text(json.dumps({
+        "name": name, "pid": os.getpid(), "status": "ready", "process_start": process_start_time(os.getpid()),
+        "inference_url": f"http://127.0.0.1:{port}", "management_url": f"http://127.0.0.1:{port + 1}",
+        "token_file": token_file,
+    }))
+
+
+def test_env_urls_win_over_several_local_servers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`MMSCTL_*_URL=… mmsctl top` with three servers running here: the environment said where, no ambiguity."""
+    from mmsctl.errors import AmbiguousInstanceError
+
+    _running_instance("one", 18080, token_file="/secret/one.key")
+    _running_instance("two", 19080)
+    monkeypatch.setenv("MMSCTL_INFERENCE_URL", "http://127.0.0.1:28080")
+    monkeypatch.setenv("MMSCTL_MANAGEMENT_URL", "http://127.0.0.1:28081")
+    with pytest.raises(AmbiguousInstanceError):  # the metrics URL would still come from `local`
+        resolve_context(None)
+    assert resolve_context(None, needs=("management_url",)).management_url == "http://127.0.0.1:28081"
+    monkeypatch.setenv("MMSCTL_METRICS_URL", "http://127.0.0.1:28082")
+    ctx = resolve_context(None)
+    assert (ctx.inference_url, ctx.management_url, ctx.metrics_url, ctx.source) == (
+        "http://127.0.0.1:28080", "http://127.0.0.1:28081", "http://127.0.0.1:28082", "env")
+    assert ctx.token_file is None  # a local server's key never goes to a server the environment named
+
+
+def test_env_urls_do_not_take_a_single_local_servers_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    _running_instance("only", 18080, token_file="/secret/only.key")
+    assert resolve_context(None).token_file == "/secret/only.key"
+    for key, port in (("MMSCTL_INFERENCE_URL", 28080), ("MMSCTL_MANAGEMENT_URL", 28081), ("MMSCTL_METRICS_URL", 28082)):
+        monkeypatch.setenv(key, f"http://127.0.0.1:{port}")
+    assert resolve_context(None).token_file is None

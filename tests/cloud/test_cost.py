@@ -12,7 +12,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from mmsctl.cloud.cost import cost_per_100k, estimate, parse_price_list, table
+from mmsctl.cloud.aws.prices import cost_per_100k, estimate, parse_price_list, table
 from mmsctl.errors import UsageError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,8 +52,10 @@ def test_formula_and_bad_input() -> None:
     with pytest.raises(UsageError, match="no bundled price for z9.huge"):
         estimate("z9.huge", 1.0)
     assert [r.label for r in table("resnet152")[1]][1] == "m5.large + eia1.medium"
-    proc = _cli("--instance-type", "m5.large")
-    assert proc.returncode == 2 and proc.stderr.startswith("error: pass --instance-type and --throughput")
+    proc = _cli("--instance-type", "m5.large")  # names only what is missing, not the flag that was given
+    assert proc.returncode == 2 and proc.stderr.startswith("error: missing --throughput: ")
+    proc = _cli("--throughput", "19.08")
+    assert proc.returncode == 2 and proc.stderr.startswith("error: missing --instance-type: ")
 
 
 def _product(usd: str, unit: str = "Hrs") -> str:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError, NoCredentialsError, NoRegionError
 
-from mmsctl.cloud.accelerators import EI_REGIONS, check_ei_region, choose, parse_eia
-from mmsctl.cloud.errors import (
+from mmsctl.cloud.aws.errors import (
     AccessDenied,
     NoCredentials,
     NoRegion,
@@ -14,8 +13,9 @@ from mmsctl.cloud.errors import (
     ResourceNotFound,
     UnknownRegion,
     UnsupportedRegion,
-    translate,
 )
+from mmsctl.cloud.aws.session import translate_error
+from mmsctl.cloud.instance.accelerators import EI_REGIONS, check_ei_region, choose, parse_eia
 from mmsctl.errors import CloudError, UsageError
 
 
@@ -38,14 +38,14 @@ def _client_error(code: str, message: str = "nope") -> ClientError:
     ],
 )
 def test_translate(exc: Exception, kind: type, text: str) -> None:
-    err = translate(exc, service="ec2", operation="run_instances")
+    err = translate_error(exc, service="ec2", operation="run_instances")
     assert type(err) is kind
     assert err is not None and text in err.message and "\n" not in err.message
     assert err.exit_code == 9
 
 
 def test_not_botocore_is_left_alone() -> None:
-    assert translate(ValueError("x")) is None
+    assert translate_error(ValueError("x")) is None
 
 
 def test_accelerator_choices() -> None:
@@ -78,12 +78,12 @@ def test_accelerator_choices() -> None:
 )
 def test_usage_errors_come_before_aws(capsys, monkeypatch, args: list[str], message: str) -> None:
     """A wrong command line is exit 2 with its own message, not a region/credentials error (exit 9)."""
-    from tests.client.clirun import invoke
+    from tests.support.cli import run_mmsctl
 
     for key, value in {"AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
                        "AWS_EC2_METADATA_DISABLED": "true"}.items():
         monkeypatch.setenv(key, value)
-    r = invoke(capsys, *args)
+    r = run_mmsctl(capsys, *args)
     assert (r.code, r.stdout) == (2, "")
     assert r.stderr.splitlines()[0] == message
 
@@ -101,14 +101,14 @@ def test_usage_errors_come_before_aws(capsys, monkeypatch, args: list[str], mess
 def test_the_cli_names_the_flags_the_core_does_not(capsys, monkeypatch, args: list[str], code: int,
                                                    hint: str) -> None:
     """The core says what is wrong in its own words; the CLI's hint names the flag that fixes it."""
-    from tests.client.clirun import invoke
+    from tests.support.cli import run_mmsctl
 
     for key, value in {"AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
                        "AWS_EC2_METADATA_DISABLED": "true"}.items():
         monkeypatch.setenv(key, value)
     for key in ("AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE"):
         monkeypatch.delenv(key, raising=False)
-    r = invoke(capsys, *args)
+    r = run_mmsctl(capsys, *args)
     assert r.code == code
     assert r.stderr.splitlines()[1:] == [hint]
 

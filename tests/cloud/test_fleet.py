@@ -206,6 +206,9 @@ def test_dry_run_lists_every_call_and_changes_nothing(aws: dict[str, Any]) -> No
         ("autoscaling", "CreateAutoScalingGroup"), ("autoscaling", "PutScalingPolicy"),
     ]
     assert all(not c["mutating"] for c in plan["calls"] if c["executed"])
+    lookups = [(c["service"], c["operation"], json.dumps(c["parameters"], sort_keys=True))
+               for c in plan["calls"] if not c["mutating"]]
+    assert len(lookups) == len(set(lookups))  # each question once: GetRole and GetInstanceProfile were listed twice
     by_op = {c["operation"]: c["parameters"] for c in plan["calls"]}
     assert by_op["CreateTargetGroup"]["HealthCheckPath"] == "/ping/squeezenet"
     assert by_op["PutScalingPolicy"]["TargetTrackingConfiguration"]["TargetValue"] == 600.0
@@ -262,7 +265,7 @@ def test_wait_returns_the_endpoint_when_targets_are_healthy(aws: dict[str, Any])
 def test_waiter_polls_until_every_target_is_healthy(aws: dict[str, Any]) -> None:
     """The waiter's real calls: a stopped instance is not a healthy target (moto reports it
     'unused'), so the waiter keeps polling until it runs again, and gives up with exit 7."""
-    from mmsctl.cloud._session import open_session
+    from mmsctl.cloud.aws.session import open_session
     from mmsctl.cloud.fleet.query import wait_healthy
     from mmsctl.errors import RequestTimeout
 
@@ -434,10 +437,10 @@ def test_context_for_a_fleet_finds_its_balancer_and_members(aws: dict[str, Any],
     moto's instances have no servers, and tests talk to 127.0.0.1 only."""
     from mmsctl.cli.fanout import fleet_members
     from mmsctl.client.contexts import ContextStore
-    from tests.client.clirun import invoke
+    from tests.support.cli import run_mmsctl
 
     _create(aws, "prod", "-m", "squeezenet", "--min", "3", "--max", "3")
-    added = invoke(capsys, "context", "add", "prod", "--fleet", "prod")
+    added = run_mmsctl(capsys, "context", "add", "prod", "--fleet", "prod")
     assert added.code == 0, added.stderr
     ctx = ContextStore().get("prod")
     assert (ctx.fleet, ctx.region, ctx.members, ctx.management_url) == ("prod", "us-east-1", (), "")
@@ -446,11 +449,11 @@ def test_context_for_a_fleet_finds_its_balancer_and_members(aws: dict[str, Any],
         InstanceIds=[i["InstanceId"] for i in _asg(aws, "prod")["Instances"]])["Reservations"] for i in r["Instances"]}
     assert {(m.name, m.management_url, m.inference_url) for m in fleet_members(ctx)} == {
         (iid, f"http://{ip}:8081", f"http://{ip}:8080") for iid, ip in ips.items()}
-    listed = invoke(capsys, "context", "list")
+    listed = run_mmsctl(capsys, "context", "list")
     assert "fleet prod (us-east-1)" in listed.stdout
-    missing = invoke(capsys, "context", "add", "nope", "--fleet", "nope")
+    missing = run_mmsctl(capsys, "context", "add", "nope", "--fleet", "nope")
     assert missing.code == 9 and "no fleet 'nope' in us-east-1" in missing.stderr
-    both = invoke(capsys, "context", "add", "x", "--fleet", "prod", "--members", "http://h:8081")
+    both = run_mmsctl(capsys, "context", "add", "x", "--fleet", "prod", "--members", "http://h:8081")
     assert both.code == 2 and "pass --members or --fleet, not both" in both.stderr
     # A fleet scaled to zero has no member to manage: a clear error, not an empty table.
     aws["asg"].update_auto_scaling_group(AutoScalingGroupName="mmsctl-fleet-prod", MinSize=0, DesiredCapacity=0)
@@ -461,7 +464,7 @@ def test_context_for_a_fleet_finds_its_balancer_and_members(aws: dict[str, Any],
 
 
 def test_ssh_config_tunnels_each_member_and_names_the_context(aws: dict[str, Any], capsys) -> None:
-    from tests.client.clirun import invoke
+    from tests.support.cli import run_mmsctl
 
     _create(aws, "prod", "-m", "squeezenet", "--min", "2", "--key-name", "me")
     proc = aws["cli"]("fleet", "ssh-config", "prod", "--local-port", "28080")
@@ -475,7 +478,7 @@ def test_ssh_config_tunnels_each_member_and_names_the_context(aws: dict[str, Any
     assert "mmsctl fleet tunnel prod --local-port 28080\n" in proc.stdout  # the command that opens them
     command = proc.stdout.strip().splitlines()[-1].removeprefix("# with these entries open: mmsctl ").split()
     assert command[:3] == ["context", "add", "prod-tunnel"]
-    assert invoke(capsys, *command).code == 0  # the printed command is a working context
+    assert run_mmsctl(capsys, *command).code == 0  # the printed command is a working context
 
 
 def test_fleet_cost_from_a_fleet_and_a_saved_bench_run(aws: dict[str, Any], tmp_path) -> None:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from mmsctl.loadtest.results import BenchRun, Level, Sweep, save_run
-from mmsctl.cloud.cost import balancer_price, bundled_prices, fleet_estimate
+from mmsctl.cloud.aws.prices import balancer_price, bundled_prices, fleet_estimate
 from mmsctl.errors import UsageError
-from tests.client.clirun import invoke
+from tests.support.cli import run_mmsctl
 from tests.support.cli import one_error_line
 
 
@@ -42,18 +42,18 @@ def test_fleet_estimate_scales_instances_not_the_balancer() -> None:
 
 
 def test_cost_from_throughput_and_from_a_bench_run(capsys, tmp_path: Path) -> None:
-    r = invoke(capsys, "fleet", "cost", "--instance-type", "c5.xlarge", "--count", "1", "--count", "10",
-               "--throughput", "20", "-o", "json")
+    r = run_mmsctl(capsys, "fleet", "cost", "--instance-type", "c5.xlarge", "--count", "1", "--count", "10",
+                   "--throughput", "20", "-o", "json")
     assert r.code == 0, r.stderr
     rows = json.loads(r.stdout)
     assert [(x["instances"], x["throughput"]) for x in rows] == [(1, 20.0), (10, 200.0)]
     assert [x["monthly_price"] for x in rows] == pytest.approx([(0.17 + 0.0225) * 730, (1.7 + 0.0225) * 730], abs=0.01)
     # A --compare run: the peak of the sweep asked for (25 ok in 20 s = 1.25 req/s; 60 → 3).
     run = _run(tmp_path / "run.json", _sweep("ours", 10, 25), _sweep("mms", 60, 40))
-    r = invoke(capsys, "fleet", "cost", "--instance-type", "c5.xlarge", "--count", "2", "--from-bench", str(run),
-               "--bench-target", "ours", "-o", "json")
+    r = run_mmsctl(capsys, "fleet", "cost", "--instance-type", "c5.xlarge", "--count", "2", "--from-bench", str(run),
+                   "--bench-target", "ours", "-o", "json")
     assert r.code == 0 and json.loads(r.stdout)[0]["throughput_per_instance"] == 1.25
-    r = invoke(capsys, "fleet", "cost", "--instance-type", "c5.xlarge", "--count", "2", "--from-bench", str(run))
+    r = run_mmsctl(capsys, "fleet", "cost", "--instance-type", "c5.xlarge", "--count", "2", "--from-bench", str(run))
     assert r.code == 0
     lines = r.stdout.splitlines()
     assert lines[0].split()[:2] == ["INSTANCES", "SETUP"] and lines[1].split()[:2] == ["2", "c5.xlarge"]
@@ -72,24 +72,24 @@ def test_cost_from_throughput_and_from_a_bench_run(capsys, tmp_path: Path) -> No
     ],
 )
 def test_cost_errors_are_one_line(capsys, args: list[str], message: str) -> None:
-    r = invoke(capsys, "fleet", "cost", *args)
+    r = run_mmsctl(capsys, "fleet", "cost", *args)
     assert r.code == 2
     assert message in one_error_line(r)
 
 
 def test_a_bench_run_with_nothing_served_is_refused(capsys, tmp_path: Path) -> None:
     run = _run(tmp_path / "zero.json", _sweep("ours", 0))
-    r = invoke(capsys, "fleet", "cost", "--instance-type", "c5.xlarge", "--from-bench", str(run))
+    r = run_mmsctl(capsys, "fleet", "cost", "--instance-type", "c5.xlarge", "--from-bench", str(run))
     assert r.code == 2 and "no successful requests" in one_error_line(r)
     other = tmp_path / "other.json"
     other.write_text('{"format": "something-else"}')
-    r = invoke(capsys, "fleet", "cost", "--instance-type", "c5.xlarge", "--from-bench", str(other))
+    r = run_mmsctl(capsys, "fleet", "cost", "--instance-type", "c5.xlarge", "--from-bench", str(other))
     assert r.code == 2 and "not a saved mmsctl bench run" in one_error_line(r)
 
 
 def test_user_data_listens_for_management_on_the_private_address(capsys) -> None:
-    r = invoke(capsys, "fleet", "user-data", "-m", "squeezenet")
+    r = run_mmsctl(capsys, "fleet", "user-data", "-m", "squeezenet")
     assert r.code == 0
     assert "--management-address http://0.0.0.0:8081" in r.stdout and "--models squeezenet=squeezenet" in r.stdout
-    ec2 = invoke(capsys, "ec2", "user-data", "-m", "squeezenet")
+    ec2 = run_mmsctl(capsys, "ec2", "user-data", "-m", "squeezenet")
     assert "--management-address http://127.0.0.1:8081" in ec2.stdout  # a single instance keeps it on loopback

@@ -21,10 +21,10 @@ from typing import Any
 import psutil
 import pytest
 
-from mmsctl.cloud import tunnels
+from mmsctl.cloud.instance import tunnels
 from tests.cloud.conftest import REPO, run_cli
 from tests.cloud.test_fleet import _asg, _create, aws, cli  # noqa: F401 - fixtures
-from tests.client.clirun import invoke
+from tests.support.cli import run_mmsctl
 from tests.support._proc import any_free_port, free_port
 from tests.support.mmsctl_server import make_noop_archive, running_mmsctl_server
 from tests.support.sshd import keygen, running_sshd
@@ -120,11 +120,11 @@ def test_tunnels_reach_each_member_until_stopped_then_every_ssh_is_gone(
             for i in range(2):
                 assert f"{hosts[i][0]}" in out.read_text() and f"http://127.0.0.1:{first + 3 * i + 1}" in out.read_text()
 
-            listed = invoke(capsys, "--context", "prod-tunnel", "models", "list", "-o", "json")
+            listed = run_mmsctl(capsys, "--context", "prod-tunnel", "models", "list", "-o", "json")
             assert listed.code == 0, listed.stderr
             assert [(d["member"], [m["modelName"] for m in d["models"]]) for d in json.loads(listed.stdout)] == [
                 (f"127.0.0.1:{first + 1}", ["noop"]), (f"127.0.0.1:{first + 4}", ["noop"])]
-            pinged = invoke(capsys, "--context", "prod-tunnel", "ping")
+            pinged = run_mmsctl(capsys, "--context", "prod-tunnel", "ping")
             assert pinged.code == 0, pinged.stderr
 
             # A tunnel that dies is reported, its member's ports close, the others go on.
@@ -169,7 +169,7 @@ def test_when_no_tunnel_opens_each_member_is_named_with_sshs_error(aws: dict[str
         assert f"{iid}: {sshd.user}@127.0.0.1: Permission denied (publickey)." in error
     assert "hint: ssh needs the fleet's key (--key-name, --identity-dir)" in proc.stderr
     assert not any(_accepts(first + i) for i in range(6))
-    assert "prod-tunnel" not in invoke(capsys, "context", "list").stdout
+    assert "prod-tunnel" not in run_mmsctl(capsys, "context", "list").stdout
 
 
 def test_session_manager_needs_the_aws_cli_and_its_plugin(aws: dict[str, Any], tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from mmsctl.cloud.cost import lambda_estimate
+from mmsctl.cloud.aws.prices import lambda_estimate
 from mmsctl.errors import UsageError
 from tests.cloud.conftest import REPO
 

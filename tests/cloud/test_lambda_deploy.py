@@ -86,7 +86,8 @@ def test_deploy_creates_the_pipeline_with_least_privilege(moto: Moto, cli: Any, 
                         f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/lambda/{NAME}:*"),
         "ReadModel": (["s3:GetObject", "s3:GetObjectVersion"], f"arn:aws:s3:::{bucket}/models/noop.mar"),
         "ReadInput": (["s3:GetObject", "s3:GetObjectVersion"], "arn:aws:s3:::kitten-in/incoming/*"),
-        "WriteOutput": (["s3:PutObject"], "arn:aws:s3:::kitten-out/predictions/*"),
+        "WriteOutput": (["s3:GetObject", "s3:PutObject"], "arn:aws:s3:::kitten-out/predictions/*"),
+        "FindOutput": (["s3:ListBucket"], "arn:aws:s3:::kitten-out"),
     }
 
     # The function: an image pinned to the pushed digest, 1024 MB / 30 s, its environment, tags.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mmsctl.cloud import lambda_policy as policy
-from mmsctl.cloud.lambda_spec import DeploySpec, check_bucket_name, model_bucket_name, parse_schedule
+from mmsctl.cloud.function import policy
+from mmsctl.cloud.function.spec import DeploySpec, check_bucket_name, model_bucket_name, parse_schedule
 from mmsctl.errors import UsageError
 
 
@@ -96,15 +96,17 @@ def test_the_role_policy_names_exactly_what_the_function_touches() -> None:
          "Resource": "arn:aws:s3:::mb/models/m.mar"},
         {"Sid": "ReadInput", "Effect": "Allow", "Action": ["s3:GetObject", "s3:GetObjectVersion"],
          "Resource": "arn:aws:s3:::in-b/incoming/*"},
-        {"Sid": "WriteOutput", "Effect": "Allow", "Action": ["s3:PutObject"],
+        {"Sid": "WriteOutput", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
          "Resource": "arn:aws:s3:::out-b/predictions/*"},
+        {"Sid": "FindOutput", "Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": "arn:aws:s3:::out-b",
+         "Condition": {"StringLike": {"s3:prefix": ["predictions/*"]}}},
     ]}
     http_only = policy.permissions_policy(policy.RoleScope("aws", "eu-west-1", "1", "web"))
     assert [s["Sid"] for s in http_only["Statement"]] == ["OwnLogGroup"]
 
 
 def test_commands_on_any_function_take_lambdas_own_names() -> None:
-    from mmsctl.cloud.lambda_spec import check_lambda_name
+    from mmsctl.cloud.function.spec import check_lambda_name
 
     assert check_lambda_name("My_Function-2") == "My_Function-2"
     for bad in ("", "a b", "x" * 65, "arn:aws:lambda:us-east-1:1:function:f"):

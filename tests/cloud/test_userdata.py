@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from mmsctl.cloud.userdata import UserDataSpec, parse_models, render_user_data
+from mmsctl.cloud.instance.userdata import UserDataSpec, parse_models, render_user_data
 from mmsctl.errors import UsageError
 
 URL = "https://bucket.s3.amazonaws.com/r18.mar?X-Amz-Signature=ab%2Fcd&X-Amz-Expires=86400"
@@ -77,7 +77,7 @@ def test_wait_for_server_polls_ping() -> None:
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from mmsctl.cloud.ec2 import wait_for_server
+    from mmsctl.cloud.ec2.query import wait_for_server
 
     hits: list[str] = []
 

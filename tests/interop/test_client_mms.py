@@ -11,7 +11,7 @@ from mmsctl.client.contexts import Context
 from mmsctl.client.inference import InferenceClient
 from mmsctl.client.management import ManagementClient
 from mmsctl.errors import ApiError
-from tests.client.clirun import invoke
+from tests.support.cli import run_mmsctl
 from tests.support.fixtures_mms import mms_server  # noqa: F401
 from tests.support.mms import MmsInstance, predict, register_model, unregister_model, wait_for_prediction
 
@@ -62,16 +62,16 @@ def test_cli_register_sends_the_response_timeout_in_minutes(ctx: Context, capsys
     """MMS 1.1 multiplies response_timeout by 60: 90 s goes out as 2 (minutes), and mmsctl says so."""
     monkeypatch.setenv("MMSCTL_MANAGEMENT_URL", ctx.management_url)
     monkeypatch.setenv("MMSCTL_INFERENCE_URL", ctx.inference_url)
-    r = invoke(capsys, "models", "register", "noop.mar", "--model-name", "slow", "--response-timeout", "90",
-               "--initial-workers", "0")
+    r = run_mmsctl(capsys, "models", "register", "noop.mar", "--model-name", "slow", "--response-timeout", "90",
+                   "--initial-workers", "0")
     try:
         assert r.code == 0, r.stderr
         assert r.stdout.startswith("slow registered on ")
         assert "warning: MMS 1.1 counts response_timeout in minutes: sent 2 (120 s) for 90 s" in r.stderr
-        described = json.loads(invoke(capsys, "models", "describe", "slow", "-o", "json").stdout)
+        described = json.loads(run_mmsctl(capsys, "models", "describe", "slow", "-o", "json").stdout)
         assert described["modelName"] == "slow"
     finally:
-        assert invoke(capsys, "models", "unregister", "slow").code == 0
+        assert run_mmsctl(capsys, "models", "unregister", "slow").code == 0
 
 
 def test_pages_with_a_token_on_the_last_full_page(ctx: Context) -> None:
@@ -90,9 +90,9 @@ def test_pages_with_a_token_on_the_last_full_page(ctx: Context) -> None:
 def test_cli_ping_and_list_against_mms(ctx: Context, capsys, monkeypatch) -> None:
     monkeypatch.setenv("MMSCTL_INFERENCE_URL", ctx.inference_url)
     monkeypatch.setenv("MMSCTL_MANAGEMENT_URL", ctx.management_url)
-    r = invoke(capsys, "ping", "-o", "json")
+    r = run_mmsctl(capsys, "ping", "-o", "json")
     assert r.code == 0
     row = json.loads(r.stdout)[0]
     assert (row["healthy"], row["status"], row["server"]) == (True, "Healthy", "mms")
-    r = invoke(capsys, "models", "describe", "ghost")
+    r = run_mmsctl(capsys, "models", "describe", "ghost")
     assert r.code == 3 and "model ghost not found" in r.stderr

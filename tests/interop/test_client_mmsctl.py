@@ -25,7 +25,7 @@ from mmsctl import __version__
 from mmsctl.client.contexts import Context, ContextStore, resolve_context
 from mmsctl.client.management import ManagementClient
 from mmsctl.client.metrics import MetricsClient
-from tests.client.clirun import CliResult, invoke
+from tests.support.cli import CliResult, run_mmsctl
 from tests.support.mmsctl_server import ServerInfo, free_port, make_noop_archive, running_mmsctl_server
 from tests.support.paths import KITTEN_JPG, KITTEN_PNG, SQUEEZENET_DIR
 
@@ -76,15 +76,15 @@ def token_file(tmp_path: Path) -> Path:
 @pytest.fixture
 def srv(server: ServerInfo, token_file: Path, capsys: pytest.CaptureFixture[str]) -> ServerInfo:
     """The module's server as context ``srv``, added with `mmsctl context add … --token-file`."""
-    r = invoke(capsys, "context", "add", "srv", "--inference", server.inference_url,
-               "--management", server.management_url, "--metrics", server.metrics_url,
-               "--token-file", str(token_file))
+    r = run_mmsctl(capsys, "context", "add", "srv", "--inference", server.inference_url,
+                   "--management", server.management_url, "--metrics", server.metrics_url,
+                   "--token-file", str(token_file))
     assert r.code == 0, r.stderr
     return server
 
 
 def mmsctl(capsys: pytest.CaptureFixture[str], *args: str) -> CliResult:
-    return invoke(capsys, "--context", "srv", *args)
+    return run_mmsctl(capsys, "--context", "srv", *args)
 
 
 def one_error_line(r: CliResult) -> str:
@@ -227,17 +227,17 @@ def test_bearer_token(srv: ServerInfo, capsys, tmp_path: Path) -> None:
     wrong = tmp_path / "wrong"
     wrong.write_text("not-the-token")
     host = srv.management_url.removeprefix("http://")
-    invoke(capsys, "context", "add", "bad", "--inference", srv.inference_url, "--management", srv.management_url,
-           "--token-file", str(wrong))
-    invoke(capsys, "context", "add", "anon", "--inference", srv.inference_url, "--management", srv.management_url)
+    run_mmsctl(capsys, "context", "add", "bad", "--inference", srv.inference_url, "--management", srv.management_url,
+               "--token-file", str(wrong))
+    run_mmsctl(capsys, "context", "add", "anon", "--inference", srv.inference_url, "--management", srv.management_url)
     for ctx in ("bad", "anon"):
-        r = invoke(capsys, "--context", ctx, "models", "list")
+        r = run_mmsctl(capsys, "--context", ctx, "models", "list")
         assert (r.code, r.stdout) == (6, "")
         assert one_error_line(r).startswith(f"error: authentication failed on {host}")
-        r = invoke(capsys, "models", "describe", "noop", "--context", ctx)
+        r = run_mmsctl(capsys, "models", "describe", "noop", "--context", ctx)
         assert r.code == 6
     if SQUEEZENET_DIR.exists() and KITTEN_JPG.exists():
-        r = invoke(capsys, "predict", "squeezenet", str(KITTEN_JPG), "--context", "bad")
+        r = run_mmsctl(capsys, "predict", "squeezenet", str(KITTEN_JPG), "--context", "bad")
         assert r.code == 6 and "authentication failed" in one_error_line(r)
 
 
@@ -259,7 +259,7 @@ def test_predict_with_context_answers_like_local_predict(squeezenet_mar: Path, c
     assert remote.code == 0, remote.stderr
     top = json.loads(remote.stdout)
     assert top[0]["class"] == "n02123045 tabby, tabby cat" and top[0]["probability"] > 0.9
-    local = invoke(capsys, "predict", str(squeezenet_mar), str(KITTEN_PNG), "-o", "json")
+    local = run_mmsctl(capsys, "predict", str(squeezenet_mar), str(KITTEN_PNG), "-o", "json")
     assert local.code == 0, local.stderr
     assert [r["class"] for r in json.loads(local.stdout)] == [r["class"] for r in top]
     expected = pytest.approx([r["probability"] for r in top], abs=1e-5)
@@ -269,7 +269,7 @@ def test_predict_with_context_answers_like_local_predict(squeezenet_mar: Path, c
     assert table[0].split() == ["INPUT", "RANK", "CLASS", "PROBABILITY"] and len(table) == 3
     assert table[1].split()[1:4] == ["1", "n02123045", "tabby,"]
 
-    r = invoke(capsys, "predict", "squeezenet", str(KITTEN_JPG), str(KITTEN_PNG), "--context", "srv", "-o", "jsonl")
+    r = run_mmsctl(capsys, "predict", "squeezenet", str(KITTEN_JPG), str(KITTEN_PNG), "--context", "srv", "-o", "jsonl")
     rows = [json.loads(line) for line in r.stdout.splitlines()]
     assert r.code == 0 and [(x["input"], x["status"]) for x in rows] == [(str(KITTEN_JPG), 200), (str(KITTEN_PNG), 200)]
     assert len(rows[0]["result"]) == 5
@@ -293,7 +293,7 @@ def test_predict_with_context_failures(squeezenet_mar: Path, capsys, tmp_path: P
 
 def talks_to_srv(capsys: pytest.CaptureFixture[str], *flags: str) -> bool:
     """Whether `models list` reached the module's server (it needs the token; it has no localnoop)."""
-    r = invoke(capsys, *flags, "models", "list", "-o", "json")
+    r = run_mmsctl(capsys, *flags, "models", "list", "-o", "json")
     assert r.code == 0, r.stderr
     return "localnoop" not in [m["modelName"] for m in json.loads(r.stdout)]
 
@@ -315,34 +315,34 @@ def test_default_context_is_the_running_local_server_then_file_env_flag_win(
                      "--metrics-address", f"http://127.0.0.1:{ports[2]}", "--timeout", "120")
     try:
         assert started.returncode == 0, started.stderr
-        current = json.loads(invoke(capsys, "context", "current", "-o", "json").stdout)
+        current = json.loads(run_mmsctl(capsys, "context", "current", "-o", "json").stdout)
         assert (current["name"], current["source"]) == ("local", "instance")
         assert current["management_url"] == f"http://127.0.0.1:{ports[1]}"
-        r = invoke(capsys, "models", "list", "-o", "json")  # no flag, no env, no file: the local server
+        r = run_mmsctl(capsys, "models", "list", "-o", "json")  # no flag, no env, no file: the local server
         assert r.code == 0 and [m["modelName"] for m in json.loads(r.stdout)] == ["localnoop"]
 
         # contexts.toml's current beats the local server
         dead = f"http://127.0.0.1:{free_port()}"
         ContextStore().add(Context("dead", dead, dead))
-        assert invoke(capsys, "context", "use", "srv").code == 0
+        assert run_mmsctl(capsys, "context", "use", "srv").code == 0
         assert talks_to_srv(capsys)
         # MMSCTL_CONTEXT beats the file
         monkeypatch.setenv("MMSCTL_CONTEXT", "dead")
-        r = invoke(capsys, "models", "list")
+        r = run_mmsctl(capsys, "models", "list")
         assert r.code == 5 and "cannot connect to" in one_error_line(r)
         # MMSCTL_MANAGEMENT_URL overrides one field of whatever context was chosen
         monkeypatch.setenv("MMSCTL_MANAGEMENT_URL", f"http://127.0.0.1:{ports[1]}")
-        assert json.loads(invoke(capsys, "models", "list", "-o", "json").stdout) == [
+        assert json.loads(run_mmsctl(capsys, "models", "list", "-o", "json").stdout) == [
             {"modelName": "localnoop", "modelUrl": str(noop)}]
         # a context named on the command beats every variable
         assert talks_to_srv(capsys, "--context", "srv")
-        assert invoke(capsys, "models", "list", "--context", "dead").code == 5
-        assert invoke(capsys, "models", "list", "--context", "local", "-o", "json").stdout.count("localnoop") == 1
+        assert run_mmsctl(capsys, "models", "list", "--context", "dead").code == 5
+        assert run_mmsctl(capsys, "models", "list", "--context", "local", "-o", "json").stdout.count("localnoop") == 1
     finally:
         stopped = _serve(env, "serve", "stop", "--name", "default")
     assert stopped.returncode == 0, stopped.stderr
     monkeypatch.delenv("MMSCTL_CONTEXT")
     monkeypatch.delenv("MMSCTL_MANAGEMENT_URL")
-    invoke(capsys, "context", "use", "local")
-    current = json.loads(invoke(capsys, "context", "current", "-o", "json").stdout)
+    run_mmsctl(capsys, "context", "use", "local")
+    current = json.loads(run_mmsctl(capsys, "context", "current", "-o", "json").stdout)
     assert (current["source"], current["management_url"]) == ("default", "http://127.0.0.1:8081")

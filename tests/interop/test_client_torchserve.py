@@ -11,7 +11,7 @@ from mmsctl.client.contexts import Context
 from mmsctl.client.inference import InferenceClient
 from mmsctl.client.management import ManagementClient
 from mmsctl.errors import AuthenticationFailed
-from tests.client.clirun import invoke
+from tests.support.cli import run_mmsctl
 from tests.support.fixtures_mms import torchserve_server  # noqa: F401
 from tests.support.mms import predict, wait_for_prediction
 from tests.support.torchserve import TorchServeInstance
@@ -63,8 +63,8 @@ def test_cli_against_torchserve(ctx: Context, capsys, monkeypatch) -> None:
     monkeypatch.setenv("MMSCTL_INFERENCE_URL", ctx.inference_url)
     monkeypatch.setenv("MMSCTL_MANAGEMENT_URL", ctx.management_url)
     monkeypatch.setenv("MMSCTL_TOKEN_FILE", str(ctx.token_file))
-    r = invoke(capsys, "models", "describe", "noop", "-o", "json")
+    r = run_mmsctl(capsys, "models", "describe", "noop", "-o", "json")
     assert r.code == 0 and json.loads(r.stdout)["modelVersion"] == "1.0"
     monkeypatch.delenv("MMSCTL_TOKEN_FILE")
-    r = invoke(capsys, "models", "list")
+    r = run_mmsctl(capsys, "models", "list")
     assert r.code == 6 and r.stderr.startswith("error: authentication failed on 127.0.0.1")

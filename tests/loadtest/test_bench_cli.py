@@ -20,6 +20,7 @@ import pytest
 from tests.support.cli import CliResult, run_mmsctl
 from tests.support.mmsctl_server import ServerInfo, free_port, make_noop_archive, running_mmsctl_server
 from tests.support.waiting import wait_until
+from tests.support.signals import popen
 
 pytestmark = [pytest.mark.xdist_group("bench-cli")]
 
@@ -183,22 +184,6 @@ def test_refused_token_is_exit_6(srv: ServerInfo, body: Path, capsys: pytest.Cap
     assert r.code == 6
 
 
-def test_level_that_fails_completely_is_exit_4_with_results_saved(srv: ServerInfo, tmp_path: Path,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    slow = tmp_path / "slow.txt"
-    slow.write_text("sleep:0.4")
-    saved = tmp_path / "failed.json"
-    r = bench(capsys, "noop", str(slow), "-c", "1,2", "--requests", "2", "--warmup", "0", "--timeout", "0.1s",
-              "--save", str(saved))
-    assert r.code == 4
-    assert "level 1 failed completely on srv: 2 sent, 0 ok (timeout: 2)" in one_error_line(r).replace("hint", "")
-    assert "timeout:2" in r.stdout  # the partial table was printed
-    from mmsctl.loadtest.results import load_run
-
-    run = load_run(saved)
-    assert not run.complete and [lvl.concurrency for lvl in run.sweeps[0].levels] == [1]
-
-
 @pytest.mark.parametrize("args, message, flag", [
     (["-c", "1,x"], "bad concurrency value 'x'", "(--concurrency)"),
     (["-c", "0"], "must be above 0", "(--concurrency)"),
@@ -220,7 +205,7 @@ def test_ctrl_c_prints_and_saves_partial_results_and_removes_the_noop_model(
     saved = tmp_path / "cut.json"
     env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
     before = _models(srv)
-    proc = subprocess.Popen(
+    proc = popen(
         [sys.executable, "-m", "mmsctl", "--context", "srv", "bench", "--noop", "-c", "1,2", "-d", "120s",
          "--warmup", "0", "--save", str(saved)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
@@ -247,7 +232,9 @@ def test_ctrl_c_prints_and_saves_partial_results_and_removes_the_noop_model(
             proc.communicate()
     assert proc.returncode == 130, err
     assert "Traceback" not in err
-    assert "error: interrupted after 0 of 2 level(s)" in err
+    # Says where it stopped and what the (cut) row is, instead of "after 0 of 2 level(s)" above a row.
+    assert "error: interrupted in level 1 (1 of 2): 0 level(s) complete; the row marked (cut) covers " \
+           "the time its level ran" in err
     assert "LEVEL" in out and "(cut)" in out  # the partial table
     from mmsctl.loadtest.results import load_run
 

@@ -64,3 +64,12 @@ def test_memory_is_bounded_by_buckets_not_samples() -> None:
 def test_empty_histogram_reports_nothing() -> None:
     assert LatencyHistogram().summary_ms() == {}
     assert LatencyHistogram().quantile_ms(0.99) == 0.0
+
+
+def test_the_live_rate_is_over_the_measured_time_as_the_final_one() -> None:
+    """The progress line's ok/s left out the warm-up from the answers but not from the seconds (39 vs 69.2)."""
+    from mmsctl.loadtest.sweep import Tick
+
+    tick = Tick("t", "1", 0, 1, elapsed_s=12.0, sent=700, ok=692, warmup_s=2.0)
+    assert tick.ok_per_s == 69.2
+    assert Tick("t", "1", 0, 1, elapsed_s=1.0, sent=5, ok=0, warmup_s=2.0).ok_per_s == 0.0

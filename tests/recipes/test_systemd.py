@@ -18,6 +18,7 @@ from tests.recipes.conftest import RECIPES, RecipeRun, mmsctl_command
 from tests.support._proc import http_request
 from tests.support.waiting import wait_until
 from tests.support.mmsctl_server import make_noop_archive
+from tests.support.signals import popen
 
 UNIT = RECIPES / "systemd" / "mmsctl.service"
 CONFIG = RECIPES / "mms-config" / "config.properties"
@@ -120,7 +121,7 @@ def test_exec_start_runs_and_drains_on_sigterm(recipe: RecipeRun, tmp_path: Path
         ),
     ]
     log = open(tmp_path / "journal.txt", "wb")
-    proc = subprocess.Popen(
+    proc = popen(
         argv,
         env=env,
         stdout=log,

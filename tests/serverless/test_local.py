@@ -19,7 +19,7 @@ import botocore.exceptions
 import httpx
 import pytest
 
-from mmsctl.cloud.lambda_invoke import parse_report
+from mmsctl.cloud.function.invoke import parse_report
 from mmsctl.serverless.local import MAX_PAYLOAD, LocalFunction, _invoke_handler
 
 HANDLERS = '''
@@ -37,6 +37,13 @@ def echo(event, context):
 
 def boom(event, context):
     raise ValueError("the model exploded")
+
+import threading
+release = threading.Event()
+
+def overrun(event, context):
+    release.wait(30)  # past any timeout the test sets; the test releases it
+    return {"late": True}
 '''
 
 
@@ -115,3 +122,17 @@ def test_the_invoke_api_refuses_what_lambda_refuses(endpoint: str) -> None:
     assert info.value.response["Error"]["Code"] == "InvalidRequestContentException"
     too_big = httpx.post(f"{endpoint}/2015-03-31/functions/demo/invocations", content=b"0" * (MAX_PAYLOAD + 1))
     assert too_big.status_code == 413 and too_big.headers["x-amzn-ErrorType"] == "RequestTooLargeException"
+
+
+def test_a_handler_past_its_timeout_is_reported_as_lambda_does(module: str) -> None:
+    """No result, Lambda's error payload and log line ("Task timed out after 0.30 seconds")."""
+    fn = LocalFunction(f"{module}.overrun", function_name="demo", timeout_s=0.3)
+    try:
+        result = fn.invoke({})
+    finally:
+        sys.modules[module].release.set()
+    assert result.timed_out and result.payload is None
+    assert result.error == {"errorType": "Sandbox.Timedout",
+                            "errorMessage": f"RequestId: {result.request_id} Error: Task timed out after 0.30 seconds"}
+    assert any(line.endswith(f"{result.request_id} Task timed out after 0.30 seconds") for line in result.logs)
+    assert result.duration_ms == 300.0 and "Task timed out after 0.30 seconds" in result.log_text()

@@ -17,7 +17,7 @@ import boto3
 import pytest
 
 from mmsctl.errors import CloudError
-from mmsctl.cloud.lambda_events import WARM_EVENT, api_gateway_event, function_url_event, s3_put_event
+from mmsctl.cloud.function.events import WARM_EVENT, api_gateway_event, function_url_event, s3_put_event
 from mmsctl.serverless.served_model import ServedModel, load_model
 from mmsctl.serverless.runtime import Runtime
 from mmsctl.serverless.settings import HandlerSettings
@@ -194,3 +194,45 @@ def test_only_a_failed_write_raises_after_every_record_was_tried(served: ServedM
     with pytest.raises(CloudError, match=r"2 of 2 object\(s\) failed and may succeed on retry"):
         rt.handle(event)
 
+
+
+class _Clock:
+    """A Lambda context whose remaining time is scripted: plenty for *calls* checks, then almost none."""
+
+    aws_request_id = "deadline-test"
+
+    def __init__(self, calls: int) -> None:
+        self.calls = calls
+
+    def get_remaining_time_in_millis(self) -> int:
+        self.calls -= 1
+        return 60_000 if self.calls >= 0 else 400
+
+
+def test_a_batch_stops_before_the_deadline_and_its_retry_skips_what_is_written(
+        served: ServedModel, buckets: Any, kitten_jpg: Path) -> None:
+    rt = runtime(served, input_bucket="in-bucket", output_bucket="out-bucket")
+    event: dict[str, Any] = {"Records": []}
+    for n in range(8):
+        event["Records"] += _event(buckets, f"batch/{n}.jpg", kitten_jpg.read_bytes())["Records"]
+    with pytest.raises(CloudError, match=r"stopped before Lambda's deadline with 5 of 8 record\(s\) left; "
+                                         r"a retry of the event skips the 3 already written"):
+        rt.handle(event, _Clock(calls=3))
+    written = sorted(o["Key"] for o in buckets.list_objects_v2(Bucket="out-bucket")["Contents"])
+    assert written == [f"batch/{n}.jpg.json" for n in range(3)]
+    retried = rt.handle(event, None)["processed"]  # Lambda's retry: the same event
+    assert [r.get("skipped", False) for r in retried] == [True] * 3 + [False] * 5
+    assert len(buckets.list_objects_v2(Bucket="out-bucket")["Contents"]) == 8
+    # A new version of an input is a new answer, not a skip: the output names the version it answers.
+    again = rt.handle(_event(buckets, "batch/0.jpg", kitten_jpg.read_bytes()), None)["processed"]
+    assert again[0]["status"] == 200 and "skipped" not in again[0]
+
+
+@pytest.mark.parametrize("event, path", [
+    ({"Records": [{"eventSource": "aws:s3", "s3": "x"}]}, "Records[0].s3"),
+    ({"Records": [{"eventSource": "aws:s3", "s3": {"bucket": {"name": "b"}, "object": "k"}}]}, "Records[0].s3.object"),
+    ({"version": "2.0", "requestContext": {"http": "GET"}}, "requestContext.http"),
+])
+def test_malformed_events_are_answered_never_raised(served: ServedModel, event: dict[str, Any], path: str) -> None:
+    answer = runtime(served).handle(event)
+    assert answer["path"] == path and answer["ignored"].startswith(f"malformed event: {path} is ")

@@ -2,6 +2,7 @@
 
     code, out, err = run_mmsctl(capsys, "zoo", "list", "-o", "json")
     assert one_error_line(run_mmsctl(capsys, "predict", "nope")) == "error: …"
+    run_mmsctl(capsys, "predict", "model", "-", stdin=png)   # "-" reads these bytes
 
 In-process is fast (no interpreter start) and exercises exactly what the console
 script runs: ``mmsctl.cli.main.run``, including its error-to-exit-code mapping.
@@ -9,7 +10,9 @@ script runs: ``mmsctl.cli.main.run``, including its error-to-exit-code mapping.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol
+import io
+import sys
+from typing import NamedTuple, Optional, Protocol
 
 import pytest
 
@@ -28,16 +31,22 @@ class _HasStderr(Protocol):
     stderr: str
 
 
-def run_mmsctl(capsys: pytest.CaptureFixture[str], *args: str) -> CliResult:
-    """Run ``mmsctl ARGS…``; output printed before the call is dropped, not mixed in."""
+def run_mmsctl(capsys: pytest.CaptureFixture[str], *args: str, stdin: Optional[bytes] = None) -> CliResult:
+    """Run ``mmsctl ARGS…`` (with *stdin* as its standard input when given); output printed
+    before the call is dropped, not mixed in."""
     from mmsctl.cli.main import run
 
     capsys.readouterr()
     code = 0
+    saved_stdin = sys.stdin
+    if stdin is not None:
+        sys.stdin = io.TextIOWrapper(io.BytesIO(stdin))
     try:
         run(list(args))
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        sys.stdin = saved_stdin
     out, err = capsys.readouterr()
     return CliResult(code, out, err)
 

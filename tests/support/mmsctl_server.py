@@ -22,6 +22,7 @@ from typing import Iterator, Optional
 
 from tests.support._proc import any_free_port as free_port
 from tests.support._proc import free_ports
+from tests.support.signals import popen
 from tests.support.waiting import wait_until
 
 __all__ = ["ServerInfo", "ServerStartError", "free_port", "make_handler_archive", "make_noop_archive",
@@ -181,7 +182,7 @@ def running_mmsctl_server(
     env["MMSCTL_STATE_DIR"] = str(state_dir)
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     with open(log_file, "ab") as log:
-        proc = subprocess.Popen(
+        proc = popen(
             [sys.executable, "-m", "mmsctl.server", str(config_file)],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env=env, cwd=str(tmp_dir), start_new_session=True,

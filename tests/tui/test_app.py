@@ -237,6 +237,12 @@ async def test_plus_asks_then_scales_and_minus_can_be_cancelled() -> None:
         await pilot.press("n")
         await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
         assert len(source.calls) == 1
+        await pilot.press("minus")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert "Press y to confirm; n, Esc or Enter cancels." in screen_text(app)  # Enter is not a yes here
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+        assert len(source.calls) == 1
 
 
 async def test_scale_keeps_a_wider_max() -> None:

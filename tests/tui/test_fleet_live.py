@@ -116,12 +116,12 @@ async def test_plus_in_the_fleet_view_scales_every_member(servers: list[Any], de
 
 
 def test_once_on_a_fleet_context_prints_the_fleet_then_exits_4(servers: list[Any], dead: str, capsys) -> None:
-    from tests.client.clirun import invoke
+    from tests.support.cli import run_mmsctl
     from tests.support.cli import one_error_line
 
     members = ",".join([*(_spec(s) for s in servers), dead])
-    assert invoke(capsys, "context", "add", "lab", "--members", members).code == 0
-    r = invoke(capsys, "top", "--once", "--context", "lab", "-o", "json", "--interval", "0.2")
+    assert run_mmsctl(capsys, "context", "add", "lab", "--members", members).code == 0
+    r = run_mmsctl(capsys, "top", "--once", "--context", "lab", "-o", "json", "--interval", "0.2")
     assert r.code == 4, r.stderr
     data = json.loads(r.stdout)
     assert [(m["name"], m["state"]) for m in data["members"]] == [
@@ -129,7 +129,7 @@ def test_once_on_a_fleet_context_prints_the_fleet_then_exits_4(servers: list[Any
     (noop,) = [m for m in data["models"] if m["name"] == "noop"]
     assert noop["members_present"] == 2 and len(noop["parts"]) == 2 and noop["workers_total"] == 2
     assert one_error_line(r).startswith(f"error: top failed on 1 of 3 members: {_name(dead)} (cannot connect")
-    table = invoke(capsys, "top", "--once", "--context", "lab", "--interval", "0.2")
+    table = run_mmsctl(capsys, "top", "--once", "--context", "lab", "--interval", "0.2")
     assert table.code == 4
     lines = table.stdout.splitlines()
     assert lines[0].split()[:3] == ["NAME", "VERSION", "MEMBERS"]

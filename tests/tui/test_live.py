@@ -166,11 +166,11 @@ def test_once_against_no_server_is_one_clear_line() -> None:
 
 def test_once_against_an_unknown_host_says_so(capsys, monkeypatch) -> None:
     """A typo in the host name is "cannot resolve", not "connection refused"."""
-    from tests.client.clirun import invoke
+    from tests.support.cli import run_mmsctl
 
     monkeypatch.setenv("MMSCTL_INFERENCE_URL", "http://no-such-host.invalid:18080")
     monkeypatch.setenv("MMSCTL_MANAGEMENT_URL", "http://no-such-host.invalid:18081")
-    r = invoke(capsys, "top", "--once", "-o", "json")
+    r = run_mmsctl(capsys, "top", "--once", "-o", "json")
     assert (r.code, r.stdout) == (5, "")
     assert r.stderr.startswith("error: cannot resolve no-such-host.invalid:1808"), r.stderr
     assert "connection refused" not in r.stderr

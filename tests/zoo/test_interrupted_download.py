@@ -11,10 +11,11 @@ from pathlib import Path
 from tests.support.http_mirror import Mirror
 from tests.support.waiting import wait_until
 from tests.zoo.conftest import cached_files
+from tests.support.signals import popen
 
 
 def _start_pull(name: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
+    return popen(
         [sys.executable, "-m", "mmsctl", "zoo", "pull", name],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -5,7 +5,9 @@
     query.py     finding a fleet's resources: list, describe, members, health and the waiter
     scale.py     resizing the Auto Scaling group
     destroy.py   removing everything ``create`` made, in reverse order, idempotently
+    elb.py       the Application Load Balancer, its listeners and target group
+    asg.py       the Auto Scaling group and its request-tracking policy
 
-Every function takes an :class:`~mmsctl.cloud._session.AwsSession` and returns
+Every function takes an :class:`~mmsctl.cloud.aws.session.AwsSession` and returns
 plain data; the CLI (``mmsctl/cli/fleet.py``) renders it.
 """

@@ -22,17 +22,24 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 from urllib.parse import quote
 
-from mmsctl.cloud import asg, elb, tags
-from mmsctl.cloud._session import AwsSession
-from mmsctl.cloud.accelerators import AcceleratorChoice
-from mmsctl.cloud.ei import EI_POLICY, EI_POLICY_NAME, ensure_ei_network
+from mmsctl.cloud.aws import tags
+from mmsctl.cloud.aws.iam import SESSION_MANAGER_POLICY, ensure_instance_role
+from mmsctl.cloud.aws.network import Network, resolve_network
+from mmsctl.cloud.aws.security_groups import Rule, create_security_group, restrict_egress
+from mmsctl.cloud.aws.session import AwsSession
+from mmsctl.cloud.fleet import asg, elb
 from mmsctl.cloud.fleet.names import IAM_PATH, FleetNames, check_name
 from mmsctl.cloud.fleet.query import find_resources
-from mmsctl.cloud.iam import SESSION_MANAGER_POLICY, ensure_instance_role
-from mmsctl.cloud.network import Network, resolve_network
-from mmsctl.cloud.security_groups import Rule, create_security_group, restrict_egress
-from mmsctl.cloud.server_image import INFERENCE_PORT, MANAGEMENT_PORT, METADATA_OPTIONS, ServerImage, server_image
-from mmsctl.cloud.userdata import ModelSpec, ServerKind
+from mmsctl.cloud.instance.accelerators import AcceleratorChoice
+from mmsctl.cloud.instance.ei import EI_POLICY, EI_POLICY_NAME, ensure_ei_network
+from mmsctl.cloud.instance.server_image import (
+    INFERENCE_PORT,
+    MANAGEMENT_PORT,
+    METADATA_OPTIONS,
+    ServerImage,
+    server_image,
+)
+from mmsctl.cloud.instance.userdata import ModelSpec, ServerKind
 from mmsctl.errors import CloudError, MmsError, UsageError
 
 __all__ = ["CreateResult", "FleetRequest", "create", "health_check_path"]

@@ -16,10 +16,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from mmsctl.cloud import asg, elb, iam, tags
-from mmsctl.cloud._session import AwsSession
+from mmsctl.cloud.aws import iam, tags
+from mmsctl.cloud.aws.security_groups import delete_security_group
+from mmsctl.cloud.aws.session import AwsSession
+from mmsctl.cloud.fleet import asg, elb
 from mmsctl.cloud.fleet.query import find_resources
-from mmsctl.cloud.security_groups import delete_security_group
 
 __all__ = ["DestroyResult", "destroy"]
 

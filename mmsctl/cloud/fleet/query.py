@@ -11,9 +11,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from mmsctl.cloud import asg, elb, iam, tags
-from mmsctl.cloud._session import AwsSession
-from mmsctl.cloud.errors import ResourceNotFound
+from mmsctl.cloud.aws import iam, tags
+from mmsctl.cloud.aws.errors import ResourceNotFound
+from mmsctl.cloud.aws.session import AwsSession
+from mmsctl.cloud.fleet import asg, elb
 from mmsctl.cloud.fleet.names import FleetNames, check_name
 from mmsctl.errors import RequestTimeout
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from mmsctl.cloud import asg
-from mmsctl.cloud._session import AwsSession
-from mmsctl.cloud.errors import ResourceNotFound
+from mmsctl.cloud.aws.errors import ResourceNotFound
+from mmsctl.cloud.aws.session import AwsSession
+from mmsctl.cloud.fleet import asg
 from mmsctl.cloud.fleet.names import FleetNames
 from mmsctl.cloud.fleet.query import find_resources
 from mmsctl.errors import UsageError

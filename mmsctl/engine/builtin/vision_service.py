@@ -11,7 +11,7 @@ The model folder holds ``signature.json`` (input name and NCHW shape),
 
 Pre- and post-processing are those of MMS's ``mxnet_vision_service`` example:
 decode to RGB with ``mx.image.imdecode``, resize to the signature's HxW with
-area interpolation, HWC->CHW, float32 0..255 without normalisation; the answer
+MMS's interpolation 2, HWC->CHW, float32 0..255 without normalisation; the answer
 per image is the top 5 ``{"probability": p, "class": label}`` by descending
 probability. Unlike the example it batches: every request of a batch goes
 through one forward pass, and an image that cannot be decoded fails only its
@@ -19,7 +19,10 @@ own request (status 400 with an MMS error body). A request may ask for a
 different number of classes with a ``topk`` (or ``top_k``) parameter, e.g.
 ``POST /predictions/squeezenet?topk=10``.
 
-Before an image is decoded its size is read from its header (PNG, JPEG, BMP and TIFF, what
+Where ``mmsctl`` is importable (predict, mmsctl serve, Lambda) images are read by
+``mmsctl.engine.imaging`` instead: JPEGs decoded at a reduced DCT scale, EXIF orientation,
+CMYK/alpha/16-bit/HEIC, area-averaged to at most HxW (``MMSCTL_IMAGE_DECODER=mxnet`` turns it off).
+Inside MMS the path above is used, and before an image is decoded its size is read from its header (PNG, JPEG, BMP and TIFF, what
 MXNet's OpenCV decodes): an image of more than ``MMSCTL_MAX_IMAGE_PIXELS`` pixels (default
 89478485, PIL's ``MAX_IMAGE_PIXELS``) is refused with a 400 instead of being decoded, so a
 small file that decodes to gigabytes (a decompression bomb) never takes the worker's memory.
@@ -28,6 +31,7 @@ small file that decodes to gigabytes (a decompression bomb) never takes the work
 from __future__ import annotations
 
 import glob
+import io
 import json
 import logging
 import os
@@ -39,6 +43,11 @@ os.environ.setdefault("MXNET_SUBGRAPH_VERBOSE", "0")
 
 import mxnet as mx  # noqa: E402
 import numpy as np  # noqa: E402
+
+try:  # mmsctl's decoder (scaled JPEG decodes, EXIF orientation, HEIC) where mmsctl is installed
+    from mmsctl.engine import imaging as _imaging
+except ImportError:  # inside MMS 1.1.x: today's mx.image path, as MMS's example reads images
+    _imaging = None  # type: ignore[assignment]
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +62,18 @@ _PAD_BEFORE_BIND = 2
 MAX_INPUT_ELEMENTS = 2**28
 #: PIL's ``Image.MAX_IMAGE_PIXELS``; the server sets the variable from its ``max_image_pixels``.
 DEFAULT_MAX_IMAGE_PIXELS = 89478485
+_REASONS = {400: "Bad Request", 415: "Unsupported Media Type"}
+#: The first bytes of a ``.npy`` array (``numpy.save``).
+_NPY_MAGIC = b"\x93NUMPY"
 _JPEG_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 
 
 class InputError(ValueError):
-    """One request's input cannot be used; only that request fails."""
+    """One request's input cannot be used; only that request fails (400, or *status*)."""
+
+    def __init__(self, message, status=400, kind="BadRequestException"):
+        super(InputError, self).__init__(message)
+        self.status, self.kind = status, kind
 
 
 def find_checkpoint(model_dir, preferred=None):
@@ -286,6 +302,10 @@ class VisionService(object):
             buf = buf.encode("latin-1", "replace")
         if isinstance(buf, (dict, list)):
             raise InputError("Expected an image, got a JSON body")
+        if bytes(buf[:6]) == _NPY_MAGIC:  # a tensor (the v2 API's FP32 input), not an encoded image
+            return self._decode_tensor(bytes(buf))
+        if _imaging is not None and os.environ.get("MMSCTL_IMAGE_DECODER", "").strip() != "mxnet":
+            return self._decode_scaled(bytes(buf))
         _check_pixels(buf)
         try:
             img = mx.image.imdecode(bytes(buf), flag=1 if self.channels == 3 else 0, to_rgb=True)
@@ -293,6 +313,35 @@ class VisionService(object):
             return img.asnumpy()
         except mx.base.MXNetError as exc:
             raise InputError("Corrupted image input: " + _mxnet_reason(exc)) from None
+
+    def _decode_tensor(self, buf):
+        """An ``.npy`` HxWxC numeric array, its header checked against the signature before any data is read."""
+        fh = io.BytesIO(buf)
+        want = (self.height, self.width, self.channels)
+        try:
+            version = np.lib.format.read_magic(fh)
+            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read(fh)
+        except (ValueError, SyntaxError, TypeError) as exc:
+            raise InputError("Invalid tensor input: {}".format(exc)) from None
+        if tuple(shape) != want or fortran or dtype.hasobject or dtype.kind not in "fiu":
+            raise InputError("Expected a numeric tensor of shape {} (HxWxC), got {} {}".format(want, dtype, shape))
+        data = buf[fh.tell():]
+        if len(data) != dtype.itemsize * self.height * self.width * self.channels:
+            raise InputError("Tensor input holds {} bytes, not the {} its header says".format(
+                len(data), dtype.itemsize * self.height * self.width * self.channels))
+        return np.frombuffer(data, dtype=dtype).reshape(want).astype(np.float32)
+
+    def _decode_scaled(self, buf):
+        """mmsctl's decoder (smallest JPEG scale at or above HxW, upright, RGB), then today's resize."""
+        try:
+            img = _imaging.decode(buf, self.width, self.height, gray=self.channels != 3,
+                                  max_pixels=max_image_pixels()).pixels
+        except _imaging.ImageError as exc:
+            raise InputError(str(exc), exc.status, exc.type) from None
+        if img.shape[:2] == (self.height, self.width):
+            return img
+        return mx.image.imresize(mx.nd.array(img, dtype=np.uint8), self.width, self.height, RESIZE_INTERP).asnumpy()
 
     def forward(self, images):
         """Run the network on a list of HxWxC arrays; returns an (n, classes) float32 array."""
@@ -330,8 +379,8 @@ class VisionService(object):
             except InputError as exc:
                 if len(top_ks) > len(images):
                     top_ks.pop()
-                results[idx] = {"code": 400, "type": "BadRequestException", "message": str(exc)}
-                context.set_response_status(400, "Bad Request", idx)
+                results[idx] = {"code": exc.status, "type": exc.kind, "message": str(exc)}
+                context.set_response_status(exc.status, _REASONS.get(exc.status, "Bad Request"), idx)
         if images:
             scores = self.forward(images)
             for row, idx, k in zip(scores, positions, top_ks):

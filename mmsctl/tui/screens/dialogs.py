@@ -15,7 +15,8 @@ __all__ = ["ConfirmScreen", "HelpScreen", "RegisterRequest", "RegisterScreen"]
 
 
 class ConfirmScreen(ModalScreen[bool]):
-    """Yes/no for one action; ``y``/Enter confirm, ``n``/Esc cancel."""
+    """Yes/no for one action: only ``y`` (or the Yes button) confirms; ``n``, Esc, and Enter on the focused
+    No button cancel. The dialog says so: Enter confirms in many tools, and here it must not surprise."""
 
     BINDINGS = [
         Binding("y", "answer(True)", "Yes"),
@@ -29,6 +30,7 @@ class ConfirmScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="dialog"):
             yield Label(self.question, id="question")
+            yield Label("Press y to confirm; n, Esc or Enter cancels.", id="confirm-keys")
             with Horizontal(classes="buttons"):
                 yield Button("Yes (y)", variant="warning", id="yes")
                 yield Button("No (n)", variant="primary", id="no")

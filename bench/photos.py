@@ -1,0 +1,155 @@
+"""Benchmark: photos as people send them (12 MP JPEGs, HEIC, EXIF...), mmsctl beside real MMS 1.1.11.
+
+    .venv/bin/python bench/photos.py                  # 10 s per load
+    .venv/bin/python bench/photos.py --duration 5     # quicker
+
+The corpus (tests/support/photos.py, made from ../shared's kitten, never downloaded) goes under a
+temporary folder. In one run: squeezenet with 2 workers and 10 clients on MMS with its example
+handler and on mmsctl with the built-in one: req/s on the 12 MP JPEG (and mmsctl's on the small
+kitten), workers' memory; each corpus item's answer from both servers against the top-1 of its full
+decode; `mmsctl predict DIR` over 100 such photos with mmsctl's decoder and with today's full
+decode (MMSCTL_IMAGE_DECODER=mxnet); the Lambda handler in-process (warm) on one photo, both ways.
+Prints each ratio and whether its target is met.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import models  # noqa: E402 - bench/ is this script's folder: the MMS/mmsctl side-by-side helpers
+from tests.photos.conftest import full_decode_png  # noqa: E402
+from tests.support.paths import KITTEN_JPG, SQUEEZENET_DIR  # noqa: E402
+from tests.support.photos import Photo, make_corpus  # noqa: E402
+
+PHOTOS = 100
+
+
+def _answer(url: str, data: bytes) -> tuple[int, str]:
+    import httpx
+
+    resp = httpx.post(url, content=data, timeout=120)
+    body = resp.json() if resp.headers.get("content-type", "").startswith("application/json") or resp.content[:1] in (b"[", b"{") else resp.text
+    top = body[0]["class"] if resp.status_code == 200 and isinstance(body, list) else str(body)[:60]
+    return resp.status_code, top
+
+
+def serve(server: str, store: Path, archive: str, work: Path, corpus: list[Photo], cdir: Path,
+          duration: float) -> dict[str, Any]:
+    from tests.support.mms import running_mms
+    from tests.support.mmsctl_server import running_mmsctl_server
+
+    runner = running_mms if server == "mms" else running_mmsctl_server
+    out: dict[str, Any] = {}
+    phone = cdir / "baseline.jpg"
+    with runner(work / server, model_store=store, models={"squeezenet": archive}, workers=models.WORKERS) as srv:
+        url = f"{srv.inference_url}/predictions/squeezenet"
+        models._first_prediction(url, KITTEN_JPG.read_bytes())
+        out["answers"] = {p.name: _answer(url, (cdir / p.file).read_bytes()) for p in corpus}
+        if server != "mms":  # the reference: each item's full decode, averaged to 224 (no resize left)
+            out["reference"] = {p.name: _answer(url, full_decode_png(cdir / p.reference))[1]
+                                for p in corpus if p.reference}
+        models._load(url, phone, 2.0)
+        out["phone_rps"], out["phone_p99"], out["phone_failed"] = models._load(url, phone, duration)
+        out["worker_mb"], out["front_mb"] = models._memory(srv.pid, "model_service_worker" if server == "mms"
+                                                           else "mmsctl.engine.worker")
+        if server != "mms":
+            models._load(url, KITTEN_JPG, 2.0)
+            out["kitten_rps"], _, _ = models._load(url, KITTEN_JPG, duration)
+    return out
+
+
+def predict_dir(archive: Path, folder: Path, decoder: str) -> float:
+    """Seconds of `mmsctl predict ARCHIVE FOLDER` (its default workers), wall clock."""
+    env = dict(os.environ, MMSCTL_IMAGE_DECODER=decoder)
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "mmsctl", "predict", str(archive), str(folder), "-o", "jsonl"],
+                          capture_output=True, text=True, env=env, timeout=900, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return time.perf_counter() - t0
+
+
+def lambda_billed(archive: Path, photo: Path) -> dict[str, float]:
+    """Median billed ms (whole ms, as Lambda bills) of the handler in-process, warm, on *photo*."""
+    from mmsctl.cloud.function.events import function_url_event
+    from mmsctl.serverless.runtime import Runtime
+    from mmsctl.serverless.served_model import load_model
+    from mmsctl.serverless.settings import HandlerSettings
+
+    model = load_model(HandlerSettings(model=str(archive)))
+    runtime = Runtime(HandlerSettings(model="(loaded)"), model, lambda: None)
+    event = function_url_event("POST", body=photo.read_bytes(), content_type="image/jpeg")
+    billed = {}
+    for decoder in ("mmsctl", "mxnet"):
+        os.environ["MMSCTL_IMAGE_DECODER"] = decoder
+        times = []
+        for i in range(13):
+            t0 = time.perf_counter()
+            assert runtime.handle(event)["statusCode"] == 200
+            if i >= 3:  # warm
+                times.append(math.ceil((time.perf_counter() - t0) * 1000))
+        billed[decoder] = statistics.median(times)
+    os.environ.pop("MMSCTL_IMAGE_DECODER", None)
+    model.close()
+    return billed
+
+
+def _target(name: str, value: float, target: float, more: bool = True) -> None:
+    met = value >= target if more else value <= target
+    print(f"  {name}: {value:.2f}x (target {'>=' if more else '<='} {target}x) {'met' if met else 'MISSED'}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds per load (default 10)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="mmsctl-photos-") as tmp:
+        work = Path(tmp)
+        cdir = work / "corpus"
+        corpus = make_corpus(cdir)
+        store = work / "store"
+        store.mkdir()
+        example = models._example_folder(SQUEEZENET_DIR, work / "example-src")
+        archives = models._archives("squeezenet", SQUEEZENET_DIR, example, store)
+        print(f"load average {os.getloadavg()[0]:.1f}; corpus in {cdir}", flush=True)
+        mms = serve("mms", store, archives["example"], work, corpus, cdir, args.duration)
+        ours = serve("mmsctl", store, archives["builtin"], work, corpus, cdir, args.duration)
+        hundred = work / "hundred"
+        hundred.mkdir()
+        for i in range(PHOTOS):
+            os.link(cdir / "baseline.jpg", hundred / f"photo{i:03d}.jpg")
+        builtin = store / archives["builtin"]
+        fast, full = predict_dir(builtin, hundred, "mmsctl"), predict_dir(builtin, hundred, "mxnet")
+        billed = lambda_billed(builtin, cdir / "baseline.jpg")
+    print("\ncorpus item          reference top-1            mmsctl                    MMS example")
+    for p in corpus:
+        ref = ours["reference"].get(p.name, f"({p.status})")
+        row = [f"{s} {t[:22]}" + (" ok" if t == ref or (p.reference is None and s == p.status) else " WRONG")
+               for s, t in (ours["answers"][p.name], mms["answers"][p.name])]
+        print(f"  {p.name:18} {ref[:26]:26} {row[0]:28} {row[1]}")
+    print(f"\n12 MP JPEG, 2 workers, 10 clients: mmsctl {ours['phone_rps']:.1f} req/s (p99 {ours['phone_p99']:.0f} ms), "
+          f"MMS example {mms['phone_rps']:.1f} req/s (p99 {mms['phone_p99']:.0f} ms); mmsctl on the kitten "
+          f"{ours['kitten_rps']:.1f} req/s")
+    print(f"worker memory after the photos: mmsctl {ours['worker_mb']:.0f} MB, MMS {mms['worker_mb']:.0f} MB")
+    print(f"predict DIR ({PHOTOS} photos): {PHOTOS / fast:.1f} photos/s, full decode {PHOTOS / full:.1f} photos/s")
+    print(f"Lambda handler, warm, one photo: billed {billed['mmsctl']:.0f} ms, full decode {billed['mxnet']:.0f} ms")
+    _target("server 12 MP vs MMS example", ours["phone_rps"] / mms["phone_rps"], 3)
+    _target("server 12 MP vs own kitten rate", ours["phone_rps"] / ours["kitten_rps"], 0.5)
+    _target("predict DIR vs full decode", full / fast, 3)
+    _target("Lambda billed vs full decode", billed["mmsctl"] / billed["mxnet"], 0.4, more=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""The one body of `ec2 user-data` and `fleet user-data`: print the boot script an instance gets."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import List, Optional
+
+from mmsctl.cli.render import get_ui
+
+
+def write_user_data(models: List[str], server: str, eia: Optional[str], accelerator: Optional[str],
+                    pip_spec: Optional[str], *, management_host: Optional[str] = None) -> None:
+    """Render the script (no AWS call) and write it to stdout as it is, bash for a human to read.
+
+    *management_host* is where the management API listens: the default (loopback) for `ec2 launch`,
+    ``0.0.0.0`` for a fleet's members, whose load balancer and fan-out reach it on the private address.
+    """
+    from mmsctl.cloud.instance.accelerators import choose
+    from mmsctl.cloud.instance.userdata import UserDataSpec, parse_models, render_user_data, server_kind
+
+    kind = server_kind(server)
+    choice = choose(accelerator, eia)
+    spec = UserDataSpec(models=parse_models(models), server=kind, accelerator=choice.label, pip_spec=pip_spec)
+    if management_host is not None:
+        spec = replace(spec, management_host=management_host)
+    text = render_user_data(spec)
+    out = get_ui().out.file
+    out.write(text)
+    out.flush()

@@ -1,0 +1,11 @@
+"""AWS plumbing every product shares; nothing here knows EC2 instances, fleets or Lambda functions.
+
+    session.py          the one door to boto3 and botocore: clients, the call log, dry runs, error translation
+    errors.py           the AWS failures users hit, each a one-line CloudError (botocore's types come via session)
+    dryrun.py           what a dry run records, and the placeholders it answers with
+    tags.py             the ``mmsctl:*`` tags on everything mmsctl creates (EC2, fleets, Lambda)
+    iam.py              instance roles and profiles
+    network.py          VPC and subnet choice
+    security_groups.py  groups and their rules
+    prices.py           bundled prices (``prices.json``), the Pricing API, cost per 100k requests
+"""

@@ -1,0 +1,217 @@
+"""The one door to boto3: a lazily built session, its clients, a call log, and error translation.
+
+Everything in ``mmsctl.cloud`` talks to AWS through :meth:`AwsSession.call`,
+which (1) translates botocore exceptions into :mod:`mmsctl.cloud.aws.errors`,
+(2) records the call, and (3) in a dry run answers mutating calls with a
+placeholder instead of making them. boto3 and botocore are imported here, on first
+use only, and nowhere else in mmsctl (``tests/test_layers.py`` checks): code that
+meets a botocore error outside a session (the Lambda handler's own S3 client)
+translates it with :func:`translate_error`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Optional
+
+from mmsctl.cloud.aws.dryrun import Call, is_mutating, placeholder_read, placeholder_response
+from mmsctl.cloud.aws.errors import NoRegion, ResourceNotFound, UnknownRegion, translate
+from mmsctl.errors import CloudError
+
+__all__ = ["AwsSession", "open_session", "partition", "region_description", "translate_error"]
+
+_REGION_RE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d+$")
+
+
+class AwsSession:
+    """A boto3 session for one region, with a log of the calls made through it.
+
+    Example:
+        >>> aws = open_session(region="us-west-2")          # doctest: +SKIP
+        >>> aws.call("ec2", "describe_vpcs")["Vpcs"]       # doctest: +SKIP
+    """
+
+    def __init__(self, boto_session: Any, region: str, *, dry_run: bool = False,
+                 unlooked: Optional[str] = None) -> None:
+        self._boto = boto_session
+        self.region = region
+        self.dry_run = dry_run or unlooked is not None
+        #: Why this dry run looks nothing up (no region, no credentials); None when it does.
+        self.unlooked = unlooked
+        self.calls: list[Call] = []
+        self._clients: dict[tuple[str, str, float, int], Any] = {}
+        self._account: Optional[str] = None
+
+    @property
+    def profile(self) -> Optional[str]:
+        return getattr(self._boto, "profile_name", None)
+
+    def client(self, service: str, region: Optional[str] = None, *, read_timeout: float = 60.0,
+               max_attempts: int = 4) -> Any:
+        """The boto3 client for *service* (cached); *region* overrides the session's (Pricing lives in us-east-1).
+
+        *read_timeout* and *max_attempts* (botocore's: retries after the first attempt) change the defaults
+        for calls that are long or must not be repeated (a synchronous Lambda invoke runs up to 15 minutes,
+        and a retry would run it again: ``max_attempts=0``).
+        """
+        key = (service, region or self.region, read_timeout, max_attempts)
+        if key not in self._clients:
+            from botocore.config import Config
+
+            config = Config(retries={"max_attempts": max_attempts, "mode": "standard"}, connect_timeout=10,
+                            read_timeout=read_timeout, user_agent_extra="mmsctl")
+            try:
+                self._clients[key] = self._boto.client(service, region_name=key[1], config=config)
+            except Exception as exc:  # noqa: BLE001 - translated below
+                raise _translated(exc, service, "create_client") from exc
+        return self._clients[key]
+
+    def call(self, service: str, operation: str, *, region: Optional[str] = None, read_timeout: float = 60.0,
+             max_attempts: int = 4, **params: Any) -> dict[str, Any]:
+        """Make one API call (or, dry run and mutating, record it and return a placeholder)."""
+        if self.unlooked is not None and not is_mutating(operation):
+            self._plan(Call(service, operation, dict(params), executed=False, looked=False))
+            answer = placeholder_read(service, operation, params)
+            if answer is None:
+                raise ResourceNotFound(f"{operation}: not looked up (dry run without credentials)")
+            return answer
+        if self.dry_run and is_mutating(operation):
+            self.calls.append(Call(service, operation, dict(params), executed=False))
+            return placeholder_response(service, operation, params)
+        self._plan(Call(service, operation, dict(params)))
+        client = self.client(service, region, read_timeout=read_timeout, max_attempts=max_attempts)
+        method: Callable[..., dict[str, Any]] = getattr(client, operation)
+        try:
+            return method(**params)
+        except Exception as exc:  # noqa: BLE001 - translated below
+            raise _translated(exc, service, operation) from exc
+
+    def _plan(self, call: Call) -> None:
+        """Record *call*; in a plan (a dry run) a look-up already listed is not listed again unless a change
+        since then names the same resource (a parameter with the same name and value).
+
+        Two steps may ask the same question (is there a role of this name?): AWS answers both the same
+        while nothing about that resource has changed, so the plan shows the question once.
+        """
+        if (self.dry_run or self.unlooked is not None) and not call.mutating:
+            asked = {(k, repr(v)) for k, v in call.params.items()}
+            for earlier in reversed(self.calls):
+                if earlier.mutating and asked & {(k, repr(v)) for k, v in earlier.params.items()}:
+                    break
+                if (earlier.service, earlier.operation, earlier.params) == (call.service, call.operation, call.params):
+                    return
+        self.calls.append(call)
+
+    def paginate(self, service: str, operation: str, result_key: str, **params: Any) -> list[Any]:
+        """Every item of *result_key* over all pages of a read call."""
+        if self.unlooked is not None:
+            self.calls.append(Call(service, operation, dict(params), executed=False, looked=False))
+            return []
+        self.calls.append(Call(service, operation, dict(params)))
+        client = self.client(service)
+        items: list[Any] = []
+        try:
+            if client.can_paginate(operation):
+                for page in client.get_paginator(operation).paginate(**params):
+                    items.extend(page.get(result_key, []))
+            else:
+                items.extend(getattr(client, operation)(**params).get(result_key, []))
+        except Exception as exc:  # noqa: BLE001 - translated below
+            raise _translated(exc, service, operation) from exc
+        return items
+
+    def account_id(self) -> str:
+        """The caller's account (STS GetCallerIdentity), also a cheap check that credentials work."""
+        if self._account is None:
+            self._account = str(self.call("sts", "get_caller_identity")["Account"])
+        return self._account
+
+
+def translate_error(exc: BaseException, *, service: str = "", operation: str = "") -> Optional[CloudError]:
+    """The :class:`CloudError` for a botocore exception, or None if *exc* is not one of botocore's."""
+    import botocore.exceptions
+
+    return translate(exc, botocore.exceptions, service=service, operation=operation)
+
+
+def _translated(exc: BaseException, service: str, operation: str) -> BaseException:
+    mapped = translate_error(exc, service=service, operation=operation)
+    return mapped if mapped is not None else exc
+
+
+def partition(region: str) -> str:
+    """The ARN partition of *region* (``aws``, ``aws-cn``, ``aws-us-gov``)."""
+    if region.startswith("cn-"):
+        return "aws-cn"
+    if region.startswith("us-gov-"):
+        return "aws-us-gov"
+    return "aws"
+
+
+def region_description(region: str) -> Optional[str]:
+    """botocore's description of *region* (``US East (N. Virginia)``), or None if it has none."""
+    import botocore.session
+
+    data = botocore.session.get_session().get_data("endpoints")
+    for part in data.get("partitions", []):
+        described = part.get("regions", {}).get(region)
+        if described and described.get("description"):
+            return str(described["description"])
+    return None
+
+
+def known_regions(boto_session: Any) -> set[str]:
+    """Every region botocore knows for EC2, over all partitions (aws, aws-cn, aws-us-gov, …)."""
+    regions: set[str] = set()
+    for partition in boto_session.get_available_partitions():
+        regions.update(boto_session.get_available_regions("ec2", partition_name=partition))
+    return regions
+
+
+def open_session(*, region: Optional[str] = None, profile: Optional[str] = None, dry_run: bool = False,
+                 plan_without_aws: bool = False) -> AwsSession:
+    """A session from boto3's usual chain (flags > AWS_PROFILE/AWS_DEFAULT_REGION > ~/.aws/config).
+
+    Args:
+        plan_without_aws: with *dry_run*, a missing region or credentials is no error: the
+            session then looks nothing up and answers reads with placeholders
+            (:func:`~mmsctl.cloud.aws.dryrun.placeholder_read`); ``unlooked`` says why.
+
+    Raises:
+        NoCredentials: the profile does not exist.
+        UnknownRegion: no region configured, or one AWS does not know.
+    """
+    import boto3
+
+    try:
+        boto_session = boto3.Session(profile_name=profile, region_name=region)
+    except Exception as exc:  # noqa: BLE001 - ProfileNotFound and friends
+        raise _translated(exc, "", "") from exc
+    name = boto_session.region_name
+    if dry_run and plan_without_aws:
+        missing = [what for what, there in (("region", name), ("credentials", _has_credentials(boto_session)))
+                   if not there]
+        if missing:
+            return AwsSession(None, name or "<region>", unlooked=f"no AWS {' or '.join(missing)}")
+    if not name:
+        raise NoRegion("no AWS region configured")
+    if name not in known_regions(boto_session):
+        if not _REGION_RE.match(name):
+            raise UnknownRegion(f"unknown AWS region: {name!r}", hint="regions look like us-east-1, eu-west-1")
+        raise UnknownRegion(f"unknown AWS region: {name!r} (botocore {_botocore_version()} does not know it)",
+                            hint="check the name, or upgrade boto3 if the region is new")
+    return AwsSession(boto_session, name, dry_run=dry_run)
+
+
+def _has_credentials(boto_session: Any) -> bool:
+    try:
+        return boto_session.get_credentials() is not None
+    except Exception:  # noqa: BLE001 - a broken credential source counts as none
+        return False
+
+
+def _botocore_version() -> str:
+    import botocore
+
+    return str(botocore.__version__)
+

@@ -1,0 +1,96 @@
+"""``mmsctl ec2 launch``: find or create what the instances need, then run them with the boot script.
+
+Every function takes an :class:`~mmsctl.cloud.aws.session.AwsSession` and returns plain data; the
+CLI renders it. What launch makes carries ``mmsctl:managed=true``: only that is ever terminated or
+deleted (:mod:`.destroy`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from mmsctl.cloud.aws import tags
+from mmsctl.cloud.aws.errors import ElasticInferenceRetired
+from mmsctl.cloud.aws.network import resolve_placement
+from mmsctl.cloud.aws.security_groups import ensure_security_group
+from mmsctl.cloud.aws.session import AwsSession
+from mmsctl.cloud.ec2.query import instance_row
+from mmsctl.cloud.ec2.spec import LaunchRequest, LaunchResult
+from mmsctl.cloud.instance.ei import ensure_ei_resources
+from mmsctl.cloud.instance.server_image import INFERENCE_PORT, METADATA_OPTIONS, server_image
+from mmsctl.errors import CloudError, UsageError
+
+__all__ = ["SERVER_SG_NAME", "launch"]
+
+SERVER_SG_NAME = "mmsctl-server"
+
+
+def launch(aws: AwsSession, req: LaunchRequest, *, sleep: Callable[[float], None] = time.sleep) -> LaunchResult:
+    """Find or create what the instances need, then run them with the boot script.
+
+    Raises:
+        UnsupportedRegion: Elastic Inference in a region where it never existed.
+        CloudError: AWS refused a call (credentials, access, quota, …).
+    """
+    choice = req.accelerator
+    if req.count < 1:
+        raise UsageError("count must be at least 1", param="count")
+    image = server_image(aws, choice, models=req.models, server=req.server, ami=req.ami,
+                         instance_type=req.instance_type, pip_spec=req.pip_spec)
+    placement = resolve_placement(aws, req.subnet)
+    created: list[str] = []
+    reused: list[str] = []
+    server_sg = ensure_security_group(
+        aws, placement, name=SERVER_SG_NAME, component=tags.SERVER_SECURITY_GROUP,
+        description="mmsctl: model server inference API and SSH",
+        ports=(INFERENCE_PORT, 22), cidrs=tuple(req.allow_cidrs or [placement.vpc_cidr]),
+        created=created, reused=reused,
+    )
+    group_ids = [server_sg]
+    params: dict[str, Any] = {}
+    if choice.is_ei:
+        ei = ensure_ei_resources(aws, placement)
+        created += ei.created
+        reused += ei.reused
+        group_ids.append(ei.security_group_id)
+        params["IamInstanceProfile"] = {"Arn": ei.instance_profile_arn}
+        params["ElasticInferenceAccelerators"] = image.ei_request()
+    name = req.name or "mmsctl-" + ("-".join(m.name for m in req.models[:2]) or "server")
+    instance_tags = tags.base_tags(tags.INSTANCE, name, {
+        tags.ACCELERATOR: choice.label,
+        tags.MODELS: ",".join(m.arg for m in req.models),
+        tags.SERVER: req.server,
+    })
+    params.update(
+        ImageId=image.ami.image_id, InstanceType=image.instance_type, MinCount=req.count, MaxCount=req.count,
+        SubnetId=placement.subnet_id, SecurityGroupIds=group_ids, UserData=image.user_data,
+        MetadataOptions=dict(METADATA_OPTIONS),
+        TagSpecifications=[tags.tag_spec("instance", instance_tags),
+                           tags.tag_spec("volume", tags.base_tags("volume", name))],
+    )
+    if req.key_name:
+        params["KeyName"] = req.key_name
+    reservation = _run_instances(aws, params, ei=choice.is_ei, sleep=sleep)
+    rows = [instance_row(i) for i in reservation.get("Instances", [])]
+    return LaunchResult(rows, image.ami, placement, image.instance_type, choice.label, created, reused,
+                        image.warnings)
+
+
+def _run_instances(aws: AwsSession, params: dict[str, Any], *, ei: bool,
+                   sleep: Callable[[float], None]) -> dict[str, Any]:
+    # A new instance profile takes a few seconds to reach EC2 (IAM is eventually consistent).
+    delay = 2.0
+    for attempt in range(8):
+        try:
+            return aws.call("ec2", "run_instances", **params)
+        except CloudError as exc:
+            if "iamInstanceProfile" in exc.message and attempt < 7:
+                sleep(delay)
+                delay = min(delay * 1.5, 10.0)
+                continue
+            if ei and ("ElasticInference" in exc.message or "eia" in exc.message.lower()):
+                raise ElasticInferenceRetired(f"{exc.message} (Elastic Inference was retired in April 2024)"
+                                              ) from exc
+            raise
+    raise AssertionError("unreachable")  # pragma: no cover

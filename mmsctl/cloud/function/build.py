@@ -1,0 +1,256 @@
+"""``mmsctl lambda build``: a container-image build context for AWS Lambda, and pushing it to ECR.
+
+Why an image and not a zip: mxnet 1.9.1 and numpy unpacked are well over the 250 MB a
+zip package may hold; an image may be 10 GB. The context::
+
+    Dockerfile            on public.ecr.aws/lambda/python:3.11 (the runtime interface client inside)
+    requirements.txt      mmsctl's dependencies (mxnet==1.9.1, numpy<2, …), installed by pip in the image
+    task/mmsctl/          this mmsctl, copied: the very code `mmsctl lambda run-local` runs
+    model/                the model, baked in (absent when it loads from s3://bucket/key at start)
+    mmsctl-lambda.json    what the image is: handler, environment, model, base image
+
+``--push`` builds with docker or podman and pushes to the ECR repository
+``mmsctl-lambda/NAME`` (created, tagged, with a pull policy for function NAME).
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib.metadata
+import json
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from mmsctl.cloud.aws.errors import ContainerToolError
+from mmsctl.cloud.function import env
+from mmsctl.cloud.function.manifest import MANIFEST, BuildContext, StaleBuildContext
+from mmsctl.cloud.function.repository import ensure_repository
+from mmsctl.cloud.function.spec import check_function_name, repository_name
+from mmsctl.errors import UsageError
+
+__all__ = [
+    "BASE_IMAGE",
+    "BuildContext",
+    "ContainerTool",
+    "MANIFEST",
+    "StaleBuildContext",
+    "dockerfile_text",
+    "find_container_tool",
+    "push_image",
+    "requirements",
+    "write_build_context",
+]
+
+
+BASE_IMAGE = "public.ecr.aws/lambda/python:3.11"
+IMAGE_CACHE_DIR = "/opt/mmsctl/cache"
+PLATFORM = "linux/amd64"  # mxnet 1.9.1 publishes x86_64 wheels only
+_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")
+
+
+def requirements() -> list[str]:
+    """mmsctl's runtime dependencies as its package declares them (extras left out), for the image's pip."""
+    try:
+        declared = importlib.metadata.requires("mmsctl") or []
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - mmsctl run from a bare checkout
+        declared = []
+    reqs = [r for r in declared if "extra ==" not in r]
+    names = {r.split(";")[0].split("<")[0].split(">")[0].split("=")[0].strip().lower() for r in reqs}
+    for needed in ("mxnet==1.9.1", "numpy<2"):  # the engine's pins, whatever the metadata says
+        if needed.split("=")[0].split("<")[0] not in names:
+            reqs.append(needed)
+    return reqs
+
+
+def dockerfile_text(ctx: BuildContext) -> str:
+    """The Dockerfile of *ctx*: AWS's documented layout for the Python base image, plus the model."""
+    lines = [
+        f"# Built by `mmsctl lambda build` (mmsctl {ctx.mmsctl_version}) for model {ctx.model}.",
+        f"# Build and push: docker buildx build --platform {PLATFORM} --provenance=false -t IMAGE_URI .",
+        "#   (or: mmsctl lambda build MODEL --push --name NAME)",
+        f"FROM {ctx.base_image}",
+        "",
+        "# mmsctl's engine: mxnet 1.9.1 with numpy<2 (unpacked they exceed a zip package's 250 MB).",
+        "COPY requirements.txt ${LAMBDA_TASK_ROOT}/requirements.txt",
+        "RUN pip install --no-cache-dir -r ${LAMBDA_TASK_ROOT}/requirements.txt",
+        "",
+        "# mmsctl itself: the handler code that `mmsctl lambda run-local` runs.",
+        "COPY task/ ${LAMBDA_TASK_ROOT}/",
+    ]
+    if ctx.baked:
+        lines += ["", "# The model, baked into the image.", f"COPY model/ {env.IMAGE_MODEL_DIR}/"]
+    env_lines = [f"{k}={v}" for k, v in ctx.env.items()]
+    lines += ["", "ENV " + " \\\n    ".join(env_lines)]
+    lines += [
+        "",
+        "# Compile mxnet's operator wrappers into the image" + (" and check that the model loads." if ctx.baked
+                                                                else "."),
+        f"RUN python -m {env.PREPARE}",
+        "",
+        f'CMD ["{ctx.handler}"]',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _bake(model: str, target: Path) -> str:
+    """Put MODEL (zoo name, archive, folder) into *target* as a folder the handler opens in place; its name."""
+    from mmsctl.archive import extract_archive
+    from mmsctl.zoo import resolve_model
+
+    resolved = resolve_model(model, progress=False)
+    source = Path(resolved.path)
+    if source.is_dir():
+        shutil.copytree(source, target, ignore=_IGNORE)
+    else:
+        extract_archive(source, target)
+    return resolved.name
+
+
+def write_build_context(model: str, out: Path, *, model_version: Optional[str] = None, force: bool = False,
+                        base_image: str = BASE_IMAGE) -> BuildContext:
+    """Write the build context for MODEL into *out*.
+
+    Args:
+        model: a zoo name, archive or folder (baked into the image), or ``s3://bucket/key`` (loaded at start).
+        out: the folder to write (refused if it holds anything, unless *force*).
+        model_version: pin this S3 object version (``s3://`` models only).
+        force: replace what *out* holds.
+
+    Raises:
+        UsageError: *out* is not empty, or a version for a model that is not in S3.
+        ModelNotFoundError, ArchiveError: MODEL cannot be found or read.
+    """
+    import mmsctl
+
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        if not force:
+            raise UsageError(f"{out} is not empty", param="out", hint="replace it (force), or write to another folder")
+        if not (out / MANIFEST).is_file() and any(out.iterdir()):
+            raise UsageError(f"{out} holds files that are not a build context; refusing to replace them")
+        shutil.rmtree(out)
+    baked = not model.startswith("s3://")
+    if model_version and baked:
+        raise UsageError("a model version pins an S3 object version: MODEL must be s3://bucket/key",
+                         param="model_version")
+    variables: dict[str, str] = {}
+    staging = out.with_name(f".{out.name}.tmp")
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    try:
+        if baked:
+            _bake(model, staging / "model")
+            location = env.IMAGE_MODEL_DIR
+            variables[env.ENV_MODEL] = location
+        else:
+            where = env.parse_s3_uri(model, model_version)
+            location = f"s3://{where.bucket}/{where.key}"
+            variables[env.ENV_MODEL] = location
+            if where.version_id:
+                variables[env.ENV_MODEL_VERSION] = where.version_id
+            model_version = where.version_id
+        variables.update({"MMSCTL_CACHE_DIR": IMAGE_CACHE_DIR, "MMSCTL_OFFLINE": "1"})
+        shutil.copytree(Path(mmsctl.__file__).parent, staging / "task" / "mmsctl", ignore=_IGNORE)
+        ctx = BuildContext(out, env.HANDLER, base_image, model, location, model_version, baked, variables,
+                           requirements(), mmsctl.__version__)
+        (staging / "requirements.txt").write_text("\n".join(ctx.requirements) + "\n", encoding="utf-8")
+        (staging / "Dockerfile").write_text(dockerfile_text(ctx), encoding="utf-8")
+        (staging / ".dockerignore").write_text("**/__pycache__\n**/*.pyc\n", encoding="utf-8")
+        manifest = {k: v for k, v in ctx.to_dict().items() if k != "path"}
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        if out.exists():
+            out.rmdir()
+        staging.rename(out)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return ctx
+
+
+# -- pushing --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ContainerTool:
+    name: str  # docker | podman
+    path: str
+
+
+Runner = Callable[..., "subprocess.CompletedProcess[str]"]
+
+
+def find_container_tool(*, which: Callable[[str], Optional[str]] = shutil.which,
+                        run: Runner = subprocess.run) -> ContainerTool:
+    """docker (or podman) with a daemon that answers.
+
+    Raises:
+        ContainerToolError: neither is installed, or the daemon is not running.
+    """
+    problems = []
+    for name in ("docker", "podman"):
+        path = which(name)
+        if path is None:
+            continue
+        try:
+            probe = run([path, "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            problems.append(f"{name}: {exc}")
+            continue
+        if probe.returncode == 0:
+            return ContainerTool(name, path)
+        reason = next((ln.strip() for ln in (probe.stderr or probe.stdout or "").splitlines() if ln.strip()),
+                      f"`{name} info` exited {probe.returncode}")
+        problems.append(f"{name} is installed but its daemon is not running ({reason})")
+    if not problems:
+        raise ContainerToolError("pushing an image needs docker or podman, and neither is installed", param="push",
+                                 hint="install one, or build and push the context yourself (see its Dockerfile)")
+    raise ContainerToolError("; ".join(problems),
+                             hint="start the daemon (sudo systemctl start docker), or build the context elsewhere: "
+                                  f"docker buildx build --platform {PLATFORM} --provenance=false -t IMAGE_URI DIR")
+
+
+def push_commands(tool: ContainerTool, context: Path, image: str, registry: str) -> list[list[str]]:
+    """The commands ``--push`` runs (the registry password goes to ``login`` on stdin, never in argv)."""
+    login = [tool.path, "login", "--username", "AWS", "--password-stdin", registry]
+    if tool.name == "docker":
+        build = [tool.path, "buildx", "build", "--platform", PLATFORM, "--provenance=false", "--load", "-t", image,
+                 str(context)]
+    else:
+        build = [tool.path, "build", "--platform", PLATFORM, "--format", "docker", "-t", image, str(context)]
+    return [login, build, [tool.path, "push", image]]
+
+
+def push_image(aws: Any, ctx: BuildContext, name: str, *, tag: str = "latest", tool: Optional[ContainerTool] = None,
+               run: Runner = subprocess.run) -> dict[str, Any]:
+    """Build the context, push it to ``mmsctl-lambda/NAME:TAG``; the image URI and digest.
+
+    The container tool is checked before any AWS call.
+
+    Raises:
+        ContainerToolError: no usable docker/podman, or a build/push command failed.
+        CloudError: ECR refused.
+    """
+    check_function_name(name)
+    tool = tool or find_container_tool(run=run)
+    action, repo_uri = ensure_repository(aws, name)
+    token = aws.call("ecr", "get_authorization_token")["authorizationData"][0]
+    registry = str(token.get("proxyEndpoint", repo_uri.split("/", 1)[0])).removeprefix("https://")
+    image = f"{repo_uri}:{tag}"
+    commands = push_commands(tool, ctx.path, image, registry)
+    if aws.dry_run:
+        return {"image": image, "repository": action, "commands": [" ".join(c) for c in commands], "digest": None}
+    password = base64.b64decode(token["authorizationToken"]).decode("utf-8").split(":", 1)[1]
+    for i, command in enumerate(commands):
+        done = run(command, input=password if i == 0 else None, capture_output=i == 0, text=True)
+        if done.returncode != 0:
+            detail = (done.stderr or "").strip().splitlines()[-1:] if i == 0 else []
+            raise ContainerToolError(f"`{' '.join(command[:3])} …` failed (exit {done.returncode})"
+                                     + (f": {detail[0]}" if detail else ""))
+    described = aws.call("ecr", "describe_images", repositoryName=repository_name(name), imageIds=[{"imageTag": tag}])
+    digest = described["imageDetails"][0]["imageDigest"]
+    return {"image": image, "repository": action, "digest": digest,
+            "pinned": f"{image.rsplit(':', 1)[0]}@{digest}", "commands": [" ".join(c) for c in commands]}

@@ -1,0 +1,51 @@
+"""The image the function runs: our ECR repository made or updated, and the tag pinned to its digest."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from mmsctl.cloud.aws.errors import aws_code
+from mmsctl.cloud.function import spec as names
+from mmsctl.cloud.function.deploy.target import Target
+from mmsctl.cloud.function.repository import ensure_repository
+from mmsctl.errors import CloudError
+
+__all__ = ["MissingImage", "ensure_image"]
+
+
+class MissingImage(CloudError):
+    """The function's image is not in ECR: it has to be built and pushed first."""
+
+    reference = "lambda-missing-image"
+
+    def __init__(self, message: str, *, function: str, hint: Optional[str] = None) -> None:
+        super().__init__(message, hint=hint)
+        #: The function whose image is missing.
+        self.function = function
+
+
+def ensure_image(t: Target) -> str:
+    """The image URI the function runs; one in our repository is pinned to its digest, so a new
+    push under the same tag is noticed (Lambda resolves a tag only when the code is set)."""
+    repo = names.repository_name(t.name)
+    uri = t.spec.image or f"{t.account}.dkr.ecr.{t.aws.region}.amazonaws.com/{repo}:latest"
+    parsed = names.ecr_uri(uri)
+    if parsed is None or parsed[2] != repo:
+        return uri  # an image from another repository: used as it is, nothing of ours to manage
+    action, _ = ensure_repository(t.aws, t.name)
+    t.note(action, "ecr-repository", repo)
+    tag = parsed[3]
+    if tag is None:
+        return uri
+    try:
+        found = t.aws.call("ecr", "describe_images", repositoryName=repo, imageIds=[{"imageTag": tag}])
+    except CloudError as exc:
+        if aws_code(exc) not in ("ImageNotFoundException", "RepositoryNotFoundException"):
+            raise
+        hint = f"build the image of {t.name} and push it to {repo} first"
+        if not t.aws.dry_run:
+            raise MissingImage(f"no image {uri} in ECR", function=t.name, hint=hint) from exc
+        t.spec.warnings.append(f"no image {uri} in ECR yet ({hint})")
+        return uri
+    digest = found["imageDetails"][0]["imageDigest"]
+    return f"{uri.rsplit(':', 1)[0]}@{digest}"

@@ -1,0 +1,70 @@
+"""The S3 trigger: S3's permission to invoke (source bucket and account), then our entries in the input
+bucket's notification configuration (one per image suffix), leaving everyone else's as they are."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+from mmsctl.cloud.aws.errors import aws_code
+from mmsctl.cloud.function import spec as names
+from mmsctl.cloud.function.deploy.permissions import Permissions
+from mmsctl.cloud.function.deploy.target import Target
+from mmsctl.errors import CloudError
+
+__all__ = ["ensure_trigger"]
+
+_SID_S3 = "mmsctl-s3"
+
+
+def ensure_trigger(t: Target, permissions: Permissions, previous_input: Optional[str]) -> None:
+    """Point the input bucket at the function; a previous input bucket loses our entries."""
+    spec = t.spec
+    if previous_input and previous_input != spec.input_bucket:
+        _set_notifications(t, previous_input, [])
+    if not spec.input_bucket:
+        return
+    permissions.grant(_SID_S3, Action="lambda:InvokeFunction", Principal="s3.amazonaws.com",
+                      SourceArn=f"arn:{t.partition}:s3:::{spec.input_bucket}", SourceAccount=t.account)
+    ours_now = []
+    for suffix in spec.suffixes:
+        rules = [{"Name": "suffix", "Value": suffix}]
+        if spec.input_prefix:
+            rules.insert(0, {"Name": "prefix", "Value": spec.input_prefix})
+        ours_now.append({"Id": names.notification_id(t.name, suffix), "LambdaFunctionArn": t.target_arn,
+                         "Events": ["s3:ObjectCreated:*"], "Filter": {"Key": {"FilterRules": rules}}})
+    _set_notifications(t, spec.input_bucket, ours_now)
+
+
+def _set_notifications(t: Target, bucket: str, wanted: list[dict[str, Any]]) -> None:
+    try:
+        current = t.aws.call("s3", "get_bucket_notification_configuration", Bucket=bucket)
+    except CloudError as exc:
+        if aws_code(exc) in ("NoSuchBucket", "404") and not wanted:
+            return
+        if not t.aws.dry_run or aws_code(exc) not in ("NoSuchBucket", "404"):
+            raise
+        current = {}
+    config = {k: v for k, v in current.items()
+              if k in ("TopicConfigurations", "QueueConfigurations", "LambdaFunctionConfigurations",
+                       "EventBridgeConfiguration")}
+    prefix = names.notification_prefix(t.name)
+    lambdas = config.get("LambdaFunctionConfigurations", [])
+    mine = [c for c in lambdas if str(c.get("Id", "")).startswith(prefix)]
+    if _normalised(mine) == _normalised(wanted):
+        if wanted:
+            t.note("reuse", "s3-notification", f"s3://{bucket} ({len(wanted)} suffix filters)")
+        return
+    config["LambdaFunctionConfigurations"] = [c for c in lambdas if c not in mine] + wanted
+    if not config["LambdaFunctionConfigurations"]:
+        del config["LambdaFunctionConfigurations"]
+    t.aws.call("s3", "put_bucket_notification_configuration", Bucket=bucket, NotificationConfiguration=config)
+    action = "delete" if not wanted else ("update" if mine else "create")
+    t.note(action, "s3-notification", f"s3://{bucket} ({len(wanted or mine)} suffix filters)")
+
+
+def _normalised(configs: list[dict[str, Any]]) -> list[str]:
+    return sorted(json.dumps({"Id": c.get("Id"), "Arn": c.get("LambdaFunctionArn"), "Events": sorted(c.get("Events", [])),
+                              "Rules": sorted((r["Name"].lower(), r["Value"])
+                                              for r in ((c.get("Filter") or {}).get("Key") or {}).get("FilterRules", []))},
+                             sort_keys=True) for c in configs)

@@ -1,0 +1,76 @@
+"""What an mmsctl model-server instance boots: AMI, instance type, boot script and accelerator request.
+
+Shared by ``ec2 launch`` (RunInstances parameters) and ``fleet create`` (the same
+parameters in a launch template), so both start exactly the same server.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from mmsctl.cloud.aws.session import AwsSession
+from mmsctl.cloud.instance.accelerators import EI_RETIRED_WARNING, AcceleratorChoice, check_ei_region
+from mmsctl.cloud.instance.ami import AmiChoice, resolve_ami
+from mmsctl.cloud.instance.userdata import ModelSpec, ServerKind, UserDataSpec, render_user_data
+
+__all__ = ["INFERENCE_PORT", "MANAGEMENT_PORT", "METADATA_OPTIONS", "ServerImage", "server_image"]
+
+INFERENCE_PORT = 8080
+MANAGEMENT_PORT = 8081
+#: IMDSv2 only (a stolen-credential SSRF cannot read the role's keys with a plain GET).
+METADATA_OPTIONS = {"HttpTokens": "required", "HttpEndpoint": "enabled"}
+
+
+@dataclass(frozen=True)
+class ServerImage:
+    """One instance's boot: which image, which type, which script, which accelerator."""
+
+    ami: AmiChoice
+    instance_type: str
+    accelerator: AcceleratorChoice
+    user_data: str
+    warnings: list[str] = field(default_factory=list)
+
+    def ei_request(self) -> list[dict[str, Any]]:
+        """``ElasticInferenceAccelerators`` for RunInstances or a launch template ([] without EI)."""
+        return [{"Type": self.accelerator.ei_type, "Count": 1}] if self.accelerator.is_ei else []
+
+    def user_data_base64(self) -> str:
+        """The script as a launch template wants it (RunInstances base64-encodes it itself)."""
+        return base64.b64encode(self.user_data.encode("utf-8")).decode("ascii")
+
+
+def server_image(
+    aws: AwsSession,
+    accelerator: AcceleratorChoice,
+    *,
+    models: list[ModelSpec],
+    server: ServerKind = "mmsctl",
+    ami: Optional[str] = None,
+    instance_type: Optional[str] = None,
+    pip_spec: Optional[str] = None,
+    management_host: str = "127.0.0.1",
+) -> ServerImage:
+    """Check the accelerator's region, render the boot script, and resolve the AMI.
+
+    The script is rendered before any AWS call, so a bad ``--models``/``--server``
+    combination fails before anything is created.
+
+    Raises:
+        UnsupportedRegion: Elastic Inference asked for where it never existed.
+        UsageError: models the server cannot load (``--server mms`` with zoo names), a script over 16 KB.
+        ResourceNotFound: the AMI or its SSM parameter is not there.
+    """
+    warnings: list[str] = []
+    if accelerator.is_ei:
+        if aws.unlooked is None or not aws.region.startswith("<"):  # a plan without a region cannot check it
+            check_ei_region(aws.region)
+        warnings.append(EI_RETIRED_WARNING)
+    user_data = render_user_data(UserDataSpec(
+        models=models, server=server, accelerator=accelerator.label, pip_spec=pip_spec,
+        inference_port=INFERENCE_PORT, management_port=MANAGEMENT_PORT, management_host=management_host,
+    ))
+    return ServerImage(resolve_ami(aws, ami, accelerator), instance_type or accelerator.instance_type,
+                       accelerator, user_data, warnings)

@@ -1,0 +1,170 @@
+"""The Open Inference Protocol (KServe v2) REST API on the inference port, beside MMS's routes.
+
+``GET /v2``, ``/v2/health/live``, ``/v2/health/ready``, ``/v2/models/{name}[/versions/{v}]`` (metadata),
+``…/ready`` and ``POST …/infer`` (JSON tensors, or Triton's binary tensor data extension). Every
+request passes the same middleware and admission gate as MMS's routes (token, draining, sizes, held
+bytes), and every image or request goes through the model's one queue and its workers; errors are
+the protocol's ``{"error": "..."}`` bodies (the middleware writes them for any path under ``/v2``).
+How tensors map onto a model's handler is :mod:`~mmsctl.server.v2_models`'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, Any, Optional
+
+from aiohttp import web
+
+from mmsctl import __version__
+from mmsctl.engine.protocol import RequestItem, ResponseItem
+from mmsctl.server import openapi
+from mmsctl.server.admission import Traffic
+from mmsctl.server.errors import BadRequest, ServiceUnavailable
+from mmsctl.server.http import read_body
+from mmsctl.server.supervisor import ModelManager
+from mmsctl.server.workers import Model
+
+if TYPE_CHECKING:  # numpy loads with the first v2 request, not with the server
+    from mmsctl.engine.tensors import InferRequest
+
+__all__ = ["V2Api"]
+
+#: The header that says how long the JSON part of a binary body is (:data:`mmsctl.engine.tensors.HEADER_LENGTH`).
+HEADER_LENGTH = "Inference-Header-Content-Length"
+
+#: The protocol extensions this server implements (``GET /v2``).
+EXTENSIONS = ["binary_tensor_data", "classification"]
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.Response(status=status, body=json.dumps(data, separators=(",", ":")).encode("utf-8"),
+                        content_type="application/json")
+
+
+class V2Api:
+    """The v2 routes over one ModelManager."""
+
+    def __init__(self, manager: ModelManager, traffic: Traffic) -> None:
+        self.manager = manager
+        self.traffic = traffic
+
+    def add_routes(self, router: web.UrlDispatcher) -> None:
+        router.add_get("/v2", self.server_metadata)
+        router.add_route("OPTIONS", "/v2", self.describe_api)
+        router.add_get("/v2/api-description", self.describe_api)
+        router.add_get("/v2/health/live", self.live)
+        router.add_get("/v2/health/ready", self.ready)
+        for base in ("/v2/models/{model}", "/v2/models/{model}/versions/{version}"):
+            router.add_get(base, self.model_metadata)
+            router.add_get(base + "/ready", self.model_ready)
+            router.add_post(base + "/infer", self.infer)
+
+    async def describe_api(self, request: web.Request) -> web.Response:
+        return _json(openapi.v2_api(sorted(self.manager.models)))
+
+    async def server_metadata(self, request: web.Request) -> web.Response:
+        return _json({"name": "mmsctl", "version": __version__, "extensions": EXTENSIONS})
+
+    async def live(self, request: web.Request) -> web.Response:
+        return _json({"live": True})
+
+    async def ready(self, request: web.Request) -> web.Response:
+        """Ready: not draining, and every model with workers to keep has one READY."""
+        if self.traffic.draining:
+            raise ServiceUnavailable("The server is shutting down.", retry_after=1)
+        missing = [m.name for m in self.manager.models.values() if m.min_workers > 0 and not m.ready_workers()]
+        if missing:
+            raise ServiceUnavailable(f"No worker is ready for model: {', '.join(sorted(missing))}"[:300])
+        return _json({"ready": True})
+
+    def _model(self, request: web.Request) -> Model:
+        model = self.manager.get(request.match_info["model"], request.match_info.get("version"))
+        request["model"] = model.name
+        return model
+
+    async def model_metadata(self, request: web.Request) -> web.Response:
+        from mmsctl.server import v2_models
+
+        model = self._model(request)
+        sig = v2_models.signature_of(model)
+        return _json({
+            "name": model.name, "versions": [model.version], "platform": model.engine or model.runtime,
+            "inputs": [t.metadata() for t in sig.inputs], "outputs": [t.metadata() for t in sig.outputs],
+        })
+
+    async def model_ready(self, request: web.Request) -> web.Response:
+        model = self._model(request)
+        if not model.ready_workers():
+            raise ServiceUnavailable(f"No worker is ready for model: {model.name}")
+        return _json({"name": model.name, "ready": True})
+
+    async def infer(self, request: web.Request) -> web.Response:
+        from mmsctl.engine.tensors import InferResponse, encode_response
+        from mmsctl.server import v2_models
+
+        model = self._model(request)
+        infer = _parse(await read_body(request), request.headers.get(HEADER_LENGTH))
+        sig = v2_models.signature_of(model)
+        v2_models.check_inputs(sig, infer.inputs)
+        request_id = request["request_id"]
+        headers = request.get("headers") or {}
+        if sig.classifier:
+            wanted = [o.classification for o in infer.outputs]
+            top_k = max(wanted) if wanted and all(wanted) else v2_models.ALL_CLASSES
+            items = v2_models.classifier_items(sig, infer.inputs[0], request_id, top_k)
+            answers = await self._predict_all(model, items, headers)
+            outputs = v2_models.classifier_outputs(sig, answers, infer.outputs)
+        else:
+            item = v2_models.generic_item(infer.inputs, request_id)
+            answers = await self._predict_all(model, [item], headers)
+            outputs = v2_models.generic_outputs(sig, answers[0], infer.outputs)
+        binary = {t.name for t in outputs if _binary(infer, t.name)}
+        body, header_length = encode_response(
+            InferResponse(model.name, model.version, infer.id, outputs), binary)
+        response = web.Response(body=body, content_type="application/octet-stream" if binary else "application/json")
+        if header_length is not None:
+            response.headers[HEADER_LENGTH] = str(header_length)
+        return response
+
+    async def _predict_all(self, model: Model, items: list[RequestItem], headers: dict[str, str]) -> list[ResponseItem]:
+        """Each item through the model's queue; the first failure fails the call (the rest are withdrawn)."""
+        from mmsctl.server import v2_models
+
+        for item in items:
+            item.headers = headers
+        if len(items) > model.queue_size:
+            raise ServiceUnavailable(f"{len(items)} images are more than model {model.name}'s queue holds "
+                                     f"({model.queue_size}, job_queue_size).", retry_after=1)
+        tasks = [asyncio.ensure_future(self.manager.predict(model, item)) for item in items]
+        try:
+            answers = await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+        for answer in answers:
+            if not answer.ok:
+                raise v2_models.failure(answer)
+        return list(answers)
+
+
+def _parse(body: bytes, header_length: Optional[str]) -> "InferRequest":
+    from mmsctl.engine.tensors import TensorError, decode_request
+
+    length: Optional[int] = None
+    if header_length is not None:
+        text = header_length.strip()
+        if not text.isdigit() or len(text) > 18:
+            raise BadRequest(f"{HEADER_LENGTH} must be a whole number of bytes")
+        length = int(text)
+    try:
+        return decode_request(body, length)
+    except TensorError as exc:
+        raise BadRequest(str(exc)) from None
+
+
+def _binary(infer: "InferRequest", name: str) -> bool:
+    for output in infer.outputs:
+        if output.name == name and output.binary is not None:
+            return output.binary
+    return infer.binary_output
