@@ -52,6 +52,6 @@ def parse_error_body(body: bytes) -> tuple[Optional[str], Optional[str]]:
         return None, (text[:_MAX_TEXT] or None)
     if isinstance(data, dict):
         kind = data.get("type")
-        message = data.get("message") or data.get("status")
+        message = data.get("message") or data.get("status") or data.get("error")  # error: KServe v2
         return (str(kind) if kind else None), (str(message) if message else None)
     return None, None

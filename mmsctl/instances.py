@@ -53,6 +53,11 @@ class InstanceState:
     model_store: Optional[str] = None
     error: Optional[str] = None
     models: list[str] = field(default_factory=list)
+    #: Lines ``serve start`` prints under its summary (a kernel measurement begun in the background).
+    notes: list[str] = field(default_factory=list)
+    #: Per model: ``archive`` (the first 32 hex digits of its archive's SHA-256; absent for a folder), ``handler``
+    #: and ``override`` (a handler chosen at register): what ``mmsctl predict`` matches to send its inputs here.
+    served: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "InstanceState":

@@ -71,6 +71,10 @@ def add(
         "predict goes through its load balancer.", metavar="FLEET"),
     region: Optional[str] = typer.Option(None, "--region", help="AWS region of --fleet.", metavar="REGION"),
     use: bool = typer.Option(False, "--use", help="Also make it the current context."),
+    protocol: Optional[str] = typer.Option(
+        None, "--protocol", help="What the server speaks: mms (MMS 1.1, TorchServe, mmsctl; the default) or v2 "
+        "(the Open Inference Protocol: Triton, KServe, mmsctl serve; read-only, --management not needed).",
+        metavar="mms|v2"),
 ) -> None:
     """Add a context, or change the fields given of an existing one (like `kubectl config set-context`).
 
@@ -101,11 +105,13 @@ def add(
         inference = inference or (old.inference_url if old else parsed[0].inference_url)
     elif fleet:
         inference, region = _fleet_endpoint(fleet, region or (old.region if old else None), inference)
+    elif old is None and protocol == "v2" and inference:
+        management = management or inference  # v2 has no management API: its reads go to the inference port
     elif old is None and (not inference or not management):
         raise UsageError(f"a new context needs --inference and --management (or --members / --fleet for a fleet); "
                          f"{name!r} does not exist yet", hint="see `mmsctl context add --help`")
     given = {"inference": inference, "management": management, "metrics": metrics, "token file": token_file,
-             "members": members or None, "fleet": fleet, "region": region}
+             "members": members or None, "fleet": fleet, "region": region, "protocol": protocol}
     context = Context(
         name,
         inference if inference is not None else (old.inference_url if old else ""),
@@ -114,6 +120,7 @@ def add(
         _field(token_file, old.token_file if old else None),
         members=member_specs, fleet=fleet_name,
         region=_field(region, old.region if old and not members else None),
+        protocol=protocol or (old.protocol if old else "mms"),
     )
     store.add(context)
     if use:

@@ -95,6 +95,10 @@ def _target(explicit: Optional[str], timeout: float) -> Target:
         from mmsctl.cli.fanout import FleetTarget
 
         return FleetTarget(ctx, timeout)
+    if ctx.protocol == "v2":  # the Open Inference Protocol: read-only
+        from mmsctl.cli.v2_target import V2Target
+
+        return V2Target(ctx, timeout)
     return ServerTarget(ctx, timeout)
 
 
@@ -408,6 +412,11 @@ def _ping_servers(contexts: list["Context"], *, output: str, timeout: float) -> 
 
     def check(ctx: "Context") -> PingResult:
         try:
+            if ctx.protocol == "v2":
+                from mmsctl.client.v2 import V2Client
+
+                with V2Client(ctx, timeout=timeout) as v2:
+                    return v2.ping()
             with InferenceClient(ctx, timeout=timeout) as client:
                 return client.ping()
         except MmsError as exc:  # a context that cannot even be used (bad token file)

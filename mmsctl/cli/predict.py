@@ -19,7 +19,7 @@ from mmsctl.cli.options import (
     output_option,
 )
 from mmsctl.cli.render import UI, Column, get_ui, render_data, render_table
-from mmsctl.errors import NoHandlerError, WorkerDiedError
+from mmsctl.errors import MmsError, NoHandlerError, WorkerDiedError
 
 __all__ = ["register"]
 
@@ -192,6 +192,49 @@ def _exit_now() -> None:
     os._exit(0)
 
 
+#: The classes a server's built-in handler answers by default: a larger --top-k runs in-process.
+_SERVER_TOP_K = 5
+
+
+def _predict_warm(ui: UI, output: str, model: str, sources: list[Any], *, top_k: Optional[int],
+                  handler: Optional[str], gpu: Optional[int], verbose: bool) -> bool:
+    """Send the inputs to a running local server that serves the very same archive (:mod:`mmsctl.predict.warm`);
+    False, having printed nothing, when there is none or it cannot take them (the caller runs in-process)."""
+    from mmsctl.predict.warm import find_warm_server
+
+    target = find_warm_server(model, handler=handler, gpu=gpu)
+    if target is None:
+        return False
+    from mmsctl.client.contexts import Context
+    from mmsctl.client.inference import InferenceClient
+    from mmsctl.predict import predict_remote
+
+    state = target.state
+    remote = Context(f"local:{state.name}", state.inference_url, state.management_url, token_file=state.token_file)
+    client = InferenceClient(remote, timeout=60.0, retries=0)
+    try:
+        answers = predict_remote(client, target.model, sources, top_k=top_k)
+        try:
+            first = next(answers, None)
+        except MmsError:
+            return False  # unreachable, or its token refused: in-process instead
+        if first is not None and not first.ok and first.status in (0, 503):
+            return False  # unreachable, or no worker there now: in-process instead
+        if verbose:
+            ui.err.print(f"predict: sent to the local server {state.name} ({state.inference_url}), "
+                         f"which serves this archive as {target.model}", highlight=False)
+        _emit(ui, output, len(sources), _chain(first, answers))
+    finally:
+        client.close()
+    return True
+
+
+def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
+    if first is not None:
+        yield first
+    yield from rest
+
+
 def predict(
     ctx: typer.Context,
     model: str = typer.Argument(..., help="Zoo name (squeezenet), or a path: ./model.mar, ./folder/.",
@@ -216,6 +259,10 @@ def predict(
                                                 help="With --context: the model version to call."),
     timeout: float = typer.Option(60.0, "--timeout", metavar="S",
                                   help="With --context: seconds to wait for each answer."),
+    local_only: bool = typer.Option(False, "--local", help="Run the model in this process even when a local "
+                                    "server already serves the same archive."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Say on stderr which path was taken "
+                                 "(a local server, or in-process)."),
 ) -> None:
     output = check_output(output, PREDICT_OUTPUTS)
     from mmsctl.predict.inputs import expand_inputs
@@ -234,7 +281,13 @@ def predict(
             from mmsctl.errors import UsageError
 
             raise UsageError("--timeout must be more than 0")
-        client = InferenceClient(resolve_context(context_name), timeout=timeout)
+        remote = resolve_context(context_name)
+        if remote.protocol == "v2":  # the Open Inference Protocol: each input a BYTES tensor
+            from mmsctl.client.v2 import V2Client
+
+            client: Any = V2Client(remote, timeout=timeout)
+        else:
+            client = InferenceClient(remote, timeout=timeout)
         try:
             _emit(ui, output, len(sources),
                   predict_remote(client, model, sources, top_k=top_k, version=model_version))
@@ -242,6 +295,11 @@ def predict(
             client.close()
         return
 
+    if not local_only and (top_k is None or top_k <= _SERVER_TOP_K) and \
+            _predict_warm(ui, output, model, sources, top_k=top_k, handler=handler, gpu=gpu, verbose=verbose):
+        return
+    if verbose:
+        ui.err.print("predict: in-process (no running local server serves this archive)", highlight=False)
     note_model_locations([model])
     with _LOCAL_WORDS.applied():
         local = open_model(model, progress=not ui.quiet)

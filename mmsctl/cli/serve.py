@@ -116,6 +116,8 @@ def start(
     ui.message(f"  metrics:    {state.metrics_url}/metrics")
     if state.models:
         ui.message(f"  models:     {', '.join(state.models)}")
+    for note in state.notes:
+        ui.message(f"  {note}")
 
 
 def _log_hint(config: ServerConfig) -> str:

@@ -106,6 +106,9 @@ class Context:
     members: tuple[str, ...] = ()  # fleet member specs (mmsctl.client.fanout.parse_members)
     fleet: Optional[str] = None  # an mmsctl fleet on AWS whose members are found when a command runs
     region: Optional[str] = None  # the fleet's AWS region
+    #: What the server speaks: ``mms`` (MMS 1.1 / TorchServe / mmsctl) or ``v2`` (the Open Inference Protocol,
+    #: KServe v2: Triton, KServe, MLServer, ``mmsctl serve``), whose servers have no management API.
+    protocol: str = "mms"
 
     @property
     def is_fleet(self) -> bool:
@@ -137,6 +140,17 @@ def validate_url(url: str, what: str) -> str:
     except ValueError:
         raise UsageError(f"bad {label} {url!r}: the port must be a number from 1 to 65535") from None
     return url.strip().rstrip("/")
+
+
+#: The protocols a context may speak.
+PROTOCOLS = ("mms", "v2")
+
+
+def check_protocol(protocol: str, where: str) -> str:
+    """*protocol* if it is one of :data:`PROTOCOLS`, else a UsageError naming *where*."""
+    if protocol not in PROTOCOLS:
+        raise UsageError(f"{where}: unknown protocol {protocol!r} (one of {', '.join(PROTOCOLS)})")
+    return protocol
 
 
 def _check_name(name: str) -> str:
@@ -187,6 +201,7 @@ class ContextStore:
                 members=tuple(members),
                 fleet=fleet,
                 region=str(entry["region"]) if entry.get("region") else None,
+                protocol=check_protocol(str(entry.get("protocol") or "mms"), f"{self.path}: context {name!r}"),
             )
         except KeyError as exc:
             raise ConfigError(f"{self.path}: context {name!r} has no {exc.args[0]!r} URL") from None
@@ -213,6 +228,8 @@ class ContextStore:
             entry["region"] = context.region
         if context.metrics_url:
             entry["metrics"] = validate_url(context.metrics_url, "metrics")
+        if check_protocol(context.protocol, f"context {context.name!r}") != "mms":
+            entry["protocol"] = context.protocol
         if context.token_file:
             entry["token_file"] = str(Path(context.token_file).expanduser().resolve())
         contexts[context.name] = entry

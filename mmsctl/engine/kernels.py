@@ -9,6 +9,12 @@ time a model is started on a machine it is timed both ways, each in a child proc
 is remembered in ``<cache>/kernels/choices.json``. Every later worker of that model,
 whatever its handler, and ``mmsctl predict`` take the remembered choice.
 
+The server never waits for that (:func:`defer_measurement`): a model with no remembered choice
+starts its workers with MXNet's default at once, and once it is READY :func:`measure_later` times
+it in a background thread whose children run at the lowest priority (nice 19, ``SCHED_IDLE``);
+workers started after that (``scale``, a restart, a replaced worker) take the result.
+``mmsctl predict`` measures in its own run, once: a repeated run finds the choice remembered.
+
 The key is what decides the speed: the network (the symbol file), the input shape,
 the parameter file's size, the thread count, the CPU model and the mxnet version.
 
@@ -40,8 +46,10 @@ __all__ = [
     "KernelChoice",
     "choose_kernels",
     "find_checkpoint",
+    "defer_measurement",
     "kernel_env",
     "measure",
+    "measure_later",
 ]
 
 log = logging.getLogger("mmsctl.engine.kernels")
@@ -69,6 +77,17 @@ _logged: set[str] = set()
 #: How the reason of a model over the memory limit starts; such refusals are kept per (key, limit).
 _NOT_MEASURED = "not measured: "
 _refused: dict[tuple[str, int], "KernelChoice"] = {}
+#: Set in the server: a missing choice is measured by :func:`measure_later`, never at spawn.
+_deferred = False
+#: Per model, what its first worker with no remembered choice was started with (for :func:`measure_later`).
+_pending: dict[str, tuple[Path, int, Optional[int], Optional[int]]] = {}
+_measuring: set[str] = set()
+#: Models measured in the background once already (a failed or refused measurement is not retried).
+_tried: set[str] = set()
+_pending_lock = threading.Lock()
+#: The environment variable that makes a measuring child lower its own priority.
+_IDLE_VAR = "MMSCTL_MEASURE_IDLE"
+_NOT_YET = "not measured yet"
 
 
 @dataclass(frozen=True)
@@ -229,7 +248,18 @@ def _file_lock(path: Path) -> Iterator[None]:
 
 
 _MEASURE = """
-import json, sys, time
+import json, os, sys, time
+if os.environ.get("MMSCTL_MEASURE_IDLE") == "1":  # in the background: never take CPU a worker wants
+    try:
+        os.nice(19)
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):
+        pass
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL: the server gone, this child goes too
+    except (AttributeError, OSError):
+        pass
 from mmsctl.engine.memory import check_network, limit_this_process
 from mmsctl.errors import EngineError
 symbol, params, name, shape, forwards, budget, limit = json.loads(sys.argv[1])
@@ -276,8 +306,8 @@ class _Refused(Exception):
     """The measuring child refused the model: its network is over the memory limit (the message says so)."""
 
 
-def _time_one(ckpt: Checkpoint, threads: int, mkldnn: bool,
-              max_memory: int) -> Optional[tuple[float, Optional[float]]]:
+def _time_one(ckpt: Checkpoint, threads: int, mkldnn: bool, max_memory: int,
+              low_priority: bool = False) -> Optional[tuple[float, Optional[float]]]:
     """Milliseconds per image (mean of the faster half of the forwards) at batch 1 and at batch
     :data:`BATCHED` (None where that batch is over the memory limit), in a child with MKL-DNN on or
     off and *max_memory* as its network limit (:mod:`mmsctl.engine.memory`); None if it failed.
@@ -289,6 +319,9 @@ def _time_one(ckpt: Checkpoint, threads: int, mkldnn: bool,
     env.update(KernelChoice(mkldnn, "").env())
     env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(max(1, threads))
     env["MXNET_SUBGRAPH_VERBOSE"] = "0"
+    env.pop(_IDLE_VAR, None)
+    if low_priority:
+        env[_IDLE_VAR] = "1"
     arg = json.dumps([str(ckpt.symbol), str(ckpt.params), ckpt.data_name, list(ckpt.shape), _FORWARDS, _BUDGET_S,
                       max_memory])
     try:
@@ -305,21 +338,23 @@ def _time_one(ckpt: Checkpoint, threads: int, mkldnn: bool,
         return None
 
 
-def measure(ckpt: Checkpoint, threads: int = 1, max_memory: Optional[int] = None) -> KernelChoice:
+def measure(ckpt: Checkpoint, threads: int = 1, max_memory: Optional[int] = None,
+            low_priority: bool = False) -> KernelChoice:
     """Time a forward pass at batch 1 both ways (one child process each) and pick the faster.
 
     The children run under the memory limit of a worker with *max_memory* as its network limit
     (default: :func:`mmsctl.engine.memory.limit_from_env`); a network over it is not measured.
+    With *low_priority* the children run at nice 19 / ``SCHED_IDLE`` (the server's background measurement).
     """
     from mmsctl.engine.memory import limit_from_env
 
     limit = max_memory if max_memory is not None else limit_from_env()
     try:
-        on = _time_one(ckpt, threads, True, limit)
+        on = _time_one(ckpt, threads, True, limit, low_priority)
     except _Refused as exc:
         return KernelChoice(None, f"{_NOT_MEASURED}{exc}")
     try:
-        off = _time_one(ckpt, threads, False, limit)
+        off = _time_one(ckpt, threads, False, limit, low_priority)
     except _Refused:
         off = None
     on_ms, off_ms = (on[0] if on else None), (off[0] if off else None)
@@ -348,7 +383,8 @@ def _setting() -> tuple[str, str]:
 
 
 def choose_kernels(root: Path, *, threads: int = 1, gpu: Optional[int] = None,
-                   measure_missing: bool = True, max_memory: Optional[int] = None) -> KernelChoice:
+                   measure_missing: bool = True, max_memory: Optional[int] = None,
+                   low_priority: bool = False) -> KernelChoice:
     """The kernel set for the model in *root* run with *threads* OpenMP threads.
 
     Measures and remembers on first use (seconds, once per model and machine) unless
@@ -377,7 +413,7 @@ def choose_kernels(root: Path, *, threads: int = 1, gpu: Optional[int] = None,
     path = _cache_file()
     found = _remembered(_read_cache(path).get(key))
     if found is not None or not measure_missing:
-        return found or KernelChoice(None, "not measured yet")
+        return found or KernelChoice(None, _NOT_YET)
     from mmsctl.engine.memory import limit_from_env
 
     limit = max_memory if max_memory is not None else limit_from_env()
@@ -385,7 +421,7 @@ def choose_kernels(root: Path, *, threads: int = 1, gpu: Optional[int] = None,
         found = _remembered(_read_cache(path).get(key)) or _refused.get((key, limit))  # measured meanwhile
         if found is not None:
             return found
-        choice = measure(ckpt, threads, limit)
+        choice = measure(ckpt, threads, limit, low_priority)
         if choice.reason.startswith(_NOT_MEASURED):
             _refused[(key, limit)] = choice
         if choice.mkldnn is not None:
@@ -397,8 +433,13 @@ def kernel_env(root: Path, *, threads: int = 1, gpu: Optional[int] = None, model
                max_memory: Optional[int] = None) -> dict[str, str]:
     """The environment entries for a worker of the model in *root* (whose network may take *max_memory*
     bytes); logs the choice once per model."""
-    choice = choose_kernels(root, threads=threads, gpu=gpu, max_memory=max_memory)
-    tag = f"{model or Path(root).name}:{threads}"
+    choice = choose_kernels(root, threads=threads, gpu=gpu, max_memory=max_memory, measure_missing=not _deferred)
+    name = model or Path(root).name
+    if _deferred and choice.reason == _NOT_YET:
+        with _pending_lock:
+            if name not in _measuring and name not in _tried:
+                _pending.setdefault(name, (Path(root), threads, gpu, max_memory))
+    tag = f"{name}:{threads}"
     if tag not in _logged:
         _logged.add(tag)
         log.info("model %s runs with %s: %s", model or Path(root).name, choice.label, choice.reason)
@@ -416,3 +457,38 @@ def apply_in_process(root: Path, *, gpu: Optional[int] = None, model: str = "") 
     log.info("model %s runs with %s: %s", model or Path(root).name, choice.label, choice.reason)
     os.environ.update(choice.env())
     return choice
+
+
+def defer_measurement(deferred: bool = True) -> None:
+    """From now on (in this process: the server) a worker with no remembered choice starts with MXNet's
+    default at once; :func:`measure_later` measures its model once it is READY."""
+    global _deferred
+    _deferred = deferred
+
+
+def measure_later(model: str) -> Optional[str]:
+    """Measure *model* in a background thread (children at the lowest priority) if a worker of it started
+    without a remembered choice; the line saying so (also logged), or None when there is nothing to do."""
+    with _pending_lock:
+        args = _pending.pop(model, None)
+        if args is None or model in _measuring:
+            return None
+        _measuring.add(model)
+    line = (f"{model}: measuring MKL-DNN vs MXNet kernels in the background; "
+            "workers started from now on use the faster")
+    log.info("%s", line)
+    threading.Thread(target=_measure_now, args=(model, *args), name=f"kernels-{model}", daemon=True).start()
+    return line
+
+
+def _measure_now(model: str, root: Path, threads: int, gpu: Optional[int], max_memory: Optional[int]) -> None:
+    try:
+        choice = choose_kernels(root, threads=threads, gpu=gpu, max_memory=max_memory, low_priority=True)
+        log.info("model %s measured: %s for workers started from now on (%s)", model, choice.label, choice.reason)
+    except Exception:  # noqa: BLE001 - a failed measurement only keeps MXNet's default
+        log.exception("model %s: measuring its kernels failed; its workers keep MXNet's default", model)
+    finally:
+        with _pending_lock:
+            _measuring.discard(model)
+            _tried.add(model)
+            _logged.difference_update({t for t in _logged if t.startswith(f"{model}:")})

@@ -180,6 +180,11 @@ def _binary_data(raw: bytes, datatype: str, count: int, what: str) -> np.ndarray
     return np.frombuffer(raw, dtype=dtype)
 
 
+def _text(value: Any) -> str:
+    """A BYTES element as JSON carries it (bytes that are not UTF-8 cannot travel in JSON intact)."""
+    return value if isinstance(value, str) else bytes(value).decode("utf-8", "replace")
+
+
 def tensor_bytes(tensor: Tensor) -> bytes:
     """*tensor*'s data in the binary form."""
     if tensor.datatype == "BYTES":
@@ -283,7 +288,7 @@ def encode_response(response: InferResponse, binary: set[str]) -> tuple[bytes, O
             params["binary_data_size"] = len(blob)
             blobs.append(blob)
         elif tensor.datatype == "BYTES":
-            entry["data"] = [bytes(v).decode("utf-8", "replace") for v in np.asarray(tensor.data).ravel()]
+            entry["data"] = [_text(v) for v in np.asarray(tensor.data).ravel()]
         else:
             entry["data"] = np.asarray(tensor.data).ravel().tolist()
         if params:
@@ -312,7 +317,7 @@ def encode_request(inputs: list[Tensor], outputs: list[RequestedOutput], *, bina
             spec["parameters"] = {"binary_data_size": len(blob)}
             blobs.append(blob)
         elif tensor.datatype == "BYTES":
-            spec["data"] = [bytes(v).decode("utf-8") for v in np.asarray(tensor.data).ravel()]
+            spec["data"] = [_text(v) for v in np.asarray(tensor.data).ravel()]
         else:
             spec["data"] = np.asarray(tensor.data).ravel().tolist()
         specs.append(spec)

@@ -232,6 +232,9 @@ def v2_api(models: Iterable[str] = ()) -> dict[str, Any]:
                                           ["200"])},
         "/v2/health/ready": {"get": _v2_op("serverReady", "Whether every model has a ready worker.", [],
                                            {"type": "object"}, ["200", "503"])},
+        "/v2/repository/index": {"post": _v2_op("repositoryIndex", "Every model and its state (Triton's model "
+                                                "repository extension).", [], {"type": "array", "items": {}},
+                                                ["200"])},
     }
     for prefix, params, tag in (("/v2/models/{model_name}", [model], ""),
                                 ("/v2/models/{model_name}/versions/{model_version}", [model, version], "Version")):

@@ -40,6 +40,11 @@ class ModelManager:
         self._gpu_next = 0
         #: The most workers of all models together (``worker_limit``), fixed at start.
         self.worker_limit = config.workers_allowed
+        #: Lines for ``serve start``'s output (published in state.json): the kernel measurements begun.
+        self.notes: list[str] = []
+        from mmsctl.engine.kernels import defer_measurement
+
+        defer_measurement()  # a start never waits for a kernel measurement (see _measure_kernels)
 
     # -- registration ----------------------------------------------------------------------
     def add(self, model: Model) -> None:
@@ -49,6 +54,7 @@ class ModelManager:
             raise ConflictError(f"Model {model.name} is already registered.")
         self.models[model.name] = model
         log.info("Model %s loaded.", model.name)
+        self.publish()
 
     async def register(self, model: Model, workers: int, *, synchronous: bool, timeout: float) -> bool:
         """Add *model* and start *workers* workers; with *synchronous*, wait until they are READY.
@@ -86,7 +92,41 @@ class ModelManager:
             raise ModelVersionNotFound(f"Model version: {version} does not exist for model: {name}")
         return model
 
+    # -- state.json --------------------------------------------------------------------------
+    def _update_state(self, **changes: Any) -> None:
+        from mmsctl.instances import Instance
+
+        try:
+            Instance(self.config.instance_name).update(**changes)
+        except (OSError, ValueError) as exc:
+            log.warning("cannot update state.json: %s", exc)
+
+    def publish(self) -> None:
+        """Each model's archive digest and handler in ``state.json``: a local ``mmsctl predict`` of the same
+        archive sends its inputs here instead of starting mxnet (:mod:`mmsctl.predict.warm`)."""
+        from pathlib import Path
+
+        served: dict[str, dict[str, Any]] = {}
+        for name, m in self.models.items():
+            root = Path(m.spec.root)
+            if root.parent.name != "extracted" or len(root.name) != 32 or m.spec.gpu_id is not None:
+                continue  # a folder, or not the cached extraction of an archive file
+            served[name] = {"archive": root.name, "handler": m.spec.chosen_handler or "",
+                            "override": m.spec.handler_override is not None}
+        self._update_state(served=served)
+
     # -- workers ---------------------------------------------------------------------------
+    def _measure_kernels(self, model: Model) -> None:
+        """A model whose workers started with MXNet's default (no remembered kernel choice) is measured
+        now, in the background; workers started afterwards take the faster set."""
+        from mmsctl.engine.kernels import measure_later
+
+        line = measure_later(model.name)
+        if line is None:
+            return
+        self.notes.append(line)
+        self._update_state(notes=list(self.notes))
+
     def _gpu_for_next_worker(self) -> Optional[int]:
         if self.config.number_of_gpu <= 0:
             return None
@@ -124,6 +164,7 @@ class ModelManager:
             return "load_failed"
         log.info("%s W-%s READY (pid %s)", model.name, worker.id, worker.pid)
         model.worker_ready()
+        self._measure_kernels(model)
         outcome = await worker.serve(self.metrics)
         if outcome == "stopped":
             await worker.close()
@@ -239,6 +280,7 @@ class ModelManager:
         """Remove a model: no new jobs, queued ones answered (until *timeout*), workers stopped."""
         model = self.get(name)
         del self.models[name]
+        self.publish()
         self.startup_models.discard(name)
         await self._drain_model(model, timeout)
         log.info("Model %s unregistered.", name)

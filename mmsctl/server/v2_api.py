@@ -34,7 +34,7 @@ __all__ = ["V2Api"]
 HEADER_LENGTH = "Inference-Header-Content-Length"
 
 #: The protocol extensions this server implements (``GET /v2``).
-EXTENSIONS = ["binary_tensor_data", "classification"]
+EXTENSIONS = ["binary_tensor_data", "classification", "model_repository"]
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -55,6 +55,7 @@ class V2Api:
         router.add_get("/v2/api-description", self.describe_api)
         router.add_get("/v2/health/live", self.live)
         router.add_get("/v2/health/ready", self.ready)
+        router.add_post("/v2/repository/index", self.repository_index)
         for base in ("/v2/models/{model}", "/v2/models/{model}/versions/{version}"):
             router.add_get(base, self.model_metadata)
             router.add_get(base + "/ready", self.model_ready)
@@ -82,6 +83,11 @@ class V2Api:
         model = self.manager.get(request.match_info["model"], request.match_info.get("version"))
         request["model"] = model.name
         return model
+
+    async def repository_index(self, request: web.Request) -> web.Response:
+        """Triton's model repository extension: every registered model, READY or UNAVAILABLE."""
+        return _json([{"name": m.name, "version": m.version, "state": "READY" if m.ready_workers() else "UNAVAILABLE"}
+                      for m in sorted(self.manager.models.values(), key=lambda m: m.name)])
 
     async def model_metadata(self, request: web.Request) -> web.Response:
         from mmsctl.server import v2_models

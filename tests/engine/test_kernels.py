@@ -109,7 +109,7 @@ def test_a_broken_cache_file_is_ignored_and_rewritten(
     path.write_text(content.replace("KEY", key))
     calls: list[bool] = []
 
-    def timed(ckpt: object, threads: int, mkldnn: bool, max_memory: int) -> tuple[float, float]:
+    def timed(ckpt: object, threads: int, mkldnn: bool, max_memory: int, *_: object) -> tuple[float, float]:
         calls.append(mkldnn)
         return (5.0, 5.0) if mkldnn else (3.0, 2.0)  # per image at batch 1 and at batch 4
 

@@ -108,6 +108,11 @@ def _mxnet_reason(exc):
     return last.split("): ", 1)[-1] if "Check failed" in last else last.replace("MXNetError: ", "")
 
 
+def _env_int(name, default):
+    value = os.environ.get(name, "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else default
+
+
 def max_image_pixels():
     """The pixel cap: ``MMSCTL_MAX_IMAGE_PIXELS``, else PIL's default."""
     value = os.environ.get("MMSCTL_MAX_IMAGE_PIXELS", "").strip()
@@ -335,8 +340,8 @@ class VisionService(object):
     def _decode_scaled(self, buf):
         """mmsctl's decoder (smallest JPEG scale at or above HxW, upright, RGB), then today's resize."""
         try:
-            img = _imaging.decode(buf, self.width, self.height, gray=self.channels != 3,
-                                  max_pixels=max_image_pixels()).pixels
+            img = _imaging.decode(buf, self.width, self.height, gray=self.channels != 3, max_pixels=max_image_pixels(),
+                                  oversample=_env_int("MMSCTL_IMAGE_OVERSAMPLE", _imaging.OVERSAMPLE)).pixels
         except _imaging.ImageError as exc:
             raise InputError(str(exc), exc.status, exc.type) from None
         if img.shape[:2] == (self.height, self.width):
