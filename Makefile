@@ -33,7 +33,7 @@ $(MMS_VENV)/.ok:
 
 $(TS_VENV)/.ok:
 	$(PYTHON) -m venv $(TS_VENV)
-	$(TS_VENV)/bin/python -m pip -q install --disable-pip-version-check torch==2.13.0 torchserve==0.12.0 torch-model-archiver pyyaml
+	$(TS_VENV)/bin/python -m pip -q install --disable-pip-version-check torch==2.13.0 torchserve==0.12.0 torch-model-archiver pyyaml "numpy<2"
 	@touch $@
 
 reference-servers: $(MMS_VENV)/.ok $(TS_VENV)/.ok

@@ -65,11 +65,23 @@ def hey(url: str, clients: int, duration: float, *, body: Optional[Path] = None,
 
 
 def mmsctl_bench(url: str, clients: int, duration: float, *, body: Path, env: dict[str, str]) -> Load:
-    """``mmsctl bench MODEL BODY -c N -d Ds`` against *url* (``…/predictions/MODEL``), in *env*."""
-    base, model = url.split("/predictions/")
-    env = dict(env, MMSCTL_INFERENCE_URL=base, PYTHONPATH=str(REPO))
-    proc = subprocess.run([sys.executable, "-m", "mmsctl", "-q", "bench", model, str(body), "-c", str(clients),
-                           "-d", f"{duration:g}s", "--warmup", "0", "-o", "json"],
+    """``mmsctl bench MODEL BODY -c N -d Ds`` against *url*, in *env*: ``…/predictions/MODEL`` (the MMS API) or
+    ``…/v2/models/MODEL/infer`` (the Open Inference Protocol: a ``--protocol v2`` context, binary infer)."""
+    argv = [sys.executable, "-m", "mmsctl", "-q"]
+    env = dict(env, PYTHONPATH=str(REPO))
+    if "/v2/models/" in url:
+        base, rest = url.split("/v2/models/")
+        model = rest.split("/")[0]
+        context = subprocess.run(argv + ["context", "add", "bench-v2", "--protocol", "v2", "--inference", base],
+                                 capture_output=True, text=True, env=env, timeout=60)
+        if context.returncode != 0:
+            raise RuntimeError(f"mmsctl context add failed: {context.stderr[-500:]}")
+        argv += ["--context", "bench-v2"]
+    else:
+        base, model = url.split("/predictions/")
+        env["MMSCTL_INFERENCE_URL"] = base
+    proc = subprocess.run(argv + ["bench", model, str(body), "-c", str(clients), "-d", f"{duration:g}s",
+                                  "--warmup", "0", "-o", "json"],
                           capture_output=True, text=True, env=env, timeout=duration + 120)
     if proc.returncode not in (0, 1):  # 1: some requests failed, still a measurement
         raise RuntimeError(f"mmsctl bench failed ({proc.returncode}): {proc.stderr[-500:]}")

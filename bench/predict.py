@@ -13,6 +13,8 @@
    With --in-process, also the pipeline inside one Python process (no start-up).
 3. Server start: `mmsctl serve start --models squeezenet` on an empty cache folder (no kernel choice
    remembered) until it says ready; the kernels are measured in the background after. Target <= 2 s.
+4. Warm predict: with a local `mmsctl serve` of the same archive running, a repeated one-image
+   `predict` (target <= 150 ms) and the N-image command against the same ceiling (target >= 0.9x).
 
     .venv/bin/python bench/predict.py                 # both, N=300
     .venv/bin/python bench/predict.py --images 100 --skip-mms --runs 1   # a quick smoke run
@@ -120,7 +122,8 @@ def bench_serve_start(work: Path, runs: int) -> None:
     times, notes = [], []
     for run in range(runs):
         env = _env(work)
-        env["MMSCTL_CACHE_DIR"] = str(work / f"start-cache-{run}")
+        env["MMSCTL_CACHE_DIR"] = str(work / "start-cache")  # empty at the first run; then only its kernels
+        shutil.rmtree(work / "start-cache" / "kernels", ignore_errors=True)
         env["MMSCTL_MKLDNN"] = "auto"
         cmd = [mmsctl, "serve", "start", "--models", "squeezenet", "--name", f"bench-start-{run}",
                "--port", str(_free_port())]
@@ -131,9 +134,11 @@ def bench_serve_start(work: Path, runs: int) -> None:
         if done.returncode != 0:
             sys.exit(f"serve start failed: {done.stderr.strip()}")
         notes = [line.strip() for line in (done.stdout + done.stderr).splitlines() if "background" in line]
-    ours = statistics.median(times)
-    print(f"serve start --models squeezenet, empty cache: READY in {ours:.2f} s (median of {runs}, "
-          f"max {max(times):.2f}; target <= 2 s; {_load()})")
+    print(f"serve start --models squeezenet, empty cache (archive copied and extracted too): READY in "
+          f"{times[0]:.2f} s; target <= 2 s; {_load()}")
+    if len(times) > 1:
+        print(f"  with the extraction cached, no kernel choice remembered: {statistics.median(times[1:]):.2f} s "
+              f"(median of {len(times) - 1}, max {max(times[1:]):.2f})")
     for note in notes:
         print(f"  it said: {note}")
 
@@ -168,8 +173,8 @@ def ceiling(count: int, mkldnn: bool, processes: Optional[int] = None) -> float:
 
 
 def _command_seconds(env: dict[str, str], folder: Path, batch: Optional[int], workers: Optional[int],
-                     out: Optional[Path] = None) -> float:
-    cmd = [str(REPO / ".venv" / "bin" / "mmsctl"), "predict", "squeezenet", str(folder), "-o", "jsonl"]
+                     out: Optional[Path] = None, *extra: str) -> float:
+    cmd = [str(REPO / ".venv" / "bin" / "mmsctl"), "predict", "squeezenet", str(folder), "-o", "jsonl", *extra]
     if batch is not None:
         cmd += ["--batch-size", str(batch)]
     if workers is not None:
@@ -215,16 +220,37 @@ def bench_throughput(work: Path, count: int, batch: Optional[int], runs: int, in
     for image in sorted(folder.iterdir())[:some]:
         shutil.copy(image, few / image.name)
     times: dict[str, list[float]] = {"ceiling MKL-DNN": [], "ceiling no MKL-DNN": [], "mmsctl": [], "few": [],
-                                     "import": []}
+                                     "import": [], "warm": [], "warm one": []}
     loads = []
-    for _ in range(runs):
-        loads.append(os.getloadavg()[0])
-        times["ceiling MKL-DNN"].append(count / ceiling(count, True))
-        times["ceiling no MKL-DNN"].append(count / ceiling(count, False))
-        times["mmsctl"].append(_command_seconds(env, folder, batch, None, work / "pool.jsonl"))
-        times["few"].append(_command_seconds(env, few, batch, cpu_count()))
-        times["import"].append(_import_seconds(env))
+    mmsctl = str(REPO / ".venv" / "bin" / "mmsctl")
+    # The warm path: a local server that serves the same archive (one worker per core) answers `predict`.
+    subprocess.run([mmsctl, "serve", "start", "--models", "squeezenet", "--name", "bench-warm", "--workers",
+                    str(cpu_count()), "--port", str(_free_port())], env=env, check=True, capture_output=True)
+    one = [mmsctl, "predict", "squeezenet", str(KITTEN_JPG), "-o", "json"]
+    try:
+        deadline, said = time.monotonic() + 180, ""
+        while time.monotonic() < deadline:  # its workers replaced once its background kernel measurement is done
+            said = subprocess.run(one + ["-v"], env=env, check=True, capture_output=True, text=True).stderr.strip()
+            if "sent to the local server" in said:
+                break
+            time.sleep(2)
+        print(f"warm path check: {said.splitlines()[-1] if said else '?'}")
+        _command_seconds(env, folder, batch, None, work / "warm.jsonl")
+        for _ in range(runs):
+            loads.append(os.getloadavg()[0])
+            times["ceiling MKL-DNN"].append(count / ceiling(count, True))
+            times["ceiling no MKL-DNN"].append(count / ceiling(count, False))
+            times["mmsctl"].append(_command_seconds(env, folder, batch, None, work / "pool.jsonl", "--local"))
+            times["few"].append(_command_seconds(env, few, batch, cpu_count(), None, "--local"))
+            times["import"].append(_import_seconds(env))
+            times["warm"].append(_command_seconds(env, folder, batch, None, work / "warm.jsonl"))
+            t0 = time.perf_counter()
+            subprocess.run(one, env=env, check=True, capture_output=True)
+            times["warm one"].append(time.perf_counter() - t0)
+    finally:
+        subprocess.run([mmsctl, "serve", "stop", "--name", "bench-warm"], env=env, capture_output=True)
     same = _top1(work / "first.jsonl") == _top1(work / "pool.jsonl")
+    warm_same = (work / "warm.jsonl").read_bytes() == (work / "pool.jsonl").read_bytes()
     best = min(statistics.median(times["ceiling MKL-DNN"]), statistics.median(times["ceiling no MKL-DNN"]))
 
     print(f"throughput, {count} images (median of {runs}; 1-min load average at the runs "
@@ -235,6 +261,10 @@ def bench_throughput(work: Path, count: int, batch: Optional[int], runs: int, in
     ours = statistics.median(times["mmsctl"])
     print(f"  {'mmsctl predict DIR -o jsonl (whole command)':58} {count / ours:6.1f} img/s; "
           f"ratio {best / ours:.2f}x the faster ceiling (target >= 0.9x); top-1 same as --workers 1: {same}")
+    warm, warm_one = statistics.median(times["warm"]), statistics.median(times["warm one"])
+    print(f"  {'warm: the same command, a local server serves it':58} {count / warm:6.1f} img/s; "
+          f"ratio {best / warm:.2f}x the faster ceiling (target >= 0.9x); output same as in-process: {warm_same}")
+    print(f"  warm: repeated one-image predict (-o json) {warm_one * 1000:.0f} ms (target <= 150 ms)")
     partial, imported = statistics.median(times["few"]), statistics.median(times["import"])
     rate = (count - some) / max(ours - partial, 1e-9)
     print(f"  where the time goes: once running, {rate:.1f} img/s = {rate * best / count:.2f}x the ceiling "

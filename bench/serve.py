@@ -18,6 +18,12 @@ stime (/proc/PID/stat) of the front-end process only (mmsctl's server process, M
 Java process, the echo server), not the workers', over the requests of that run. Then
 the ratios: mmsctl/MMS and mmsctl/echo for req/s, mmsctl/MMS for p99.
 
+Then the Open Inference Protocol beside the MMS API on the same mmsctl server: the no-op model and
+squeezenet (where $MMSCTL_SHARED_DIR has it; the kitten as body) through ``POST /predictions/MODEL`` and
+through ``POST /v2/models/MODEL/infer`` (the file as one BYTES element, binary tensor data extension, as
+``mmsctl bench`` on a ``--protocol v2`` context sends it), alternating per round; the v2/API req/s ratio
+(target >= 0.9x). ``--v2-only`` runs just that part, ``--skip-v2`` leaves it out.
+
 Targets (100 clients): req/s >= 3x MMS, p99 <= 0.5x MMS, front-end CPU <= 100 us per
 request; at 200 and 500 clients every answer is a 200.
 
@@ -57,6 +63,7 @@ BODY = b"hello"
 TARGET_RPS_RATIO = 3.0
 TARGET_P99_RATIO = 0.5
 TARGET_CPU_US = 100.0
+TARGET_V2_RATIO = 0.9
 
 
 @dataclass
@@ -91,9 +98,10 @@ def _java_pid(launcher: int) -> Optional[int]:
     return None
 
 
-def _measure(target: Target, clients: int, duration: float, loadgen: str, work: Path) -> dict[str, Any]:
+def _measure(target: Target, clients: int, duration: float, loadgen: str, work: Path,
+             payload: bytes = BODY) -> dict[str, Any]:
     body = work / "body.bin"
-    body.write_bytes(BODY)
+    body.write_bytes(payload)
     cpu0 = _cpu_seconds(target.pid)
     if loadgen == "hey":
         load = _loadgen.hey(target.url, clients, duration, body=body, content_type="application/octet-stream")
@@ -137,18 +145,63 @@ def _echo(work: Path) -> Iterator[Target]:
         proc.wait(10)
 
 
-def _register(management: str, workers: int) -> None:
+def _register(management: str, workers: int, model: str = "noop") -> None:
     import httpx
 
-    resp = httpx.post(f"{management}/models", params={"url": "noop.mar", "model_name": "noop",
+    resp = httpx.post(f"{management}/models", params={"url": f"{model}.mar", "model_name": model,
                                                        "initial_workers": str(workers), "synchronous": "true"},
                       timeout=300)
     if resp.status_code != 200:
-        raise RuntimeError(f"register noop: {resp.status_code} {resp.text}")
+        raise RuntimeError(f"register {model}: {resp.status_code} {resp.text}")
 
 
 def _warm(target: Target, loadgen: str, work: Path) -> None:
     _measure(target, 10, 1.0, loadgen, work)
+
+
+# -- the Open Inference Protocol (v2) beside the MMS API, on the same mmsctl server ---------------
+def _v2_pairs(srv: Any, store: Path, workers: int) -> list[tuple[str, Target, Target, bytes]]:
+    """(model, MMS-API target, v2 target, body): the no-op model, and squeezenet where its files are."""
+    from tests.support.paths import KITTEN_JPG, SQUEEZENET_DIR
+
+    pairs = [("noop", BODY)]
+    if SQUEEZENET_DIR.is_dir() and KITTEN_JPG.is_file():
+        from mmsctl.archive import create_archive
+
+        create_archive(SQUEEZENET_DIR, model_name="squeezenet", export_path=store)
+        _register(srv.management_url, workers, "squeezenet")
+        pairs.append(("squeezenet", KITTEN_JPG.read_bytes()))
+    return [(model, Target(f"{model}-api", f"{srv.inference_url}/predictions/{model}", srv.pid),
+             Target(f"{model}-v2", f"{srv.inference_url}/v2/models/{model}/infer", srv.pid), body)
+            for model, body in pairs]
+
+
+def _v2_section(srv: Any, store: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Each model through the MMS API and through v2 (binary), alternating per round; medians and the ratio."""
+    pairs = _v2_pairs(srv, store, args.workers)
+    runs: dict[str, list[dict[str, Any]]] = {}
+    print(f"\nv2 (Open Inference Protocol, binary tensor data) against the MMS API, same server, "
+          f"{args.v2_clients} clients, load generator mmsctl")
+    for _model, api, v2, body in pairs:
+        for target in (api, v2):
+            _measure(target, 10, 1.0, "mmsctl", work, body)  # warm
+        for round_ in range(args.rounds):
+            for target in ((api, v2) if round_ % 2 == 0 else (v2, api)):
+                r = _measure(target, args.v2_clients, args.duration, "mmsctl", work, body)
+                runs.setdefault(target.name, []).append(r)
+                print(f"  round {round_ + 1} {target.name:15} {r['rps']:8.0f} ok/s  p99 {r['p99_ms'] or 0:7.1f} ms  "
+                      f"non-200 {r['non_200']:5}  load {r['load']:.2f}", flush=True)
+    summary: dict[str, Any] = {}
+    for model, api, v2, _body in pairs:
+        a, b = (_median(runs[t.name], "rps") for t in (api, v2))
+        pa, pb = (_median(runs[t.name], "p99_ms") for t in (api, v2))
+        ratio = _ratio(b, a)
+        summary[model] = {"api_rps": a, "v2_rps": b, "api_p99_ms": pa, "v2_p99_ms": pb, "v2_vs_api": ratio,
+                          "non_200": sum(r["non_200"] for t in (api, v2) for r in runs[t.name])}
+        verdict = "not measured" if ratio is None else "PASS" if ratio >= TARGET_V2_RATIO else "FAIL"
+        print(f"  {model:11} MMS API {a or 0:8.0f} ok/s (p99 {pa or 0:.1f} ms)  v2 {b or 0:8.0f} ok/s "
+              f"(p99 {pb or 0:.1f} ms)  v2/API {ratio or 0:.2f}x  (target >= {TARGET_V2_RATIO}x: {verdict})")
+    return {"clients": args.v2_clients, "models": summary, "runs": runs}
 
 
 def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
@@ -170,6 +223,10 @@ def main() -> int:
                         help="load generator (default: mmsctl bench)")
     parser.add_argument("--skip-mms", action="store_true")
     parser.add_argument("--skip-echo", action="store_true")
+    parser.add_argument("--v2-clients", type=int, default=100,
+                        help="clients for the v2-against-MMS-API runs (no-op and squeezenet)")
+    parser.add_argument("--skip-v2", action="store_true", help="leave out the v2 runs")
+    parser.add_argument("--v2-only", action="store_true", help="only the v2 runs (no MMS, echo or levels)")
     args = parser.parse_args()
     loadgen = args.loadgen
     if loadgen == "hey" and _loadgen.HEY is None:
@@ -181,10 +238,15 @@ def main() -> int:
     build_noop_mar(store, "noop")
     reason = "--skip-mms" if args.skip_mms else mms_skip_reason()
     results: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    v2: Optional[dict[str, Any]] = None
     with ExitStack() as stack:
         targets: list[Target] = []
         srv = stack.enter_context(running_mmsctl_server(work / "mmsctl", model_store=store))
         _register(srv.management_url, args.workers)
+        if args.v2_only:
+            v2 = _v2_section(srv, store, work, args)
+            _write({"v2": v2}, "serve_v2.json")
+            return 0
         targets.append(Target("mmsctl", f"{srv.inference_url}/predictions/noop", srv.pid))
         if not reason:
             mms = stack.enter_context(running_mms(work / "mms", model_store=store))
@@ -207,6 +269,8 @@ def main() -> int:
                     print(f"  round {round_ + 1} {clients:4} clients {target.name:7} {r['rps']:8.0f} ok/s  "
                           f"p99 {r['p99_ms'] or 0:7.1f} ms  non-200 {r['non_200']:5}  "
                           f"cpu {r['cpu_us'] or 0:6.1f} us/req  load {r['load']:.2f}", flush=True)
+        if not args.skip_v2:
+            v2 = _v2_section(srv, store, work, args)
     shutil.rmtree(work, ignore_errors=True)
 
     print(f"\nmedians ({args.rounds} round(s)); 1-min load average now {os.getloadavg()[0]:.2f}")
@@ -244,10 +308,14 @@ def main() -> int:
         level = summary["levels"].get(clients)
         if level:
             print(f"{clients} clients: every answer a 200: {'PASS' if level['mmsctl']['non_200'] == 0 else 'FAIL'}")
+    _write({"summary": summary, "runs": results, "v2": v2}, "serve.json")
+    return 0
+
+
+def _write(data: dict[str, Any], name: str) -> None:
     out = REPO / "bench" / "out"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "serve.json").write_text(json.dumps({"summary": summary, "runs": results}, indent=2))
-    return 0
+    (out / name).write_text(json.dumps(data, indent=2))
 
 
 if __name__ == "__main__":

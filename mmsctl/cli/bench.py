@@ -49,6 +49,8 @@ _RUN_WORDS = CommandWords(
                                       "pass its http(s) URL)"),
         ("processes", "run again with --processes 1"),
         ("inputs", "pass image files, folders or globs, or use --noop to measure the server alone"),
+        ("bench-noop-v2", "give the context the server's MMS management URL (`mmsctl context add NAME --protocol v2 "
+                          "--inference URL --management URL`, as `mmsctl serve` has), or bench a model it serves"),
     ),
 )
 

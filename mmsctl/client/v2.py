@@ -5,7 +5,9 @@ translation, run by :class:`~mmsctl.client._http.HttpApi`), over the v2 REST rou
 management API: listing uses Triton's model repository extension (``POST /v2/repository/index``,
 which ``mmsctl serve`` answers too) where a server has it, and register, unregister and scale are
 refused with :class:`V2ReadOnly`. :meth:`V2Client.predict` sends one input the way
-``mmsctl predict`` sends a file (a BYTES tensor, binary) and answers the way the MMS API does: an
+``mmsctl predict`` sends a file (a BYTES tensor: binary where ``GET /v2`` declares the binary tensor data
+extension, else a JSON string, as TorchServe's kservev2 envelope reads it; a model without a metadata
+route gets one BYTES input) and answers the way the MMS API does: an
 image classifier's top 5 as ``[{"probability", "class"}]`` (asked for with ``classification``),
 another model's one BYTES output as its raw bytes, anything else as JSON ``{output: data}``.
 """
@@ -23,12 +25,12 @@ from mmsctl.client._http import HttpApi
 from mmsctl.client.auth import read_token
 from mmsctl.client.contexts import Context
 from mmsctl.client.inference import PingResult, PredictResult, ServerKind
-from mmsctl.errors import ApiError, MmsError, UsageError
+from mmsctl.errors import ApiError, MmsError, NotFoundError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     import httpx
 
-__all__ = ["V2Client", "V2Model", "V2ReadOnly", "read_only"]
+__all__ = ["V2Client", "V2Model", "V2ReadOnly", "infer_body", "infer_path", "read_only"]
 
 #: The classes a classifier's answer holds (what MMS's API answers by default).
 TOP_K = 5
@@ -80,6 +82,7 @@ class _V2Ops:
     """The v2 operations, written once (generators over :class:`Call`)."""
 
     context: Context
+    _binary_known: Optional[bool] = None
 
     def _ping(self) -> Operation[PingResult]:
         url = self.context.inference_url
@@ -123,28 +126,82 @@ class _V2Ops:
         return [{"modelName": str(m.get("name")), "modelVersion": str(m.get("version") or ""),
                  "state": str(m.get("state") or "")} for m in data if isinstance(m, dict)]
 
+    def _binary(self) -> Operation[bool]:
+        """Whether the server declares the binary tensor data extension (``GET /v2``), asked once per client.
+
+        TorchServe's kservev2 envelope, for one, answers no ``/v2`` metadata and reads JSON only."""
+        if self._binary_known is None:
+            try:
+                meta = json_of((yield Call("GET", "/v2", operation="server metadata", retries=0)))
+                extensions = meta.get("extensions") if isinstance(meta, dict) else None
+                self._binary_known = isinstance(extensions, list) and "binary_tensor_data" in extensions
+            except MmsError:
+                self._binary_known = False
+        return self._binary_known
+
+    def _infer_request(self, model: str, bodies: list[bytes],
+                       version: Optional[str]) -> Operation[tuple[V2Model, list[tuple[bytes, dict[str, str]]]]]:
+        """The model's metadata (or, where the server has no metadata route, one BYTES input) and the requests."""
+        binary = yield from self._binary()
+        try:
+            meta = yield from self._describe(model, version)
+        except (NotFoundError, ApiError) as exc:
+            if getattr(exc, "status", 404) not in (404, 405, 501):
+                raise
+            # no metadata route (TorchServe's kservev2): infer answers for an unknown model itself
+            meta = V2Model(model, [version] if version else [], "", [{"name": "data", "datatype": "BYTES",
+                                                                    "shape": [1]}], [], True)
+        return meta, [infer_body(meta, body, binary=binary) for body in bodies]
+
     def _predict(self, model: str, body: bytes, version: Optional[str],
                  timeout: Optional[float]) -> Operation[PredictResult]:
-        from mmsctl.engine.tensors import RequestedOutput, Tensor, decode_response, encode_request
-        import numpy as np
+        from mmsctl.engine.tensors import decode_response
 
-        meta = yield from self._describe(model, version)
-        if not meta.inputs:
-            raise ApiError(f"model {model} declares no input")
-        data = np.empty(1, dtype=object)
-        data[0] = body
+        meta, ((payload, headers),) = yield from self._infer_request(model, [body], version)
         classify = meta.classifier_output
-        outputs = [RequestedOutput(classify, True, TOP_K)] if classify else []
-        payload, length = encode_request([Tensor(str(meta.inputs[0].get("name")), "BYTES", [1], data)], outputs)
-        headers = {"Content-Type": "application/octet-stream", HEADER_LENGTH: str(length)}
-        path = "/v2/models" + url_path(model, None) + (f"/versions{url_path(version, None)}" if version else "")
-        response = yield Call("POST", path + "/infer", content=payload, headers=headers, model=model,
+        response = yield Call("POST", infer_path(model, version), content=payload, headers=headers, model=model,
                               operation="predict", timeout=timeout)
         try:
             answer = decode_response(response.content, _header_length(response))
         except ValueError as exc:
             raise ApiError(f"predict on {server_label(self.context.inference_url)}: not a v2 answer: {exc}") from None
         return _as_mms_answer(answer.outputs, classify)
+
+
+def infer_path(model: str, version: Optional[str] = None) -> str:
+    """``/v2/models/{model}[/versions/{version}]/infer``, each part escaped."""
+    return "/v2/models" + url_path(model, None) + (f"/versions{url_path(version, None)}" if version else "") + "/infer"
+
+
+def infer_body(meta: V2Model, body: bytes, *, binary: bool = True) -> tuple[bytes, dict[str, str]]:
+    """An infer request with *body* as the model's first input (one BYTES element, in the binary tensor
+    extension, or as a JSON string for a server without it) and, for a classifier, its top 5 asked for;
+    the body and its headers. ``bench`` sends the same bytes.
+
+    Raises:
+        ApiError: the model declares no input.
+        UsageError: *body* is not UTF-8 text and the server takes JSON only (BYTES are strings there).
+    """
+    from mmsctl.engine.tensors import RequestedOutput, Tensor, encode_request
+    import numpy as np
+
+    if not meta.inputs:
+        raise ApiError(f"model {meta.name} declares no input")
+    data = np.empty(1, dtype=object)
+    data[0] = body
+    classify = meta.classifier_output
+    outputs = [RequestedOutput(classify, True, TOP_K)] if classify else []
+    if not binary:
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError:
+            raise UsageError(f"model {meta.name}: the server does not declare the binary tensor data extension, "
+                             "and in JSON a BYTES input must be UTF-8 text; this input is not") from None
+    payload, length = encode_request([Tensor(str(meta.inputs[0].get("name")), "BYTES", [1], data)], outputs,
+                                     binary=binary)
+    if length is None:
+        return payload, {"Content-Type": "application/json"}
+    return payload, {"Content-Type": "application/octet-stream", HEADER_LENGTH: str(length)}
 
 
 def _header_length(response: "httpx.Response") -> Optional[int]:
@@ -191,6 +248,11 @@ class V2Client(_V2Ops):
 
     def describe(self, model: str, version: Optional[str] = None) -> V2Model:
         return self._api.run(self._describe(model, version))
+
+    def infer_requests(self, model: str, bodies: list[bytes],
+                       version: Optional[str] = None) -> list[tuple[bytes, dict[str, str]]]:
+        """The infer requests :meth:`predict` would send for *bodies* (``bench`` cycles them): body and headers."""
+        return self._api.run(self._infer_request(model, bodies, version))[1]
 
     def predict(self, model: str, body: bytes, content_type: Optional[str] = None, *, version: Optional[str] = None,
                 timeout: Optional[float] = None) -> PredictResult:

@@ -39,7 +39,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 __all__ = [
     "Checkpoint",
@@ -50,6 +50,7 @@ __all__ = [
     "kernel_env",
     "measure",
     "measure_later",
+    "started_with",
 ]
 
 log = logging.getLogger("mmsctl.engine.kernels")
@@ -84,6 +85,8 @@ _pending: dict[str, tuple[Path, int, Optional[int], Optional[int]]] = {}
 _measuring: set[str] = set()
 #: Models measured in the background once already (a failed or refused measurement is not retried).
 _tried: set[str] = set()
+#: Per model, the MKL-DNN setting of the workers started in this process (True: on, MXNet's default included).
+_started: dict[str, set[bool]] = {}
 _pending_lock = threading.Lock()
 #: The environment variable that makes a measuring child lower its own priority.
 _IDLE_VAR = "MMSCTL_MEASURE_IDLE"
@@ -439,6 +442,8 @@ def kernel_env(root: Path, *, threads: int = 1, gpu: Optional[int] = None, model
         with _pending_lock:
             if name not in _measuring and name not in _tried:
                 _pending.setdefault(name, (Path(root), threads, gpu, max_memory))
+    with _pending_lock:
+        _started.setdefault(name, set()).add(choice.mkldnn is not False)
     tag = f"{name}:{threads}"
     if tag not in _logged:
         _logged.add(tag)
@@ -466,9 +471,10 @@ def defer_measurement(deferred: bool = True) -> None:
     _deferred = deferred
 
 
-def measure_later(model: str) -> Optional[str]:
+def measure_later(model: str, done: Optional[Callable[[Optional[KernelChoice]], None]] = None) -> Optional[str]:
     """Measure *model* in a background thread (children at the lowest priority) if a worker of it started
-    without a remembered choice; the line saying so (also logged), or None when there is nothing to do."""
+    without a remembered choice; the line saying so (also logged), or None when there is nothing to do.
+    *done* is called in that thread with the choice (None if measuring failed)."""
     with _pending_lock:
         args = _pending.pop(model, None)
         if args is None or model in _measuring:
@@ -477,11 +483,13 @@ def measure_later(model: str) -> Optional[str]:
     line = (f"{model}: measuring MKL-DNN vs MXNet kernels in the background; "
             "workers started from now on use the faster")
     log.info("%s", line)
-    threading.Thread(target=_measure_now, args=(model, *args), name=f"kernels-{model}", daemon=True).start()
+    threading.Thread(target=_measure_now, args=(model, *args, done), name=f"kernels-{model}", daemon=True).start()
     return line
 
 
-def _measure_now(model: str, root: Path, threads: int, gpu: Optional[int], max_memory: Optional[int]) -> None:
+def _measure_now(model: str, root: Path, threads: int, gpu: Optional[int], max_memory: Optional[int],
+                 done: Optional[Callable[[Optional[KernelChoice]], None]]) -> None:
+    choice: Optional[KernelChoice] = None
     try:
         choice = choose_kernels(root, threads=threads, gpu=gpu, max_memory=max_memory, low_priority=True)
         log.info("model %s measured: %s for workers started from now on (%s)", model, choice.label, choice.reason)
@@ -492,3 +500,23 @@ def _measure_now(model: str, root: Path, threads: int, gpu: Optional[int], max_m
             _measuring.discard(model)
             _tried.add(model)
             _logged.difference_update({t for t in _logged if t.startswith(f"{model}:")})
+        if done is not None:
+            done(choice)
+
+
+def started_with(model: str) -> list[bool]:
+    """The MKL-DNN settings (True: on, as by MXNet's default) the workers of *model* started in this process got."""
+    with _pending_lock:
+        return sorted(_started.get(model, ()))
+
+
+def reset_started(model: str, mkldnn: bool) -> None:
+    """Every worker of *model* now runs with MKL-DNN *mkldnn* (the others were replaced)."""
+    with _pending_lock:
+        _started[model] = {mkldnn}
+
+
+def forget_started(model: str) -> None:
+    """*model* has no workers any more (unregistered): what they ran with no longer counts."""
+    with _pending_lock:
+        _started.pop(model, None)

@@ -38,7 +38,7 @@ from mmsctl.config import DEFAULT_MAX_RESPONSE_BYTES
 from mmsctl.loadtest.histogram import LatencyHistogram
 from mmsctl.errors import UsageError
 
-__all__ = ["Endpoint", "LevelResult", "LoadSpec", "StopFlag", "build_requests", "event_loop_name", "run_in_loop", "run_load"]
+__all__ = ["Endpoint", "LevelResult", "LoadSpec", "StopFlag", "build_posts", "build_requests", "event_loop_name", "run_in_loop", "run_load"]
 
 _TICK_S = 0.05  # how often deadlines, the stop flag and progress are checked
 _RETRY_PAUSE_S = 0.01  # after a refused or failed connection, so a dead server is not a busy loop
@@ -77,6 +77,24 @@ def build_requests(
     Raises:
         UsageError: the URL is not http(s)://HOST[:PORT], or there is no body at all.
     """
+    path = "/predictions/" + quote(model, safe="") + ("/" + quote(version, safe="") if version else "")
+    return build_posts(inference_url, path, [(body, {"Content-Type": content_type} if content_type else {})
+                                             for body, content_type in bodies], token=token)
+
+
+def build_posts(
+    inference_url: str,
+    path: str,
+    bodies: Sequence[tuple[bytes, dict[str, str]]],
+    *,
+    token: Optional[str] = None,
+) -> Endpoint:
+    """``POST PATH`` requests (under the URL's own path), one per ``(body, headers)``, ready to write:
+    the MMS API's predictions or a v2 ``…/infer`` (its binary tensor body and header length).
+
+    Raises:
+        UsageError: the URL is not http(s)://HOST[:PORT], or there is no body at all.
+    """
     parts = urlsplit(inference_url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError(f"bad inference URL {inference_url!r}: expected http(s)://HOST:PORT")
@@ -84,16 +102,14 @@ def build_requests(
         raise UsageError("no request body to send")
     tls = parts.scheme == "https"
     port = parts.port or (443 if tls else 80)
-    path = parts.path.rstrip("/") + "/predictions/" + quote(model, safe="")
-    if version:
-        path += "/" + quote(version, safe="")
     host = parts.netloc.rsplit("@", 1)[-1]
-    head = f"POST {path} HTTP/1.1\r\nHost: {host}\r\nAccept: */*\r\nUser-Agent: mmsctl-bench\r\n"
+    head = (f"POST {parts.path.rstrip('/') + path} HTTP/1.1\r\nHost: {host}\r\nAccept: */*\r\n"
+            "User-Agent: mmsctl-bench\r\n")
     if token:
         head += f"Authorization: Bearer {token}\r\n"
     requests = []
-    for body, content_type in bodies:
-        extra = f"Content-Type: {content_type}\r\n" if content_type else ""
+    for body, headers in bodies:
+        extra = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
         requests.append((head + extra + f"Content-Length: {len(body)}\r\n\r\n").encode("latin-1") + body)
     return Endpoint(parts.hostname, port, tls, tuple(requests))
 

@@ -177,7 +177,16 @@ def noop_model(
             on_message(f"registering the no-op model {name} on {management.server} ({workers} worker(s))")
             management.register(url, model_name=name, initial_workers=workers, synchronous=True)
             registered = True
-        _wait_until_serving(lambda: inference.predict(name, b""), name, management.server)
+        if context.protocol == "v2":  # the inference port may speak v2 only
+            from mmsctl.client.v2 import V2Client
+
+            v2 = V2Client(context, timeout=5.0, retries=0)
+            try:
+                _wait_until_serving(lambda: v2.predict(name, b""), name, management.server)
+            finally:
+                v2.close()
+        else:
+            _wait_until_serving(lambda: inference.predict(name, b""), name, management.server)
         yield name
     finally:
         try:

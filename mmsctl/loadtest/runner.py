@@ -23,17 +23,14 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from mmsctl.loadtest.inputs import Body, read_bodies
-from mmsctl.loadtest.loadgen import build_requests
+from mmsctl.loadtest.protocols import check_model, check_noop, detect, endpoint as build_endpoint
 from mmsctl.loadtest.results import BenchRun, Level, save_run
 from mmsctl.loadtest.loadgen import event_loop_name
 from mmsctl.loadtest.sweep import Plan, Target, Tick, run_sweep, stop_on_sigint
 from mmsctl.errors import MmsError, UsageError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from mmsctl.client.contexts import Context
 
 __all__ = ["BenchRequest", "Hooks", "run_bench"]
 
@@ -67,28 +64,6 @@ class Hooks:
 
 def _noop_name(model: Optional[str]) -> str:
     return model or f"bench-noop-{secrets.token_hex(3)}"
-
-
-def _detect(context: "Context", plan: Plan) -> str:
-    """Ping the server (errors out when it is unreachable or refuses the token) and name its kind."""
-    from mmsctl.client.inference import InferenceClient
-
-    with InferenceClient(context, timeout=min(10.0, plan.timeout_s), retries=1,
-                         max_response_bytes=plan.max_response_bytes) as client:
-        ping = client.ping(detect=True)
-    if ping.error is not None:
-        raise ping.error
-    return ping.server
-
-
-def _check_model(context: "Context", model: str, body: Body, version: Optional[str], plan: Plan) -> None:
-    """One real prediction: an unknown model, a refused token, no answer within the plan's timeout
-    or one over its size limit fails here, with the client's error."""
-    from mmsctl.client.inference import InferenceClient
-
-    with InferenceClient(context, timeout=plan.timeout_s, retries=0,
-                         max_response_bytes=plan.max_response_bytes) as client:
-        client.predict(model, body.data, body.content_type, version=version)
 
 
 def _settings(request: BenchRequest, bodies: Sequence[Body], noop_names: dict[str, str]) -> dict[str, object]:
@@ -125,6 +100,9 @@ def run_bench(request: BenchRequest, hooks: Optional[Hooks] = None) -> tuple[Ben
         raise UsageError("a no-op archive location goes with a no-op model", params=("noop_url", "noop"))
     bodies = read_bodies(request.inputs, noop=request.noop)
     contexts = [resolve_context(name) for name in request.contexts]
+    if request.noop:
+        for context in contexts:
+            check_noop(context)
     labels = [c.name for c in contexts]
     if len(set(labels)) != len(labels):
         labels = [f"{c.name} ({c.inference_url})" for c in contexts]
@@ -133,8 +111,9 @@ def run_bench(request: BenchRequest, hooks: Optional[Hooks] = None) -> tuple[Ben
     noop_names: dict[str, str] = {}
     with stop_on_sigint(hooks.stop, hooks.interrupted), ExitStack() as stack:
         for context, label in zip(contexts, labels):
-            kind = _detect(context, request.plan)
-            hooks.message(f"{label}: {kind} server at {context.inference_url}")
+            kind = detect(context, request.plan)
+            hooks.message(f"{label}: {kind} server at {context.inference_url}"
+                          + (" (Open Inference Protocol, v2)" if context.protocol == "v2" else ""))
             if request.noop:
                 model = stack.enter_context(noop_model(
                     context, kind, name=_noop_name(request.model), workers=request.noop_workers,
@@ -144,9 +123,9 @@ def run_bench(request: BenchRequest, hooks: Optional[Hooks] = None) -> tuple[Ben
             else:
                 assert request.model is not None
                 model = request.model
-                _check_model(context, model, bodies[0], request.version, request.plan)
-            endpoint = build_requests(context.inference_url, model, [(b.data, b.content_type) for b in bodies],
-                                      token=read_token(context.token_file, "inference"), version=request.version)
+                check_model(context, model, bodies[0], request.version, request.plan)
+            endpoint = build_endpoint(context, model, bodies, request.version,
+                                      read_token(context.token_file, "inference"))
             probe = ServerProbe(context, kind, model)
             stack.callback(probe.close)
             probe.scrape()  # a metrics URL that does not answer is said now, not discovered per level

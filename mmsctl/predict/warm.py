@@ -5,7 +5,8 @@ archive loaded (same content, same handler) answers in milliseconds. Servers pub
 serve in ``state.json`` (:attr:`~mmsctl.instances.InstanceState.served`: per model, the SHA-256
 prefix its extraction is named by and its handler). Here MODEL is resolved the way ``predict``
 does (a zoo name to its cached archive, a path to an archive file), hashed once per
-path + mtime + size (remembered in ``<cache>/predict/digests.json``), and matched. Nothing here
+path + mtime + size (remembered in ``<cache>/predict/digests.json``), and matched, with the kernel set
+(MKL-DNN on or off) the server's workers run: the one this process would choose. Nothing here
 imports mxnet or numpy; anything that does not match returns None (the caller runs in-process).
 """
 
@@ -122,6 +123,23 @@ def find_warm_server(model: str, *, handler: Optional[str] = None, gpu: Optional
         return None
     for state in servers:
         for name, facts in sorted(state.served.items()):
-            if isinstance(facts, dict) and facts.get("archive") == key and not facts.get("override"):
+            if isinstance(facts, dict) and facts.get("archive") == key and not facts.get("override") \
+                    and _same_kernels(key, facts.get("mkldnn")):
                 return WarmTarget(state, name)
     return None
+
+
+def _same_kernels(key: str, served: Any) -> bool:
+    """Whether every worker there runs the kernel set (MKL-DNN on or off) this process would: the last digits of
+    a probability can differ between the two, and the answers must be the same as in-process."""
+    if not isinstance(served, list) or len(served) != 1 or not isinstance(served[0], bool):
+        return False  # workers started before and after the measurement, or nothing published
+    from mmsctl.config import cache_dir
+    from mmsctl.engine.kernels import choose_kernels
+
+    root = cache_dir() / "extracted" / key
+    if not root.is_dir():
+        return False
+    omp = os.environ.get("OMP_NUM_THREADS", "")
+    threads = int(omp) if omp.isdigit() and int(omp) > 0 else (os.cpu_count() or 1)
+    return (choose_kernels(root, threads=threads, measure_missing=False).mkldnn is not False) == served[0]

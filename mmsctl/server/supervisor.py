@@ -12,6 +12,7 @@ and the workers of all models together never pass ``worker_limit``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import Any, Optional
@@ -106,14 +107,36 @@ class ModelManager:
         archive sends its inputs here instead of starting mxnet (:mod:`mmsctl.predict.warm`)."""
         from pathlib import Path
 
+        from mmsctl.engine.kernels import started_with
+
         served: dict[str, dict[str, Any]] = {}
         for name, m in self.models.items():
             root = Path(m.spec.root)
             if root.parent.name != "extracted" or len(root.name) != 32 or m.spec.gpu_id is not None:
                 continue  # a folder, or not the cached extraction of an archive file
             served[name] = {"archive": root.name, "handler": m.spec.chosen_handler or "",
-                            "override": m.spec.handler_override is not None}
+                            "override": m.spec.handler_override is not None, "mkldnn": started_with(name)}
         self._update_state(served=served)
+
+    async def _replace_workers(self, model: Model) -> None:
+        """Replace the workers that run MXNet's default kernels now that the other set measured faster, one at a
+        time (the new one READY before the old one stops), while the worker limit leaves room for one more."""
+        for old in model.ready_workers():
+            used = sum(len(m.live_workers()) for m in self.models.values())
+            if model.removed or self.models.get(model.name) is not model or used >= self.worker_limit:
+                return
+            new = self._start_worker(model)
+            while new.state == WorkerState.STARTING and not new.stop_event.is_set():  # bounded: a start has a timeout
+                await asyncio.sleep(0.1)
+            if new.state not in (WorkerState.READY, WorkerState.BUSY):
+                return
+            log.info("%s W-%s replaces W-%s: it runs the measured kernel set", model.name, new.id, old.id)
+            old.stop_event.set()
+            model.notify()
+        from mmsctl.engine.kernels import reset_started
+
+        reset_started(model.name, False)  # every worker now runs the measured set
+        self.publish()
 
     # -- workers ---------------------------------------------------------------------------
     def _measure_kernels(self, model: Model) -> None:
@@ -121,7 +144,14 @@ class ModelManager:
         now, in the background; workers started afterwards take the faster set."""
         from mmsctl.engine.kernels import measure_later
 
-        line = measure_later(model.name)
+        loop = asyncio.get_running_loop()
+
+        def measured(choice: Any) -> None:  # in the measuring thread
+            if choice is not None and choice.mkldnn is False:  # the running workers have MXNet's default (on)
+                with contextlib.suppress(RuntimeError):  # the loop is closed: the server has stopped
+                    loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._replace_workers(model)))
+
+        line = measure_later(model.name, measured)
         if line is None:
             return
         self.notes.append(line)
@@ -165,6 +195,7 @@ class ModelManager:
         log.info("%s W-%s READY (pid %s)", model.name, worker.id, worker.pid)
         model.worker_ready()
         self._measure_kernels(model)
+        self.publish()  # the kernel set its workers run with (predict's warm path matches it)
         outcome = await worker.serve(self.metrics)
         if outcome == "stopped":
             await worker.close()
@@ -280,6 +311,9 @@ class ModelManager:
         """Remove a model: no new jobs, queued ones answered (until *timeout*), workers stopped."""
         model = self.get(name)
         del self.models[name]
+        from mmsctl.engine.kernels import forget_started
+
+        forget_started(name)
         self.publish()
         self.startup_models.discard(name)
         await self._drain_model(model, timeout)

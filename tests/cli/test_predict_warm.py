@@ -23,7 +23,7 @@ def _mar(tmp: Path, name: str, extra: str = "") -> Path:
     folder = make_noop_archive(tmp / f"{name}-src", name=name)
     if extra:
         (folder / "extra.txt").write_text(extra)  # another file: another archive, another sha256
-    create_archive(folder, model_name=name, export_path=tmp, force=True)
+    create_archive(folder, model_name=name, handler="noop_service:handle", export_path=tmp, force=True)
     return tmp / f"{name}.mar"
 
 
@@ -113,3 +113,14 @@ def test_the_warm_path_imports_no_mxnet_or_numpy(served: tuple[ServerInfo, Path]
                           capture_output=True, text=True, timeout=60, env=dict(os.environ))
     assert SERVER_LINE in proc.stderr, proc.stderr
     assert json.loads(proc.stderr.strip().splitlines()[-1]) == []
+
+
+def test_a_run_that_would_choose_other_kernels_than_the_servers_workers_runs_in_process(
+    capsys: pytest.CaptureFixture[str], served: tuple[ServerInfo, Path], inputs: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    srv, mar = served
+    monkeypatch.setenv("MMSCTL_MKLDNN", "0")  # this run would switch MKL-DNN off; the server's workers have it on
+    code, out, err = run_mmsctl(capsys, "predict", str(mar), str(inputs["pid"]), "-o", "json", "-v")
+    assert code == 0 and LOCAL_LINE in err and SERVER_LINE not in err, err
+    assert out.strip() != _server_pid(srv)

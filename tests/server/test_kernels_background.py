@@ -68,11 +68,20 @@ def test_an_empty_cache_serves_at_once_and_a_later_worker_gets_the_measured_set(
             wait_until(lambda: _choices(cache), timeout=120, what="the measured choice in the cache")
             (entry,) = _choices(cache).values()
             wait_until(lambda: "model tiny measured:" in srv.log_text(), timeout=30, what="the measured line")
+            expected = "1" if entry["mkldnn"] else "0"
+            if not entry["mkldnn"]:  # the running worker has MXNet's default (on): it is replaced
+                wait_until(lambda: len(pids := _worker_pids(srv.management_url)) == 1 and pids != [first],
+                           timeout=120, what="the worker replaced")
+                (replaced,) = _worker_pids(srv.management_url)
+                assert _environ(replaced)["MXNET_MKLDNN_ENABLED"] == expected
+            before = set(_worker_pids(srv.management_url))
             resp = httpx.put(f"{srv.management_url}/models/tiny", params={"min_worker": "2", "synchronous": "true"},
                              timeout=120)
             assert resp.status_code == 200, resp.text
-            (second,) = set(_worker_pids(srv.management_url)) - {first}
-            assert _environ(second)["MXNET_MKLDNN_ENABLED"] == ("1" if entry["mkldnn"] else "0")
+            (second,) = set(_worker_pids(srv.management_url)) - before
+            assert _environ(second)["MXNET_MKLDNN_ENABLED"] == expected
+            state = json.loads((srv.instance_dir / "state.json").read_text())
+            assert state["served"] == {}  # a folder, not an archive: nothing for predict's warm path
             assert srv.log_text().count(LINE) == 1  # measured once, not again for the new worker
     finally:
         lock.close()
