@@ -45,6 +45,17 @@ def _base(result: Any) -> dict[str, Any]:
             "error": result.error.message if result.error is not None else None}
 
 
+def _write_rows(answers: "FanOut[Any]", *, pending: str, done: str) -> list[dict[str, Any]]:
+    """One row per member for register/unregister: failed, *pending* (accepted, still working) or *done*."""
+    rows = []
+    for r in answers.results:
+        row = _base(r)
+        row.update(status="failed" if not r.ok else pending if r.value and r.value.in_progress else done,
+                   message=r.value.message if r.value else None, httpStatus=r.value.status if r.value else None)
+        rows.append(row)
+    return rows
+
+
 def _finish(rows: list[dict[str, Any]], columns: tuple[Column, ...], output: str, answers: "FanOut[Any]",
             what: str) -> None:
     """Print one row per member (or the data), then fail naming the members that failed."""
@@ -115,24 +126,12 @@ class FleetTarget:
 
     def register(self, location: str, options: dict[str, Any], *, output: str) -> None:
         answers = self._client().register(location, timeout=self.timeout, **options)
-        rows = []
-        for r in answers.results:
-            row = _base(r)
-            row.update(status=("failed" if not r.ok else "accepted" if r.value and r.value.in_progress
-                               else "registered"),
-                       message=r.value.message if r.value else None, httpStatus=r.value.status if r.value else None)
-            rows.append(row)
+        rows = _write_rows(answers, pending="accepted", done="registered")
         _finish(rows, _WRITE_COLUMNS, _table_or(output), answers, f"models register {location}")
 
     def unregister(self, model: str, version: Optional[str], *, output: str) -> None:
         answers = self._client().unregister(model, version, timeout=self.timeout)
-        rows = []
-        for r in answers.results:
-            row = _base(r)
-            row.update(status=("failed" if not r.ok else "unregistering" if r.value and r.value.in_progress
-                               else "unregistered"),
-                       message=r.value.message if r.value else None, httpStatus=r.value.status if r.value else None)
-            rows.append(row)
+        rows = _write_rows(answers, pending="unregistering", done="unregistered")
         _finish(rows, _WRITE_COLUMNS, _table_or(output), answers, f"models unregister {model}")
 
     def scale(self, model: str, min_workers: int, max_workers: Optional[int], *, version: Optional[str],
