@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 from dataclasses import dataclass, field
 from typing import Iterator
 
 import pytest
 from aiohttp import web
+from tests.support.app_thread import serving_app
 
 
 @dataclass
@@ -49,29 +49,6 @@ def _app(answers: Answers) -> web.Application:
 def answers() -> Iterator[Answers]:
     """The server runs in its own thread and event loop for the whole module."""
     result = Answers()
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-    runner_box: dict[str, web.AppRunner] = {}
-
-    async def start() -> None:
-        runner = web.AppRunner(_app(result), access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        sockets = site._server.sockets  # type: ignore[union-attr]
-        result.url = f"http://127.0.0.1:{sockets[0].getsockname()[1]}"
-        runner_box["runner"] = runner
-        started.set()
-
-    def serve() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(start())
-        loop.run_forever()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    assert started.wait(10), "test server did not start"
-    yield result
-    asyncio.run_coroutine_threadsafe(runner_box["runner"].cleanup(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
+    with serving_app(_app(result)) as url:
+        result.url = url
+        yield result

@@ -14,15 +14,14 @@ not ready: ``…/ready`` answers 503). Everything it saw is counted in :class:`V
 
 from __future__ import annotations
 
-import asyncio
 import json
 import struct
-import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
 
 from aiohttp import web
+from tests.support.app_thread import serving_app
 
 __all__ = ["V2StandIn", "running_v2_standin"]
 
@@ -135,30 +134,6 @@ def _app(state: V2StandIn) -> web.Application:
 def running_v2_standin() -> Iterator[V2StandIn]:
     """The stand-in on 127.0.0.1 (a free port), in its own thread and event loop."""
     state = V2StandIn()
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-    box: dict[str, web.AppRunner] = {}
-
-    async def start() -> None:
-        runner = web.AppRunner(_app(state), access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        state.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
-        box["runner"] = runner
-        started.set()
-
-    def serve() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(start())
-        loop.run_forever()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    assert started.wait(10), "v2 stand-in did not start"
-    try:
+    with serving_app(_app(state), "v2 stand-in") as url:
+        state.url = url
         yield state
-    finally:
-        asyncio.run_coroutine_threadsafe(box["runner"].cleanup(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
