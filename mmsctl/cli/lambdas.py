@@ -14,6 +14,7 @@ from mmsctl.cli.ec2 import aws_session, render_calls
 from mmsctl.cli.hints import CommandWords
 from mmsctl.cli.options import OutputOpt, ProfileOpt, RegionOpt, check_output
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
+from mmsctl.errors import UsageError
 
 __all__ = ["register"]
 
@@ -182,6 +183,9 @@ def deploy_cmd(
     public: bool = typer.Option(False, "--public", help="Make the function URL public (AuthType NONE)."),
     warm: Optional[str] = typer.Option(None, "--warm", metavar="EVERY", help="Keep-warm schedule, e.g. 5m "
                                        "(EventBridge: 1 minute at least)."),
+    fetch_allow: str = typer.Option("", "--fetch-allow", metavar="LIST",
+                                    help="Non-public destinations ?url= may reach: addresses, CIDR blocks, host "
+                                         "names (comma-separated). Default: public addresses only."),
     provisioned: Optional[int] = typer.Option(None, "--provisioned", metavar="N",
                                               help="Provisioned concurrency instead of --warm."),
     region: Optional[str] = RegionOpt,
@@ -200,7 +204,7 @@ def deploy_cmd(
                       input_bucket=input_bucket, output_bucket=output_bucket, input_prefix=input_prefix,
                       output_prefix=output_prefix, suffixes=tuple(suffixes) or DEFAULT_SUFFIXES, url=url,
                       public=public, warm=warm, provisioned=provisioned, model_bucket=model_bucket,
-                      model_source=model_source).check()
+                      model_source=model_source, fetch_allow=fetch_allow).check()
     from mmsctl.cloud.function.deploy.model import resolve_model_file
     from mmsctl.cloud.function.deploy.run import deploy
 
@@ -364,20 +368,29 @@ def describe_cmd(name: str = typer.Argument(..., metavar="NAME"), region: Option
 @lambda_app.command("destroy")
 def destroy_cmd(
     name: str = typer.Argument(..., metavar="NAME"),
-    keep_data: bool = typer.Option(False, "--keep-data", help="Keep the buckets and what they hold."),
+    keep_data: bool = typer.Option(False, "--keep-data", help="Keep the buckets, empty ones too."),
+    delete_data: bool = typer.Option(False, "--delete-data", help="Also delete input and output buckets that "
+                                     "hold objects, every version (asks first, with the count)."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask (for scripts)."),
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
     dry_run: bool = DryRunOpt,
     output: str = OutputOpt,
 ) -> None:
-    """Remove everything deploy made for NAME, in reverse order; a second destroy changes nothing."""
+    """Remove everything deploy made for NAME, in reverse order; a second destroy changes nothing.
+
+    Buckets that hold objects are kept unless --delete-data is given."""
     check_output(output)
     from mmsctl.cloud.function.destroy import destroy
     from mmsctl.cloud.function.spec import check_function_name
 
     check_function_name(name)
+    if keep_data and delete_data:
+        raise UsageError("keep data or delete it, not both", params=("keep_data", "delete_data"))
     aws = aws_session(region, profile, dry_run)
-    result = destroy(aws, name, keep_data=keep_data)
+    if delete_data and not dry_run:
+        _confirm_data_loss(aws, name, yes)
+    result = destroy(aws, name, keep_data=keep_data, delete_data=delete_data)
     if dry_run:
         render_calls(aws, output, {"destroy": result.to_dict()})
         return
@@ -390,6 +403,23 @@ def destroy_cmd(
         ui.message(f"nothing of {name} left in {aws.region}")
     for item in result.kept:
         ui.message(f"kept {item['kind']} {item['id']} ({item['why']})")
+    if any("data is kept" in item["why"] for item in result.kept):
+        ui.message(f"to delete them too: mmsctl lambda destroy {name} --delete-data")
+
+
+def _confirm_data_loss(aws: Any, name: str, yes: bool) -> None:
+    """Ask before deleting objects (their count in the question); without a terminal, only --yes goes on."""
+    from mmsctl.cloud.function.destroy import data_buckets
+
+    holding = data_buckets(aws, name)
+    if not holding or yes:
+        return
+    what = ", ".join(f"{count} object{'s' * (count != 1)} in s3://{bucket}" for bucket, count in sorted(holding.items()))
+    if not sys.stdin.isatty():
+        raise UsageError(f"destroy would delete {what}; confirm with --yes (no terminal to ask on)",
+                         params=("delete_data", "yes"))
+    if not typer.confirm(f"Delete {what}, every version?", default=False, err=True):
+        raise UsageError("nothing deleted", param="delete_data")
 
 
 # -- run-local ------------------------------------------------------------------------------------
@@ -421,6 +451,8 @@ def run_local_cmd(
     memory: Optional[int] = typer.Option(None, "--memory", metavar="MB", help="Memory size to report "
                                          "(default: the function's)."),
     timeout: Optional[int] = typer.Option(None, "--timeout", metavar="S", help="Timeout (default: the function's)."),
+    fetch_allow: Optional[str] = typer.Option(None, "--fetch-allow", metavar="LIST",
+                                              help="Non-public destinations ?url= may reach (default: the function's)."),
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
 ) -> None:
@@ -442,7 +474,8 @@ def run_local_cmd(
     if url is not None:
         _check_url(url)
     overrides = local.Overrides(model=model, input_bucket=input_bucket, output_bucket=output_bucket,
-                                input_prefix=input_prefix, output_prefix=output_prefix, memory=memory, timeout=timeout)
+                                input_prefix=input_prefix, output_prefix=output_prefix, memory=memory, timeout=timeout,
+                                fetch_allow=fetch_allow)
     needs_aws = (model is None and build is None) or s3_put is not None
     aws = aws_session(region, profile) if needs_aws else None
     plan = local.plan(aws, name, overrides, build)

@@ -15,9 +15,11 @@ atomically, with retries and a progress bar.)
 from __future__ import annotations
 
 import time
+from typing import Any, Optional
 from urllib.parse import urlsplit
 
 from mmsctl.errors import DownloadError
+from mmsctl.predict.addresses import ENV_ALLOW, AllowList, Resolver, resolve, system_resolver
 
 __all__ = ["MAX_URL_BYTES", "URL_TIMEOUT_S", "FetchError", "check_url", "fetch_url"]
 
@@ -49,45 +51,89 @@ def check_url(url: str) -> str:
     return url
 
 
-def fetch_url(url: str, *, max_bytes: int = MAX_URL_BYTES, timeout: float = URL_TIMEOUT_S) -> bytes:
-    """GET *url* within *timeout* seconds and *max_bytes* bytes.
+def fetch_url(url: str, *, max_bytes: int = MAX_URL_BYTES, timeout: float = URL_TIMEOUT_S,
+              allow: Optional[AllowList] = None, resolver: Resolver = system_resolver,
+              allow_setting: str = ENV_ALLOW) -> bytes:
+    """GET *url* within *timeout* seconds and *max_bytes* bytes, from public addresses only.
+
+    Each hop (the URL, then up to three redirects) is resolved once with *resolver*,
+    judged (:func:`mmsctl.predict.addresses.resolve`; *allow* defaults to
+    ``MMSCTL_FETCH_ALLOW``; *allow_setting* is the name a refusal tells the user to set) and connected to at the judged address, so a name that
+    answers differently on a second lookup cannot steer the connection.
 
     Raises:
-        FetchError: 400 bad URL, 413 too large, 502 the server failed or answered an error,
-            504 too slow.
+        FetchError: 400 bad URL, 403 a destination that is not public, 413 too large,
+            502 the server failed or answered an error, 504 too slow.
     """
     import httpx
 
     check_url(url)
+    allow = AllowList.from_environ() if allow is None else allow
     deadline = time.monotonic() + timeout
-    limits = httpx.Timeout(timeout, connect=min(5.0, timeout))
+    current = url
     try:
-        with httpx.Client(timeout=limits, follow_redirects=True, max_redirects=_MAX_REDIRECTS,
-                          headers={"user-agent": "mmsctl"}) as client:
-            with client.stream("GET", url) as response:
-                if response.status_code >= 400:
-                    raise FetchError(502, "BadGatewayException",
-                                     f"{url[:200]}: HTTP {response.status_code} {response.reason_phrase}")
-                announced = response.headers.get("content-length", "")
-                if announced.isdigit() and int(announced) > max_bytes:
-                    raise FetchError(413, "PayloadTooLargeException",
-                                     f"{url[:200]}: {int(announced)} bytes is more than the {max_bytes} allowed")
-                data = bytearray()
-                for chunk in response.iter_bytes():  # as it arrives: a byte-a-second server meets the deadline
-                    data += chunk
-                    if len(data) > max_bytes:
-                        raise FetchError(413, "PayloadTooLargeException",
-                                         f"{url[:200]}: more than the {max_bytes} bytes allowed")
-                    if time.monotonic() > deadline:
-                        raise FetchError(504, "GatewayTimeoutException",
-                                         f"{url[:200]}: download took longer than {timeout:g}s")
-                return bytes(data)
+        for _hop in range(_MAX_REDIRECTS + 1):
+            with _pinned_client(current, allow, resolver, timeout, allow_setting) as client:
+                with client.stream("GET", current) as response:
+                    if response.is_redirect and response.next_request is not None:
+                        current = check_url(str(response.next_request.url))
+                        continue
+                    return _read(response, url, max_bytes, deadline, timeout)
+        raise FetchError(502, "BadGatewayException", f"{url[:200]}: more than {_MAX_REDIRECTS} redirects")
     except httpx.TimeoutException:
         raise FetchError(504, "GatewayTimeoutException", f"{url[:200]}: no answer within {timeout:g}s") from None
-    except httpx.TooManyRedirects:
-        raise FetchError(502, "BadGatewayException", f"{url[:200]}: more than {_MAX_REDIRECTS} redirects") from None
     except httpx.HTTPError as exc:
         from mmsctl.zoo.download import failure_reason
 
         reason = failure_reason(exc, urlsplit(url).netloc or url)
         raise FetchError(502, "BadGatewayException", f"{url[:200]}: {reason}") from None
+
+
+def _pinned_client(url: str, allow: AllowList, resolver: Resolver, timeout: float, allow_setting: str) -> Any:
+    """An httpx client that connects to the one judged address of *url*'s host (SNI and Host stay the name)."""
+    import httpcore
+    import httpx
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        address = resolve(host, port, allow=allow, resolver=resolver)
+    except PermissionError as exc:
+        raise FetchError(403, "ForbiddenException",
+                         f"{url[:200]}: {exc}; only public addresses are fetched (set {allow_setting} to allow it)") \
+            from None
+    except (OSError, UnicodeError) as exc:
+        raise FetchError(502, "BadGatewayException", f"{url[:200]}: cannot resolve {host}: {exc}") from None
+
+    class Pinned(httpcore.SyncBackend):
+        def connect_tcp(self, host: str, port: int, *args: Any, **kwargs: Any) -> Any:
+            return super().connect_tcp(str(address), port, *args, **kwargs)
+
+    transport = httpx.HTTPTransport(trust_env=False)
+    pool = getattr(transport, "_pool", None)
+    if not isinstance(pool, httpcore.ConnectionPool):  # fail closed if httpx changes its insides
+        raise FetchError(500, "InternalServerException", "this httpx cannot pin a connection's address")
+    pool._network_backend = Pinned()
+    limits = httpx.Timeout(timeout, connect=min(5.0, timeout))
+    return httpx.Client(transport=transport, timeout=limits, follow_redirects=False, trust_env=False,
+                        headers={"user-agent": "mmsctl"})
+
+
+def _read(response: Any, url: str, max_bytes: int, deadline: float, timeout: float) -> bytes:
+    """The body of *response*, within the byte ceiling and the deadline."""
+    if response.status_code >= 400:
+        raise FetchError(502, "BadGatewayException",
+                         f"{url[:200]}: HTTP {response.status_code} {response.reason_phrase}")
+    announced = response.headers.get("content-length", "")
+    if announced.isdigit() and int(announced) > max_bytes:
+        raise FetchError(413, "PayloadTooLargeException",
+                         f"{url[:200]}: {int(announced)} bytes is more than the {max_bytes} allowed")
+    data = bytearray()
+    for chunk in response.iter_bytes():  # as it arrives: a byte-a-second server meets the deadline
+        data += chunk
+        if len(data) > max_bytes:
+            raise FetchError(413, "PayloadTooLargeException", f"{url[:200]}: more than the {max_bytes} bytes allowed")
+        if time.monotonic() > deadline:
+            raise FetchError(504, "GatewayTimeoutException", f"{url[:200]}: download took longer than {timeout:g}s")
+    return bytes(data)

@@ -59,6 +59,7 @@ class Overrides:
     output_prefix: Optional[str] = None
     memory: Optional[int] = None
     timeout: Optional[int] = None
+    fetch_allow: Optional[str] = None
 
 
 @dataclass
@@ -114,7 +115,8 @@ def plan(aws: Any, name: str, overrides: Overrides, build: Optional[Path]) -> Lo
     else:
         variables, memory, timeout = _function_environment(aws, name)
     for key, value in ((env.ENV_INPUT_BUCKET, overrides.input_bucket), (env.ENV_OUTPUT_BUCKET, overrides.output_bucket),
-                       (env.ENV_INPUT_PREFIX, overrides.input_prefix), (env.ENV_OUTPUT_PREFIX, overrides.output_prefix)):
+                       (env.ENV_INPUT_PREFIX, overrides.input_prefix), (env.ENV_OUTPUT_PREFIX, overrides.output_prefix),
+                       (env.ENV_FETCH_ALLOW, overrides.fetch_allow)):
         if value is not None:
             variables[key] = value
     return LocalPlan(name, handler, variables, overrides.memory or memory, overrides.timeout or timeout, code_dir)

@@ -28,6 +28,7 @@ from mmsctl.cloud.function.events import (
     parse_event,
 )
 from mmsctl.cloud.function.outputs import error_document, output_key, result_document
+from mmsctl.cloud.function.env import ENV_FETCH_ALLOW
 from mmsctl.error_body import ErrorBody, error_body, parse_error_body
 from mmsctl.errors import CloudError
 from mmsctl.predict import Prediction
@@ -120,7 +121,8 @@ class Runtime:
         if callable(remaining):  # leave a second to answer before Lambda's own timeout
             timeout = max(0.1, min(timeout, remaining() / 1000.0 - 1.0))
         try:
-            return fetch_url(url, max_bytes=self.settings.max_image_bytes, timeout=timeout)
+            return fetch_url(url, max_bytes=self.settings.max_image_bytes, timeout=timeout,
+                             allow=self.settings.fetch_allow, allow_setting=ENV_FETCH_ALLOW)
         except FetchError as exc:
             raise BadObject(exc.status, exc.type, exc.message) from None
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Mapping, Optional
 
 from mmsctl.cloud.function.env import (
+    ENV_FETCH_ALLOW,
     ENV_INPUT_BUCKET,
     ENV_INPUT_PREFIX,
     ENV_MAX_IMAGE_BYTES,
@@ -27,6 +28,7 @@ from mmsctl.cloud.function.env import (
     ENV_WORK_DIR,
 )
 from mmsctl.errors import ConfigError
+from mmsctl.predict.addresses import AllowList
 
 __all__ = ["HandlerSettings"]
 
@@ -55,6 +57,7 @@ class HandlerSettings:
     url_timeout: float = _DEFAULT_URL_TIMEOUT
     top_k: Optional[int] = None
     work_dir: str = "/tmp/mmsctl"
+    fetch_allow: AllowList = AllowList()
 
     @property
     def model_from_s3(self) -> bool:
@@ -85,6 +88,7 @@ class HandlerSettings:
             url_timeout=_float(env, ENV_URL_TIMEOUT, _DEFAULT_URL_TIMEOUT, 0.1, _MAX_URL_TIMEOUT),
             top_k=top_k,
             work_dir=env.get(ENV_WORK_DIR) or "/tmp/mmsctl",
+            fetch_allow=_allow(env),
         )
 
 
@@ -112,3 +116,11 @@ def _float(env: Mapping[str, str], key: str, default: float, low: float, high: f
     if not low <= value <= high:  # also refuses nan
         raise ConfigError(f"{key}={value:g} is out of range ({low:g}..{high:g})")
     return value
+
+
+def _allow(env: Mapping[str, str]) -> AllowList:
+    """The ``?url=`` allow-list, checked at the container's start (a typo fails the init, not a request)."""
+    try:
+        return AllowList.parse(env.get(ENV_FETCH_ALLOW, ""))
+    except ConfigError as exc:
+        raise ConfigError(f"{ENV_FETCH_ALLOW}: {exc}") from None

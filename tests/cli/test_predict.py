@@ -171,7 +171,17 @@ def image_server(images: Path) -> Iterator[str]:
     server.server_close()
 
 
-def test_url_inputs(capsys, tiny: Path, images: Path, image_server: str) -> None:
+@pytest.fixture(autouse=True)
+def _loopback_servers_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests' URL inputs are servers on loopback, opened on purpose (tests/predict/test_fetch.py refuses)."""
+    monkeypatch.setenv("MMSCTL_FETCH_ALLOW", "127.0.0.1")
+
+
+def test_url_inputs(capsys, monkeypatch, tiny: Path, images: Path, image_server: str) -> None:
+    monkeypatch.delenv("MMSCTL_FETCH_ALLOW")
+    code, out, err = run_mmsctl(capsys, "predict", str(tiny), f"{image_server}/img0.png", "-o", "json")
+    assert code != 0 and "127.0.0.1 is a loopback address" in out + err and "MMSCTL_FETCH_ALLOW" in out + err
+    monkeypatch.setenv("MMSCTL_FETCH_ALLOW", "127.0.0.1")  # the test's image server, opened on purpose
     code, out, err = run_mmsctl(capsys, "predict", str(tiny), f"{image_server}/img0.png",
                                 f"{image_server}/missing.png", "-o", "json")
     assert code == 4
@@ -328,8 +338,9 @@ def test_answers_that_are_not_classes_are_not_put_under_rank_class_probability(
     assert lines[2].split(None, 1) == [str(tmp_path / "b.txt"), '{"sum": 6}']
 
 
-def test_a_url_input_that_cannot_be_fetched_is_one_plain_line(capsys, tiny: Path) -> None:
+def test_a_url_input_that_cannot_be_fetched_is_one_plain_line(capsys, monkeypatch, tiny: Path) -> None:
     from tests.support.mmsctl_server import free_port
+
 
     where = f"127.0.0.1:{free_port()}"
     code, out, err = run_mmsctl(capsys, "predict", str(tiny), f"http://{where}/x.png")

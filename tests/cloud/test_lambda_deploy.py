@@ -249,14 +249,27 @@ def test_destroy_leaves_nothing_tagged_and_a_second_destroy_is_a_no_op(
     assert plan.code == 0, plan.stderr
     planned = [c["operation"] for c in json.loads(plan.stdout)["calls"] if c["mutating"]]
     assert planned[:3] == ["RemoveTargets", "DeleteRule", "PutBucketNotificationConfiguration"]
-    assert planned[-2:] == ["BatchDeleteImage", "DeleteRepository"] and planned.count("DeleteBucket") == 3
+    assert planned[-2:] == ["BatchDeleteImage", "DeleteRepository"]
+    assert planned.count("DeleteBucket") == 1  # the model bucket; the two holding data are kept
+    plan = cli("lambda", "destroy", NAME, "--dry-run", "--delete-data", "-o", "json")
+    assert [c["operation"] for c in json.loads(plan.stdout)["calls"]].count("DeleteBucket") == 3
     assert aws["lambda"].get_function(FunctionName=NAME)  # nothing was deleted
 
     proc = cli("lambda", "destroy", NAME, "-o", "json")
     assert proc.code == 0, proc.stderr
     kinds = [d["kind"] for d in json.loads(proc.stdout)["deleted"]]
     assert kinds == ["schedule", "s3-notification", "function-url", "lambda-function", "log-group", "iam-role",
-                     "bucket", "bucket", "bucket", "ecr-images", "ecr-repository"]  # the reverse of deploy's order
+                     "bucket", "ecr-images", "ecr-repository"]  # the reverse of deploy's order
+    kept = {k["id"]: k["why"] for k in json.loads(proc.stdout)["kept"]}
+    assert kept == {b: "holds 1 object: data is kept unless asked" for b in ("kitten-out", "kitten-in")}
+    assert aws["s3"].get_object(Bucket="kitten-in", Key="incoming/k.jpg")["Body"].read() == kitten_jpg.read_bytes()
+
+    unasked = cli("lambda", "destroy", NAME, "--delete-data")  # no terminal here, and no --yes
+    assert unasked.code == 2 and "would delete 1 object in s3://kitten-in, 1 object in s3://kitten-out" in unasked.stderr
+    assert {b["Name"] for b in aws["s3"].list_buckets()["Buckets"]} == {"kitten-in", "kitten-out"}
+    proc = cli("lambda", "destroy", NAME, "--delete-data", "--yes", "-o", "json")
+    assert proc.code == 0, proc.stderr
+    assert sorted(d["id"] for d in json.loads(proc.stdout)["deleted"]) == ["kitten-in", "kitten-out"]
     assert aws["lambda"].list_functions()["Functions"] == []
     assert aws["s3"].list_buckets()["Buckets"] == []
     assert aws["iam"].list_roles()["Roles"] == []

@@ -37,7 +37,8 @@ def deployed(moto: Moto, squeezenet_archive: Path) -> Moto:  # noqa: F811
     pushed_image(NAME)
     proc = run_cli(moto, "lambda", "deploy", NAME, "--model", str(squeezenet_archive), "--function-url",
                    "--input-bucket", "kitten-in", "--output-bucket", "kitten-out",
-                   "--input-prefix", "incoming/", "--output-prefix", "predictions/")
+                   "--input-prefix", "incoming/", "--output-prefix", "predictions/",
+                   "--fetch-allow", "127.0.0.1")  # the tests' image server on loopback
     assert proc.returncode == 0, proc.stderr
     return moto
 
@@ -96,7 +97,7 @@ def test_run_local_url_and_model_without_a_deployed_function(moto: Moto, squeeze
     shutil.copy(kitten, tmp_path / "kitten.jpg")
     with serving_images(tmp_path) as base:
         proc = run_cli(moto, "lambda", "run-local", "scratch", "--model", str(squeezenet_archive),
-                       "--url", f"{base}/img/kitten.jpg")
+                       "--url", f"{base}/img/kitten.jpg", "--fetch-allow", "127.0.0.1")
     assert proc.returncode == 0, proc.stderr
     answer = json.loads(proc.stdout)
     assert answer["statusCode"] == 200 and json.loads(answer["body"]) == expected

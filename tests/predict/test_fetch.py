@@ -11,12 +11,15 @@ import pytest
 
 from mmsctl.errors import DownloadError
 from mmsctl.predict import expand_inputs
+from mmsctl.predict.addresses import ENV_ALLOW, AllowList, refusal
 from mmsctl.predict.fetch import FetchError, fetch_url
 from tests.support.imageserver import serving_images
 
 
 @pytest.fixture
-def base(tmp_path: Path, kitten_jpg: Path) -> Iterator[str]:
+def base(tmp_path: Path, kitten_jpg: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The image server on loopback, which these tests open on purpose (the allow-list)."""
+    monkeypatch.setenv(ENV_ALLOW, "127.0.0.1")
     shutil.copy(kitten_jpg, tmp_path / "kitten.jpg")
     with serving_images(tmp_path) as url:
         yield url
@@ -60,3 +63,117 @@ def test_predict_reads_url_inputs_through_the_same_bounded_fetch(base: str, kitt
         looping.read()
     assert isinstance(info.value, DownloadError) and info.value.status == 502  # predict's exit code and message
 
+
+
+# -- only public destinations (SSRF) ----------------------------------------------------------------
+
+
+@pytest.fixture
+def loopback(tmp_path: Path, kitten_jpg: Path) -> Iterator[tuple[str, list[tuple[str, str]]]]:
+    """The image server on loopback, NOT allowed: what a hostile ``?url=`` would aim at."""
+    shutil.copy(kitten_jpg, tmp_path / "kitten.jpg")
+    seen: list[tuple[str, str]] = []
+    with serving_images(tmp_path, seen) as url:
+        yield url, seen
+
+
+class Dns:
+    """A DNS stand-in: answers every name with the next of *answers* (the last one repeats), counting lookups."""
+
+    def __init__(self, *answers: str) -> None:
+        self.answers = list(answers)
+        self.lookups: list[str] = []
+
+    def __call__(self, host: str, port: int) -> list[str]:
+        self.lookups.append(host)
+        return [self.answers[min(len(self.lookups), len(self.answers)) - 1]]
+
+
+def _refused(url: str, **kw: object) -> FetchError:
+    with pytest.raises(FetchError) as info:
+        fetch_url(url, max_bytes=1 << 20, timeout=5, **kw)  # type: ignore[arg-type]
+    assert info.value.status == 403 and info.value.type == "ForbiddenException", info.value
+    return info.value
+
+
+def test_loopback_is_refused_before_any_connection(loopback: tuple[str, list[tuple[str, str]]]) -> None:
+    url, seen = loopback
+    err = _refused(f"{url}/img/kitten.jpg")
+    assert "127.0.0.1 is a loopback address" in str(err) and ENV_ALLOW in str(err)
+    port = url.rsplit(":", 1)[1]
+    for literal in (f"http://[::ffff:127.0.0.1]:{port}/img/kitten.jpg", f"http://0x7f000001:{port}/img/kitten.jpg",
+                    f"http://2130706433:{port}/img/kitten.jpg", f"http://127.1:{port}/img/kitten.jpg"):
+        with pytest.raises(FetchError) as info:
+            fetch_url(literal, max_bytes=1 << 20, timeout=5)
+        assert info.value.status in (403, 502), (literal, info.value)  # refused, or not a name at all
+    assert seen == [], "the server behind a refused URL must never see a request"
+
+
+def test_a_public_name_that_resolves_to_loopback_is_refused(loopback: tuple[str, list[tuple[str, str]]]) -> None:
+    url, seen = loopback
+    port = url.rsplit(":", 1)[1]
+    dns = Dns("127.0.0.1")
+    err = _refused(f"http://images.example.com:{port}/img/kitten.jpg", resolver=dns)
+    assert "images.example.com resolves to 127.0.0.1" in str(err)
+    assert dns.lookups == ["images.example.com"] and seen == []
+
+
+def test_metadata_and_private_addresses_are_refused_without_a_connection() -> None:
+    dns = Dns("10.0.0.1")  # never dialled: every case below is refused before connecting
+    assert "instance-metadata" in str(_refused("http://169.254.169.254/latest/meta-data/iam/"))
+    assert "instance-metadata" in str(_refused("http://[fd00:ec2::254]/latest/api/token"))
+    assert "private" in str(_refused("http://intranet.example.com/a.jpg", resolver=dns))
+    for url in ("http://[::1]/", "http://0.0.0.0/", "http://224.0.0.1/", "http://100.64.0.1/",
+                "http://169.254.170.2/v2/credentials", "http://[fe80::1]/", "http://240.0.0.1/"):
+        _refused(url)
+
+
+def test_the_connection_goes_to_the_address_that_was_checked(loopback: tuple[str, list[tuple[str, str]]],
+                                                             kitten_jpg: Path) -> None:
+    """DNS rebinding: the first answer is allowed, a second lookup would say 10.0.0.1 — there is none.
+
+    The name does not resolve on this machine at all, so the download works only because
+    the connection dials the checked address; the server still sees the name in Host."""
+    url, seen = loopback
+    port = url.rsplit(":", 1)[1]
+    dns = Dns("127.0.0.1", "10.0.0.1")
+    data = fetch_url(f"http://rebind.example.com:{port}/img/kitten.jpg", max_bytes=1 << 20, timeout=5,
+                     allow=AllowList.parse("127.0.0.1"), resolver=dns)
+    assert data == kitten_jpg.read_bytes()
+    assert dns.lookups == ["rebind.example.com"]
+    assert seen == [("/img/kitten.jpg", f"rebind.example.com:{port}")]
+
+
+def test_every_redirect_is_checked_again(loopback: tuple[str, list[tuple[str, str]]]) -> None:
+    """An allowed server redirects to loopback by address: refused, the target never asked."""
+    url, seen = loopback
+    port = url.rsplit(":", 1)[1]
+    allowed = AllowList.parse("allowed.example.com")
+    dns = Dns("127.0.0.1")
+    target = f"http://127.0.0.1:{port}/img/kitten.jpg"
+    err = _refused(f"http://allowed.example.com:{port}/to?u={target}", allow=allowed, resolver=dns)
+    assert "127.0.0.1 is a loopback address" in str(err)
+    assert [path for path, _host in seen] == [f"/to?u={target}"]
+
+
+def test_the_allow_list_opens_chosen_destinations_only(loopback: tuple[str, list[tuple[str, str]]],
+                                                       monkeypatch: pytest.MonkeyPatch, kitten_jpg: Path) -> None:
+    url, seen = loopback
+    monkeypatch.setenv(ENV_ALLOW, "10.0.0.0/8, 127.0.0.1/32")
+    assert fetch_url(f"{url}/img/kitten.jpg", max_bytes=1 << 20, timeout=5) == kitten_jpg.read_bytes()
+    _refused("http://169.254.169.254/")  # still not allowed: not on the list
+    monkeypatch.setenv(ENV_ALLOW, "not a host!")
+    with pytest.raises(Exception, match="not an address, a CIDR block or a host name"):
+        fetch_url(f"{url}/img/kitten.jpg", max_bytes=1 << 20, timeout=5)
+
+
+@pytest.mark.parametrize("address, why", [
+    ("8.8.8.8", None), ("2606:4700::1111", None), ("127.0.0.2", "loopback"), ("10.1.2.3", "private"),
+    ("172.16.0.1", "private"), ("192.168.1.1", "private"), ("fc00::1", "private"), ("::ffff:10.0.0.1", "private"),
+    ("169.254.169.254", "instance-metadata"), ("fd00:ec2::254", "instance-metadata"), ("169.254.1.1", "link-local"),
+])
+def test_refusal_names_the_address_class(address: str, why: str | None) -> None:
+    import ipaddress
+
+    got = refusal(ipaddress.ip_address(address))
+    assert (got is None) if why is None else (got is not None and why in got), got

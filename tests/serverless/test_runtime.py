@@ -18,6 +18,7 @@ import pytest
 
 from mmsctl.errors import CloudError
 from mmsctl.cloud.function.events import WARM_EVENT, api_gateway_event, function_url_event, s3_put_event
+from mmsctl.predict.addresses import AllowList
 from mmsctl.serverless.served_model import ServedModel, load_model
 from mmsctl.serverless.runtime import Runtime
 from mmsctl.serverless.settings import HandlerSettings
@@ -68,8 +69,15 @@ def test_post_an_image_to_the_function_url_gives_predicts_top5(
 def test_get_and_post_with_a_url(served: ServedModel, expected: list[dict[str, Any]], kitten_jpg: Path,
                                  tmp_path: Path) -> None:
     shutil.copy(kitten_jpg, tmp_path / "kitten.jpg")
-    rt = runtime(served)
-    with serving_images(tmp_path) as base:
+    seen: list[tuple[str, str]] = []
+    with serving_images(tmp_path, seen) as base:
+        refused = runtime(served).handle(api_gateway_event("GET", query={"url": f"{base}/img/kitten.jpg"}))
+        assert refused["statusCode"] == 403 and body(refused)["type"] == "ForbiddenException"
+        assert "loopback" in body(refused)["message"] and seen == []  # a hostile ?url= never reaches the host
+        metadata = runtime(served).handle({"url": "http://169.254.169.254/latest/meta-data/"})
+        assert metadata["code"] == 403 and "instance-metadata" in metadata["message"]  # a direct invoke's body
+        assert "MMSCTL_LAMBDA_FETCH_ALLOW" in metadata["message"]
+        rt = runtime(served, fetch_allow=AllowList.parse("127.0.0.1"))  # MMSCTL_LAMBDA_FETCH_ALLOW
         url = f"{base}/img/kitten.jpg"
         assert body(rt.handle(api_gateway_event("GET", query={"url": url}))) == expected  # the article's endpoint
         v2 = sample("function_url_post.json")

@@ -5,6 +5,7 @@
     /endless       chunked, no length, never stops on its own
     /drip          one byte every 0.2 s, for a long time
     /redirect/N    redirects N more times, then to /img/kitten.jpg
+    /to?u=URL      redirects to URL (anywhere)
     anything else  404
 """
 
@@ -20,7 +21,7 @@ from typing import Iterator
 __all__ = ["serving_images"]
 
 
-def _handler(root: Path) -> type[BaseHTTPRequestHandler]:
+def _handler(root: Path, seen: list[tuple[str, str]]) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -40,6 +41,7 @@ def _handler(root: Path) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:  # noqa: N802
             path = self.path
+            seen.append((path, self.headers.get("Host", "")))
             try:
                 if path.startswith("/img/"):
                     file = root / path[len("/img/"):]
@@ -67,6 +69,10 @@ def _handler(root: Path) -> type[BaseHTTPRequestHandler]:
                     left = int(path.rsplit("/", 1)[1])
                     target = f"/redirect/{left - 1}" if left > 0 else "/img/kitten.jpg"
                     self._head(302, 0, {"Location": target})
+                elif path.startswith("/to?u="):
+                    from urllib.parse import unquote
+
+                    self._head(302, 0, {"Location": unquote(path[len("/to?u="):])})
                 else:
                     self._head(404, 0)
             except (BrokenPipeError, ConnectionResetError):
@@ -76,9 +82,11 @@ def _handler(root: Path) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def serving_images(root: Path) -> Iterator[str]:
-    """Serve *root* on a free loopback port; yields the base URL (no trailing slash)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(root))
+def serving_images(root: Path, seen: list[tuple[str, str]] | None = None) -> Iterator[str]:
+    """Serve *root* on a free loopback port; yields the base URL (no trailing slash).
+
+    Each request's path and Host header are appended to *seen* when it is given."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(root, [] if seen is None else seen))
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

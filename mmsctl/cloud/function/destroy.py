@@ -2,8 +2,10 @@
 
 Order: the warm-up schedule, the S3 notifications (on the input bucket), the
 function URL, provisioned concurrency and its alias, the function (its resource
-policy goes with it), the log group, the role, the buckets (emptied first, every
-version; kept with ``--keep-data``), the ECR images and then the repository. Each
+policy goes with it), the log group, the role, the buckets, the ECR images and then
+the repository. Data is never deleted by default: an input or output bucket that holds
+objects stays unless *delete_data* (the CLI asks first, naming the count); empty ones go,
+and so does the model bucket, which holds only the archive deploy uploaded. Each
 step reads first and skips what is gone, so a second destroy makes no change.
 Only resources tagged ``mmsctl:lambda=NAME`` are deleted; a bucket of yours that
 deploy only used is left alone, with just this function's notifications removed.
@@ -21,7 +23,7 @@ from mmsctl.cloud.function import spec as names
 from mmsctl.cloud.function.resources import as_dict, bucket_tags, function_or_none, ours
 from mmsctl.errors import CloudError
 
-__all__ = ["DestroyResult", "destroy"]
+__all__ = ["DestroyResult", "data_buckets", "destroy"]
 
 _BATCH = 1000  # DeleteObjects takes at most 1000 keys
 
@@ -47,7 +49,36 @@ def _missing(exc: CloudError, *codes: str) -> bool:
     return aws_code(exc) in codes or aws_code(exc) in ("ResourceNotFoundException", "NoSuchEntity", "404")
 
 
-def destroy(aws: AwsSession, name: str, *, keep_data: bool = False) -> DestroyResult:
+def _buckets(aws: AwsSession, name: str, tags: dict[str, str]) -> list[str]:
+    return [b for b in dict.fromkeys([tags.get(LAMBDA_OUTPUT), tags.get(LAMBDA_INPUT), tags.get(LAMBDA_MODEL_BUCKET),
+                                      *_tagged_buckets(aws, name)]) if b]
+
+
+def data_buckets(aws: AwsSession, name: str) -> dict[str, int]:
+    """The buckets destroy would delete only with *delete_data*: ours, not the model bucket, holding objects
+    (bucket -> how many object versions and delete markers)."""
+    function = function_or_none(aws, name)
+    tags = (function or {}).get("Tags") or {}
+    model_bucket = tags.get(LAMBDA_MODEL_BUCKET)
+    if model_bucket is None and aws.unlooked is None:  # a destroy that stopped half-way: the function is gone
+        model_bucket = names.model_bucket_name(name, aws.account_id(), aws.region)
+    found: dict[str, int] = {}
+    for bucket in _buckets(aws, name, tags):
+        bucket_tag = bucket_tags(aws, bucket)
+        if bucket_tag is None or not ours(bucket_tag, name) or bucket == model_bucket:
+            continue
+        count = _count(aws, bucket)
+        if count:
+            found[bucket] = count
+    return found
+
+
+def _count(aws: AwsSession, bucket: str) -> int:
+    return sum(1 for key in ("Versions", "DeleteMarkers")
+               for _ in aws.paginate("s3", "list_object_versions", key, Bucket=bucket))
+
+
+def destroy(aws: AwsSession, name: str, *, keep_data: bool = False, delete_data: bool = False) -> DestroyResult:
     """Remove deployment *name*; see the module docstring.
 
     Raises:
@@ -69,10 +100,12 @@ def destroy(aws: AwsSession, name: str, *, keep_data: bool = False) -> DestroyRe
         _function(aws, name, result)
     _log_group(aws, name, result)
     _role(aws, name, result)
-    buckets = [b for b in dict.fromkeys([tags.get(LAMBDA_OUTPUT), tags.get(LAMBDA_INPUT), tags.get(LAMBDA_MODEL_BUCKET),
-                                         *_tagged_buckets(aws, name)]) if b]
-    for bucket in buckets:
-        _bucket(aws, name, bucket, keep_data, result)
+    holding = {} if delete_data or keep_data else data_buckets(aws, name)
+    for bucket in _buckets(aws, name, tags):
+        if bucket in holding:
+            result.keep("bucket", bucket, f"holds {holding[bucket]} object{'s' * (holding[bucket] != 1)}: data is kept unless asked")
+        else:
+            _bucket(aws, name, bucket, keep_data, result)
     _repository(aws, name, result)
     return result
 

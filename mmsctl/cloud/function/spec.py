@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from mmsctl.errors import UsageError
+from mmsctl.errors import ConfigError, UsageError
 
 __all__ = [
     "DEFAULT_SUFFIXES",
@@ -174,6 +174,7 @@ class DeploySpec:
     provisioned: Optional[int] = None
     model_bucket: Optional[str] = None
     model_source: str = "s3"  # "s3": the archive goes to the model bucket; "image": baked into *image*
+    fetch_allow: str = ""  # non-public destinations ?url= may reach (mmsctl.predict.addresses)
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -222,6 +223,14 @@ class DeploySpec:
             self.warnings.append("the function URL is public (AuthType NONE): anyone with the URL can invoke it "
                                  "and you pay for every call")
         self._check_buckets()
+        if self.fetch_allow:
+            from mmsctl.predict.addresses import AllowList
+
+            try:
+                AllowList.parse(self.fetch_allow)
+            except ConfigError as exc:
+                raise UsageError(str(exc), param="fetch_allow") from None
+            self.warnings.append(f"URL inputs may reach {self.fetch_allow} (not only public addresses)")
         if self.warm is not None:
             parse_schedule(self.warm)
         if self.provisioned is not None:

@@ -83,6 +83,8 @@ def _variables(spec: DeploySpec, model_uri: Optional[str], model_version: Option
         variables[env.ENV_MODEL] = model_uri
         if model_version:
             variables[env.ENV_MODEL_VERSION] = model_version
+    if spec.fetch_allow:
+        variables[env.ENV_FETCH_ALLOW] = spec.fetch_allow
     if spec.input_bucket and spec.output_bucket:
         variables.update({env.ENV_INPUT_BUCKET: spec.input_bucket, env.ENV_OUTPUT_BUCKET: spec.output_bucket})
         if spec.input_prefix:
