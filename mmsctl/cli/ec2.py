@@ -58,11 +58,13 @@ INSTANCE_COLUMNS = (
 
 
 def aws_session(region: Optional[str], profile: Optional[str], dry_run: bool = False,
-                plan_without_aws: bool = False) -> Any:
-    """The AWS session; a dry run that may plan without AWS (*plan_without_aws*) needs no region or credentials."""
+                plan_without_aws: bool = False, local_service: Optional[str] = None) -> Any:
+    """The AWS session; a dry run that may plan without AWS (*plan_without_aws*) needs no region or credentials,
+    nor does a command whose one service (*local_service*) is pointed at loopback."""
     from mmsctl.cloud.aws.session import open_session
 
-    return open_session(region=region, profile=profile, dry_run=dry_run, plan_without_aws=plan_without_aws)
+    return open_session(region=region, profile=profile, dry_run=dry_run, plan_without_aws=plan_without_aws,
+                        local_service=local_service)
 
 
 def render_calls(aws: Any, output: str, extra: Optional[dict[str, Any]] = None) -> None:

@@ -45,7 +45,8 @@ _DEPLOY_WORDS = CommandWords(
     flags={"memory": "--memory", "timeout": "--timeout", "model_source": "--model-source", "image": "--image",
            "model_bucket": "--model-bucket", "public": "--public", "url": "--function-url", "warm": "--warm",
            "provisioned": "--provisioned", "input_bucket": "--input-bucket", "output_bucket": "--output-bucket",
-           "input_prefix": "--input-prefix", "output_prefix": "--output-prefix", "suffixes": "--suffix"},
+           "input_prefix": "--input-prefix", "output_prefix": "--output-prefix", "suffixes": "--suffix",
+           "fetch_allow": "--fetch-allow"},
     hints=(
         ("lambda-schedule-too-short", "use --warm 1m or more, or --provisioned N to keep N instances initialised"),
         ("lambda-looping-buckets", "use another output bucket, or disjoint prefixes: --input-prefix incoming/ "
@@ -53,6 +54,9 @@ _DEPLOY_WORDS = CommandWords(
         ("lambda-foreign-bucket", "pass --model-bucket BUCKET to use it on purpose"),
         ("lambda-missing-image", lambda exc: "build and push it: mmsctl lambda build MODEL --push --name "
                                              f"{getattr(exc, 'function', 'NAME')}"),
+        ("lambda-deploy-incomplete", lambda exc: "; ".join(filter(None, (
+            getattr(exc, "cause_hint", None),
+            f"fix it and deploy again, or remove what was made: mmsctl lambda destroy {getattr(exc, 'function', 'NAME')}")))),
     ),
 )
 _INVOKE_WORDS = CommandWords(hints=(("lambda-too-big", "send it through the pipeline: --s3 FILE"),
@@ -141,7 +145,7 @@ def build_cmd(
         from mmsctl.cloud.function.build import ContainerTool
 
         assert name is not None
-        aws = aws_session(region, profile, dry_run)
+        aws = aws_session(region, profile, dry_run, plan_without_aws=True)
         pushed = push_image(aws, ctx, name, tag=tag, tool=tool or ContainerTool("docker", "docker"))
         data["push"] = pushed
         if dry_run:
@@ -212,7 +216,7 @@ def deploy_cmd(
     if spec.model_source == "s3" and not model.startswith("s3://"):
         model_file = resolve_model_file(model)
     ui = get_ui()
-    aws = aws_session(region, profile, dry_run)
+    aws = aws_session(region, profile, dry_run, plan_without_aws=True)
     result = deploy(aws, spec, model_file=model_file)
     for warning in result.warnings:
         ui.warn(warning)
@@ -258,6 +262,8 @@ def invoke_cmd(
     s3: Optional[Path] = typer.Option(None, "--s3", metavar="FILE", help="Upload into the input bucket and wait "
                                       "for the output object (end-to-end)."),
     wait: float = typer.Option(120.0, "--timeout", metavar="S", help="With --s3: seconds to wait for the output object."),
+    keep: bool = typer.Option(False, "--keep", help="With --s3: keep the uploaded image and its output object "
+                              "(default: both are deleted once the output is read)."),
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
     output: str = OutputOpt,
@@ -276,10 +282,10 @@ def invoke_cmd(
     if s3 is not None:
         if not 0 < wait <= 900:
             raise UsageError("--timeout: 1 to 900 seconds")
-        result = inv.invoke_pipeline(aws_session(region, profile), name, s3, wait=wait)
+        result = inv.invoke_pipeline(aws_session(region, profile), name, s3, wait=wait, keep=keep)
     else:
         event = inv.image_event(image) if image is not None else inv.url_event(_check_url(str(url)))
-        result = inv.invoke_sync(aws_session(region, profile), name, event)
+        result = inv.invoke_sync(aws_session(region, profile, local_service="lambda"), name, event)
     _render_invoke(result, output)
 
 
@@ -387,7 +393,7 @@ def destroy_cmd(
     check_function_name(name)
     if keep_data and delete_data:
         raise UsageError("keep data or delete it, not both", params=("keep_data", "delete_data"))
-    aws = aws_session(region, profile, dry_run)
+    aws = aws_session(region, profile, dry_run, plan_without_aws=True)
     if delete_data and not dry_run:
         _confirm_data_loss(aws, name, yes)
     result = destroy(aws, name, keep_data=keep_data, delete_data=delete_data)

@@ -46,3 +46,29 @@ def test_the_table_says_which_calls_it_would_look_up(capsys) -> None:
 def test_a_real_launch_still_needs_a_region(capsys) -> None:
     code, _, err = run_mmsctl(capsys, "ec2", "launch", "--eia", "medium")
     assert code == 9 and err.startswith("error: no AWS region configured")
+
+
+def test_lambda_dry_runs_plan_without_region_or_credentials(capsys, tmp_path: Path) -> None:
+    """build --push, deploy and destroy: the whole plan with placeholders, nothing reached AWS."""
+    from tests.cloud.lambda_support import noop_mar
+
+    mar = noop_mar(tmp_path)
+    code, out, err = run_mmsctl(capsys, "lambda", "deploy", "kitten", "--model", str(mar), "--function-url",
+                                "--input-bucket", "kitten-in", "--output-bucket", "kitten-out", "--dry-run", "-o", "json")
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["looked_up"] is False and not any(c["executed"] for c in plan["calls"])
+    ops = [c["operation"] for c in plan["calls"] if c["mutating"]]
+    assert {"CreateRepository", "CreateBucket", "PutObject", "CreateRole", "CreateFunction", "CreateFunctionUrlConfig",
+            "PutBucketNotificationConfiguration"} <= set(ops), ops
+    assert "nothing was looked up in AWS" in err
+
+    code, out, err = run_mmsctl(capsys, "lambda", "destroy", "kitten", "--dry-run", "-o", "json")
+    assert code == 0, err
+    assert json.loads(out)["looked_up"] is False
+
+    context = tmp_path / "ctx"
+    code, out, err = run_mmsctl(capsys, "lambda", "build", str(mar), "--out", str(context), "--push",
+                                "--name", "kitten", "--dry-run", "-o", "json")
+    assert code == 0, err
+    assert "CreateRepository" in {c["operation"] for c in json.loads(out)["calls"]}

@@ -312,11 +312,13 @@ def test_refuses_what_mmsctl_did_not_make_and_missing_images(moto: Moto, cli: An
         assert "was not deployed by mmsctl" in proc.stderr and "refusing" in proc.stderr
     assert aws["lambda"].get_function(FunctionName=NAME)
 
-    proc = cli("lambda", "deploy", "other", "--model", str(mar))
-    assert proc.code == 9
+    proc = cli("lambda", "deploy", "other", "--model", str(mar), "-o", "json")
+    assert proc.code == 2  # a step the user has to take first, as documented; nothing was made
     assert proc.stderr.splitlines() == [
         f"error: no image {ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/mmsctl-lambda/other:latest in ECR",
         "hint: build and push it: mmsctl lambda build MODEL --push --name other"]
+    assert aws["ecr"].describe_repositories()["repositories"] == []  # no empty repository left behind
+    assert [b["Name"] for b in aws["s3"].list_buckets()["Buckets"]] == []
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -400,3 +402,20 @@ def test_a_synchronous_invoke_is_never_retried(tmp_path: Path, cli: Any, monkeyp
     assert proc.code == 9 and proc.stderr.startswith("error: lambda Invoke failed")
     assert len([s for s in seen if s.endswith(f"/functions/{NAME}/invocations")]) == 1
     assert listed.code == 9 and len(seen) > 2  # other calls keep boto3's retries
+
+
+def test_a_deploy_that_fails_half_way_says_what_it_made(moto: Moto, cli: Any, aws: dict[str, Any], mar: Path) -> None:
+    """A role of the function's name that mmsctl did not make stops deploy after the buckets exist."""
+    pushed_image(NAME)
+    aws["iam"].create_role(RoleName=f"mmsctl-lambda-{NAME}", Path="/mmsctl/", AssumeRolePolicyDocument="{}")
+    proc = cli("lambda", "deploy", NAME, "--model", str(mar), *PIPELINE)
+    assert proc.code != 0 and len(proc.stderr.splitlines()) == 2, proc.stderr
+    error, hint = proc.stderr.splitlines()
+    made = sorted(b["Name"] for b in aws["s3"].list_buckets()["Buckets"])
+    assert made and all(f"bucket {b}" in error for b in made if b != "their-bucket"), (made, error)
+    assert f"deploy of {NAME} stopped there, after it made:" in error
+    assert hint.endswith(f"mmsctl lambda destroy {NAME}")
+    assert aws["lambda"].list_functions()["Functions"] == []
+    cleanup = cli("lambda", "destroy", NAME, "-o", "json")
+    assert cleanup.code == 0, cleanup.stderr
+    assert aws["s3"].list_buckets()["Buckets"] == []

@@ -9,6 +9,7 @@ announced, or behind the Invoke API (`run-local --serve`) that `lambda invoke` c
 from __future__ import annotations
 
 import json
+import os
 import queue
 import shutil
 import subprocess
@@ -145,6 +146,15 @@ def test_invoke_reports_cold_then_warm_through_the_invoke_api(deployed: Moto, ki
         assert "n02124075 Egyptian cat" in warm.stdout.splitlines()[1]
         assert "status 200" in warm.stderr and "· warm ·" in warm.stderr and "max memory" in warm.stderr
 
+        # a local endpoint needs no region and no credentials (there are none in this environment)
+        bare = {k: v for k, v in deployed.env().items() if not k.startswith("AWS_")}
+        bare.update(AWS_ENDPOINT_URL_LAMBDA=url, AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull,
+                    AWS_EC2_METADATA_DISABLED="true")
+        local = subprocess.run([sys.executable, "-m", "mmsctl", "lambda", "invoke", NAME, str(kitten), "-o", "json"],
+                               capture_output=True, text=True, cwd=REPO, env=bare, timeout=120)
+        assert local.returncode == 0, local.stderr
+        assert json.loads(local.stdout)["result"] == expected
+
         shutil.copy(kitten, tmp_path / "kitten.jpg")
         with serving_images(tmp_path) as base:  # the function fetches the image itself: GET ?url=
             by_url = run_cli(deployed, "lambda", "invoke", NAME, "--url", f"{base}/img/kitten.jpg", "-o", "json",
@@ -181,6 +191,8 @@ def test_invoke_s3_waits_for_the_output_object(deployed: Moto, kitten: Path, exp
     result = json.loads(out)
     assert result["status"] == 200 and result["result"] == expected and result["latency_ms"] > 0
     assert result["output"] == f"s3://kitten-out/predictions/{key.removeprefix('incoming/')}.json"
+    for bucket in ("kitten-in", "kitten-out"):  # the test image and its answer are not data: both deleted
+        assert s3.list_objects_v2(Bucket=bucket).get("KeyCount") == 0, bucket
 
 
 def test_invoke_s3_gives_up_after_wait(deployed: Moto, kitten: Path) -> None:

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-__all__ = ["Call", "is_mutating", "operation_name", "placeholder_read", "placeholder_response"]
+__all__ = ["Call", "is_mutating", "missing_code", "operation_name", "placeholder_read", "placeholder_response"]
 
 _READ_PREFIXES = ("describe_", "get_", "list_", "head_", "filter_")
 _ELB_ARN = "arn:aws:elasticloadbalancing:<region>:<account>"
@@ -140,8 +140,31 @@ def _instance_tags(params: dict[str, Any]) -> list[dict[str, str]]:
     return []
 
 
-#: Reads a dry run without credentials answers "not there": mmsctl then plans to create it.
-_MISSING = frozenset({"get_role", "get_instance_profile"})
+#: Reads a dry run without credentials answers "not there" (with AWS's error code for it): mmsctl then
+#: plans to create what it would create.
+_MISSING = {
+    "get_role": "NoSuchEntity", "get_instance_profile": "NoSuchEntity", "get_role_policy": "NoSuchEntity",
+    "get_function": "ResourceNotFoundException", "get_function_configuration": "ResourceNotFoundException",
+    "get_function_url_config": "ResourceNotFoundException", "get_alias": "ResourceNotFoundException",
+    "get_policy": "ResourceNotFoundException", "get_function_concurrency": "ResourceNotFoundException",
+    "get_function_event_invoke_config": "ResourceNotFoundException",
+    "get_provisioned_concurrency_config": "ProvisionedConcurrencyConfigNotFoundException",
+    "describe_repositories": "RepositoryNotFoundException", "get_repository_policy": "RepositoryNotFoundException",
+    "describe_images": "RepositoryNotFoundException", "list_images": "RepositoryNotFoundException",
+    "head_bucket": "404", "get_bucket_tagging": "NoSuchBucket", "get_bucket_location": "NoSuchBucket",
+    "get_bucket_notification_configuration": "NoSuchBucket", "get_bucket_versioning": "NoSuchBucket",
+    "head_object": "404", "get_object": "NoSuchKey",
+    "describe_rule": "ResourceNotFoundException", "list_targets_by_rule": "ResourceNotFoundException",
+    "get_queue_url": "AWS.SimpleQueueService.NonExistentQueue",
+}
+_IMAGE_READS = frozenset({"describe_images"})
+
+
+def missing_code(service: str, operation: str) -> str:
+    """AWS's error code for "not there" that a dry run without credentials answers *operation* with."""
+    if service == "ec2" and operation in _IMAGE_READS:
+        return "InvalidAMIID.NotFound"
+    return _MISSING.get(operation, "ResourceNotFoundException")
 
 
 def _filter(params: dict[str, Any], name: str) -> Any:
@@ -155,7 +178,7 @@ def placeholder_read(service: str, operation: str, params: dict[str, Any]) -> Op
     """What a dry run without credentials takes a read to answer: placeholders for what it would find,
     empty lists for what mmsctl creates when missing; None for a read it takes to find nothing
     (the caller raises "not found")."""
-    if operation in _MISSING:
+    if operation in _MISSING and not (service == "ec2" and operation in _IMAGE_READS):
         return None
     if operation == "get_parameter":
         return {"Parameter": {"Value": f"<AMI id from {params.get('Name', 'SSM')}>"}}
@@ -173,6 +196,9 @@ def placeholder_read(service: str, operation: str, params: dict[str, Any]) -> Op
                             for n in (1, 2)]}
     if operation == "get_caller_identity":
         return {"Account": "<account>"}
+    if operation == "get_authorization_token":
+        return {"authorizationData": [{"proxyEndpoint": "https://<account>.dkr.ecr.<region>.amazonaws.com",
+                                       "authorizationToken": ""}]}
     empty = {"describe_security_groups": "SecurityGroups", "describe_vpc_endpoints": "VpcEndpoints",
              "describe_instances": "Reservations", "describe_load_balancers": "LoadBalancers",
              "describe_target_groups": "TargetGroups", "describe_auto_scaling_groups": "AutoScalingGroups",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Optional
 
-from mmsctl.cloud.aws.dryrun import Call, is_mutating, placeholder_read, placeholder_response
+from mmsctl.cloud.aws.dryrun import Call, is_mutating, missing_code, placeholder_read, placeholder_response
 from mmsctl.cloud.aws.errors import NoRegion, ResourceNotFound, UnknownRegion, translate
 from mmsctl.errors import CloudError
 
@@ -73,7 +73,7 @@ class AwsSession:
             self._plan(Call(service, operation, dict(params), executed=False, looked=False))
             answer = placeholder_read(service, operation, params)
             if answer is None:
-                raise ResourceNotFound(f"{operation}: not looked up (dry run without credentials)")
+                raise _not_looked_up(service, operation)
             return answer
         if self.dry_run and is_mutating(operation):
             self.calls.append(Call(service, operation, dict(params), executed=False))
@@ -168,14 +168,28 @@ def known_regions(boto_session: Any) -> set[str]:
     return regions
 
 
+def local_endpoint(service: str) -> Optional[str]:
+    """The loopback endpoint *service* is pointed at (``AWS_ENDPOINT_URL_<SERVICE>`` or ``AWS_ENDPOINT_URL``),
+    e.g. ``lambda run-local --serve``; None for AWS itself or any other host."""
+    import os
+    from urllib.parse import urlsplit
+
+    url = os.environ.get(f"AWS_ENDPOINT_URL_{service.upper()}") or os.environ.get("AWS_ENDPOINT_URL") or ""
+    host = (urlsplit(url).hostname or "").lower()
+    return url if host in ("127.0.0.1", "::1", "localhost") else None
+
+
 def open_session(*, region: Optional[str] = None, profile: Optional[str] = None, dry_run: bool = False,
-                 plan_without_aws: bool = False) -> AwsSession:
+                 plan_without_aws: bool = False, local_service: Optional[str] = None) -> AwsSession:
     """A session from boto3's usual chain (flags > AWS_PROFILE/AWS_DEFAULT_REGION > ~/.aws/config).
 
     Args:
         plan_without_aws: with *dry_run*, a missing region or credentials is no error: the
             session then looks nothing up and answers reads with placeholders
             (:func:`~mmsctl.cloud.aws.dryrun.placeholder_read`); ``unlooked`` says why.
+        local_service: the one service the command calls; when it is pointed at loopback
+            (:func:`local_endpoint`), a missing region or credentials is filled with
+            stand-ins (a local endpoint checks neither).
 
     Raises:
         NoCredentials: the profile does not exist.
@@ -188,6 +202,11 @@ def open_session(*, region: Optional[str] = None, profile: Optional[str] = None,
     except Exception as exc:  # noqa: BLE001 - ProfileNotFound and friends
         raise _translated(exc, "", "") from exc
     name = boto_session.region_name
+    if local_service and local_endpoint(local_service) and not (name and _has_credentials(boto_session)):
+        keys = {} if _has_credentials(boto_session) else {"aws_access_key_id": "local",
+                                                           "aws_secret_access_key": "local"}
+        boto_session = boto3.Session(region_name=name or "us-east-1", **keys)
+        return AwsSession(boto_session, boto_session.region_name, dry_run=dry_run)
     if dry_run and plan_without_aws:
         missing = [what for what, there in (("region", name), ("credentials", _has_credentials(boto_session)))
                    if not there]
@@ -215,3 +234,12 @@ def _botocore_version() -> str:
 
     return str(botocore.__version__)
 
+
+
+def _not_looked_up(service: str, operation: str) -> ResourceNotFound:
+    """"Not there", as AWS would say it (its error code behind :func:`~mmsctl.cloud.aws.errors.aws_code`)."""
+    error = ResourceNotFound(f"{operation}: not looked up (dry run without credentials)")
+    cause = LookupError(operation)
+    cause.response = {"Error": {"Code": missing_code(service, operation)}}  # type: ignore[attr-defined]
+    error.__cause__ = cause
+    return error

@@ -184,10 +184,13 @@ def _pipeline_ends(aws: AwsSession, name: str) -> tuple[str, str, str, str]:
     return in_bucket, variables.get(env.ENV_INPUT_PREFIX, ""), out_bucket, variables.get(env.ENV_OUTPUT_PREFIX, "")
 
 
-def invoke_pipeline(aws: AwsSession, name: str, image: Path, *, wait: float = 120.0,
+def invoke_pipeline(aws: AwsSession, name: str, image: Path, *, wait: float = 120.0, keep: bool = False,
                     clock: Callable[[], float] = time.monotonic,
                     sleep: Callable[[float], None] = time.sleep) -> InvokeResult:
     """Upload *image* into the input bucket and wait (at most *wait* seconds) for its output object.
+
+    Unless *keep*, the upload and the output object are deleted once the output is read (a
+    test image is not data); after a timeout both stay, as the function may still be at work.
 
     Raises:
         RequestTimeout: no output object within *wait* seconds (exit 7).
@@ -215,6 +218,9 @@ def invoke_pipeline(aws: AwsSession, name: str, image: Path, *, wait: float = 12
             doc = json.loads(got["Body"].read(MAX_PAYLOAD))
             status = int(doc.get("status", 500 if is_error else 200))
             result = doc.get("error") if is_error else doc.get("result")
+            if not keep:
+                aws.call("s3", "delete_object", Bucket=in_bucket, Key=key)
+                aws.call("s3", "delete_object", Bucket=out_bucket, Key=out_key)
             return InvokeResult(status, result, latency_ms=latency, input=f"s3://{in_bucket}/{key}",
                                 output=f"s3://{out_bucket}/{out_key}")
         if clock() - start > wait:

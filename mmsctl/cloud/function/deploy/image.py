@@ -8,13 +8,13 @@ from mmsctl.cloud.aws.errors import aws_code
 from mmsctl.cloud.function import spec as names
 from mmsctl.cloud.function.deploy.target import Target
 from mmsctl.cloud.function.repository import ensure_repository
-from mmsctl.errors import CloudError
+from mmsctl.errors import CloudError, UsageError
 
-__all__ = ["MissingImage", "ensure_image"]
+__all__ = ["MissingImage", "ensure_image", "find_image"]
 
 
-class MissingImage(CloudError):
-    """The function's image is not in ECR: it has to be built and pushed first."""
+class MissingImage(UsageError):
+    """The function's image is not in ECR: it has to be built and pushed first (nothing was changed)."""
 
     reference = "lambda-missing-image"
 
@@ -24,28 +24,40 @@ class MissingImage(CloudError):
         self.function = function
 
 
-def ensure_image(t: Target) -> str:
-    """The image URI the function runs; one in our repository is pinned to its digest, so a new
-    push under the same tag is noticed (Lambda resolves a tag only when the code is set)."""
+def find_image(t: Target) -> str:
+    """The image URI the function will run, checked with reads only (before deploy changes anything).
+
+    One in our repository, or in another repository of this account and region, must exist;
+    a tag is pinned to its digest, so a new push under the same tag is noticed (Lambda
+    resolves a tag only when the code is set).
+
+    Raises:
+        MissingImage: no such repository or image (a dry run only warns).
+    """
     repo = names.repository_name(t.name)
     uri = t.spec.image or f"{t.account}.dkr.ecr.{t.aws.region}.amazonaws.com/{repo}:latest"
     parsed = names.ecr_uri(uri)
-    if parsed is None or parsed[2] != repo:
-        return uri  # an image from another repository: used as it is, nothing of ours to manage
-    action, _ = ensure_repository(t.aws, t.name)
-    t.note(action, "ecr-repository", repo)
-    tag = parsed[3]
-    if tag is None:
-        return uri
+    if parsed is None or (parsed[0], parsed[1]) != (t.account, t.aws.region) or parsed[3] is None:
+        return uri  # another account's or region's image (Lambda checks it), or a digest already
     try:
-        found = t.aws.call("ecr", "describe_images", repositoryName=repo, imageIds=[{"imageTag": tag}])
+        found = t.aws.call("ecr", "describe_images", repositoryName=parsed[2], imageIds=[{"imageTag": parsed[3]}])
     except CloudError as exc:
         if aws_code(exc) not in ("ImageNotFoundException", "RepositoryNotFoundException"):
             raise
-        hint = f"build the image of {t.name} and push it to {repo} first"
+        hint = f"build the image of {t.name} and push it to {parsed[2]} first"
         if not t.aws.dry_run:
             raise MissingImage(f"no image {uri} in ECR", function=t.name, hint=hint) from exc
         t.spec.warnings.append(f"no image {uri} in ECR yet ({hint})")
         return uri
     digest = found["imageDetails"][0]["imageDigest"]
     return f"{uri.rsplit(':', 1)[0]}@{digest}"
+
+
+def ensure_image(t: Target, uri: str) -> None:
+    """Our repository's pull policy for this function, when the image is in our repository."""
+    parsed = names.ecr_uri(uri.split("@", 1)[0] if "@" in uri else uri)
+    repo = names.repository_name(t.name)
+    if t.spec.image is not None and (parsed is None or parsed[2] != repo):
+        return  # an image from another repository: nothing of ours to manage
+    action, _ = ensure_repository(t.aws, t.name)
+    t.note(action, "ecr-repository", repo)

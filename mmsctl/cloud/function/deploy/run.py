@@ -19,7 +19,7 @@ from mmsctl.cloud.function import env, policy
 from mmsctl.cloud.function.deploy.alias import current_alias, ensure_provisioned
 from mmsctl.cloud.function.deploy.buckets import ensure_bucket
 from mmsctl.cloud.function.deploy.function import ensure_function
-from mmsctl.cloud.function.deploy.image import ensure_image
+from mmsctl.cloud.function.deploy.image import ensure_image, find_image
 from mmsctl.cloud.function.deploy.log_group import ensure_log_group
 from mmsctl.cloud.function.deploy.model import ensure_model
 from mmsctl.cloud.function.deploy.permissions import Permissions
@@ -30,9 +30,24 @@ from mmsctl.cloud.function.deploy.triggers import ensure_trigger
 from mmsctl.cloud.function.deploy.url import ensure_url
 from mmsctl.cloud.function.resources import function_or_none, ours
 from mmsctl.cloud.function.spec import DeploySpec
-from mmsctl.errors import CloudError
+from mmsctl.errors import CloudError, MmsError
 
-__all__ = ["DeployResult", "deploy"]
+__all__ = ["DeployIncomplete", "DeployResult", "deploy"]
+
+
+class DeployIncomplete(CloudError):
+    """A step failed after earlier steps changed things: what this run made is named, nothing is hidden."""
+
+    reference = "lambda-deploy-incomplete"
+
+    def __init__(self, function: str, cause: MmsError, made: list[Change]) -> None:
+        what = ", ".join(f"{c.kind} {c.id}" for c in made)
+        super().__init__(f"{cause.message}; deploy of {function} stopped there, after it made: {what} "
+                         f"(destroying {function} removes them)")
+        self.exit_code = cause.exit_code
+        self.cause_hint = cause.hint
+        self.function = function
+        self.made = made
 
 
 @dataclass
@@ -119,11 +134,23 @@ def deploy(aws: AwsSession, spec: DeploySpec, *, model_file: Optional[Path] = No
         CloudError: AWS refused a call, or a resource of that name exists and is not ours.
     """
     t = Target(aws, spec, sleep)
+    try:
+        return _deploy(t, model_file)
+    except MmsError as exc:
+        made = [c for c in t.changes if c.action == "create"]
+        if not made or aws.dry_run:
+            raise
+        raise DeployIncomplete(spec.name, exc, made) from exc
+
+
+def _deploy(t: Target, model_file: Optional[Path]) -> DeployResult:
+    aws, spec = t.aws, t.spec
     previous = function_or_none(aws, spec.name)
     if previous is not None and not ours(previous.get("Tags"), spec.name):
         raise CloudError(f"function {spec.name} exists and was not deployed by mmsctl (no mmsctl:lambda={spec.name} "
                          "tag); refusing to change it", hint="choose another NAME")
-    image = ensure_image(t)
+    image = find_image(t)  # reads only: a missing image changes nothing
+    ensure_image(t, image)
     model_uri, model_version, model_bucket = ensure_model(t, model_file)
     if spec.input_bucket and spec.output_bucket:
         ensure_bucket(t, spec.input_bucket, "input-bucket")
