@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mmsctl"
 LAYERS: list[set[str]] = [
     {"exit_codes"},  # the numbers errors carry
     {"errors"},  # the MmsError tree
-    {"config", "tokens", "error_body", "names"},  # settings, token files, the MMS error body, name=location
+    {"config", "tokens", "error_body", "names", "addresses"},  # settings, token files, the MMS error body, name=location, public addresses
     {"instances"},  # the local-instance registry (server writes, client and CLI read)
     {"engine"},  # running a model: handler contract, ServiceSpec, the worker runtime; the only mxnet
     {"archive"},  # .mar/.model/.tar.gz: packing (bundles the built-in handler), opening, ONNX import

@@ -46,7 +46,8 @@ _DEPLOY_WORDS = CommandWords(
            "model_bucket": "--model-bucket", "public": "--public", "url": "--function-url", "warm": "--warm",
            "provisioned": "--provisioned", "input_bucket": "--input-bucket", "output_bucket": "--output-bucket",
            "input_prefix": "--input-prefix", "output_prefix": "--output-prefix", "suffixes": "--suffix",
-           "fetch_allow": "--fetch-allow"},
+           "fetch_allow": "--fetch-allow", "max_concurrency": "--max-concurrency", "on_failure": "--on-failure",
+           "retries": "--retries", "max_event_age": "--max-event-age", "cors": "--cors"},
     hints=(
         ("lambda-schedule-too-short", "use --warm 1m or more, or --provisioned N to keep N instances initialised"),
         ("lambda-looping-buckets", "use another output bucket, or disjoint prefixes: --input-prefix incoming/ "
@@ -185,8 +186,20 @@ def deploy_cmd(
                                        "(default .jpg .jpeg .png in both cases); repeatable."),
     url: bool = typer.Option(False, "--function-url", help="Add a function URL (IAM auth) for GET ?url= and POST."),
     public: bool = typer.Option(False, "--public", help="Make the function URL public (AuthType NONE)."),
+    cors: Optional[str] = typer.Option(None, "--cors", metavar="ORIGIN[,...]", help="Let browsers on these origins "
+                                       "call the function URL (https://app.example.com, or *)."),
     warm: Optional[str] = typer.Option(None, "--warm", metavar="EVERY", help="Keep-warm schedule, e.g. 5m "
                                        "(EventBridge: 1 minute at least)."),
+    max_concurrency: Optional[int] = typer.Option(None, "--max-concurrency", metavar="N",
+                                                  help="Reserved concurrency: at most N instances at once (1-1000)."),
+    on_failure: Optional[str] = typer.Option(None, "--on-failure", metavar="DEST",
+                                             help="Where failed asynchronous events go: sqs://QUEUE, sns://TOPIC, "
+                                                  "s3://BUCKET, an ARN, or none. Default with a pipeline: a "
+                                                  "dead-letter queue deploy makes."),
+    retries: Optional[int] = typer.Option(None, "--retries", metavar="N", help="Retries of a failed asynchronous "
+                                          "event, 0-2 (Lambda's default 2)."),
+    max_event_age: Optional[str] = typer.Option(None, "--max-event-age", metavar="AGE", help="Drop (or send to the "
+                                                "destination) events older than this, 60s-6h (default 6h)."),
     fetch_allow: str = typer.Option("", "--fetch-allow", metavar="LIST",
                                     help="Non-public destinations ?url= may reach: addresses, CIDR blocks, host "
                                          "names (comma-separated). Default: public addresses only."),
@@ -208,7 +221,10 @@ def deploy_cmd(
                       input_bucket=input_bucket, output_bucket=output_bucket, input_prefix=input_prefix,
                       output_prefix=output_prefix, suffixes=tuple(suffixes) or DEFAULT_SUFFIXES, url=url,
                       public=public, warm=warm, provisioned=provisioned, model_bucket=model_bucket,
-                      model_source=model_source, fetch_allow=fetch_allow).check()
+                      model_source=model_source, fetch_allow=fetch_allow,
+                      max_concurrency=max_concurrency, on_failure=on_failure, retries=retries,
+                      max_event_age=max_event_age,
+                      cors=tuple(o.strip() for o in (cors or "").split(",") if o.strip())).check()
     from mmsctl.cloud.function.deploy.model import resolve_model_file
     from mmsctl.cloud.function.deploy.run import deploy
 
@@ -243,14 +259,13 @@ def deploy_cmd(
 
 
 def _check_url(url: str) -> str:
-    """``--url``: an http(s) URL the function can fetch, checked before any call (as the function checks it)."""
-    from mmsctl.errors import UsageError
+    """``--image-url``: an http(s) URL the function can fetch, checked before any call (as the function checks it)."""
     from mmsctl.predict.fetch import FetchError, check_url
 
     try:
         return check_url(url)
     except FetchError as exc:
-        raise UsageError(f"--url: {exc.message}") from None
+        raise UsageError(f"--image-url: {exc.message}") from None
 
 
 @lambda_app.command("invoke")
@@ -258,7 +273,11 @@ def _check_url(url: str) -> str:
 def invoke_cmd(
     name: str = typer.Argument(..., metavar="NAME"),
     image: Optional[Path] = typer.Argument(None, metavar="[IMAGE]", help="An image file to POST."),
-    url: Optional[str] = typer.Option(None, "--url", metavar="URL", help="Have the function fetch this image."),
+    image_url: Optional[str] = typer.Option(None, "--image-url", metavar="URL",
+                                            help="Have the function fetch this image (GET ?url=URL)."),
+    via_url: bool = typer.Option(False, "--url", help="Call the function URL over HTTPS (SigV4-signed for AWS_IAM) "
+                                 "instead of the Invoke API."),
+    post: bool = typer.Option(False, "--post", help="With --url --image-url: POST {\"url\": URL} instead of GET."),
     s3: Optional[Path] = typer.Option(None, "--s3", metavar="FILE", help="Upload into the input bucket and wait "
                                       "for the output object (end-to-end)."),
     wait: float = typer.Option(120.0, "--timeout", metavar="S", help="With --s3: seconds to wait for the output object."),
@@ -272,19 +291,27 @@ def invoke_cmd(
     check_output(output)
     from mmsctl.errors import UsageError
 
-    given = [x for x in (image, url, s3) if x is not None]
+    given = [x for x in (image, image_url, s3) if x is not None]
     if len(given) != 1:
-        raise UsageError("give one of IMAGE, --url URL or --s3 FILE")
+        raise UsageError("give one of IMAGE, --image-url URL or --s3 FILE")
+    if (via_url and s3 is not None) or (post and not (via_url and image_url)):
+        raise UsageError("--url takes IMAGE or --image-url URL; --post goes with --url --image-url")
     from mmsctl.cloud.function import invoke as inv
     from mmsctl.cloud.function.spec import check_lambda_name
 
     check_lambda_name(name)
-    if s3 is not None:
+    if via_url:
+        from mmsctl.cloud.function import url_invoke
+
+        request = url_invoke.request_for(image, _check_url(image_url) if image_url else None, post)
+        aws = aws_session(region, profile)
+        result = url_invoke.invoke_url(aws, url_invoke.find_url(aws, name), *request)
+    elif s3 is not None:
         if not 0 < wait <= 900:
             raise UsageError("--timeout: 1 to 900 seconds")
         result = inv.invoke_pipeline(aws_session(region, profile), name, s3, wait=wait, keep=keep)
     else:
-        event = inv.image_event(image) if image is not None else inv.url_event(_check_url(str(url)))
+        event = inv.image_event(image) if image is not None else inv.url_event(_check_url(str(image_url)))
         result = inv.invoke_sync(aws_session(region, profile, local_service="lambda"), name, event)
     _render_invoke(result, output)
 
@@ -438,7 +465,7 @@ def run_local_cmd(
     event_file: Optional[Path] = typer.Argument(None, metavar="[EVENT.json]", help="An event file (- for stdin)."),
     s3_put: Optional[str] = typer.Option(None, "--s3-put", metavar="S3_URI", help="S3's put notification for "
                                          "this existing object."),
-    url: Optional[str] = typer.Option(None, "--url", metavar="URL", help="A function-URL GET ?url=URL."),
+    url: Optional[str] = typer.Option(None, "--image-url", metavar="URL", help="A function-URL GET ?url=URL."),
     serve: bool = typer.Option(False, "--serve", help="Answer Lambda's Invoke API on loopback instead "
                                "(aws lambda invoke --endpoint-url)."),
     port: int = typer.Option(9000, "--port", min=0, max=65535, help="Port for --serve."),

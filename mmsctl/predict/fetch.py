@@ -19,7 +19,7 @@ from typing import Any, Optional
 from urllib.parse import urlsplit
 
 from mmsctl.errors import DownloadError
-from mmsctl.predict.addresses import ENV_ALLOW, AllowList, Resolver, resolve, system_resolver
+from mmsctl.addresses import ENV_ALLOW, AllowList, Resolver, resolve, system_resolver
 
 __all__ = ["MAX_URL_BYTES", "URL_TIMEOUT_S", "FetchError", "check_url", "fetch_url"]
 
@@ -57,7 +57,7 @@ def fetch_url(url: str, *, max_bytes: int = MAX_URL_BYTES, timeout: float = URL_
     """GET *url* within *timeout* seconds and *max_bytes* bytes, from public addresses only.
 
     Each hop (the URL, then up to three redirects) is resolved once with *resolver*,
-    judged (:func:`mmsctl.predict.addresses.resolve`; *allow* defaults to
+    judged (:func:`mmsctl.addresses.resolve`; *allow* defaults to
     ``MMSCTL_FETCH_ALLOW``; *allow_setting* is the name a refusal tells the user to set) and connected to at the judged address, so a name that
     answers differently on a second lookup cannot steer the connection.
 

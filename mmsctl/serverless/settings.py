@@ -28,7 +28,7 @@ from mmsctl.cloud.function.env import (
     ENV_WORK_DIR,
 )
 from mmsctl.errors import ConfigError
-from mmsctl.predict.addresses import AllowList
+from mmsctl.addresses import AllowList
 
 __all__ = ["HandlerSettings"]
 

@@ -135,7 +135,7 @@ def test_run_local_refuses_unclear_requests(tmp_path: Path, capsys: pytest.Captu
     ctx = tmp_path / "ctx"
     ctx.mkdir()
     (ctx / "mmsctl-lambda.json").write_text('{"handler": "x.y", "surprise": 1}')
-    url = ("--url", "http://127.0.0.1:1/x.jpg")
+    url = ("--image-url", "http://127.0.0.1:1/x.jpg")
     cases = [
         (("--build", str(ctx), *url), "mmsctl-lambda.json: not written by this mmsctl",
          f"hint: write the context again: mmsctl lambda build MODEL --out {ctx} --force"),
@@ -145,7 +145,7 @@ def test_run_local_refuses_unclear_requests(tmp_path: Path, capsys: pytest.Captu
          "hint: give EVENT.json, --s3-put s3://bucket/key or --url URL (or --serve)"),
         (("--model", "m", "--serve", *url), "serving answers invocations as they come: give no event with it (--serve)",
          None),
-        (("--model", "m", "--url", "ftp://x/y.jpg"), "--url: url must be an http(s) URL", None),
+        (("--model", "m", "--image-url", "ftp://x/y.jpg"), "--image-url: url must be an http(s) URL", None),
         (("--model", "m", str(tmp_path / "none.json")), "none.json: no such file", None),
     ]
     for args, message, hint in cases:

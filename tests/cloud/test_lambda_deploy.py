@@ -88,6 +88,7 @@ def test_deploy_creates_the_pipeline_with_least_privilege(moto: Moto, cli: Any, 
         "ReadInput": (["s3:GetObject", "s3:GetObjectVersion"], "arn:aws:s3:::kitten-in/incoming/*"),
         "WriteOutput": (["s3:GetObject", "s3:PutObject"], "arn:aws:s3:::kitten-out/predictions/*"),
         "FindOutput": (["s3:ListBucket"], "arn:aws:s3:::kitten-out"),
+        "SendFailures": (["sqs:SendMessage"], f"arn:aws:sqs:{REGION}:{ACCOUNT}:mmsctl-lambda-{NAME}-failures"),
     }
 
     # The function: an image pinned to the pushed digest, 1024 MB / 30 s, its environment, tags.
@@ -258,7 +259,8 @@ def test_destroy_leaves_nothing_tagged_and_a_second_destroy_is_a_no_op(
     proc = cli("lambda", "destroy", NAME, "-o", "json")
     assert proc.code == 0, proc.stderr
     kinds = [d["kind"] for d in json.loads(proc.stdout)["deleted"]]
-    assert kinds == ["schedule", "s3-notification", "function-url", "lambda-function", "log-group", "iam-role",
+    assert kinds == ["schedule", "s3-notification", "function-url", "lambda-function", "log-group", "sqs-queue",
+                     "iam-role",
                      "bucket", "ecr-images", "ecr-repository"]  # the reverse of deploy's order
     kept = {k["id"]: k["why"] for k in json.loads(proc.stdout)["kept"]}
     assert kept == {b: "holds 1 object: data is kept unless asked" for b in ("kitten-out", "kitten-in")}

@@ -98,12 +98,12 @@ def test_run_local_url_and_model_without_a_deployed_function(moto: Moto, squeeze
     shutil.copy(kitten, tmp_path / "kitten.jpg")
     with serving_images(tmp_path) as base:
         proc = run_cli(moto, "lambda", "run-local", "scratch", "--model", str(squeezenet_archive),
-                       "--url", f"{base}/img/kitten.jpg", "--fetch-allow", "127.0.0.1")
+                       "--image-url", f"{base}/img/kitten.jpg", "--fetch-allow", "127.0.0.1")
     assert proc.returncode == 0, proc.stderr
     answer = json.loads(proc.stdout)
     assert answer["statusCode"] == 200 and json.loads(answer["body"]) == expected
 
-    missing = run_cli(moto, "lambda", "run-local", "nothing-here", "--url", "http://127.0.0.1:1/x.jpg")
+    missing = run_cli(moto, "lambda", "run-local", "nothing-here", "--image-url", "http://127.0.0.1:1/x.jpg")
     assert missing.returncode == 3 and missing.stderr.startswith("error: no function nothing-here in us-east-1")
 
 
@@ -157,7 +157,7 @@ def test_invoke_reports_cold_then_warm_through_the_invoke_api(deployed: Moto, ki
 
         shutil.copy(kitten, tmp_path / "kitten.jpg")
         with serving_images(tmp_path) as base:  # the function fetches the image itself: GET ?url=
-            by_url = run_cli(deployed, "lambda", "invoke", NAME, "--url", f"{base}/img/kitten.jpg", "-o", "json",
+            by_url = run_cli(deployed, "lambda", "invoke", NAME, "--image-url", f"{base}/img/kitten.jpg", "-o", "json",
                              env=lam)
         assert by_url.returncode == 0, by_url.stderr
         assert json.loads(by_url.stdout)["result"] == expected

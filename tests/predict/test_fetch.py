@@ -11,7 +11,7 @@ import pytest
 
 from mmsctl.errors import DownloadError
 from mmsctl.predict import expand_inputs
-from mmsctl.predict.addresses import ENV_ALLOW, AllowList, refusal
+from mmsctl.addresses import ENV_ALLOW, AllowList, refusal
 from mmsctl.predict.fetch import FetchError, fetch_url
 from tests.support.imageserver import serving_images
 

@@ -18,7 +18,7 @@ import pytest
 
 from mmsctl.errors import CloudError
 from mmsctl.cloud.function.events import WARM_EVENT, api_gateway_event, function_url_event, s3_put_event
-from mmsctl.predict.addresses import AllowList
+from mmsctl.addresses import AllowList
 from mmsctl.serverless.served_model import ServedModel, load_model
 from mmsctl.serverless.runtime import Runtime
 from mmsctl.serverless.settings import HandlerSettings

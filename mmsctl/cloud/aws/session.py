@@ -120,6 +120,26 @@ class AwsSession:
             raise _translated(exc, service, operation) from exc
         return items
 
+    def sigv4_headers(self, method: str, url: str, *, body: bytes = b"", service: str = "lambda",
+                      headers: Optional[dict[str, str]] = None) -> dict[str, str]:
+        """The headers that sign one HTTP request with Signature Version 4 (the session's credentials
+        and region), as the AWS CLI signs it: ``Authorization``, ``X-Amz-Date``, the token if any.
+
+        Raises:
+            NoCredentials: there are none to sign with.
+        """
+        from botocore.auth import SigV4Auth
+        from botocore.awsrequest import AWSRequest
+
+        credentials = self._boto.get_credentials() if self._boto is not None else None
+        if credentials is None:
+            from mmsctl.cloud.aws.errors import NoCredentials
+
+            raise NoCredentials("no AWS credentials to sign the request with")
+        request = AWSRequest(method=method, url=url, data=body, headers=dict(headers or {}))
+        SigV4Auth(credentials.get_frozen_credentials(), service, self.region).add_auth(request)
+        return {k: v for k, v in request.headers.items()}
+
     def account_id(self) -> str:
         """The caller's account (STS GetCallerIdentity), also a cheap check that credentials work."""
         if self._account is None:

@@ -2,7 +2,8 @@
 
 Order: the warm-up schedule, the S3 notifications (on the input bucket), the
 function URL, provisioned concurrency and its alias, the function (its resource
-policy goes with it), the log group, the role, the buckets, the ECR images and then
+policy goes with it), the log group, the dead-letter queue (kept while it holds failed events,
+unless *delete_data*), the role, the buckets, the ECR images and then
 the repository. Data is never deleted by default: an input or output bucket that holds
 objects stays unless *delete_data* (the CLI asks first, naming the count); empty ones go,
 and so does the model bucket, which holds only the archive deploy uploaded. Each
@@ -99,6 +100,7 @@ def destroy(aws: AwsSession, name: str, *, keep_data: bool = False, delete_data:
     if function is not None:
         _function(aws, name, result)
     _log_group(aws, name, result)
+    _failure_queue(aws, name, delete_data, result)
     _role(aws, name, result)
     holding = {} if delete_data or keep_data else data_buckets(aws, name)
     for bucket in _buckets(aws, name, tags):
@@ -272,3 +274,28 @@ def _repository(aws: AwsSession, name: str, result: DestroyResult) -> None:
         result.gone("ecr-images", f"{repo} ({len(images)})")
     aws.call("ecr", "delete_repository", repositoryName=repo)
     result.gone("ecr-repository", repo)
+
+
+def _failure_queue(aws: AwsSession, name: str, delete_data: bool, result: DestroyResult) -> None:
+    """Our dead-letter queue: deleted when empty (or asked), kept while it holds failed events."""
+    from mmsctl.cloud.function.failures import default_queue_name
+
+    queue = default_queue_name(name)
+    try:
+        url = aws.call("sqs", "get_queue_url", QueueName=queue)["QueueUrl"]
+    except CloudError as exc:
+        if aws_code(exc) in ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist", "ResourceNotFoundException"):
+            return
+        raise
+    if (aws.call("sqs", "list_queue_tags", QueueUrl=url).get("Tags") or {}).get("mmsctl:lambda") != name:
+        result.keep("sqs-queue", queue, "not tagged mmsctl:lambda")
+        return
+    attributes = aws.call("sqs", "get_queue_attributes", QueueUrl=url, AttributeNames=[
+        "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]).get("Attributes") or {}
+    held = sum(int(attributes.get(k, 0) or 0) for k in ("ApproximateNumberOfMessages",
+                                                          "ApproximateNumberOfMessagesNotVisible"))
+    if held and not delete_data:
+        result.keep("sqs-queue", queue, f"holds {held} failed event{'s' * (held != 1)}: data is kept unless asked")
+        return
+    aws.call("sqs", "delete_queue", QueueUrl=url)
+    result.gone("sqs-queue", queue)

@@ -120,7 +120,7 @@ class InvokeResult:
         return data
 
 
-def _content_type(path: Path) -> str:
+def content_type(path: Path) -> str:
     return _IMAGE_TYPES.get(path.suffix.lower(), "application/octet-stream")
 
 
@@ -133,7 +133,7 @@ def image_event(image: Path) -> dict[str, Any]:
     if size > MAX_SYNC_IMAGE:
         raise TooBigToSend(f"{image}: {size} bytes does not fit a synchronous invoke ({MAX_SYNC_IMAGE} at most, "
                            "base64 in a 6 MB payload)", hint="send it through the S3 pipeline")
-    return function_url_event("POST", body=image.read_bytes(), content_type=_content_type(image))
+    return function_url_event("POST", body=image.read_bytes(), content_type=content_type(image))
 
 
 def url_event(url: str) -> dict[str, Any]:
@@ -204,7 +204,7 @@ def invoke_pipeline(aws: AwsSession, name: str, image: Path, *, wait: float = 12
     targets = [(output_key(key, input_prefix=in_prefix, output_prefix=out_prefix, error=e), e) for e in (False, True)]
     start = clock()
     with open(image, "rb") as fh:
-        aws.call("s3", "put_object", Bucket=in_bucket, Key=key, Body=fh, ContentType=_content_type(image))
+        aws.call("s3", "put_object", Bucket=in_bucket, Key=key, Body=fh, ContentType=content_type(image))
     delay = 0.25
     while True:
         for out_key, is_error in targets:

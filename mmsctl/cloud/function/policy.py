@@ -32,6 +32,8 @@ class RoleScope:
     input_prefix: str = ""
     output_bucket: Optional[str] = None
     output_prefix: str = ""
+    #: Where failed asynchronous events go (an SQS queue, SNS topic or S3 bucket ARN).
+    failure_arn: Optional[str] = None
 
     @property
     def log_group_arn(self) -> str:
@@ -89,7 +91,19 @@ def permissions_policy(scope: RoleScope) -> dict[str, Any]:
             "Resource": f"arn:{scope.partition}:s3:::{scope.output_bucket}",
             "Condition": {"StringLike": {"s3:prefix": [f"{scope.output_prefix}*"]}},
         })
+    if scope.failure_arn:
+        statements.append(_failure_statement(scope.failure_arn))
     return {"Version": VERSION, "Statement": statements}
+
+
+def _failure_statement(arn: str) -> dict[str, Any]:
+    """Lambda sends a failed asynchronous event with the function's role: only to that destination."""
+    service = arn.split(":", 3)[2]
+    if service == "s3":
+        return {"Sid": "SendFailures", "Effect": "Allow", "Action": ["s3:PutObject", "s3:ListBucket"],
+                "Resource": [arn, f"{arn}/*"]}
+    action = {"sqs": "sqs:SendMessage", "sns": "sns:Publish"}[service]
+    return {"Sid": "SendFailures", "Effect": "Allow", "Action": [action], "Resource": arn}
 
 
 def repository_policy(scope: RoleScope) -> dict[str, Any]:

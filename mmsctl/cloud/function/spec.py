@@ -26,6 +26,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
+from mmsctl.cloud.function.failures import (
+    Destination,
+    check_concurrency,
+    check_retries,
+    default_queue_name,
+    parse_destination,
+    parse_event_age,
+)
 from mmsctl.errors import ConfigError, UsageError
 
 __all__ = [
@@ -59,6 +67,7 @@ _NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$")
 _ANY_FUNCTION = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _DURATION = re.compile(r"^\s*(\d+)\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?|d|days?)\s*$", re.I)
+_ORIGIN = re.compile(r"^https?://[A-Za-z0-9.-]{1,253}(:\d{1,5})?$")
 _ECR_URI = re.compile(r"^(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/([a-z0-9._/-]+)(?::([\w.-]{1,128})|@sha256:[0-9a-f]{64})$")
 
 
@@ -174,12 +183,28 @@ class DeploySpec:
     provisioned: Optional[int] = None
     model_bucket: Optional[str] = None
     model_source: str = "s3"  # "s3": the archive goes to the model bucket; "image": baked into *image*
-    fetch_allow: str = ""  # non-public destinations ?url= may reach (mmsctl.predict.addresses)
+    fetch_allow: str = ""  # non-public destinations ?url= may reach (mmsctl.addresses)
+    cors: tuple[str, ...] = ()  # origins browsers may call the function URL from
+    max_concurrency: Optional[int] = None  # reserved concurrency
+    on_failure: Optional[str] = None  # sqs://, sns://, s3://, an ARN, "none"; default: our dead-letter queue
+    retries: Optional[int] = None  # asynchronous retries, 0-2
+    max_event_age: Optional[str] = None  # 60 s - 6 h
     warnings: list[str] = field(default_factory=list)
 
     @property
     def s3_trigger(self) -> bool:
         return self.input_bucket is not None
+
+    @property
+    def failure_destination(self) -> Optional[Destination]:
+        """Where failed asynchronous events go: the one given, else (a pipeline) our dead-letter queue."""
+        if self.on_failure is not None:
+            return parse_destination(self.on_failure)
+        return Destination("sqs", default_queue_name(self.name)) if self.s3_trigger else None
+
+    @property
+    def event_age_s(self) -> Optional[int]:
+        return parse_event_age(self.max_event_age) if self.max_event_age is not None else None
 
     @property
     def schedule(self) -> Optional[str]:
@@ -223,8 +248,10 @@ class DeploySpec:
             self.warnings.append("the function URL is public (AuthType NONE): anyone with the URL can invoke it "
                                  "and you pay for every call")
         self._check_buckets()
+        self._check_async()
+        self._check_cors()
         if self.fetch_allow:
-            from mmsctl.predict.addresses import AllowList
+            from mmsctl.addresses import AllowList
 
             try:
                 AllowList.parse(self.fetch_allow)
@@ -243,6 +270,34 @@ class DeploySpec:
         if not self.url and not self.s3_trigger:
             self.warnings.append("neither a function URL nor an S3 trigger: the function can only be invoked directly")
         return self
+
+    def _check_cors(self) -> None:
+        if self.cors and not self.url:
+            raise UsageError("CORS is a setting of the function URL: ask for a function URL too", params=("cors", "url"))
+        if len(self.cors) > 100:
+            raise UsageError(f"{len(self.cors)} CORS origins; a function URL takes at most 100", param="cors")
+        for origin in self.cors:
+            if origin != "*" and not _ORIGIN.match(origin):
+                raise UsageError(f"CORS origin {origin[:120]!r} is not * or scheme://host[:port] (no path)", param="cors")
+        if "*" in self.cors and not self.public:
+            self.warnings.append("CORS allows every origin on an IAM-authenticated URL: browsers must still sign")
+
+    def _check_async(self) -> None:
+        if self.max_concurrency is not None:
+            check_concurrency(self.max_concurrency)
+            if self.provisioned is not None and self.provisioned > self.max_concurrency:
+                raise UsageError(f"provisioned concurrency {self.provisioned} is more than the cap "
+                                 f"{self.max_concurrency}", params=("provisioned", "max_concurrency"))
+        if self.retries is not None:
+            check_retries(self.retries)
+        destination = self.failure_destination  # parses it
+        if destination is not None and destination.service == "s3" and destination.arn is None:
+            check_bucket_name(destination.name, "on_failure")
+        self.event_age_s  # noqa: B018 - parses it
+        if destination is not None and self.input_bucket and destination.service == "s3" \
+                and destination.name in (self.input_bucket, self.output_bucket):
+            raise UsageError(f"failure destination s3://{destination.name} is a bucket of the pipeline",
+                             params=("on_failure", "input_bucket"), hint="send failures to another bucket or a queue")
 
     def _check_buckets(self) -> None:
         if (self.input_bucket is None) != (self.output_bucket is None):

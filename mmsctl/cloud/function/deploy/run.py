@@ -1,8 +1,10 @@
 """``deploy()``: the steps of :mod:`mmsctl.cloud.function.deploy` in order, and what they made.
 
-In order: the ECR repository (with a pull policy for this function) and the image, the model
-bucket holding the archive, the input and output buckets, the role, the log group, the
-function, its alias (provisioned concurrency), its URL, the S3 trigger, the keep-warm
+First the reads that can refuse the deploy (the image is in ECR, no notification of someone
+else's on the input bucket overlaps ours), so a refusal changes nothing. Then, in order: the ECR repository (with a pull policy for this function) and the image, the model
+bucket holding the archive, the input and output buckets, the dead-letter queue, the role, the log
+group, the function, its alias (provisioned concurrency), its reserved concurrency and asynchronous
+invocation settings, its URL, the S3 trigger, the keep-warm
 schedule, and last the permissions no step kept are dropped.
 """
 
@@ -17,6 +19,12 @@ from mmsctl.cloud.aws import tags
 from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.function import env, policy
 from mmsctl.cloud.function.deploy.alias import current_alias, ensure_provisioned
+from mmsctl.cloud.function.deploy.asynchronous import (
+    ensure_async_config,
+    ensure_concurrency,
+    ensure_failure_queue,
+    failure_arn,
+)
 from mmsctl.cloud.function.deploy.buckets import ensure_bucket
 from mmsctl.cloud.function.deploy.function import ensure_function
 from mmsctl.cloud.function.deploy.image import ensure_image, find_image
@@ -26,7 +34,7 @@ from mmsctl.cloud.function.deploy.permissions import Permissions
 from mmsctl.cloud.function.deploy.role import ensure_role
 from mmsctl.cloud.function.deploy.schedule import ensure_schedule
 from mmsctl.cloud.function.deploy.target import Change, Target
-from mmsctl.cloud.function.deploy.triggers import ensure_trigger
+from mmsctl.cloud.function.deploy.triggers import check_no_overlap, ensure_trigger
 from mmsctl.cloud.function.deploy.url import ensure_url
 from mmsctl.cloud.function.resources import function_or_none, ours
 from mmsctl.cloud.function.spec import DeploySpec
@@ -80,7 +88,8 @@ class DeployResult:
         }
 
 
-def _scope(t: Target, model_uri: Optional[str], model_version: Optional[str]) -> policy.RoleScope:
+def _scope(t: Target, model_uri: Optional[str], model_version: Optional[str],
+           failure_arn: Optional[str]) -> policy.RoleScope:
     """What the role may touch: the model object, the input prefix, the output prefix."""
     spec = t.spec
     where = env.parse_s3_uri(model_uri) if model_uri else None
@@ -88,7 +97,7 @@ def _scope(t: Target, model_uri: Optional[str], model_version: Optional[str]) ->
         t.partition, t.aws.region, t.account, spec.name,
         model_bucket=where.bucket if where else None, model_key=where.key if where else None,
         model_versioned=bool(model_version), input_bucket=spec.input_bucket, input_prefix=spec.input_prefix,
-        output_bucket=spec.output_bucket, output_prefix=spec.output_prefix)
+        output_bucket=spec.output_bucket, output_prefix=spec.output_prefix, failure_arn=failure_arn)
 
 
 def _variables(spec: DeploySpec, model_uri: Optional[str], model_version: Optional[str]) -> dict[str, str]:
@@ -149,19 +158,23 @@ def _deploy(t: Target, model_file: Optional[Path]) -> DeployResult:
     if previous is not None and not ours(previous.get("Tags"), spec.name):
         raise CloudError(f"function {spec.name} exists and was not deployed by mmsctl (no mmsctl:lambda={spec.name} "
                          "tag); refusing to change it", hint="choose another NAME")
-    image = find_image(t)  # reads only: a missing image changes nothing
+    image = find_image(t)  # reads only: a missing image or a clashing notification changes nothing
+    check_no_overlap(t)
     ensure_image(t, image)
     model_uri, model_version, model_bucket = ensure_model(t, model_file)
     if spec.input_bucket and spec.output_bucket:
         ensure_bucket(t, spec.input_bucket, "input-bucket")
         if spec.output_bucket != spec.input_bucket:
             ensure_bucket(t, spec.output_bucket, "output-bucket")
-    role_arn = ensure_role(t, _scope(t, model_uri, model_version))
+    ensure_failure_queue(t)
+    role_arn = ensure_role(t, _scope(t, model_uri, model_version, failure_arn(t)))
     ensure_log_group(t)
     previous_input = ((previous or {}).get("Tags") or {}).get(tags.LAMBDA_INPUT)
     ensure_function(t, image, role_arn, _variables(spec, model_uri, model_version),
                     _function_tags(spec, model_bucket), previous)
     ensure_provisioned(t, current_alias(t) if previous is not None else None)
+    ensure_concurrency(t, previous is not None)
+    ensure_async_config(t, previous is not None)
     permissions = Permissions(t)
     url, auth = ensure_url(t, permissions)
     ensure_trigger(t, permissions, previous_input)

@@ -10,9 +10,16 @@ from mmsctl.cloud.aws.errors import aws_code
 from mmsctl.cloud.function import spec as names
 from mmsctl.cloud.function.deploy.permissions import Permissions
 from mmsctl.cloud.function.deploy.target import Target
-from mmsctl.errors import CloudError
+from mmsctl.errors import CloudError, UsageError
 
-__all__ = ["ensure_trigger"]
+__all__ = ["NotificationOverlap", "check_no_overlap", "ensure_trigger"]
+
+
+class NotificationOverlap(UsageError):
+    """Someone else's notification on the input bucket overlaps ours: S3 would refuse the configuration
+    half-way through a deploy, so deploy refuses first."""
+
+    reference = "lambda-notification-overlap"
 
 _SID_S3 = "mmsctl-s3"
 
@@ -68,3 +75,44 @@ def _normalised(configs: list[dict[str, Any]]) -> list[str]:
                               "Rules": sorted((r["Name"].lower(), r["Value"])
                                               for r in ((c.get("Filter") or {}).get("Key") or {}).get("FilterRules", []))},
                              sort_keys=True) for c in configs)
+
+
+def check_no_overlap(t: Target) -> None:
+    """Refuse (before any change) a notification of someone else's on the input bucket that overlaps ours:
+    an object-created event with an overlapping prefix and suffix."""
+    spec = t.spec
+    if not spec.input_bucket:
+        return
+    try:
+        current = t.aws.call("s3", "get_bucket_notification_configuration", Bucket=spec.input_bucket)
+    except CloudError as exc:
+        if aws_code(exc) in ("NoSuchBucket", "404"):
+            return  # deploy makes the bucket: nothing to clash with
+        raise
+    mine = names.notification_prefix(t.name)
+    for kind, arn_key in (("LambdaFunctionConfigurations", "LambdaFunctionArn"), ("QueueConfigurations", "QueueArn"),
+                          ("TopicConfigurations", "TopicArn")):
+        for rule in current.get(kind) or []:
+            if str(rule.get("Id", "")).startswith(mine) or not _creates(rule.get("Events") or []):
+                continue
+            filters = {r["Name"].lower(): r["Value"] for r in ((rule.get("Filter") or {}).get("Key") or {})
+                       .get("FilterRules", [])}
+            prefix, suffix = filters.get("prefix", ""), filters.get("suffix", "")
+            if _prefixes_overlap(prefix, spec.input_prefix) and any(_suffixes_overlap(suffix, s) for s in spec.suffixes):
+                raise NotificationOverlap(
+                    f"s3://{spec.input_bucket} already sends object-created events for prefix {prefix!r} and suffix "
+                    f"{suffix!r} to {rule.get(arn_key, '?')} (rule {rule.get('Id', '?')}); S3 refuses a second "
+                    "rule that overlaps it", params=("input_bucket", "input_prefix", "suffixes"),
+                    hint="use a prefix or suffixes that do not overlap it, or remove that rule first")
+
+
+def _creates(events: list[str]) -> bool:
+    return any(e == "s3:*" or e.startswith("s3:ObjectCreated") for e in events)
+
+
+def _prefixes_overlap(a: str, b: str) -> bool:
+    return a.startswith(b) or b.startswith(a)
+
+
+def _suffixes_overlap(a: str, b: str) -> bool:
+    return a.endswith(b) or b.endswith(a)

@@ -1,0 +1,139 @@
+"""`lambda invoke NAME --url`: the function URL called over HTTP, SigV4-signed for AWS_IAM, against a stand-in
+that checks the signature as AWS does (tests/support/sigv4_standin.py) and runs the real handler with the real
+SqueezeNet; `--cors` on moto."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import boto3
+import pytest
+
+from mmsctl.addresses import AllowList
+from mmsctl.serverless.runtime import Runtime
+from mmsctl.serverless.served_model import ServedModel, load_model
+from mmsctl.serverless.settings import HandlerSettings
+from tests.cloud.conftest import Moto, moto, moto_server  # noqa: F401 - fixtures
+from tests.cloud.lambda_support import noop_mar, pushed_image
+from tests.serverless.conftest import mmsctl
+from tests.support.cli import run_mmsctl
+from tests.support.imageserver import serving_images
+from tests.support.paths import KITTEN_JPG, require_shared
+from tests.support.sigv4_standin import serving_function_url, verify
+
+NAME = "kitten"
+
+
+@pytest.fixture(scope="module")
+def served(squeezenet_archive: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedModel]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MMSCTL_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        model = load_model(HandlerSettings(model=str(squeezenet_archive)))
+    yield model
+    model.close()
+
+
+@pytest.fixture(scope="module")
+def expected(squeezenet_archive: Path) -> list[dict[str, Any]]:
+    done = mmsctl("predict", str(squeezenet_archive), str(require_shared(KITTEN_JPG)), "-o", "json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _runtime(served: ServedModel) -> Runtime:
+    settings = HandlerSettings(model="(loaded)", fetch_allow=AllowList.parse("127.0.0.1"))  # the test image server
+    return Runtime(settings, served, lambda: boto3.client("s3"))
+
+
+@pytest.fixture(scope="module")
+def mar(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return noop_mar(tmp_path_factory.mktemp("mar"))
+
+
+def _deploy(capsys: pytest.CaptureFixture[str], mar: Path, *args: str) -> None:
+    pushed_image(NAME)
+    code, _, err = run_mmsctl(capsys, "lambda", "deploy", NAME, "--model", str(mar), "--function-url", *args)
+    assert code == 0, err
+
+
+def test_an_iam_url_is_called_signed_in_every_shape(moto: Moto, capsys, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+                                                     served: ServedModel, expected: list[dict[str, Any]],
+                                                     tmp_path: Path, mar: Path) -> None:
+    _deploy(capsys, mar)
+    kitten = require_shared(KITTEN_JPG)
+    shutil.copy(kitten, tmp_path / "kitten.jpg")
+    with serving_function_url(_runtime(served).handle) as url, serving_images(tmp_path) as images:
+        monkeypatch.setenv("MMSCTL_LAMBDA_FUNCTION_URL", url.url)
+        shapes = [(str(kitten),), ("--image-url", f"{images}/img/kitten.jpg"),
+                  ("--image-url", f"{images}/img/kitten.jpg", "--post")]
+        for shape in shapes:
+            code, out, err = run_mmsctl(capsys, "lambda", "invoke", NAME, "--url", *shape, "-o", "json")
+            assert code == 0, (shape, err)
+            assert json.loads(out)["result"] == expected, shape
+        assert [s.refused for s in url.seen] == [None, None, None]
+        from urllib.parse import quote, urlencode
+
+        assert [(s.method, s.query, s.headers.get("content-type")) for s in url.seen] == [
+            ("POST", "", "image/jpeg"), ("GET", urlencode({"url": f"{images}/img/kitten.jpg"}, quote_via=quote), None),
+            ("POST", "", "application/json")]
+        assert json.loads(url.seen[2].body) == {"url": f"{images}/img/kitten.jpg"}
+        assert url.seen[0].body == kitten.read_bytes()
+
+        # another secret: AWS answers 403, and so does the stand-in; one clear line
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+        code, _, err = run_mmsctl(capsys, "lambda", "invoke", NAME, "--url", str(kitten))
+        assert code != 0 and err.startswith("error: ") and "403 Forbidden" in err, err
+        assert url.seen[-1].refused == "signature does not match"
+
+
+def test_the_stand_in_refuses_what_aws_refuses(moto: Moto) -> None:  # noqa: F811
+    """Tampered body, stale date, wrong service or region, no token: each refused; the untouched request passes."""
+    from mmsctl.cloud.aws.session import open_session
+
+    aws = open_session()
+    target = "http://127.0.0.1:9/?url=https%3A%2F%2Fexample.com%2Fa%20b.jpg&topk=3"
+    body = b'{"url": "https://example.com/a.jpg"}'
+    headers = {k.lower(): v for k, v in aws.sigv4_headers("POST", target, body=body,
+                                                        headers={"content-type": "application/json"}).items()}
+    headers.update({"host": "127.0.0.1:9", "content-type": "application/json"})
+    query = target.split("?", 1)[1]
+
+    def check(**change: Any) -> Any:
+        args = {"method": "POST", "raw_path": "/", "raw_query": query, "headers": headers, "body": body,
+                "access_key": "testing", "secret": "testing", "region": "us-east-1", "service": "lambda",
+                "token": "testing", "now": time.time(), **change}
+        return verify(**args)
+
+    assert check() is None
+    assert check(body=body.replace(b"a.jpg", b"b.jpg")) == "signature does not match"
+    assert check(raw_query=query.replace("topk=3", "topk=4")) == "signature does not match"
+    assert check(now=time.time() + 600) == "signature expired or not yet valid"
+    assert "scope" in check(service="execute-api") and "scope" in check(region="eu-west-1")
+    assert check(token="another") == "security token missing, wrong or unsigned"
+    assert check(headers={k: v for k, v in headers.items() if k != "authorization"}).startswith("no AWS4")
+
+
+def test_a_public_url_is_called_unsigned_and_cors_is_set(moto: Moto, capsys, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+                                                        served: ServedModel, expected: list[dict[str, Any]],
+                                                        mar: Path) -> None:
+    _deploy(capsys, mar, "--public", "--cors", "https://app.example.com,http://localhost:3000")
+    config = boto3.client("lambda").get_function_url_config(FunctionName=NAME)
+    assert config["AuthType"] == "NONE"
+    assert sorted(config["Cors"]["AllowOrigins"]) == ["http://localhost:3000", "https://app.example.com"]
+    assert config["Cors"]["AllowMethods"] == ["GET", "POST"]
+    with serving_function_url(_runtime(served).handle, auth="NONE") as url:
+        monkeypatch.setenv("MMSCTL_LAMBDA_FUNCTION_URL", url.url)
+        code, out, err = run_mmsctl(capsys, "lambda", "invoke", NAME, "--url", str(require_shared(KITTEN_JPG)),
+                                    "-o", "json")
+    assert code == 0, err
+    assert json.loads(out)["result"] == expected
+    assert "authorization" not in url.seen[0].headers and "x-amz-date" not in url.seen[0].headers
+
+    for bad in ("ftp://app.example.com", "https://app.example.com/path", "app.example.com"):
+        code, _, err = run_mmsctl(capsys, "lambda", "deploy", NAME, "--model", "x.mar", "--function-url",
+                                  "--cors", bad)
+        assert code == 2 and "(--cors)" in err, (bad, err)
