@@ -53,6 +53,9 @@ def test_pipeline_controls_are_the_desired_state(moto: Moto, capsys, aws: dict[s
     config = aws["lambda"].get_function_event_invoke_config(FunctionName=NAME)
     assert (config["MaximumRetryAttempts"], config["MaximumEventAgeInSeconds"]) == (1, 3600)
     assert config["DestinationConfig"]["OnFailure"]["Destination"] == queue_arn
+    code, out, err = run_mmsctl(capsys, "lambda", "describe", NAME, "-o", "json")
+    assert json.loads(out)["asynchronous"] == {"max_concurrency": 5, "retries": 1, "max_event_age_s": 3600,
+                                               "on_failure": queue_arn}, err
     assert _role_statements(aws)["SendFailures"] == {"Sid": "SendFailures", "Effect": "Allow",
                                                      "Action": ["sqs:SendMessage"], "Resource": queue_arn}
 

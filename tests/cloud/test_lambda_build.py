@@ -37,7 +37,7 @@ def test_the_dockerfile_follows_awss_python_base_image_layout(context: Path) -> 
     assert lines == [
         "FROM public.ecr.aws/lambda/python:3.11",
         "COPY requirements.txt ${LAMBDA_TASK_ROOT}/requirements.txt",
-        "RUN pip install --no-cache-dir -r ${LAMBDA_TASK_ROOT}/requirements.txt",
+        "RUN pip install --no-cache-dir --require-hashes --only-binary=:all: -r ${LAMBDA_TASK_ROOT}/requirements.txt",
         "COPY task/ ${LAMBDA_TASK_ROOT}/",
         "COPY model/ /opt/mmsctl/model/",
         "ENV MMSCTL_LAMBDA_MODEL=/opt/mmsctl/model \\",
@@ -46,10 +46,19 @@ def test_the_dockerfile_follows_awss_python_base_image_layout(context: Path) -> 
         "RUN python -m mmsctl.serverless.prepare",
         'CMD ["mmsctl.serverless.handler.handler"]',
     ]
-    requirements = (context / "requirements.txt").read_text().splitlines()
-    assert "mxnet==1.9.1" in requirements
-    assert any(r.startswith("numpy") and "<2" in r for r in requirements)
-    assert not any("extra ==" in r or r.startswith(("pytest", "moto")) for r in requirements)
+    pins = _pins((context / "requirements.txt").read_text())
+    assert pins["mxnet"] == "1.9.1" and pins["numpy"].startswith("1.")  # numpy<2: mxnet 1.9.1 needs it
+    assert not {"textual", "typer", "rich", "aiohttp", "pytest", "moto"} & set(pins)  # the handler's, nothing else
+
+
+def _pins(text: str) -> dict[str, str]:
+    """name -> version of a hash-locked requirements file; every pin must carry a sha256."""
+    import re
+
+    entries = re.findall(r"^([a-z0-9-]+)==(\S+) \\\n    --hash=sha256:[0-9a-f]{64}$", text, re.MULTILINE)
+    pinned = [ln for ln in text.splitlines() if "==" in ln and not ln.startswith("#")]
+    assert len(entries) == len(pinned), "a pin without its hash"
+    return dict(entries)
 
 
 def test_the_context_holds_this_mmsctl_and_the_extracted_model(context: Path, squeezenet_archive: Path) -> None:  # noqa: F811

@@ -4,7 +4,8 @@ Why an image and not a zip: mxnet 1.9.1 and numpy unpacked are well over the 250
 zip package may hold; an image may be 10 GB. The context::
 
     Dockerfile            on public.ecr.aws/lambda/python:3.11 (the runtime interface client inside)
-    requirements.txt      mmsctl's dependencies (mxnet==1.9.1, numpy<2, …), installed by pip in the image
+    requirements.txt      what the handler imports (mxnet, numpy, Pillow, httpx, boto3, …), pinned with hashes
+                          (requirements-lambda.txt beside this module; scripts/lock_lambda_requirements.py)
     task/mmsctl/          this mmsctl, copied: the very code `mmsctl lambda run-local` runs
     model/                the model, baked in (absent when it loads from s3://bucket/key at start)
     mmsctl-lambda.json    what the image is: handler, environment, model, base image
@@ -16,7 +17,6 @@ zip package may hold; an image may be 10 GB. The context::
 from __future__ import annotations
 
 import base64
-import importlib.metadata
 import json
 import shutil
 import subprocess
@@ -51,18 +51,13 @@ PLATFORM = "linux/amd64"  # mxnet 1.9.1 publishes x86_64 wheels only
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")
 
 
+LOCK_FILE = Path(__file__).with_name("requirements-lambda.txt")
+
+
 def requirements() -> list[str]:
-    """mmsctl's runtime dependencies as its package declares them (extras left out), for the image's pip."""
-    try:
-        declared = importlib.metadata.requires("mmsctl") or []
-    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - mmsctl run from a bare checkout
-        declared = []
-    reqs = [r for r in declared if "extra ==" not in r]
-    names = {r.split(";")[0].split("<")[0].split(">")[0].split("=")[0].strip().lower() for r in reqs}
-    for needed in ("mxnet==1.9.1", "numpy<2"):  # the engine's pins, whatever the metadata says
-        if needed.split("=")[0].split("<")[0] not in names:
-            reqs.append(needed)
-    return reqs
+    """The image's requirements file, line by line: the handler's dependencies only (no terminal UI, server
+    or load generator), each pinned with its wheel's sha256 for the Lambda platform, so builds repeat."""
+    return LOCK_FILE.read_text(encoding="utf-8").splitlines()
 
 
 def dockerfile_text(ctx: BuildContext) -> str:
@@ -73,9 +68,10 @@ def dockerfile_text(ctx: BuildContext) -> str:
         "#   (or: mmsctl lambda build MODEL --push --name NAME)",
         f"FROM {ctx.base_image}",
         "",
-        "# mmsctl's engine: mxnet 1.9.1 with numpy<2 (unpacked they exceed a zip package's 250 MB).",
+        "# What the handler imports, pinned with hashes: mxnet 1.9.1 with numpy<2 (unpacked they exceed a zip",
+        "# package's 250 MB), Pillow, httpx, boto3. A build today installs the very wheels of the last one.",
         "COPY requirements.txt ${LAMBDA_TASK_ROOT}/requirements.txt",
-        "RUN pip install --no-cache-dir -r ${LAMBDA_TASK_ROOT}/requirements.txt",
+        "RUN pip install --no-cache-dir --require-hashes --only-binary=:all: -r ${LAMBDA_TASK_ROOT}/requirements.txt",
         "",
         "# mmsctl itself: the handler code that `mmsctl lambda run-local` runs.",
         "COPY task/ ${LAMBDA_TASK_ROOT}/",

@@ -69,7 +69,8 @@ def describe_function(aws: AwsSession, name: str) -> dict[str, Any]:
     info = _row(config, tags)
     info.update(image=(found.get("Code") or {}).get("ImageUri"), role=config.get("Role"),
                 package=config.get("PackageType"), architectures=config.get("Architectures"))
-    info["url"], info["url_auth"] = _url(aws, name)
+    info["url"], info["url_auth"], info["cors"] = _url(aws, name)
+    info["asynchronous"] = _asynchronous(aws, name)
     info["s3_trigger"] = _trigger(aws, name, tags.get(LAMBDA_INPUT))
     info["schedule"] = _schedule(aws, name)
     info["permissions"] = _permissions(aws, name)
@@ -78,16 +79,32 @@ def describe_function(aws: AwsSession, name: str) -> dict[str, Any]:
     return info
 
 
-def _url(aws: AwsSession, name: str) -> tuple[Optional[str], Optional[str]]:
+def _url(aws: AwsSession, name: str) -> tuple[Optional[str], Optional[str], Optional[list[str]]]:
+    """The URL, its auth type and the origins CORS lets call it."""
     qualifiers: tuple[dict[str, Any], ...] = ({}, {"Qualifier": names.ALIAS})
     for qualifier in qualifiers:
         try:
             url = aws.call("lambda", "get_function_url_config", FunctionName=name, **qualifier)
-            return url.get("FunctionUrl"), url.get("AuthType")
+            return url.get("FunctionUrl"), url.get("AuthType"), (url.get("Cors") or {}).get("AllowOrigins")
         except CloudError as exc:
             if aws_code(exc) != "ResourceNotFoundException":
                 raise
-    return None, None
+    return None, None, None
+
+
+def _asynchronous(aws: AwsSession, name: str) -> dict[str, Any]:
+    """Reserved concurrency, retries, event age and failure destination of asynchronous invocations."""
+    cap = aws.call("lambda", "get_function_concurrency", FunctionName=name).get("ReservedConcurrentExecutions")
+    out: dict[str, Any] = {"max_concurrency": cap}
+    try:
+        config = aws.call("lambda", "get_function_event_invoke_config", FunctionName=name)
+    except CloudError as exc:
+        if aws_code(exc) != "ResourceNotFoundException":
+            raise
+        return out
+    out.update(retries=config.get("MaximumRetryAttempts"), max_event_age_s=config.get("MaximumEventAgeInSeconds"),
+               on_failure=((config.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination"))
+    return out
 
 
 def _trigger(aws: AwsSession, name: str, bucket: Optional[str]) -> Optional[list[str]]:
