@@ -17,8 +17,10 @@ __all__ = ["CLOUD_WORDS", "aws_session", "register", "render_calls"]
 CLOUD_WORDS = CommandWords(
     flags={"models": "--models", "server": "--server", "eia": "--eia", "accelerator": "--accelerator", "ami": "--ami",
            "count": "--count", "subnet": "--subnet", "subnets": "--subnets", "throughput": "--throughput",
-           "price": "--price"},
+           "price": "--price", "allow_cidrs": "--allow-cidr", "allow_world_ssh": "--allow-world-ssh"},
     hints=(
+        ("cloud-world-open-ssh", "name your own network (curl -s https://checkip.amazonaws.com)/32, tunnel through "
+                                 "Session Manager, or pass --allow-world-ssh if you mean it"),
         ("cloud-ami-parameter-not-found", "pass --ami ami-… or --ami resolve:ssm:/your/parameter"),
         ("cloud-no-bundled-price", "pass --price DOLLARS_PER_HOUR, or --live to ask the AWS Pricing API"),
         ("mms-needs-archive-url", "use --server mmsctl, which resolves zoo names itself"),
@@ -110,6 +112,8 @@ def launch_cmd(
                                metavar="[mmsctl|mms]"),
     allow: List[str] = typer.Option([], "--allow-cidr", help="CIDR allowed to reach port 8080 and SSH "
                                     "(default: the VPC only); repeatable.", metavar="CIDR"),
+    allow_world_ssh: bool = typer.Option(False, "--allow-world-ssh", help="Accept an --allow-cidr as wide as "
+                                         "the internet (0.0.0.0/0), which opens SSH to anyone."),
     name: Optional[str] = typer.Option(None, "--name", "-n", help="Name tag (default: mmsctl-MODELS).",
                                        metavar="NAME"),
     pip_spec: Optional[str] = typer.Option(None, "--pip-spec", help="What the instance pip-installs for "
@@ -136,7 +140,7 @@ def launch_cmd(
     note_model_locations(models)
     req = LaunchRequest(accelerator=choice, models=parse_models(models), instance_type=instance_type,
                         subnet=subnet, key_name=key_name, ami=ami, count=count, server=kind,
-                        allow_cidrs=list(allow), name=name, pip_spec=pip_spec)
+                        allow_cidrs=list(allow), name=name, pip_spec=pip_spec, allow_world_ssh=allow_world_ssh)
     ui = get_ui()
     aws = aws_session(region, profile, dry_run, plan_without_aws=True)
     result = launch(aws, req)

@@ -94,6 +94,8 @@ def create_cmd(
     key_name: Optional[str] = typer.Option(None, "--key-name", help="EC2 key pair for SSH.", metavar="KEY"),
     ssh_cidrs: List[str] = typer.Option([], "--ssh-cidr", help="CIDR allowed to SSH to the instances (for tunnels "
                                         "to the management port); repeatable. Default: none.", metavar="CIDR"),
+    allow_world_ssh: bool = typer.Option(False, "--allow-world-ssh", help="Accept an --ssh-cidr as wide as the "
+                                         "internet (0.0.0.0/0), which opens SSH to anyone."),
     server: str = typer.Option("mmsctl", "--server", help="What the instances run (mms: MMS 1.1.11).",
                                metavar="[mmsctl|mms]"),
     pip_spec: Optional[str] = typer.Option(None, "--pip-spec", help="What instances pip-install for --server mmsctl.",
@@ -124,7 +126,7 @@ def create_cmd(
         name=name, models=parse_models(models), accelerator=choose(accelerator, eia), instance_type=instance_type,
         ami=ami, min_size=min_size, max_size=max_size, desired=desired, target_requests_per_instance=target_rps,
         subnets=_split(subnets), internal=internal, certificate_arn=certificate_arn, key_name=key_name,
-        ssh_cidrs=list(ssh_cidrs), server=server_kind(server), pip_spec=pip_spec,
+        ssh_cidrs=list(ssh_cidrs), allow_world_ssh=allow_world_ssh, server=server_kind(server), pip_spec=pip_spec,
         health_check_path=health_check_path, grace_s=grace,
     )
     req.check()  # before the AWS session: no region or credentials needed to refuse these

@@ -72,3 +72,18 @@ def test_lambda_dry_runs_plan_without_region_or_credentials(capsys, tmp_path: Pa
                                 "--name", "kitten", "--dry-run", "-o", "json")
     assert code == 0, err
     assert "CreateRepository" in {c["operation"] for c in json.loads(out)["calls"]}
+
+
+def test_ssh_from_the_whole_internet_only_on_purpose(capsys) -> None:
+    """0.0.0.0/0 on SSH is refused before anything (exit 2, the hint names the way out); with
+    --allow-world-ssh the plan opens it, as asked."""
+    for args in (["ec2", "launch", "--allow-cidr", "0.0.0.0/0"], ["fleet", "create", "web", "-m", "squeezenet",
+                                                                  "--ssh-cidr", "0.0.0.0/0"]):
+        code, out, err = run_mmsctl(capsys, *args, "--dry-run", "-o", "json")
+        assert code == 2 and "opens SSH to the whole internet" in err and "--allow-world-ssh" in err, err
+        code, out, err = run_mmsctl(capsys, *args, "--allow-world-ssh", "--dry-run", "-o", "json")
+        assert code == 0, err
+        ingress = [p for c in json.loads(out)["calls"] if c["operation"] == "AuthorizeSecurityGroupIngress"
+                   for p in c["parameters"].get("IpPermissions", [])]
+        assert any(r.get("CidrIp") == "0.0.0.0/0" for p in ingress if p["FromPort"] == 22
+                   for r in p.get("IpRanges", [])), ingress

@@ -14,10 +14,43 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from mmsctl.cloud.aws import tags
 from mmsctl.cloud.aws.network import Placement
 from mmsctl.cloud.aws.session import AwsSession
-from mmsctl.errors import CloudError
+from mmsctl.errors import CloudError, UsageError
+
+#: Narrower than this, a source is someone's network; this wide or wider, it is "anyone" (a /7 is 33 M addresses).
+_WORLD_PREFIX = {4: 8, 6: 16}
+
+
+class WorldOpenSsh(UsageError):
+    """SSH from the whole internet: scanned within minutes of launch, so only on purpose."""
+
+    reference = "cloud-world-open-ssh"
+
+
+def check_ssh_sources(cidrs: Sequence[str], *, allow_world: bool, param: str) -> list[str]:
+    """The CIDRs checked: valid networks, and none as wide as the internet unless *allow_world*.
+
+    Raises:
+        UsageError: not a network (``param``).
+        WorldOpenSsh: 0.0.0.0/0, ::/0 or anything wider than a /8 (/16 for IPv6), not asked for on purpose.
+    """
+    import ipaddress
+
+    checked = []
+    for cidr in cidrs:
+        try:
+            network = ipaddress.ip_network(cidr.strip(), strict=True)
+        except ValueError as exc:
+            raise UsageError(f"SSH CIDR {cidr!r}: {exc}", param=param) from None
+        if network.prefixlen < _WORLD_PREFIX[network.version] and not allow_world:
+            reach = "the whole internet" if network.prefixlen == 0 else f"a /{network.prefixlen}, most of the internet"
+            raise WorldOpenSsh(f"{network} opens SSH to {reach}", params=(param, "allow_world_ssh"))
+        checked.append(str(network))
+    return checked
 
 __all__ = [
     "Rule",
+    "WorldOpenSsh",
+    "check_ssh_sources",
     "create_security_group",
     "delete_security_group",
     "ensure_security_group",

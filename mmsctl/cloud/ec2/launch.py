@@ -13,7 +13,7 @@ from typing import Any, Callable
 from mmsctl.cloud.aws import tags
 from mmsctl.cloud.aws.errors import ElasticInferenceRetired
 from mmsctl.cloud.aws.network import resolve_placement
-from mmsctl.cloud.aws.security_groups import ensure_security_group
+from mmsctl.cloud.aws.security_groups import check_ssh_sources, ensure_security_group
 from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.ec2.query import instance_row
 from mmsctl.cloud.ec2.spec import LaunchRequest, LaunchResult
@@ -36,6 +36,7 @@ def launch(aws: AwsSession, req: LaunchRequest, *, sleep: Callable[[float], None
     choice = req.accelerator
     if req.count < 1:
         raise UsageError("count must be at least 1", param="count")
+    req.allow_cidrs = check_ssh_sources(req.allow_cidrs, allow_world=req.allow_world_ssh, param="allow_cidrs")
     image = server_image(aws, choice, models=req.models, server=req.server, ami=req.ami,
                          instance_type=req.instance_type, pip_spec=req.pip_spec)
     placement = resolve_placement(aws, req.subnet)

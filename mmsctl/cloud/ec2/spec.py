@@ -26,6 +26,7 @@ class LaunchRequest:
     count: int = 1
     server: ServerKind = "mmsctl"
     allow_cidrs: list[str] = field(default_factory=list)
+    allow_world_ssh: bool = False
     name: Optional[str] = None
     pip_spec: Optional[str] = None
 

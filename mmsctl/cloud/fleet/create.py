@@ -25,7 +25,7 @@ from urllib.parse import quote
 from mmsctl.cloud.aws import tags
 from mmsctl.cloud.aws.iam import SESSION_MANAGER_POLICY, ensure_instance_role
 from mmsctl.cloud.aws.network import Network, resolve_network
-from mmsctl.cloud.aws.security_groups import Rule, create_security_group, restrict_egress
+from mmsctl.cloud.aws.security_groups import Rule, check_ssh_sources, create_security_group, restrict_egress
 from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.fleet import asg, elb
 from mmsctl.cloud.fleet.names import IAM_PATH, FleetNames, check_name
@@ -67,6 +67,7 @@ class FleetRequest:
     certificate_arn: Optional[str] = None
     key_name: Optional[str] = None
     ssh_cidrs: list[str] = field(default_factory=list)
+    allow_world_ssh: bool = False
     server: ServerKind = "mmsctl"
     pip_spec: Optional[str] = None
     health_check_path: Optional[str] = None
@@ -87,11 +88,7 @@ class FleetRequest:
                              "requests per second", param="target_requests_per_instance")
         if not 0 <= self.grace_s <= 7200:
             raise UsageError("the health check grace period must be 0 to 7200 seconds", param="grace_s")
-        for cidr in self.ssh_cidrs:
-            try:
-                ipaddress.ip_network(cidr, strict=True)
-            except ValueError as exc:
-                raise UsageError(f"SSH CIDR {cidr!r}: {exc}", param="ssh_cidrs") from None
+        self.ssh_cidrs = check_ssh_sources(self.ssh_cidrs, allow_world=self.allow_world_ssh, param="ssh_cidrs")
         if self.certificate_arn is not None and not self.certificate_arn.startswith("arn:"):
             raise UsageError(f"the certificate must be an ACM or IAM certificate ARN, not {self.certificate_arn!r}",
                              param="certificate_arn")
