@@ -17,7 +17,6 @@ and the error says so: ``fleet destroy NAME`` removes it.
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass, field
 from typing import Any, Optional
 from urllib.parse import quote
