@@ -525,3 +525,20 @@ def test_an_elastic_inference_fleet_shares_ec2s_endpoint_and_keeps_cleanup_off_i
     cleaned = cli("ec2", "cleanup", "-o", "json")
     assert cleaned.code == 0, cleaned.stderr
     assert sorted(d["kind"] for d in json.loads(cleaned.stdout)["deleted"]) == ["security-group", "vpc-endpoint"]
+
+
+def test_a_warm_pool_keeps_booted_instances_stopped(aws: dict[str, Any]) -> None:
+    cli = aws["cli"]
+    out = _create(aws, "warm", "-m", "squeezenet", "--min", "1", "--max", "4", "--warm-pool", "2")
+    assert {"kind": "warm-pool", "id": "mmsctl-fleet-warm (2 stopped)"} in out["resources"]
+    pool = aws["asg"].describe_warm_pool(AutoScalingGroupName="mmsctl-fleet-warm")["WarmPoolConfiguration"]
+    assert (pool["MinSize"], pool["PoolState"], pool["InstanceReusePolicy"]) == (2, "Stopped", {"ReuseOnScaleIn": True})
+    desc = json.loads(cli("fleet", "describe", "warm", "-o", "json").stdout)
+    assert desc["warm_pool"]["min_size"] == 2 and desc["warm_pool"]["state"] == "Stopped"
+    latest = str(desc["launch_templates"][0]["latest_version"])
+    assert {i["template_version"] for i in desc["instances"]} <= {latest, "$Latest"} and desc["drift"] == []
+    too_big = cli("fleet", "create", "w2", "-m", "squeezenet", "--max", "3", "--warm-pool", "5")
+    assert too_big.code == 2 and "a warm pool of 5 must be 0 to the group's max (3) (--warm-pool, --max)" in too_big.stderr
+    gone = cli("fleet", "destroy", "warm", "-o", "json")
+    assert gone.code == 0, gone.stderr
+    assert aws["asg"].describe_auto_scaling_groups(AutoScalingGroupNames=["mmsctl-fleet-warm"])["AutoScalingGroups"] == []

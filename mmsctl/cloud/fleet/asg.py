@@ -18,7 +18,9 @@ __all__ = [
     "groups_tagged",
     "policies_of",
     "put_request_tracking_policy",
+    "put_warm_pool",
     "set_size",
+    "warm_pool_of",
 ]
 
 #: A ceiling on --min/--max/--desired: far above any model fleet, far below what a typo could cost.
@@ -55,6 +57,24 @@ def put_request_tracking_policy(aws: AwsSession, *, group: str, name: str, resou
         },
     )
     return str(answer.get("PolicyARN", ""))
+
+
+def put_warm_pool(aws: AwsSession, group: str, size: int) -> None:
+    """*size* instances kept launched, booted and stopped, so a scale-out starts a stopped instance (seconds)
+    instead of booting a new one; instances scaled in go back to the pool (their boot is already done)."""
+    aws.call("autoscaling", "put_warm_pool", AutoScalingGroupName=group, MinSize=size, PoolState="Stopped",
+             InstanceReusePolicy={"ReuseOnScaleIn": True})
+
+
+def warm_pool_of(aws: AwsSession, group: str) -> Optional[dict[str, Any]]:
+    """The group's warm pool configuration and its instances' count, or None."""
+    answer = aws.call("autoscaling", "describe_warm_pool", AutoScalingGroupName=group)
+    config = answer.get("WarmPoolConfiguration")
+    if not config:
+        return None
+    return {"min_size": config.get("MinSize"), "state": config.get("PoolState"),
+            "reuse_on_scale_in": (config.get("InstanceReusePolicy") or {}).get("ReuseOnScaleIn"),
+            "instances": len(answer.get("Instances") or [])}
 
 
 def find_group(aws: AwsSession, name: str) -> Optional[dict[str, Any]]:

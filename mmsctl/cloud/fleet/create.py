@@ -71,6 +71,7 @@ class FleetRequest:
     pip_spec: Optional[str] = None
     health_check_path: Optional[str] = None
     grace_s: int = 600
+    warm_pool: int = 0  # instances kept booted and stopped for fast scale-out
 
     def check(self) -> None:
         """Refuse what AWS would refuse later (or what would cost money by mistake), before any call."""
@@ -85,6 +86,9 @@ class FleetRequest:
         if not 0 < self.target_requests_per_instance <= MAX_TARGET_RPS:
             raise UsageError(f"the target requests per instance must be above 0 and at most {MAX_TARGET_RPS:g} "
                              "requests per second", param="target_requests_per_instance")
+        if not 0 <= self.warm_pool <= self.max_size:
+            raise UsageError(f"a warm pool of {self.warm_pool} must be 0 to the group's max ({self.max_size})",
+                             params=("warm_pool", "max_size"))
         if not 0 <= self.grace_s <= 7200:
             raise UsageError("the health check grace period must be 0 to 7200 seconds", param="grace_s")
         self.ssh_cidrs = check_ssh_sources(self.ssh_cidrs, allow_world=self.allow_world_ssh, param="ssh_cidrs")
@@ -338,6 +342,9 @@ class _Build:
                          min_size=req.min_size, max_size=req.max_size, desired=desired, grace_s=req.grace_s,
                          group_tags=self.tagged(tags.FLEET_AUTO_SCALING_GROUP, names.base, facts))
         self.made.append({"kind": "auto-scaling-group", "id": names.auto_scaling_group})
+        if req.warm_pool:
+            asg.put_warm_pool(self.aws, names.auto_scaling_group, req.warm_pool)
+            self.made.append({"kind": "warm-pool", "id": f"{names.auto_scaling_group} ({req.warm_pool} stopped)"})
         per_minute = round(req.target_requests_per_instance * 60.0, 3)
         policy_arn = asg.put_request_tracking_policy(
             self.aws, group=names.auto_scaling_group, name=names.policy,

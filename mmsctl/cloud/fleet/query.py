@@ -288,7 +288,10 @@ def describe(aws: AwsSession, name: str) -> dict[str, Any]:
         "target": (targets.get(iid) or {}).get("state"), "zone": states[iid].get("AvailabilityZone"),
         "private_ip": described.get(iid, {}).get("PrivateIpAddress"),
         "public_ip": described.get(iid, {}).get("PublicIpAddress"),
+        "template_version": (states[iid].get("LaunchTemplate") or {}).get("Version"),
     } for iid in sorted(states)]
+    latest = str(found.launch_templates[0].get("LatestVersionNumber")) if found.launch_templates else None
+    drift = [i["id"] for i in instances if latest and i["template_version"] not in (None, latest, "$Latest")]
     tg = found.target_group or {}
     policy = (found.policies[0] if found.policies else {}).get("TargetTrackingConfiguration") or {}
     by_id = {str(g["GroupId"]): str(g.get("GroupName")) for g in found.security_groups}
@@ -324,5 +327,7 @@ def describe(aws: AwsSession, name: str) -> dict[str, Any]:
         "launch_templates": [{"id": t.get("LaunchTemplateId"), "name": t.get("LaunchTemplateName"),
                               "latest_version": t.get("LatestVersionNumber")} for t in found.launch_templates],
         "iam_role": (found.role or {}).get("Arn"), "instance_profile": (found.instance_profile or {}).get("Arn"),
+        "warm_pool": asg.warm_pool_of(aws, str(group["AutoScalingGroupName"])) if found.group else None,
+        "drift": drift,  # members on an older launch template version than the latest
         "foreign": found.foreign,
     }
