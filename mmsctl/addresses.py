@@ -8,7 +8,12 @@ connects to the address that was judged (:mod:`mmsctl.predict.fetch`), never to 
 lookup's answer.
 
 ``MMSCTL_FETCH_ALLOW`` (comma-separated addresses, CIDR blocks or host names) lets
-chosen non-public destinations through, e.g. an image server inside the VPC.
+chosen non-public destinations through, e.g. an image server inside the VPC. The Lambda
+runtime API (``AWS_LAMBDA_RUNTIME_API``, host:port) stays refused even then: a request
+that reached it could read or answer other invocations.
+
+Tests stand in for DNS by passing ``resolver=`` or by replacing :data:`system_resolver`
+here (it is looked up at each fetch).
 """
 
 from __future__ import annotations
@@ -22,9 +27,11 @@ from typing import Callable, Optional, Union
 
 from mmsctl.errors import ConfigError
 
-__all__ = ["ENV_ALLOW", "AllowList", "IPAddress", "Resolver", "refusal", "resolve", "system_resolver"]
+__all__ = ["ENV_ALLOW", "ENV_RUNTIME_API", "AllowList", "IPAddress", "Resolver", "refusal", "resolve", "system_resolver"]
 
 ENV_ALLOW = "MMSCTL_FETCH_ALLOW"
+#: Set by Lambda in the function's environment (``127.0.0.1:9001``).
+ENV_RUNTIME_API = "AWS_LAMBDA_RUNTIME_API"
 IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 #: ``(host, port) -> addresses``; tests pass a stand-in for DNS.
 Resolver = Callable[[str, int], list[str]]
@@ -74,13 +81,15 @@ class AllowList:
 
 def refusal(address: IPAddress) -> Optional[str]:
     """Why *address* is not a public destination (``"a loopback address"``), or None when it is."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return refusal(address.ipv4_mapped)
+    if isinstance(address, ipaddress.IPv6Address):  # an IPv4 address inside: judge that one
+        embedded = address.ipv4_mapped or address.sixtofour or (address.teredo[1] if address.teredo else None)
+        if embedded is not None:
+            return refusal(embedded)
     if any(address in net for net in _METADATA if net.version == address.version):
         return "an instance-metadata address"
-    checks = (("loopback", address.is_loopback), ("link-local", address.is_link_local),
-              ("private", address.is_private), ("multicast", address.is_multicast),
-              ("unspecified", address.is_unspecified), ("reserved", address.is_reserved),
+    checks = (("loopback", address.is_loopback), ("unspecified", address.is_unspecified),
+              ("link-local", address.is_link_local), ("private", address.is_private),
+              ("multicast", address.is_multicast), ("reserved", address.is_reserved),
               ("shared (carrier-grade NAT)", isinstance(address, ipaddress.IPv4Address) and address in _CGNAT))
     for name, hit in checks:
         if hit:
@@ -94,8 +103,8 @@ def system_resolver(host: str, port: int) -> list[str]:
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
-def resolve(host: str, port: int, *, allow: AllowList, resolver: Resolver) -> IPAddress:
-    """The one address to connect to for *host*: resolved once, every answer judged.
+def resolve(host: str, port: int, *, allow: AllowList, resolver: Resolver) -> list[IPAddress]:
+    """The addresses to connect to for *host*, in the resolver's order: resolved once, every answer judged.
 
     A literal address is judged as it is. If any answer is refused, the whole name is
     (a name that also points inside is not public, whichever answer a client would use).
@@ -113,7 +122,32 @@ def resolve(host: str, port: int, *, allow: AllowList, resolver: Resolver) -> IP
     if not answers:
         raise OSError(f"{host} has no address")
     for address in answers:
-        why = refusal(address)
-        if why is not None and not allow.allows(host, address):
+        if _is_runtime_api(host, address, port):  # no allow-list opens it
+            why: Optional[str] = "the Lambda runtime API"
+        else:
+            why = None if allow.allows(host, address) else refusal(address)
+        if why is not None:
             raise PermissionError(f"{host} {verb} {why}" if verb == "is" else f"{host} {verb} {address}, {why}")
-    return answers[0]
+    return list(dict.fromkeys(answers))
+
+
+def _is_runtime_api(host: str, address: IPAddress, port: int) -> bool:
+    """Whether *host*/*address* and *port* are this function's runtime API (never fetched, allow-list or not)."""
+    from urllib.parse import urlsplit
+
+    value = os.environ.get(ENV_RUNTIME_API, "").strip()
+    if not value:
+        return False
+    try:
+        parts = urlsplit("//" + value)
+        api_host, api_port = (parts.hostname or "").lower(), parts.port
+    except ValueError:
+        return False
+    if api_port is not None and api_port != port:
+        return False
+    try:
+        api_address: Optional[IPAddress] = ipaddress.ip_address(api_host)
+    except ValueError:
+        api_address = None
+    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+    return api_host == host.lower().strip("[]").rstrip(".") or api_address in (address, mapped)

@@ -38,7 +38,8 @@ _FLEET_WORDS = CommandWords(
     flags={**CLOUD_WORDS.flags, "min_size": "--min", "max_size": "--max", "desired": "--desired",
            "target_requests_per_instance": "--target-requests-per-instance", "grace_s": "--health-check-grace",
            "ssh_cidrs": "--ssh-cidr", "certificate_arn": "--certificate-arn",
-           "health_check_path": "--health-check-path", "warm_pool": "--warm-pool"},
+           "health_check_path": "--health-check-path", "warm_pool": "--warm-pool",
+           "instance_python": "--instance-python"},
     hints=CLOUD_WORDS.hints,
 )
 
@@ -103,6 +104,8 @@ def create_cmd(
     health_check_path: Optional[str] = typer.Option(None, "--health-check-path", help="Override the target group's "
                                                     "health check (default /ping/FIRST_MODEL; /ping for MMS).",
                                                     metavar="PATH"),
+    instance_python: str = typer.Option("3.10", "--instance-python", metavar="X.Y", help="The AMI's python3: "
+                                        "the wheels instances install are built for it."),
     warm_pool: int = typer.Option(0, "--warm-pool", metavar="N", help="Keep N instances booted and stopped "
                                   "(an Auto Scaling warm pool): scale-out starts them in seconds."),
     grace: int = typer.Option(600, "--health-check-grace", help="Seconds a new instance has to boot before "
@@ -129,7 +132,7 @@ def create_cmd(
         ami=ami, min_size=min_size, max_size=max_size, desired=desired, target_requests_per_instance=target_rps,
         subnets=_split(subnets), internal=internal, certificate_arn=certificate_arn, key_name=key_name,
         ssh_cidrs=list(ssh_cidrs), allow_world_ssh=allow_world_ssh, server=server_kind(server), pip_spec=pip_spec,
-        health_check_path=health_check_path, grace_s=grace, warm_pool=warm_pool,
+        health_check_path=health_check_path, grace_s=grace, warm_pool=warm_pool, instance_python=instance_python,
     )
     req.check()  # before the AWS session: no region or credentials needed to refuse these
     ui = get_ui()

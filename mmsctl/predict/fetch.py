@@ -15,11 +15,15 @@ atomically, with retries and a progress bar.)
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 from urllib.parse import urlsplit
 
+from mmsctl import addresses
+from mmsctl.addresses import ENV_ALLOW, AllowList, Resolver, resolve
 from mmsctl.errors import DownloadError
-from mmsctl.addresses import ENV_ALLOW, AllowList, Resolver, resolve, system_resolver
+
+if TYPE_CHECKING:
+    import ssl
 
 __all__ = ["MAX_URL_BYTES", "URL_TIMEOUT_S", "FetchError", "check_url", "fetch_url"]
 
@@ -45,21 +49,28 @@ def check_url(url: str) -> str:
     """The URL, if it is an absolute http(s) URL with a host; else :class:`FetchError` (400)."""
     if len(url) > _MAX_URL:
         raise FetchError(400, "BadRequestException", f"url is longer than {_MAX_URL} characters")
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - a bad port ("x:99999", "x:abc") raises here, not at the fetch
+    except ValueError as exc:
+        raise FetchError(400, "BadRequestException", f"url {url[:200]!r} is not valid: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise FetchError(400, "BadRequestException", f"url must be an http(s) URL with a host, not {url[:200]!r}")
     return url
 
 
 def fetch_url(url: str, *, max_bytes: int = MAX_URL_BYTES, timeout: float = URL_TIMEOUT_S,
-              allow: Optional[AllowList] = None, resolver: Resolver = system_resolver,
-              allow_setting: str = ENV_ALLOW) -> bytes:
+              allow: Optional[AllowList] = None, resolver: Optional[Resolver] = None,
+              allow_setting: str = ENV_ALLOW, tls: Optional[ssl.SSLContext] = None) -> bytes:
     """GET *url* within *timeout* seconds and *max_bytes* bytes, from public addresses only.
 
-    Each hop (the URL, then up to three redirects) is resolved once with *resolver*,
-    judged (:func:`mmsctl.addresses.resolve`; *allow* defaults to
-    ``MMSCTL_FETCH_ALLOW``; *allow_setting* is the name a refusal tells the user to set) and connected to at the judged address, so a name that
-    answers differently on a second lookup cannot steer the connection.
+    Each hop (the URL, then up to three redirects) is resolved once with *resolver*
+    (default: :data:`mmsctl.addresses.system_resolver`, looked up now so tests can
+    replace it), judged (:func:`mmsctl.addresses.resolve`; *allow* defaults to
+    ``MMSCTL_FETCH_ALLOW``; *allow_setting* is the name a refusal tells the user to set)
+    and connected to at the judged address, so a name that answers differently on a
+    second lookup cannot steer the connection. Later hops get what is left of *timeout*.
+    TLS names and verifies the host, not the address (*tls*: the trust store, default httpx's).
 
     Raises:
         FetchError: 400 bad URL, 403 a destination that is not public, 413 too large,
@@ -69,11 +80,15 @@ def fetch_url(url: str, *, max_bytes: int = MAX_URL_BYTES, timeout: float = URL_
 
     check_url(url)
     allow = AllowList.from_environ() if allow is None else allow
+    resolver = addresses.system_resolver if resolver is None else resolver
     deadline = time.monotonic() + timeout
     current = url
     try:
         for _hop in range(_MAX_REDIRECTS + 1):
-            with _pinned_client(current, allow, resolver, timeout, allow_setting) as client:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise httpx.TimeoutException("deadline")
+            with _pinned_client(current, allow, resolver, left, allow_setting, tls) as client:
                 with client.stream("GET", current) as response:
                     if response.is_redirect and response.next_request is not None:
                         current = check_url(str(response.next_request.url))
@@ -89,16 +104,20 @@ def fetch_url(url: str, *, max_bytes: int = MAX_URL_BYTES, timeout: float = URL_
         raise FetchError(502, "BadGatewayException", f"{url[:200]}: {reason}") from None
 
 
-def _pinned_client(url: str, allow: AllowList, resolver: Resolver, timeout: float, allow_setting: str) -> Any:
-    """An httpx client that connects to the one judged address of *url*'s host (SNI and Host stay the name)."""
+def _pinned_client(url: str, allow: AllowList, resolver: Resolver, timeout: float, allow_setting: str,
+                   tls: Optional[ssl.SSLContext]) -> Any:
+    """An httpx client that connects only to the judged addresses of *url*'s host (SNI and Host stay the name).
+
+    Like a resolving client, it tries the next answer when one cannot be reached (an
+    IPv6 answer where the function has no IPv6 route)."""
     import httpcore
     import httpx
 
     parts = urlsplit(url)
     host = parts.hostname or ""
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+    checked_port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
-        address = resolve(host, port, allow=allow, resolver=resolver)
+        judged = resolve(host, checked_port, allow=allow, resolver=resolver)
     except PermissionError as exc:
         raise FetchError(403, "ForbiddenException",
                          f"{url[:200]}: {exc}; only public addresses are fetched (set {allow_setting} to allow it)") \
@@ -108,9 +127,14 @@ def _pinned_client(url: str, allow: AllowList, resolver: Resolver, timeout: floa
 
     class Pinned(httpcore.SyncBackend):
         def connect_tcp(self, host: str, port: int, *args: Any, **kwargs: Any) -> Any:
-            return super().connect_tcp(str(address), port, *args, **kwargs)
+            for address in judged[:-1]:  # what was judged, whatever httpx parsed
+                try:
+                    return super().connect_tcp(str(address), checked_port, *args, **kwargs)
+                except httpcore.ConnectError:
+                    continue
+            return super().connect_tcp(str(judged[-1]), checked_port, *args, **kwargs)
 
-    transport = httpx.HTTPTransport(trust_env=False)
+    transport = httpx.HTTPTransport(verify=True if tls is None else tls, trust_env=False)
     pool = getattr(transport, "_pool", None)
     if not isinstance(pool, httpcore.ConnectionPool):  # fail closed if httpx changes its insides
         raise FetchError(500, "InternalServerException", "this httpx cannot pin a connection's address")

@@ -107,12 +107,21 @@ def test_serve_start_keeps_a_word_for_the_zoo_and_makes_a_path_absolute(here: Pa
     assert config.load_models == ["squeezenet=squeezenet", folder, f"sq={folder}", "r=https://h/m.mar"]
 
 
-def test_ec2_launch_and_fleet_create_send_the_zoo_name_and_refuse_the_folder(
-        here: Path, capsys, monkeypatch) -> None:
+def test_ec2_launch_sends_the_zoo_name_and_refuses_the_folder(here: Path, capsys, monkeypatch) -> None:
     monkeypatch.setenv("HOME", str(here))  # no AWS config: the dry run plans without looking
-    for command in (["ec2", "launch"], ["fleet", "create", "demo"]):
-        code, out, err = run_mmsctl(capsys, *command, "--models", "squeezenet", "--dry-run", "-o", "json")
+    code, out, err = run_mmsctl(capsys, "ec2", "launch", "--models", "squeezenet", "--dry-run", "-o", "json")
+    assert code == 0, err
+    assert NOTE in err
+    r = run_mmsctl(capsys, "ec2", "launch", "--models", "./squeezenet", "--dry-run")
+    assert r.code == 2 and "a local file is not on the instance" in one_error_line(r)
+
+
+def test_fleet_create_uploads_the_zoo_model_and_the_folder_as_assets(here: Path, capsys, monkeypatch) -> None:
+    """The zoo name is the zoo's model, the folder is the folder: each goes to the asset bucket under its name."""
+    monkeypatch.setenv("HOME", str(here))
+    for given in ("squeezenet", "./squeezenet"):
+        code, out, err = run_mmsctl(capsys, "fleet", "create", "demo", "--models", given, "--dry-run", "-o", "json")
         assert code == 0, err
-        assert NOTE in err
-        r = run_mmsctl(capsys, *command, "--models", "./squeezenet", "--dry-run")
-        assert r.code == 2 and "a local file is not on the instance" in one_error_line(r)
+        puts = [c["parameters"] for c in json.loads(out)["calls"] if c["operation"] == "PutObject"]
+        assert puts[0]["Key"] == "fleet/demo/models/squeezenet.mar", puts
+        assert puts[0]["Body"] == f"<{Path(given).name}>"

@@ -93,3 +93,24 @@ def run_cli(moto: Moto, *args: str, env: dict[str, str] | None = None, timeout: 
         [sys.executable, "-m", "mmsctl", *args], capture_output=True, text=True, timeout=timeout, cwd=REPO,
         env={**moto.env(), **(env or {})},
     )
+
+
+@pytest.fixture
+def instance_assets(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """What `fleet create` uploads for its instances, made offline: a small wheelhouse (MMSCTL_WHEELHOUSE; the
+    real one is built by pip, tests/cloud/test_boot_script.py) and the zoo's squeezenet in the cache (a no-op
+    archive under its name: the bytes only travel to the bucket here)."""
+    from mmsctl.zoo import cache
+    from mmsctl.zoo.catalog import lookup
+    from tests.cloud.lambda_support import noop_mar
+
+    wheels = tmp_path_factory.mktemp("wheelhouse")
+    for name in ("mmsctl-0.1.0-py3-none-any.whl", "numpy-1.26.4-cp310-cp310-manylinux2014_x86_64.whl"):
+        (wheels / name).write_bytes(name.encode() * 100)
+    monkeypatch.setenv("MMSCTL_WHEELHOUSE", str(wheels))
+    entry = lookup("squeezenet")
+    target = cache.zoo_path(entry.filename if entry else "squeezenet_v1.1.mar")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    archive = noop_mar(tmp_path_factory.mktemp("zoo"), "squeezenet")
+    target.write_bytes(archive.read_bytes())
+    return wheels

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -34,7 +35,7 @@ _IMAGE: list[str] = []  # moto's AMI ids survive a reset; listing them all takes
 
 
 @pytest.fixture
-def aws(moto: Moto, cli: Any) -> dict[str, Any]:
+def aws(moto: Moto, cli: Any, instance_assets: Path) -> dict[str, Any]:
     """boto3 clients on moto, and a 'DLAMI' id published in an SSM parameter (moto reserves /aws/…)."""
     ec2 = boto3.client("ec2")
     if not _IMAGE:
@@ -131,10 +132,17 @@ def test_create_makes_the_exact_resource_graph(aws: dict[str, Any]) -> None:
     profile = iam.get_instance_profile(InstanceProfileName="mmsctl-fleet-prod")["InstanceProfile"]
     assert data["IamInstanceProfile"]["Arn"] == profile["Arn"]
     assert [r["RoleName"] for r in profile["Roles"]] == ["mmsctl-fleet-prod"]
-    assert iam.list_role_policies(RoleName="mmsctl-fleet-prod")["PolicyNames"] == ["mmsctl-session-manager"]
+    assert sorted(iam.list_role_policies(RoleName="mmsctl-fleet-prod")["PolicyNames"]) == [
+        "mmsctl-boot-assets", "mmsctl-session-manager"]
     script = base64.b64decode(data["UserData"]).decode()
     assert "--management-address http://0.0.0.0:8081" in script and "--inference-address http://0.0.0.0:8080" in script
-    assert "--models squeezenet=squeezenet --models r18=https://models.example.com/resnet-18.mar" in script
+    assert ("--models squeezenet=/opt/mmsctl/assets/models/squeezenet.mar "
+            "--models r18=https://models.example.com/resnet-18.mar") in script
+    assert '"$VENV/bin/pip" install --no-index --find-links "$APP_DIR/assets/wheelhouse" mmsctl==' in script
+    assert "apt-get update" in script.split("if ! python3 -c", 1)[1].split("fi\n", 1)[0]  # only when missing
+    bucket = f"mmsctl-assets-{ACCOUNT}-us-east-1"
+    assert f"python3 - {bucket} fleet/prod/ us-east-1 /opt/mmsctl/assets <<'MMSCTL_PY'" in script
+    _assert_assets(aws, bucket, "fleet/prod/", ["models/squeezenet.mar"])
 
     # The group over the subnets, with ELB health checks, and its target-tracking policy.
     group = _asg(aws, "prod")
@@ -162,6 +170,64 @@ def test_create_makes_the_exact_resource_graph(aws: dict[str, Any]) -> None:
     assert len(instances) == 2
     assert all(_tags(i)[FLEET] == "prod" and _tags(i)["mmsctl:models"].startswith("squeezenet=") for i in instances)
     assert all("mmsctl:managed" not in _tags(i) for i in instances)  # `ec2 terminate --all` must not see them
+
+
+ACCOUNT = "123456789012"
+
+
+def _assert_assets(aws: dict[str, Any], bucket: str, prefix: str, models: list[str]) -> None:
+    """The asset bucket: private, encrypted, versioned, tagged; the prefix holds the models and the manifest,
+    the shared wheels hold the wheelhouse; the role reads exactly those."""
+    s3 = boto3.client("s3")
+    block = s3.get_public_access_block(Bucket=bucket)["PublicAccessBlockConfiguration"]
+    assert all(block[k] for k in ("BlockPublicAcls", "IgnorePublicAcls", "BlockPublicPolicy", "RestrictPublicBuckets"))
+    rule = s3.get_bucket_encryption(Bucket=bucket)["ServerSideEncryptionConfiguration"]["Rules"][0]
+    assert rule["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
+    assert s3.get_bucket_versioning(Bucket=bucket)["Status"] == "Enabled"
+    assert {t["Key"]: t["Value"] for t in s3.get_bucket_tagging(Bucket=bucket)["TagSet"]}["mmsctl:managed"] == "true"
+    keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"])
+    assert [k for k in keys if k.startswith(prefix)] == sorted([prefix + "manifest.json", *(prefix + m for m in models)])
+    assert [k for k in keys if k.startswith("wheels/")] == [
+        "wheels/mmsctl-0.1.0-py3-none-any.whl", "wheels/numpy-1.26.4-cp310-cp310-manylinux2014_x86_64.whl"]
+    manifest = json.loads(s3.get_object(Bucket=bucket, Key=prefix + "manifest.json")["Body"].read())
+    for item in manifest["assets"]:
+        head = s3.head_object(Bucket=bucket, Key=item["key"])
+        assert head["Metadata"]["sha256"] == item["sha256"] and len(item["sha256"]) == 64
+    role = prefix.split("/")[1]
+    doc = aws["iam"].get_role_policy(RoleName=f"mmsctl-fleet-{role}", PolicyName="mmsctl-boot-assets")["PolicyDocument"]
+    [statement] = doc["Statement"]
+    assert (statement["Sid"], statement["Effect"], statement["Action"]) == ("ReadBootAssets", "Allow", ["s3:GetObject"])
+    assert statement["Resource"][:2] == [f"arn:aws:s3:::{bucket}/{prefix}*", f"arn:aws:s3:::{bucket}/wheels/*"]
+
+
+def test_assets_upload_only_what_changed_and_go_with_the_fleet(aws: dict[str, Any], tmp_path: Path) -> None:
+    """A second fleet uploads its models and no wheel; a local archive and an s3:// model reach the instance;
+    destroy removes the fleet's prefix (every version), never the bucket or the shared wheels."""
+    from tests.cloud.lambda_support import noop_mar
+
+    s3 = boto3.client("s3")
+    first = _create(aws, "one", "-m", "squeezenet", "--min", "1")
+    assert [r["name"] for r in first["resources"] if r["kind"] == "assets"] == ["3 uploaded, 0 unchanged"]
+    s3.create_bucket(Bucket="my-models")
+    s3.put_object(Bucket="my-models", Key="prod/resnet.mar", Body=b"not read here")
+    mine = noop_mar(tmp_path, "mine")
+    second = _create(aws, "two", "-m", f"own={mine}", "-m", "r=s3://my-models/prod/resnet.mar", "--min", "1")
+    assert [r["name"] for r in second["resources"] if r["kind"] == "assets"] == ["1 uploaded, 2 unchanged"]
+    bucket = f"mmsctl-assets-{ACCOUNT}-us-east-1"
+    _assert_assets(aws, bucket, "fleet/two/", ["models/own.mar"])
+    manifest = json.loads(s3.get_object(Bucket=bucket, Key="fleet/two/manifest.json")["Body"].read())
+    assert manifest["s3"] == [{"uri": "s3://my-models/prod/resnet.mar", "dest": "models/r.mar"}]
+    doc = aws["iam"].get_role_policy(RoleName="mmsctl-fleet-two", PolicyName="mmsctl-boot-assets")["PolicyDocument"]
+    assert doc["Statement"][0]["Resource"][-1] == "arn:aws:s3:::my-models/prod/resnet.mar"
+
+    gone = aws["cli"]("fleet", "destroy", "two", "-o", "json")
+    assert gone.code == 0, gone.stderr
+    assert any(d["kind"] == "assets" for d in json.loads(gone.stdout)["deleted"])
+    left = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"])
+    assert not any(k.startswith("fleet/two/") for k in left) and "fleet/one/manifest.json" in left
+    assert any(k.startswith("wheels/") for k in left)
+    assert s3.list_object_versions(Bucket=bucket, Prefix="fleet/two/").get("Versions", []) == []
+    assert s3.get_object(Bucket="my-models", Key="prod/resnet.mar")["Body"].read() == b"not read here"
 
 
 def test_https_internal_and_ssh(aws: dict[str, Any]) -> None:
@@ -194,7 +260,10 @@ def test_dry_run_lists_every_call_and_changes_nothing(aws: dict[str, Any]) -> No
     plan = json.loads(proc.stdout)
     planned = [(c["service"], c["operation"]) for c in plan["calls"] if not c["executed"]]
     assert planned == [
-        ("iam", "CreateRole"), ("iam", "PutRolePolicy"), ("iam", "CreateInstanceProfile"),
+        ("s3", "CreateBucket"), ("s3", "PutPublicAccessBlock"), ("s3", "PutBucketEncryption"),
+        ("s3", "PutBucketVersioning"), ("s3", "PutBucketTagging"), ("s3", "PutObject"), ("s3", "PutObject"),
+        ("s3", "PutObject"),  # the model, the wheels (not built for a plan), the manifest
+        ("iam", "CreateRole"), ("iam", "PutRolePolicy"), ("iam", "PutRolePolicy"), ("iam", "CreateInstanceProfile"),
         ("iam", "AddRoleToInstanceProfile"),
         ("ec2", "CreateSecurityGroup"), ("ec2", "AuthorizeSecurityGroupIngress"),
         ("ec2", "CreateSecurityGroup"),
@@ -345,7 +414,8 @@ def test_destroy_leaves_nothing_tagged_and_twice_is_a_no_op(aws: dict[str, Any])
                        "DeleteLoadBalancer", "DeleteTargetGroup", "DeleteLaunchTemplate",
                        "RevokeSecurityGroupIngress", "RevokeSecurityGroupEgress", "DeleteSecurityGroup",
                        "DeleteSecurityGroup", "DeleteSecurityGroup", "RemoveRoleFromInstanceProfile",
-                       "DeleteInstanceProfile", "DeleteRolePolicy", "DeleteRole"]
+                       "DeleteInstanceProfile", "DeleteRolePolicy", "DeleteRolePolicy", "DeleteRole",
+                       "DeleteObjects"]  # the fleet's asset prefix
     assert len(_nothing_tagged(aws, "prod")) > 10  # the dry run deleted nothing
 
     done = cli("fleet", "destroy", "prod", "-o", "json")
@@ -353,7 +423,7 @@ def test_destroy_leaves_nothing_tagged_and_twice_is_a_no_op(aws: dict[str, Any])
     kinds = [d["kind"] for d in json.loads(done.stdout)["deleted"]]
     assert kinds == ["scaling-policy", "auto-scaling-group", "listener", "listener", "load-balancer", "target-group",
                      "launch-template", "security-group", "security-group", "security-group", "instance-profile",
-                     "iam-role"]
+                     "iam-role", "assets"]
     assert _nothing_tagged(aws, "prod") == []
     assert len(_nothing_tagged(aws, "other")) > 10  # the other fleet is untouched
     again = cli("fleet", "destroy", "prod")
@@ -516,7 +586,7 @@ def test_an_elastic_inference_fleet_shares_ec2s_endpoint_and_keeps_cleanup_off_i
         "SecurityGroups"][0]["GroupId"]
     assert data["SecurityGroupIds"] == [_groups(aws, "ei")["fleet-instance-security-group"]["GroupId"], ei_sg]
     assert sorted(iam.list_role_policies(RoleName="mmsctl-fleet-ei")["PolicyNames"]) == [
-        "mmsctl-elastic-inference-connect", "mmsctl-session-manager"]
+        "mmsctl-boot-assets", "mmsctl-elastic-inference-connect", "mmsctl-session-manager"]
     refused = cli("ec2", "cleanup")
     assert refused.code == 9 and "fleet(s) ei use the Elastic Inference endpoint" in refused.stderr
     assert cli("fleet", "destroy", "ei").code == 0

@@ -91,15 +91,24 @@ def test_an_overlapping_notification_is_refused_before_anything_is_made(moto: Mo
     queue_arn = aws["sqs"].get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     aws["s3"].put_bucket_notification_configuration(Bucket="kitten-in", NotificationConfiguration={"QueueConfigurations": [
         {"Id": "thumbnails", "QueueArn": queue_arn, "Events": ["s3:ObjectCreated:Put"],
-         "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": "incoming/cats/"}]}}}]})
+         "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": "incoming/cats/"},
+                                             {"Name": "suffix", "Value": ".jpg"}]}}},
+        {"Id": "audit", "QueueArn": queue_arn, "Events": ["s3:ObjectRemoved:*"]},  # another event family: no clash
+        {"Id": "pngs", "QueueArn": queue_arn, "Events": ["s3:ObjectCreated:*"],  # a suffix of ours, any prefix
+         "Filter": {"Key": {"FilterRules": [{"Name": "suffix", "Value": ".png"}]}}}]})
     code, _, err = run_mmsctl(capsys, "lambda", "deploy", NAME, "--model", str(mar), *PIPELINE)
     assert code == 2, err
     assert "rule thumbnails" in err and queue_arn in err and "prefix 'incoming/cats/'" in err
+    dogs = ("--input-bucket", "kitten-in", "--output-bucket", "kitten-out", "--input-prefix", "dogs/",
+            "--output-prefix", "predictions/")
+    code, _, err = run_mmsctl(capsys, "lambda", "deploy", NAME, "--model", str(mar), *dogs, "--suffix", ".png")
+    assert code == 2 and "rule pngs" in err and "suffix '.png'" in err, err
     assert aws["lambda"].list_functions()["Functions"] == [] and aws["iam"].list_roles()["Roles"] == []
     assert [b["Name"] for b in aws["s3"].list_buckets()["Buckets"]] == ["kitten-in"]
-    # a disjoint prefix is no clash
-    _deploy(capsys, mar, "--input-bucket", "kitten-in", "--output-bucket", "kitten-out", "--input-prefix", "dogs/",
-            "--output-prefix", "predictions/")
+    # a disjoint prefix (thumbnails), a disjoint suffix (pngs), another event family (audit): no clash
+    _deploy(capsys, mar, *dogs, "--suffix", ".jpg")
+    ids = [c["Id"] for c in aws["s3"].get_bucket_notification_configuration(Bucket="kitten-in")["QueueConfigurations"]]
+    assert ids == ["thumbnails", "audit", "pngs"]  # theirs, untouched
 
 
 @pytest.mark.parametrize(("args", "message"), [

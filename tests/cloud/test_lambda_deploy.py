@@ -7,6 +7,10 @@ permissions: each test reads back, through boto3, what exists afterwards.
 from __future__ import annotations
 
 import json
+import os
+import pty
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -14,7 +18,7 @@ from typing import Any
 import boto3
 import pytest
 
-from tests.cloud.conftest import FAKE_AWS, Moto
+from tests.cloud.conftest import FAKE_AWS, REPO, Moto
 from tests.cloud.lambda_support import aws_calls_recorded, noop_mar, policy_doc, pushed_image, tags_of
 from tests.support.cli import CliResult, run_mmsctl
 
@@ -269,6 +273,10 @@ def test_destroy_leaves_nothing_tagged_and_a_second_destroy_is_a_no_op(
     unasked = cli("lambda", "destroy", NAME, "--delete-data")  # no terminal here, and no --yes
     assert unasked.code == 2 and "would delete 1 object in s3://kitten-in, 1 object in s3://kitten-out" in unasked.stderr
     assert {b["Name"] for b in aws["s3"].list_buckets()["Buckets"]} == {"kitten-in", "kitten-out"}
+    declined = _on_a_terminal(moto, "n\n", "lambda", "destroy", NAME, "--delete-data")  # asked, with the count
+    assert "Delete 1 object in s3://kitten-in, 1 object in s3://kitten-out, every version? [y/N]" in declined.stderr
+    assert declined.returncode == 2 and declined.stderr.rstrip().endswith("error: nothing deleted")
+    assert {b["Name"] for b in aws["s3"].list_buckets()["Buckets"]} == {"kitten-in", "kitten-out"}
     proc = cli("lambda", "destroy", NAME, "--delete-data", "--yes", "-o", "json")
     assert proc.code == 0, proc.stderr
     assert sorted(d["id"] for d in json.loads(proc.stdout)["deleted"]) == ["kitten-in", "kitten-out"]
@@ -287,6 +295,18 @@ def test_destroy_leaves_nothing_tagged_and_a_second_destroy_is_a_no_op(
     assert f"nothing of {NAME} left in {REGION}" in text.stderr
     described = cli("lambda", "describe", NAME)
     assert described.code == 3 and described.stderr.startswith(f"error: no function {NAME} in {REGION}")
+
+
+def _on_a_terminal(moto: Moto, typed: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``mmsctl ARGS`` with a pseudo-terminal as its stdin, *typed* already waiting there (stderr captured)."""
+    controller, terminal = pty.openpty()
+    try:
+        os.write(controller, typed.encode())
+        return subprocess.run([sys.executable, "-m", "mmsctl", *args], stdin=terminal, capture_output=True, text=True,
+                              cwd=REPO, env=moto.env(), timeout=120)
+    finally:
+        os.close(terminal)
+        os.close(controller)
 
 
 def test_keep_data_keeps_the_buckets(moto: Moto, cli: Any, aws: dict[str, Any], mar: Path) -> None:
@@ -421,3 +441,31 @@ def test_a_deploy_that_fails_half_way_says_what_it_made(moto: Moto, cli: Any, aw
     cleanup = cli("lambda", "destroy", NAME, "-o", "json")
     assert cleanup.code == 0, cleanup.stderr
     assert aws["s3"].list_buckets()["Buckets"] == []
+
+
+def test_a_deploy_that_fails_at_its_last_step_names_everything_it_made(moto: Moto, cli: Any, aws: dict[str, Any],
+                                                                       mar: Path) -> None:
+    """Someone else's EventBridge rule of the warm-up's name stops deploy after the function, its URL and its
+    trigger exist; that rule is never changed or deleted, by deploy or destroy."""
+    pushed_image(NAME)
+    theirs = aws["events"].put_rule(Name=f"mmsctl-{NAME}-warm", ScheduleExpression="rate(1 hour)")["RuleArn"]
+    proc = cli("lambda", "deploy", NAME, "--model", str(mar), *PIPELINE, "--function-url", "--warm", "5m")
+    assert proc.code == 9 and len(proc.stderr.splitlines()) == 2, proc.stderr
+    error, hint = proc.stderr.splitlines()
+    assert error.startswith(f"error: EventBridge rule mmsctl-{NAME}-warm exists and was not made by mmsctl"), error
+    made = error.split("after it made: ", 1)[1]
+    for what in (f"lambda-function {NAME}", f"iam-role mmsctl-lambda-{NAME}", f"sqs-queue mmsctl-lambda-{NAME}-failures",
+                 "input-bucket kitten-in", "output-bucket kitten-out", "function-url", "s3-notification"):
+        assert what in made, (what, made)
+    assert hint.endswith(f"mmsctl lambda destroy {NAME}")
+    assert aws["lambda"].get_function(FunctionName=NAME)
+
+    assert cli("lambda", "deploy", NAME, "--model", str(mar), *PIPELINE).code == 0  # no --warm: theirs stays
+    cleanup = cli("lambda", "destroy", NAME, "-o", "json")
+    assert cleanup.code == 0, cleanup.stderr
+    assert json.loads(cleanup.stdout)["kept"] == [{"kind": "schedule", "id": f"mmsctl-{NAME}-warm",
+                                                   "why": "not tagged mmsctl:lambda"}]
+    assert aws["lambda"].list_functions()["Functions"] == [] and aws["s3"].list_buckets()["Buckets"] == []
+    rule = aws["events"].describe_rule(Name=f"mmsctl-{NAME}-warm")
+    assert (rule["Arn"], rule["ScheduleExpression"]) == (theirs, "rate(1 hour)")
+    assert aws["events"].list_targets_by_rule(Rule=f"mmsctl-{NAME}-warm")["Targets"] == []

@@ -103,6 +103,12 @@ def test_the_role_policy_names_exactly_what_the_function_touches() -> None:
     ]}
     http_only = policy.permissions_policy(policy.RoleScope("aws", "eu-west-1", "1", "web"))
     assert [s["Sid"] for s in http_only["Statement"]] == ["OwnLogGroup"]
+    # failed events to a bucket: writing there and nowhere else (SQS and SNS are checked on moto)
+    to_bucket = policy.permissions_policy(policy.RoleScope("aws", "eu-west-1", "1", "web",
+                                                           failure_arn="arn:aws:s3:::failed-photos"))
+    assert to_bucket["Statement"][-1] == {"Sid": "SendFailures", "Effect": "Allow",
+                                          "Action": ["s3:PutObject", "s3:ListBucket"],
+                                          "Resource": ["arn:aws:s3:::failed-photos", "arn:aws:s3:::failed-photos/*"]}
 
 
 def test_commands_on_any_function_take_lambdas_own_names() -> None:

@@ -7,7 +7,13 @@ import subprocess
 
 import pytest
 
-from mmsctl.cloud.instance.userdata import UserDataSpec, parse_models, render_user_data
+from mmsctl.cloud.instance.userdata import (
+    EC2_USER_DATA_LIMIT,
+    AssetsRef,
+    UserDataSpec,
+    parse_models,
+    render_user_data,
+)
 from mmsctl.errors import UsageError
 
 URL = "https://bucket.s3.amazonaws.com/r18.mar?X-Amz-Signature=ab%2Fcd&X-Amz-Expires=86400"
@@ -54,8 +60,7 @@ def test_pip_spec_override_is_quoted() -> None:
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ("./model.mar", "a local file is not on the instance"),
-        ("s3://bucket/model.mar", "cannot read s3://"),
+        ("s3://bucket", "an S3 model is s3://bucket/key"),
         ("bad name=squeezenet", "spaces"),
         ("x=$(reboot)", "not a zoo name"),
     ],
@@ -103,3 +108,22 @@ def test_wait_for_server_polls_ping() -> None:
     now = [0.0]
     assert wait_for_server(url, timeout=3, interval=1, clock=lambda: now[0],
                            sleep=lambda s: now.__setitem__(0, now[0] + s)) is False
+
+
+def test_without_assets_only_what_the_instance_reaches_itself() -> None:
+    """A pip spec (or MMS) installs from the index: a local file or an s3:// model cannot reach the instance."""
+    for value, message in (("./model.mar", "a local file is not on the instance"), ("s3://b/m.mar", "s3:// models")):
+        with pytest.raises(UsageError, match=message):
+            render_user_data(UserDataSpec(models=parse_models([value]), pip_spec="mmsctl==0.1.0"))
+
+
+def test_with_assets_the_script_fetches_and_installs_without_an_index() -> None:
+    models = parse_models(["own=/opt/mmsctl/assets/models/own.mar"])
+    script = render_user_data(UserDataSpec(models=models, version="9.9.9",
+                                           assets=AssetsRef("mmsctl-assets-1-us-east-1", "fleet/p/", "us-east-1")))
+    assert "python3 - mmsctl-assets-1-us-east-1 fleet/p/ us-east-1 /opt/mmsctl/assets <<'MMSCTL_PY'" in script
+    assert "X-aws-ec2-metadata-token" in script  # IMDSv2, the instance role's keys
+    assert '"$VENV/bin/pip" install --no-index --find-links "$APP_DIR/assets/wheelhouse" mmsctl==9.9.9' in script
+    assert "pip install --upgrade pip" not in script and "--models own=/opt/mmsctl/assets/models/own.mar" in script
+    assert len(script.encode()) < EC2_USER_DATA_LIMIT // 2  # room for many models
+    _bash_syntax_ok(script)

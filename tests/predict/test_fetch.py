@@ -50,7 +50,8 @@ def test_a_slow_server_meets_the_deadline(base: str) -> None:
 
 def test_errors_and_bad_urls(base: str) -> None:
     assert _status(f"{base}/img/nothing.jpg") == (502, "BadGatewayException")
-    for bad in ("file:///etc/passwd", "ftp://127.0.0.1/x", "http://", "kitten.jpg", "http://x/" + "a" * 3000):
+    for bad in ("file:///etc/passwd", "ftp://127.0.0.1/x", "http://", "kitten.jpg", "http://x/" + "a" * 3000,
+                "http://[::1/", "http://x:99999/", "http://x:abc/"):
         assert _status(bad) == (400, "BadRequestException"), bad
     closed = base.rsplit(":", 1)[0] + ":1"
     assert _status(f"{closed}/x.jpg")[0] == 502
@@ -118,14 +119,62 @@ def test_a_public_name_that_resolves_to_loopback_is_refused(loopback: tuple[str,
     assert dns.lookups == ["images.example.com"] and seen == []
 
 
-def test_metadata_and_private_addresses_are_refused_without_a_connection() -> None:
-    dns = Dns("10.0.0.1")  # never dialled: every case below is refused before connecting
+def test_metadata_and_private_addresses_are_refused_without_a_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every case is refused before a socket is opened: the dialler records (and fails) any attempt."""
+    import socket
+
+    dialled: list[object] = []
+
+    def dial(address: object, *args: object, **kwargs: object) -> socket.socket:
+        dialled.append(address)
+        raise OSError("a refused destination was dialled")
+
+    monkeypatch.setattr(socket, "create_connection", dial)
+    dns = Dns("10.0.0.1")
     assert "instance-metadata" in str(_refused("http://169.254.169.254/latest/meta-data/iam/"))
     assert "instance-metadata" in str(_refused("http://[fd00:ec2::254]/latest/api/token"))
     assert "private" in str(_refused("http://intranet.example.com/a.jpg", resolver=dns))
     for url in ("http://[::1]/", "http://0.0.0.0/", "http://224.0.0.1/", "http://100.64.0.1/",
-                "http://169.254.170.2/v2/credentials", "http://[fe80::1]/", "http://240.0.0.1/"):
+                "http://169.254.170.2/v2/credentials", "http://[fe80::1]/", "http://240.0.0.1/",
+                "http://[::ffff:169.254.169.254]/", "http://[2002:a9fe:a9fe::]/", "http://0xa9fea9fe/",
+                "https://0x7f000001/", "http://[::ffff:127.0.0.1]/"):
         _refused(url)
+    assert dns.lookups == ["intranet.example.com"] and dialled == []
+    # the dialler is what a fetch uses: an allowed destination does reach it
+    with pytest.raises(FetchError):
+        fetch_url("http://10.0.0.1:9/", max_bytes=1, timeout=5, allow=AllowList.parse("10.0.0.1"))
+    assert dialled == [("10.0.0.1", 9)]
+
+
+def test_the_lambda_runtime_api_stays_refused_even_when_allowed(loopback: tuple[str, list[tuple[str, str]]],
+                                                                monkeypatch: pytest.MonkeyPatch,
+                                                                kitten_jpg: Path) -> None:
+    url, seen = loopback
+    port = int(url.rsplit(":", 1)[1])
+    allow = AllowList.parse("127.0.0.0/8, localhost")
+    monkeypatch.setenv("AWS_LAMBDA_RUNTIME_API", f"127.0.0.1:{port}")  # as if the image server were the runtime API
+    for target, dns in ((f"{url}/2018-06-01/runtime/invocation/next", None),
+                        (f"http://api.example.com:{port}/img/kitten.jpg", Dns("::ffff:127.0.0.1"))):
+        err = _refused(target, allow=allow, resolver=dns)
+        assert "the Lambda runtime API" in str(err), err
+    monkeypatch.setenv("AWS_LAMBDA_RUNTIME_API", f"localhost:{port}")
+    assert "the Lambda runtime API" in str(_refused(f"http://localhost:{port}/", allow=allow, resolver=Dns("127.0.0.1")))
+    assert seen == []
+    monkeypatch.setenv("AWS_LAMBDA_RUNTIME_API", f"127.0.0.1:{port + 1}")  # another port of the same host: allowed
+    assert fetch_url(f"{url}/img/kitten.jpg", max_bytes=1 << 20, timeout=5, allow=allow) == kitten_jpg.read_bytes()
+
+
+def test_tests_can_stand_in_for_dns_at_the_module(loopback: tuple[str, list[tuple[str, str]]],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The documented hook: :data:`mmsctl.addresses.system_resolver` is looked up at each fetch."""
+    from mmsctl import addresses
+
+    url, seen = loopback
+    dns = Dns("127.0.0.1")
+    monkeypatch.setattr(addresses, "system_resolver", dns)
+    err = _refused(f"http://images.example.com:{url.rsplit(':', 1)[1]}/img/kitten.jpg")
+    assert "images.example.com resolves to 127.0.0.1, a loopback address" in str(err) and ENV_ALLOW in str(err)
+    assert dns.lookups == ["images.example.com"] and seen == []
 
 
 def test_the_connection_goes_to_the_address_that_was_checked(loopback: tuple[str, list[tuple[str, str]]],
@@ -142,6 +191,24 @@ def test_the_connection_goes_to_the_address_that_was_checked(loopback: tuple[str
     assert data == kitten_jpg.read_bytes()
     assert dns.lookups == ["rebind.example.com"]
     assert seen == [("/img/kitten.jpg", f"rebind.example.com:{port}")]
+
+
+def test_an_unreachable_answer_falls_back_to_the_next_judged_one(loopback: tuple[str, list[tuple[str, str]]],
+                                                                  kitten_jpg: Path) -> None:
+    """A name with two allowed answers, the first with nothing listening: the second is dialled, nothing else."""
+    url, seen = loopback
+    port = url.rsplit(":", 1)[1]
+
+    def dns(host: str, port: int) -> list[str]:
+        return ["127.0.0.3", "127.0.0.1"]  # the image server listens on 127.0.0.1 only
+
+    data = fetch_url(f"http://two.example.com:{port}/img/kitten.jpg", max_bytes=1 << 20, timeout=5,
+                     allow=AllowList.parse("127.0.0.0/8"), resolver=dns)
+    assert data == kitten_jpg.read_bytes() and seen == [("/img/kitten.jpg", f"two.example.com:{port}")]
+    with pytest.raises(FetchError) as info:  # only the first answer is allowed: the name is refused as a whole
+        fetch_url(f"http://two.example.com:{port}/img/kitten.jpg", max_bytes=1 << 20, timeout=5,
+                  allow=AllowList.parse("127.0.0.3"), resolver=dns)
+    assert info.value.status == 403 and "127.0.0.1, a loopback address" in str(info.value) and len(seen) == 1
 
 
 def test_every_redirect_is_checked_again(loopback: tuple[str, list[tuple[str, str]]]) -> None:
@@ -171,9 +238,33 @@ def test_the_allow_list_opens_chosen_destinations_only(loopback: tuple[str, list
     ("8.8.8.8", None), ("2606:4700::1111", None), ("127.0.0.2", "loopback"), ("10.1.2.3", "private"),
     ("172.16.0.1", "private"), ("192.168.1.1", "private"), ("fc00::1", "private"), ("::ffff:10.0.0.1", "private"),
     ("169.254.169.254", "instance-metadata"), ("fd00:ec2::254", "instance-metadata"), ("169.254.1.1", "link-local"),
+    ("2002:7f00:1::", "loopback"), ("2002:a9fe:a9fe::", "instance-metadata"), ("2002:808:808::", None),
+    ("100.127.255.254", "shared"), ("::", "unspecified"), ("ff02::1", "multicast"),
 ])
 def test_refusal_names_the_address_class(address: str, why: str | None) -> None:
     import ipaddress
 
     got = refusal(ipaddress.ip_address(address))
     assert (got is None) if why is None else (got is not None and why in got), got
+
+
+def test_tls_names_and_verifies_the_host_while_dialling_the_checked_address(tmp_path: Path, kitten_jpg: Path) -> None:
+    """https to a name pinned to 127.0.0.1: SNI and the certificate check use the name, never the address."""
+    from tests.predict.tls import make_ca, serving_images_tls
+
+    shutil.copy(kitten_jpg, tmp_path / "kitten.jpg")
+    ca = make_ca(tmp_path, "images.example.com")
+    seen: list[tuple[str, str]] = []
+    sni: list[str | None] = []
+    allow = AllowList.parse("127.0.0.1")
+    with serving_images_tls(tmp_path, ca, seen, sni) as port:
+        dns = Dns("127.0.0.1", "10.0.0.1")
+        data = fetch_url(f"https://images.example.com:{port}/img/kitten.jpg", max_bytes=1 << 20, timeout=5,
+                         allow=allow, resolver=dns, tls=ca.client_context())
+        assert data == kitten_jpg.read_bytes() and dns.lookups == ["images.example.com"]
+        assert sni == ["images.example.com"] and seen == [("/img/kitten.jpg", f"images.example.com:{port}")]
+        with pytest.raises(FetchError) as info:  # the same server under a name its certificate does not carry
+            fetch_url(f"https://other.example.com:{port}/img/kitten.jpg", max_bytes=1 << 20, timeout=5,
+                      allow=allow, resolver=Dns("127.0.0.1"), tls=ca.client_context())
+        assert info.value.status == 502 and "certificate" in str(info.value).lower(), info.value
+        assert sni[-1] == "other.example.com" and len(seen) == 1

@@ -67,13 +67,26 @@ def test_post_an_image_to_the_function_url_gives_predicts_top5(
 
 
 def test_get_and_post_with_a_url(served: ServedModel, expected: list[dict[str, Any]], kitten_jpg: Path,
-                                 tmp_path: Path) -> None:
+                                 tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mmsctl import addresses
+
     shutil.copy(kitten_jpg, tmp_path / "kitten.jpg")
     seen: list[tuple[str, str]] = []
+    lookups: list[str] = []
+    monkeypatch.setattr(addresses, "system_resolver", lambda host, port: lookups.append(host) or ["127.0.0.1"])
     with serving_images(tmp_path, seen) as base:
         refused = runtime(served).handle(api_gateway_event("GET", query={"url": f"{base}/img/kitten.jpg"}))
         assert refused["statusCode"] == 403 and body(refused)["type"] == "ForbiddenException"
         assert "loopback" in body(refused)["message"] and seen == []  # a hostile ?url= never reaches the host
+        port = base.rsplit(":", 1)[1]  # a public-looking name that DNS answers with loopback
+        named = runtime(served).handle(function_url_event("GET", query={"url": f"http://images.example.com:{port}/"}))
+        assert named["statusCode"] == 403 and "images.example.com resolves to 127.0.0.1" in body(named)["message"]
+        assert lookups == ["images.example.com"] and seen == []
+        allowed_name = runtime(served, fetch_allow=AllowList.parse("images.example.com"))
+        bounced = allowed_name.handle({"url": f"http://images.example.com:{port}/to?u={base}/img/kitten.jpg"})
+        assert bounced["code"] == 403 and "127.0.0.1 is a loopback address" in bounced["message"]  # the redirect
+        assert [path for path, _ in seen] == [f"/to?u={base}/img/kitten.jpg"]
+        seen.clear()
         metadata = runtime(served).handle({"url": "http://169.254.169.254/latest/meta-data/"})
         assert metadata["code"] == 403 and "instance-metadata" in metadata["message"]  # a direct invoke's body
         assert "MMSCTL_LAMBDA_FETCH_ALLOW" in metadata["message"]

@@ -29,7 +29,7 @@ from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.fleet import asg, elb
 from mmsctl.cloud.fleet.names import IAM_PATH, FleetNames, check_name
 from mmsctl.cloud.fleet.query import find_resources
-from mmsctl.cloud.instance.accelerators import AcceleratorChoice
+from mmsctl.cloud.instance.accelerators import AcceleratorChoice, check_ei_region
 from mmsctl.cloud.instance.ei import EI_POLICY, EI_POLICY_NAME, ensure_ei_network
 from mmsctl.cloud.instance.server_image import (
     INFERENCE_PORT,
@@ -38,12 +38,16 @@ from mmsctl.cloud.instance.server_image import (
     ServerImage,
     server_image,
 )
-from mmsctl.cloud.instance.userdata import ModelSpec, ServerKind
+from mmsctl.cloud.aws.asset_bucket import bucket_name
+from mmsctl.cloud.instance.assets import AssetPlan, plan_assets, stage_assets
+from mmsctl.cloud.instance.userdata import AssetsRef, ModelSpec, ServerKind
+from mmsctl.cloud.instance.wheelhouse import build_wheelhouse, check_python
 from mmsctl.errors import CloudError, MmsError, UsageError
 
 __all__ = ["CreateResult", "FleetRequest", "create", "health_check_path"]
 
 SESSION_MANAGER_POLICY_NAME = "mmsctl-session-manager"
+ASSETS_POLICY_NAME = "mmsctl-boot-assets"
 #: Requests per second per instance is what `mmsctl bench` measures; AWS's metric counts per minute.
 MAX_TARGET_RPS = 100_000.0
 
@@ -72,6 +76,7 @@ class FleetRequest:
     health_check_path: Optional[str] = None
     grace_s: int = 600
     warm_pool: int = 0  # instances kept booted and stopped for fast scale-out
+    instance_python: str = "3.10"  # the AMI's python3: the wheelhouse is built for it
 
     def check(self) -> None:
         """Refuse what AWS would refuse later (or what would cost money by mistake), before any call."""
@@ -167,13 +172,17 @@ def create(aws: AwsSession, req: FleetRequest) -> CreateResult:
         raise CloudError(f"fleet {req.name!r} already exists in {aws.region} ({existing.summary()})",
                          hint=f"`mmsctl fleet describe {req.name}`; `fleet scale` resizes it, "
                               f"`fleet destroy {req.name}` removes it")
-    image = server_image(aws, req.accelerator, models=req.models, server=req.server, ami=req.ami,
-                         instance_type=req.instance_type, pip_spec=req.pip_spec, management_host="0.0.0.0")
+    if req.accelerator.is_ei and not aws.region.startswith("<"):
+        check_ei_region(aws.region)  # before the wheels and the models are prepared here
+    plan, ref = _assets(aws, req)
+    image = server_image(aws, req.accelerator, models=plan.models if plan else req.models, server=req.server,
+                         ami=req.ami, instance_type=req.instance_type, pip_spec=req.pip_spec,
+                         management_host="0.0.0.0", assets=ref)
     network = resolve_network(aws, req.subnets)
     made: list[dict[str, str]] = []
     reused: list[str] = []
     try:
-        return _create(aws, req, names, image, network, made, reused)
+        return _create(aws, req, names, image, network, made, reused, plan)
     except MmsError as exc:
         if not aws.dry_run:
             exc.hint = (f"{exc.hint}; " if exc.hint else "") + (
@@ -182,10 +191,28 @@ def create(aws: AwsSession, req: FleetRequest) -> CreateResult:
         raise
 
 
+def _assets(aws: AwsSession, req: FleetRequest) -> tuple[Optional[AssetPlan], Optional[AssetsRef]]:
+    """The assets plan (wheels built here, before any EC2 call) and where the boot script fetches them;
+    none for MMS or an explicit pip spec (those install from the package index)."""
+    if req.server != "mmsctl" or req.pip_spec:
+        return None, None
+    python = check_python(req.instance_python)
+    wheelhouse = None if aws.dry_run else build_wheelhouse(python)
+    plan = plan_assets(req.models, FleetNames(req.name).asset_prefix, wheelhouse=wheelhouse, dry_run=aws.dry_run)
+    return plan, AssetsRef(bucket_name(aws.account_id(), aws.region), plan.prefix, aws.region, python)
+
+
 def _create(aws: AwsSession, req: FleetRequest, names: FleetNames, image: ServerImage, network: Network,
-            made: list[dict[str, str]], reused: list[str]) -> CreateResult:
+            made: list[dict[str, str]], reused: list[str], plan: Optional[AssetPlan]) -> CreateResult:
     """The steps in dependency order; each appends what it made to *made* as soon as it exists."""
     build = _Build(aws, req, names, network, made, reused)
+    if plan is not None:
+        made_here: list[str] = []
+        staged = stage_assets(aws, plan, req.instance_python, made_here, reused)
+        made += [{"kind": "s3-bucket", "id": m.split()[-1]} for m in made_here]
+        made.append({"kind": "assets", "id": f"s3://{staged.ref.bucket}/{plan.prefix}",
+                     "name": f"{len(staged.uploaded)} uploaded, {len(staged.unchanged)} unchanged"})
+        build.asset_policy = staged.policy
     profile_arn = build.role()
     lb_sg, group_ids = build.security_groups()
     facts = {tags.ACCELERATOR: req.accelerator.label, tags.MODELS: ",".join(m.arg for m in req.models),
@@ -223,6 +250,7 @@ class _Build:
     network: Network
     made: list[dict[str, str]]
     reused: list[str]
+    asset_policy: Optional[dict[str, Any]] = None
 
     def tagged(self, component: str, name: str, facts: Optional[dict[str, str]] = None) -> dict[str, str]:
         return tags.fleet_tags(self.req.name, component, name, facts)
@@ -233,6 +261,8 @@ class _Build:
         policies: dict[str, Any] = {SESSION_MANAGER_POLICY_NAME: SESSION_MANAGER_POLICY}
         if self.req.accelerator.is_ei:
             policies[EI_POLICY_NAME] = EI_POLICY
+        if self.asset_policy is not None:
+            policies[ASSETS_POLICY_NAME] = self.asset_policy
         profile_arn = ensure_instance_role(
             self.aws, role_name=names.role, profile_name=names.instance_profile, path=IAM_PATH,
             description=f"mmsctl fleet {self.req.name}: model-server instances", policies=policies,

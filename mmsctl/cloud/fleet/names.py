@@ -55,6 +55,11 @@ class FleetNames:
         return self.base
 
     @property
+    def asset_prefix(self) -> str:
+        """Where the members find their assets in the account's asset bucket."""
+        return f"fleet/{self.fleet}/"
+
+    @property
     def role(self) -> str:
         return self.base
 

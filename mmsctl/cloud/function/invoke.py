@@ -184,6 +184,13 @@ def _pipeline_ends(aws: AwsSession, name: str) -> tuple[str, str, str, str]:
     return in_bucket, variables.get(env.ENV_INPUT_PREFIX, ""), out_bucket, variables.get(env.ENV_OUTPUT_PREFIX, "")
 
 
+def _delete_exactly(aws: AwsSession, bucket: str, key: str, version: Optional[str]) -> None:
+    """Delete the very version written: in a versioned bucket a plain delete only hides it behind a
+    delete marker, and the bucket then holds data that destroy keeps."""
+    extra = {"VersionId": version} if version and version != "null" else {}
+    aws.call("s3", "delete_object", Bucket=bucket, Key=key, **extra)
+
+
 def invoke_pipeline(aws: AwsSession, name: str, image: Path, *, wait: float = 120.0, keep: bool = False,
                     clock: Callable[[], float] = time.monotonic,
                     sleep: Callable[[float], None] = time.sleep) -> InvokeResult:
@@ -204,7 +211,7 @@ def invoke_pipeline(aws: AwsSession, name: str, image: Path, *, wait: float = 12
     targets = [(output_key(key, input_prefix=in_prefix, output_prefix=out_prefix, error=e), e) for e in (False, True)]
     start = clock()
     with open(image, "rb") as fh:
-        aws.call("s3", "put_object", Bucket=in_bucket, Key=key, Body=fh, ContentType=content_type(image))
+        put = aws.call("s3", "put_object", Bucket=in_bucket, Key=key, Body=fh, ContentType=content_type(image))
     delay = 0.25
     while True:
         for out_key, is_error in targets:
@@ -219,8 +226,8 @@ def invoke_pipeline(aws: AwsSession, name: str, image: Path, *, wait: float = 12
             status = int(doc.get("status", 500 if is_error else 200))
             result = doc.get("error") if is_error else doc.get("result")
             if not keep:
-                aws.call("s3", "delete_object", Bucket=in_bucket, Key=key)
-                aws.call("s3", "delete_object", Bucket=out_bucket, Key=out_key)
+                _delete_exactly(aws, in_bucket, key, put.get("VersionId"))
+                _delete_exactly(aws, out_bucket, out_key, got.get("VersionId"))
             return InvokeResult(status, result, latency_ms=latency, input=f"s3://{in_bucket}/{key}",
                                 output=f"s3://{out_bucket}/{out_key}")
         if clock() - start > wait:

@@ -13,7 +13,7 @@ from typing import Any, Optional
 from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.instance.accelerators import EI_RETIRED_WARNING, AcceleratorChoice, check_ei_region
 from mmsctl.cloud.instance.ami import AmiChoice, resolve_ami
-from mmsctl.cloud.instance.userdata import ModelSpec, ServerKind, UserDataSpec, render_user_data
+from mmsctl.cloud.instance.userdata import AssetsRef, ModelSpec, ServerKind, UserDataSpec, render_user_data
 
 __all__ = ["INFERENCE_PORT", "MANAGEMENT_PORT", "METADATA_OPTIONS", "ServerImage", "server_image"]
 
@@ -52,6 +52,7 @@ def server_image(
     instance_type: Optional[str] = None,
     pip_spec: Optional[str] = None,
     management_host: str = "127.0.0.1",
+    assets: Optional[AssetsRef] = None,
 ) -> ServerImage:
     """Check the accelerator's region, render the boot script, and resolve the AMI.
 
@@ -71,6 +72,7 @@ def server_image(
     user_data = render_user_data(UserDataSpec(
         models=models, server=server, accelerator=accelerator.label, pip_spec=pip_spec,
         inference_port=INFERENCE_PORT, management_port=MANAGEMENT_PORT, management_host=management_host,
+        assets=assets,
     ))
     return ServerImage(resolve_ami(aws, ami, accelerator), instance_type or accelerator.instance_type,
                        accelerator, user_data, warnings)

@@ -25,6 +25,7 @@ __all__ = ["MmsNeedsArchiveUrl", "ModelSpec", "UserDataSpec", "parse_models", "r
 ServerKind = Literal["mmsctl", "mms"]
 SERVERS: tuple[ServerKind, ...] = ("mmsctl", "mms")
 _TEMPLATE = Path(__file__).with_name("userdata.sh")
+_FETCHER = Path(__file__).with_name("fetch-assets.py")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _ZOO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
 MMS_VERSION = "1.1.11"
@@ -51,10 +52,15 @@ class _Template(string.Template):
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """One model to serve, ``name=location``: location is a zoo name or an http(s) URL reachable from the instance."""
+    """One model to serve, ``name=location``: a zoo name, an http(s) URL, a local file or folder, or ``s3://``.
+
+    Local files, folders, zoo names and ``s3://`` reach the instance through its assets
+    (:mod:`mmsctl.cloud.instance.assets`); an http(s) URL is fetched by the instance itself.
+    """
 
     name: str
     location: str
+    kind: str = "zoo"  # zoo | url | path | s3
 
     @property
     def arg(self) -> str:
@@ -62,7 +68,7 @@ class ModelSpec:
 
 
 def parse_models(values: list[str]) -> list[ModelSpec]:
-    """``["squeezenet", "r18=https://…/resnet-18.mar"]`` -> specs; local files are refused (not on the instance)."""
+    """``["squeezenet", "r18=https://…/resnet-18.mar", "./mine.mar", "s3://b/k.mar"]`` -> checked specs."""
     specs: list[ModelSpec] = []
     for value in values:
         for item in (v for v in value.split(",") if v.strip()) if "://" not in value else [value]:
@@ -73,20 +79,15 @@ def parse_models(values: list[str]) -> list[ModelSpec]:
             if any(ch.isspace() or ord(ch) < 32 for ch in item):
                 raise UsageError(f"model {item!r}: spaces and control characters are not allowed", param="models")
             scheme = urlparse(location).scheme
-            if where.kind == "url":
-                pass
-            elif scheme == "s3":
-                raise UsageError(f"model {item!r}: the instance cannot read s3:// URLs", param="models",
-                                 hint="share it as a presigned https URL: `aws s3 presign s3://… --expires-in 86400`")
-            elif where.kind == "path":
-                raise UsageError(f"model {item!r}: a local file is not on the instance", param="models",
-                                 hint="upload it (S3, a web server) and pass its https URL, or use a zoo name")
-            elif not _ZOO_RE.match(location):
-                raise UsageError(f"model {item!r}: not a zoo name or an http(s) URL", param="models")
+            kind = "s3" if scheme == "s3" else where.kind
+            if kind == "s3" and not urlparse(location).netloc or kind == "s3" and not urlparse(location).path.strip("/"):
+                raise UsageError(f"model {item!r}: an S3 model is s3://bucket/key", param="models")
+            if kind == "zoo" and not _ZOO_RE.match(location):
+                raise UsageError(f"model {item!r}: not a zoo name, a file, an http(s) or s3:// URL", param="models")
             if not _NAME_RE.match(name):
                 raise UsageError(f"model {item!r}: model name must be letters, digits, '.', '_' or '-'",
                                  param="models")
-            specs.append(ModelSpec(name, location))
+            specs.append(ModelSpec(name, location, kind))
     names = [s.name for s in specs]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
@@ -105,6 +106,31 @@ def _default_name(location: str) -> str:
 
 
 @dataclass(frozen=True)
+class ScriptPaths:
+    """Where the boot script puts things: the instance's defaults; a test runs it in a throw-away prefix."""
+
+    app_dir: str = "/opt/mmsctl"
+    data_dir: str = "/var/lib/mmsctl"
+    conf_dir: str = "/etc/mmsctl"
+    unit_dir: str = "/etc/systemd/system"
+    log_file: str = "/var/log/mmsctl-init.log"
+    console: str = "/dev/console"
+    service_user: str = "mmsctl"
+
+
+@dataclass(frozen=True)
+class AssetsRef:
+    """Where the instance's assets are (``s3://bucket/prefix``), and, for tests, other S3/IMDS endpoints."""
+
+    bucket: str
+    prefix: str
+    region: str
+    python: str = "3.10"  # the wheelhouse's Python: the AMI's python3 must be this one
+    s3_endpoint: Optional[str] = None
+    imds_endpoint: Optional[str] = None
+
+
+@dataclass(frozen=True)
 class UserDataSpec:
     """Everything the boot script needs."""
 
@@ -119,6 +145,9 @@ class UserDataSpec:
     #: interface for a fleet (fan-out reaches members' private addresses; the security group
     #: admits only the fleet's admin group).
     management_host: str = "127.0.0.1"
+    #: Install from these assets (no package index); None: pip from the index (``pip_spec``, MMS).
+    assets: Optional[AssetsRef] = None
+    paths: ScriptPaths = field(default_factory=ScriptPaths)
 
 
 def render_user_data(spec: UserDataSpec) -> str:
@@ -129,7 +158,14 @@ def render_user_data(spec: UserDataSpec) -> str:
     _check_server(spec)
     server = _mms_part(spec) if spec.server == "mms" else _mmsctl_part(spec, version)
     java = spec.server == "mms"
+    paths = spec.paths
     text = _Template(_TEMPLATE.read_text(encoding="utf-8")).substitute(
+        app_dir=shlex.quote(paths.app_dir), data_dir=shlex.quote(paths.data_dir), conf_dir=shlex.quote(paths.conf_dir),
+        unit_dir=shlex.quote(paths.unit_dir), log_file=shlex.quote(paths.log_file),
+        console=shlex.quote(paths.console), service_user=shlex.quote(paths.service_user),
+        java_check=" && command -v java >/dev/null" if java else "",
+        fetch_assets=_fetch_part(spec.assets, paths),
+        pip_install=_pip_part(spec, server.pip_requirements),
         server_label=server.label,
         model_list=", ".join(m.arg for m in spec.models) or "(no models; register them later)",
         accelerator=spec.accelerator,
@@ -138,7 +174,6 @@ def render_user_data(spec: UserDataSpec) -> str:
         java_comment=" and Java 17 for MMS" if java else "",
         apt_java=" openjdk-17-jre-headless" if java else "",
         dnf_java=" java-17-amazon-corretto-headless" if java else "",
-        pip_requirements=server.pip_requirements,
         server_config=server.config,
         exec_line=server.exec_line,
         inference_port=spec.inference_port,
@@ -160,9 +195,20 @@ class _ServerPart:
 
 
 def _check_server(spec: UserDataSpec) -> None:
-    """A known server, and (for MMS, which cannot resolve zoo names) archive URLs only."""
+    """A known server; without assets, only what the instance can reach itself; for MMS (which cannot
+    resolve zoo names) archive URLs only."""
     if spec.server not in SERVERS:
         raise UsageError(f"unknown server {spec.server!r}; choose one of: {', '.join(SERVERS)}")
+    if spec.assets is None:
+        for m in spec.models:
+            if m.kind == "path":
+                raise UsageError(f"model {m.arg}: a local file is not on the instance when it installs from the "
+                                 "package index", param="models",
+                                 hint="leave out the pip spec (the model then goes through the asset bucket), "
+                                      "or pass an https URL")
+            if m.kind == "s3":
+                raise UsageError(f"model {m.arg}: the instance reads s3:// models through the asset bucket, "
+                                 "not when it installs from the package index", param="models")
     if spec.server == "mms":
         for m in spec.models:
             if "://" not in m.location:
@@ -171,18 +217,42 @@ def _check_server(spec: UserDataSpec) -> None:
                                          hint="serve it with the mmsctl server, which resolves zoo names itself")
 
 
+def _fetch_part(assets: Optional[AssetsRef], paths: ScriptPaths) -> str:
+    """The lines that fetch the assets with the instance role (a standard-library script, fetch-assets.py)."""
+    if assets is None:
+        return ""
+    env = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in (("MMSCTL_S3_ENDPOINT", assets.s3_endpoint),
+                                                                ("MMSCTL_IMDS_ENDPOINT", assets.imds_endpoint)) if v)
+    script = _FETCHER.read_text(encoding="utf-8")
+    args = " ".join(shlex.quote(a) for a in (assets.bucket, assets.prefix, assets.region, f"{paths.app_dir}/assets"))
+    return (f"\n# 2b. What this instance serves, from s3://{assets.bucket}/{assets.prefix} (the instance role, IMDSv2).\n"
+            f"{env}python3 - {args} <<'MMSCTL_PY'\n{script}MMSCTL_PY\n")
+
+
+def _pip_part(spec: UserDataSpec, requirements: str) -> str:
+    """From the wheelhouse among the assets (no index), else from the package index."""
+    if spec.assets is not None:
+        major, minor = spec.assets.python.split(".")
+        return (f'"$VENV/bin/python" -c "import sys; sys.exit(sys.version_info[:2] != ({major}, {minor}))" || '
+                f'{{ echo "mmsctl-init: the wheels are for Python {spec.assets.python}, this AMI has $(python3 -V)"; '
+                f'exit 1; }}\n'
+                f'"$VENV/bin/pip" install --no-index --find-links "$APP_DIR/assets/wheelhouse" {requirements}')
+    return f'"$VENV/bin/pip" install --upgrade pip\n"$VENV/bin/pip" install {requirements}'
+
+
 def _mms_part(spec: UserDataSpec) -> _ServerPart:
     """Multi Model Server: its pinned release, configured through config.properties."""
+    p = spec.paths
     exec_line = " ".join([
-        "exec /opt/mmsctl/venv/bin/multi-model-server --start --foreground",
-        "--mms-config /etc/mmsctl/config.properties --model-store /var/lib/mmsctl/models",
+        f"exec {p.app_dir}/venv/bin/multi-model-server --start --foreground",
+        f"--mms-config {p.conf_dir}/config.properties --model-store {p.data_dir}/models",
         *(["--models", *(shlex.quote(m.arg) for m in spec.models)] if spec.models else []),
     ])
     config = "\n".join([
-        "cat > /etc/mmsctl/config.properties <<'MMSCTL_EOF'",
+        f"cat > {p.conf_dir}/config.properties <<'MMSCTL_EOF'",
         f"inference_address=http://0.0.0.0:{spec.inference_port}",
         f"management_address=http://{spec.management_host}:{spec.management_port}",
-        "model_store=/var/lib/mmsctl/models",
+        f"model_store={p.data_dir}/models",
         "MMSCTL_EOF",
         "",
     ])
@@ -194,7 +264,7 @@ def _mms_part(spec: UserDataSpec) -> _ServerPart:
 def _mmsctl_part(spec: UserDataSpec, version: str) -> _ServerPart:
     """The mmsctl server: this version (or *spec*'s pip spec), configured by its flags."""
     exec_line = " ".join([
-        "exec /opt/mmsctl/venv/bin/mmsctl serve start --foreground",
+        f"exec {spec.paths.app_dir}/venv/bin/mmsctl serve start --foreground",
         f"--inference-address http://0.0.0.0:{spec.inference_port}",
         f"--management-address http://{spec.management_host}:{spec.management_port}",
         *(f"--models {shlex.quote(m.arg)}" for m in spec.models),

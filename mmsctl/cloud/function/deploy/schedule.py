@@ -10,6 +10,7 @@ from mmsctl.cloud.function import spec as names
 from mmsctl.cloud.function.deploy.permissions import Permissions
 from mmsctl.cloud.function.deploy.target import Target
 from mmsctl.cloud.function.events import WARM_EVENT
+from mmsctl.cloud.function.resources import as_dict, ours
 from mmsctl.errors import CloudError
 
 __all__ = ["ensure_schedule"]
@@ -28,6 +29,12 @@ def ensure_schedule(t: Target, permissions: Permissions) -> Optional[str]:
             raise
         found = None
     expression = t.spec.schedule
+    if found is not None and not _ours(t, found):
+        if expression is None:
+            return None  # someone else's rule of that name: not ours to delete
+        raise CloudError(f"EventBridge rule {rule} exists and was not made by mmsctl for {t.name} (no "
+                         f"mmsctl:lambda={t.name} tag); refusing to change it",
+                         hint="rename or delete that rule, or deploy without a warm-up schedule")
     if expression is None:
         if found is not None:
             _delete_rule(t, rule)
@@ -47,6 +54,11 @@ def ensure_schedule(t: Target, permissions: Permissions) -> Optional[str]:
         t.aws.call("events", "put_targets", Rule=rule, Targets=[wanted])
         t.note("create", "schedule-target", f"{rule} -> {t.name}")
     return expression
+
+
+def _ours(t: Target, found: dict[str, Any]) -> bool:
+    listed = t.aws.call("events", "list_tags_for_resource", ResourceARN=found["Arn"]).get("Tags")
+    return ours(as_dict(listed), t.name)
 
 
 def _delete_rule(t: Target, rule: str) -> None:
