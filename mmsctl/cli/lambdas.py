@@ -426,6 +426,9 @@ def destroy_cmd(
     result = destroy(aws, name, keep_data=keep_data, delete_data=delete_data)
     if dry_run:
         render_calls(aws, output, {"destroy": result.to_dict()})
+        if aws.unlooked is not None:  # destroy deletes only what it finds: unlooked, it finds nothing
+            get_ui().message(f"destroy deletes only what it finds tagged mmsctl:lambda={name}: this plan shows what "
+                             "it would look for; with a region and credentials it lists what it would delete")
         return
     if render_data(result.to_dict(), output):
         return

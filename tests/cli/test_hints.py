@@ -103,7 +103,8 @@ _OTHER_PROGRAMS = {"--platform", "--provenance", "--load", "--format", "--userna
 #: ``mmsctl serve start --inference-address …`` line, the Dockerfile's comment, and the child
 #: ``python -m mmsctl.serverless.local --handler …`` of ``lambda run-local --build`` with its parser.
 _COMMAND_LINES: dict[str, frozenset[str]] = {
-    "cloud/instance/userdata.py": frozenset({"exec_line"}),
+    "cloud/instance/userdata.py": frozenset({"exec_line", "_pip_part", "_fetch_part"}),
+    "cloud/instance/wheelhouse.py": frozenset({"_pip"}),
     "cloud/function/build.py": frozenset({"dockerfile_text"}),
     "serverless/run_local.py": frozenset({"args"}),
     "serverless/local.py": frozenset({"add_argument"}),

@@ -48,10 +48,15 @@ def test_a_real_launch_still_needs_a_region(capsys) -> None:
     assert code == 9 and err.startswith("error: no AWS region configured")
 
 
-def test_lambda_dry_runs_plan_without_region_or_credentials(capsys, tmp_path: Path) -> None:
+def test_lambda_dry_runs_plan_without_region_or_credentials(capsys, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """build --push, deploy and destroy: the whole plan with placeholders, nothing reached AWS."""
     from tests.cloud.lambda_support import noop_mar
 
+    empty = tmp_path / "empty"
+    empty.write_text("")
+    for variable in ("AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):  # files that exist and say nothing
+        monkeypatch.setenv(variable, str(empty))
     mar = noop_mar(tmp_path)
     code, out, err = run_mmsctl(capsys, "lambda", "deploy", "kitten", "--model", str(mar), "--function-url",
                                 "--input-bucket", "kitten-in", "--output-bucket", "kitten-out", "--dry-run", "-o", "json")
@@ -66,6 +71,8 @@ def test_lambda_dry_runs_plan_without_region_or_credentials(capsys, tmp_path: Pa
     code, out, err = run_mmsctl(capsys, "lambda", "destroy", "kitten", "--dry-run", "-o", "json")
     assert code == 0, err
     assert json.loads(out)["looked_up"] is False
+    assert "GetFunction" in {c["operation"] for c in json.loads(out)["calls"]}
+    assert "this plan shows what it would look for" in err  # not "nothing to delete": it did not look
 
     context = tmp_path / "ctx"
     code, out, err = run_mmsctl(capsys, "lambda", "build", str(mar), "--out", str(context), "--push",

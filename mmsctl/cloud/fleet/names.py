@@ -51,6 +51,15 @@ class FleetNames:
         return self.base
 
     @property
+    def group_names(self) -> tuple[str, str]:
+        """The two names a blue/green rollout alternates between: the group serving and the one replacing it."""
+        return self.base, self.base + "-green"
+
+    def other_group(self, current: str) -> str:
+        blue, green = self.group_names
+        return green if current == blue else blue
+
+    @property
     def launch_template(self) -> str:
         return self.base
 

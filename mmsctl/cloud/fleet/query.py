@@ -37,6 +37,7 @@ class FleetResources:
 
     name: str
     group: Optional[dict[str, Any]] = None
+    rollout_group: Optional[dict[str, Any]] = None  # the other group while a blue/green rollout is open
     policies: list[dict[str, Any]] = field(default_factory=list)
     load_balancer: Optional[dict[str, Any]] = None
     listeners: list[dict[str, Any]] = field(default_factory=list)
@@ -54,7 +55,7 @@ class FleetResources:
     def parts(self) -> list[str]:
         """One phrase per kind of resource that exists."""
         found = [
-            ("auto scaling group", 1 if self.group else 0), ("scaling policy", len(self.policies)),
+            ("auto scaling group", (1 if self.group else 0) + (1 if self.rollout_group else 0)), ("scaling policy", len(self.policies)),
             ("load balancer", 1 if self.load_balancer else 0), ("listener", len(self.listeners)),
             ("target group", 1 if self.target_group else 0), ("launch template", len(self.launch_templates)),
             ("security group", len(self.security_groups)), ("iam role", 1 if self.role else 0),
@@ -88,14 +89,7 @@ def find_resources(aws: AwsSession, name: str) -> FleetResources:
     check_name(name)
     names = FleetNames(name)
     found = FleetResources(name)
-    group = asg.find_group(aws, names.auto_scaling_group)
-    if group is not None:
-        if _ours(tags.as_dict(group.get("Tags")), name):
-            found.group = group
-            found.policies = [p for p in asg.policies_of(aws, names.auto_scaling_group)
-                              if p.get("PolicyName") == names.policy]
-        else:
-            found.foreign.append(f"auto scaling group {names.auto_scaling_group}")
+    _find_groups(aws, found)
     lb = elb.find_load_balancer(aws, names.load_balancer)
     tg = elb.find_target_group(aws, names.target_group)
     arns = [str(x[key]) for x, key in ((lb, "LoadBalancerArn"), (tg, "TargetGroupArn")) if x is not None]
@@ -125,6 +119,32 @@ def find_resources(aws: AwsSession, name: str) -> FleetResources:
         else:
             found.foreign.append(f"{kind.replace('-', ' ')} {iam_name}")
     return found
+
+
+#: Tag on a group taking part in a blue/green rollout: ``launching`` (the new group, not yet serving) or
+#: ``old`` (the group traffic was shifted away from, kept for ``--rollback`` until ``--finish``).
+ROLLOUT_ROLE = "mmsctl:rollout-role"
+
+
+def _find_groups(aws: AwsSession, found: FleetResources) -> None:
+    """The serving group (either of the two names) in ``group``; the other one of a rollout in ``rollout_group``."""
+    names = found.names
+    ours = []
+    for group_name in names.group_names:
+        group = asg.find_group(aws, group_name)
+        if group is None:
+            continue
+        if _ours(tags.as_dict(group.get("Tags")), found.name):
+            ours.append(group)
+        else:
+            found.foreign.append(f"auto scaling group {group_name}")
+    serving = [g for g in ours if tags.as_dict(g.get("Tags")).get(ROLLOUT_ROLE) not in ("launching", "old")]
+    others = [g for g in ours if g not in serving[:1]]
+    found.group = serving[0] if serving else (others.pop(0) if others else None)
+    found.rollout_group = others[0] if others else None
+    if found.group is not None:
+        found.policies = [p for p in asg.policies_of(aws, str(found.group["AutoScalingGroupName"]))
+                          if p.get("PolicyName") == names.policy]
 
 
 def _require(aws: AwsSession, name: str) -> FleetResources:

@@ -187,7 +187,7 @@ def _pipeline_ends(aws: AwsSession, name: str) -> tuple[str, str, str, str]:
 def _delete_exactly(aws: AwsSession, bucket: str, key: str, version: Optional[str]) -> None:
     """Delete the very version written: in a versioned bucket a plain delete only hides it behind a
     delete marker, and the bucket then holds data that destroy keeps."""
-    extra = {"VersionId": version} if version and version != "null" else {}
+    extra: dict[str, Any] = {"VersionId": version} if version and version != "null" else {}
     aws.call("s3", "delete_object", Bucket=bucket, Key=key, **extra)
 
 
