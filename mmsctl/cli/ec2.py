@@ -27,7 +27,7 @@ CLOUD_WORDS = CommandWords(
     ),
 )
 _EC2_WORDS = CommandWords(
-    flags={**CLOUD_WORDS.flags, "all_instances": "--all"},
+    flags={**CLOUD_WORDS.flags, "all_instances": "--all", "instance_python": "--instance-python", "name": "--name"},
     hints=(*CLOUD_WORDS.hints, ("instances", "terminate them first: mmsctl ec2 terminate --all --wait")),
 )
 
@@ -98,8 +98,8 @@ def launch_cmd(
                                               "(default: eia with --eia, else none).", metavar="KIND"),
     instance_type: Optional[str] = typer.Option(None, "--instance-type", help="EC2 instance type "
                                                 "(default fits the accelerator: m5.large for EI).", metavar="TYPE"),
-    models: List[str] = typer.Option([], "--models", "-m", help="name=location to serve (zoo name or https URL); "
-                                     "repeatable.", metavar="NAME=LOCATION"),
+    models: List[str] = typer.Option([], "--models", "-m", help="name=location to serve (zoo name, local .mar or "
+                                     "folder, s3:// or https URL); repeatable.", metavar="NAME=LOCATION"),
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
     subnet: Optional[str] = typer.Option(None, "--subnet", help="Subnet (default: the default VPC's first).",
@@ -117,7 +117,10 @@ def launch_cmd(
     name: Optional[str] = typer.Option(None, "--name", "-n", help="Name tag (default: mmsctl-MODELS).",
                                        metavar="NAME"),
     pip_spec: Optional[str] = typer.Option(None, "--pip-spec", help="What the instance pip-installs for "
-                                           "--server mmsctl (default: mmsctl==<this version>).", metavar="REQ"),
+                                           "--server mmsctl from the package index (default: from the "
+                                           "asset bucket, no index).", metavar="REQ"),
+    instance_python: str = typer.Option("3.10", "--instance-python", metavar="X.Y", help="The AMI's python3: "
+                                        "the wheels instances install are built for it."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print every AWS call instead of making the changes."),
     wait: bool = typer.Option(False, "--wait", help="Wait until the instances run and their servers answer /ping."),
     wait_timeout: float = typer.Option(900.0, "--wait-timeout", help="Seconds --wait waits for the server.",
@@ -140,7 +143,8 @@ def launch_cmd(
     note_model_locations(models)
     req = LaunchRequest(accelerator=choice, models=parse_models(models), instance_type=instance_type,
                         subnet=subnet, key_name=key_name, ami=ami, count=count, server=kind,
-                        allow_cidrs=list(allow), name=name, pip_spec=pip_spec, allow_world_ssh=allow_world_ssh)
+                        allow_cidrs=list(allow), name=name, pip_spec=pip_spec, allow_world_ssh=allow_world_ssh,
+                        instance_python=instance_python)
     ui = get_ui()
     aws = aws_session(region, profile, dry_run, plan_without_aws=True)
     result = launch(aws, req)

@@ -119,7 +119,7 @@ def test_the_stand_in_refuses_what_aws_refuses(moto: Moto) -> None:  # noqa: F81
 
 def test_a_public_url_is_called_unsigned_and_cors_is_set(moto: Moto, capsys, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
                                                         served: ServedModel, expected: list[dict[str, Any]],
-                                                        mar: Path) -> None:
+                                                        mar: Path, tmp_path: Path) -> None:
     _deploy(capsys, mar, "--public", "--cors", "https://app.example.com,http://localhost:3000")
     config = boto3.client("lambda").get_function_url_config(FunctionName=NAME)
     assert config["AuthType"] == "NONE"
@@ -129,9 +129,23 @@ def test_a_public_url_is_called_unsigned_and_cors_is_set(moto: Moto, capsys, mon
         monkeypatch.setenv("MMSCTL_LAMBDA_FUNCTION_URL", url.url)
         code, out, err = run_mmsctl(capsys, "lambda", "invoke", NAME, "--url", str(require_shared(KITTEN_JPG)),
                                     "-o", "json")
-    assert code == 0, err
-    assert json.loads(out)["result"] == expected
-    assert "authorization" not in url.seen[0].headers and "x-amz-date" not in url.seen[0].headers
+        assert code == 0, err
+        assert json.loads(out)["result"] == expected
+        assert "authorization" not in url.seen[0].headers and "x-amz-date" not in url.seen[0].headers
+
+        # the handler's own refusal (not an image) comes back as one line and a non-zero exit
+        not_image = tmp_path / "notes.jpg"
+        not_image.write_bytes(b"these are notes, not a JPEG")
+        code, _, err = run_mmsctl(capsys, "lambda", "invoke", NAME, "--url", str(not_image))
+        assert code != 0 and err.startswith("error: ") and err.count("\n") <= 2, err
+        assert url.seen[-1].body == not_image.read_bytes()
+    # nobody listening any more: one line, not a traceback
+    code, _, err = run_mmsctl(capsys, "lambda", "invoke", NAME, "--url", str(require_shared(KITTEN_JPG)))
+    assert code != 0 and err.startswith("error: ") and "Traceback" not in err and url.url in err, err
+    # no URL at all: said before any HTTP request
+    boto3.client("lambda").delete_function_url_config(FunctionName=NAME)
+    code, _, err = run_mmsctl(capsys, "lambda", "invoke", NAME, "--url", str(require_shared(KITTEN_JPG)))
+    assert code != 0 and "has no function URL" in err, err
 
     for bad in ("ftp://app.example.com", "https://app.example.com/path", "app.example.com"):
         code, _, err = run_mmsctl(capsys, "lambda", "deploy", NAME, "--model", "x.mar", "--function-url",

@@ -11,14 +11,18 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from mmsctl.cloud.aws import iam, tags
-from mmsctl.cloud.aws.errors import ResourceNotFound
+from mmsctl.cloud.aws.asset_bucket import bucket_name, delete_prefix
+from mmsctl.cloud.aws.errors import ResourceNotFound, aws_code
 from mmsctl.cloud.aws.security_groups import delete_security_group
 from mmsctl.cloud.aws.session import AwsSession
+from mmsctl.cloud.ec2.assets import IAM_PATH as LAUNCH_IAM_PATH
 from mmsctl.cloud.ec2.query import get_instances, list_instances, require_managed, wait_for_state
 from mmsctl.cloud.instance.ei import IAM_PATH, fleets_using_ei
 from mmsctl.errors import CloudError, UsageError
 
 __all__ = ["CleanupResult", "cleanup", "terminate"]
+
+LAUNCH_PREFIX = "ec2/"  # every launch's prefix in the asset bucket (mmsctl.cloud.ec2.assets.asset_prefix)
 
 
 def terminate(aws: AwsSession, instance_ids: list[str], *, all_instances: bool = False,
@@ -94,7 +98,27 @@ def _wait_endpoints_gone(aws: AwsSession, ids: list[str], *, sleep: Callable[[fl
 
 
 def _cleanup_iam(aws: AwsSession, result: CleanupResult) -> None:
-    profiles = aws.paginate("iam", "list_instance_profiles", "InstanceProfiles", PathPrefix=IAM_PATH)
+    for path in (IAM_PATH, LAUNCH_IAM_PATH):
+        _cleanup_iam_path(aws, result, path)
+    _cleanup_assets(aws, result)
+
+
+def _cleanup_assets(aws: AwsSession, result: CleanupResult) -> None:
+    """Every launch's prefix (``ec2/``) in the account's asset bucket, if mmsctl made it; never the bucket,
+    never a fleet's prefix or the shared wheels."""
+    bucket = bucket_name(aws.account_id(), aws.region)
+    try:
+        owned = tags.as_dict(aws.call("s3", "get_bucket_tagging", Bucket=bucket).get("TagSet")).get(tags.MANAGED)
+    except CloudError as exc:
+        if aws_code(exc) in ("NoSuchBucket", "NoSuchTagSet", "404"):
+            return
+        raise
+    if owned == "true" and delete_prefix(aws, bucket, LAUNCH_PREFIX):
+        result.deleted.append({"kind": "assets", "id": f"s3://{bucket}/{LAUNCH_PREFIX}"})
+
+
+def _cleanup_iam_path(aws: AwsSession, result: CleanupResult, path: str) -> None:
+    profiles = aws.paginate("iam", "list_instance_profiles", "InstanceProfiles", PathPrefix=path)
     for profile in profiles:
         name = profile["InstanceProfileName"]
         if _tag(iam.find(aws, "instance-profile", name), tags.MANAGED) != "true":
@@ -102,7 +126,7 @@ def _cleanup_iam(aws: AwsSession, result: CleanupResult) -> None:
             continue
         iam.delete_instance_profile(aws, name, [r["RoleName"] for r in profile.get("Roles", [])])
         result.deleted.append({"kind": "instance-profile", "id": name})
-    roles = aws.paginate("iam", "list_roles", "Roles", PathPrefix=IAM_PATH)
+    roles = aws.paginate("iam", "list_roles", "Roles", PathPrefix=path)
     for role in roles:
         name = role["RoleName"]
         if _tag(iam.find(aws, "role", name), tags.MANAGED) != "true":

@@ -15,6 +15,7 @@ from mmsctl.cloud.aws.errors import ElasticInferenceRetired
 from mmsctl.cloud.aws.network import resolve_placement
 from mmsctl.cloud.aws.security_groups import check_ssh_sources, ensure_security_group
 from mmsctl.cloud.aws.session import AwsSession
+from mmsctl.cloud.ec2.assets import launch_name, plan_launch_assets, stage_launch_assets
 from mmsctl.cloud.ec2.query import instance_row
 from mmsctl.cloud.ec2.spec import LaunchRequest, LaunchResult
 from mmsctl.cloud.instance.ei import ensure_ei_resources
@@ -37,8 +38,11 @@ def launch(aws: AwsSession, req: LaunchRequest, *, sleep: Callable[[float], None
     if req.count < 1:
         raise UsageError("count must be at least 1", param="count")
     req.allow_cidrs = check_ssh_sources(req.allow_cidrs, allow_world=req.allow_world_ssh, param="allow_cidrs")
-    image = server_image(aws, choice, models=req.models, server=req.server, ami=req.ami,
-                         instance_type=req.instance_type, pip_spec=req.pip_spec)
+    name = launch_name(req.name, req.models)
+    assets = plan_launch_assets(aws, name, req.models, req.instance_python) if req.uses_assets else None
+    image = server_image(aws, choice, models=assets.plan.models if assets else req.models, server=req.server,
+                         ami=req.ami, instance_type=req.instance_type, pip_spec=req.pip_spec,
+                         assets=assets.ref if assets else None)
     placement = resolve_placement(aws, req.subnet)
     created: list[str] = []
     reused: list[str] = []
@@ -57,7 +61,9 @@ def launch(aws: AwsSession, req: LaunchRequest, *, sleep: Callable[[float], None
         group_ids.append(ei.security_group_id)
         params["IamInstanceProfile"] = {"Arn": ei.instance_profile_arn}
         params["ElasticInferenceAccelerators"] = image.ei_request()
-    name = req.name or "mmsctl-" + ("-".join(m.name for m in req.models[:2]) or "server")
+    if assets is not None:
+        params["IamInstanceProfile"] = {"Arn": stage_launch_assets(aws, assets, ei=choice.is_ei, created=created,
+                                                                   reused=reused)}
     instance_tags = tags.base_tags(tags.INSTANCE, name, {
         tags.ACCELERATOR: choice.label,
         tags.MODELS: ",".join(m.arg for m in req.models),

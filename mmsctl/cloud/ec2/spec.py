@@ -29,6 +29,12 @@ class LaunchRequest:
     allow_world_ssh: bool = False
     name: Optional[str] = None
     pip_spec: Optional[str] = None
+    instance_python: str = "3.10"  # the AMI's python3: the wheelhouse is built for it
+
+    @property
+    def uses_assets(self) -> bool:
+        """The mmsctl server without a pip spec boots from the asset bucket, not the package index."""
+        return self.server == "mmsctl" and not self.pip_spec
 
 
 @dataclass

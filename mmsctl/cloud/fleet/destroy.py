@@ -53,12 +53,13 @@ def destroy(aws: AwsSession, name: str, *, sleep: Callable[[float], None] = time
         result.deleted.append({"kind": kind, "id": ident})
 
     for policy in found.policies:
-        asg.delete_policy(aws, names.auto_scaling_group, str(policy["PolicyName"]))
+        asg.delete_policy(aws, str(policy["AutoScalingGroupName"]), str(policy["PolicyName"]))
         done("scaling-policy", str(policy["PolicyName"]))
-    if found.group is not None:
-        asg.delete_group(aws, names.auto_scaling_group, sleep=sleep, timeout=timeout,
-                         already_deleting=found.group.get("Status") == "Delete in progress")
-        done("auto-scaling-group", names.auto_scaling_group)
+    for group in (found.group, found.rollout_group):  # both groups of an open rollout
+        if group is not None:
+            asg.delete_group(aws, str(group["AutoScalingGroupName"]), sleep=sleep, timeout=timeout,
+                             already_deleting=group.get("Status") == "Delete in progress")
+            done("auto-scaling-group", str(group["AutoScalingGroupName"]))
     for listener in found.listeners:
         elb.delete_listener(aws, str(listener["ListenerArn"]))
         done("listener", str(listener["ListenerArn"]))

@@ -26,7 +26,6 @@ from mmsctl.cloud.aws import tags
 from mmsctl.cloud.aws.errors import ResourceNotFound
 from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.fleet import asg, elb
-from mmsctl.cloud.fleet.names import FleetNames
 from mmsctl.cloud.fleet.query import ROLLOUT_ROLE, FleetResources, find_resources
 from mmsctl.cloud.instance.userdata import ModelSpec, ServerKind
 from mmsctl.errors import CloudError, RequestTimeout, UsageError
@@ -38,6 +37,8 @@ STRATEGIES = ("blue-green", "rolling")
 DEFAULT_MIN_HEALTHY = 90
 #: Instance refresh pauses at these shares of the group replaced (the last must be 100).
 CHECKPOINTS = [50, 100]
+#: The AMI's python3 the wheels are built for (fleet create's default; not recorded on the fleet).
+INSTANCE_PYTHON = "3.10"
 
 
 @dataclass
@@ -76,7 +77,8 @@ def _role(group: Optional[dict[str, Any]]) -> Optional[str]:
     return tags.as_dict((group or {}).get("Tags")).get(ROLLOUT_ROLE) if group else None
 
 
-def render_template_data(aws: AwsSession, found: FleetResources, req: RolloutRequest) -> dict[str, Any]:
+def render_template_data(aws: AwsSession, found: FleetResources, req: RolloutRequest,
+                         current: dict[str, Any]) -> dict[str, Any]:
     """What changes in the new template version: the boot script for the models, AMI, type (the one place
     a rollout renders user data; the rest is copied from the current version by AWS)."""
     from mmsctl.cloud.instance.accelerators import choose
@@ -87,9 +89,11 @@ def render_template_data(aws: AwsSession, found: FleetResources, req: RolloutReq
     accelerator = choose(None, label) if label.startswith("eia") else choose(label, None)
     server: ServerKind = "mms" if group_tags.get(tags.SERVER) == "mms" else "mmsctl"
     models = req.models or _models_of(group_tags)
-    image = server_image(aws, accelerator, models=models, server=server, ami=req.ami,
-                         instance_type=req.instance_type or group_tags.get(tags.INSTANCE_TYPE),
-                         pip_spec=req.pip_spec, management_host="0.0.0.0", assets=_assets_ref(aws, found, models))
+    staged_models, ref = _assets_ref(aws, found, req, models, server)
+    image = server_image(aws, accelerator, models=staged_models, server=server,
+                         ami=req.ami or current.get("ImageId"),
+                         instance_type=req.instance_type or current.get("InstanceType"),
+                         pip_spec=req.pip_spec, management_host="0.0.0.0", assets=ref)
     return {"ImageId": image.ami.image_id, "InstanceType": image.instance_type,
             "UserData": image.user_data_base64(), "_models": ",".join(m.arg for m in models)}
 
@@ -100,16 +104,23 @@ def _models_of(group_tags: dict[str, str]) -> list[ModelSpec]:
     return parse_models([m for m in group_tags.get(tags.MODELS, "").split(",") if m])
 
 
-def _assets_ref(aws: AwsSession, found: FleetResources, models: list[ModelSpec]) -> Any:
-    """Where the boot script fetches models and wheels: the fleet's asset prefix (staged by ``fleet create``)."""
-    try:
-        from mmsctl.cloud.aws.asset_bucket import bucket_name
-        from mmsctl.cloud.instance.userdata import AssetsRef
-    except ImportError:  # pragma: no cover - assets not built in this tree
-        return None
-    if aws.dry_run:
-        return None
-    return AssetsRef(bucket_name(aws.account_id(), aws.region), found.names.asset_prefix, aws.region, "3.10")
+def _assets_ref(aws: AwsSession, found: FleetResources, req: RolloutRequest, models: list[ModelSpec],
+                server: ServerKind) -> tuple[list[ModelSpec], Any]:
+    """Stage the rollout's models and wheels in the fleet's asset prefix (only what changed is uploaded), as
+    ``fleet create`` does; none for MMS or an explicit pip spec (those install from the package index)."""
+    if server != "mmsctl" or req.pip_spec:
+        return models, None
+    from mmsctl.cloud.aws.asset_bucket import bucket_name
+    from mmsctl.cloud.instance.assets import plan_assets, stage_assets
+    from mmsctl.cloud.instance.userdata import AssetsRef
+    from mmsctl.cloud.instance.wheelhouse import build_wheelhouse, check_python
+
+    python = check_python(INSTANCE_PYTHON)
+    wheelhouse = None if aws.dry_run else build_wheelhouse(python)
+    plan = plan_assets(models, found.names.asset_prefix, wheelhouse=wheelhouse, dry_run=aws.dry_run)
+    if not aws.dry_run:
+        stage_assets(aws, plan, python, [], [])
+    return plan.models, AssetsRef(bucket_name(aws.account_id(), aws.region), plan.prefix, aws.region, python)
 
 
 def _new_version(aws: AwsSession, found: FleetResources, req: RolloutRequest) -> tuple[str, str, str]:
@@ -122,9 +133,186 @@ def _new_version(aws: AwsSession, found: FleetResources, req: RolloutRequest) ->
         current = str(template.get("LatestVersionNumber"))
         aws.call("autoscaling", "update_auto_scaling_group", AutoScalingGroupName=group["AutoScalingGroupName"],
                  LaunchTemplate={"LaunchTemplateId": template_id, "Version": current})
-    data = render_template_data(aws, found, req)
+    versions = aws.call("ec2", "describe_launch_template_versions", LaunchTemplateId=template_id,
+                        Versions=[current])["LaunchTemplateVersions"]
+    data = render_template_data(aws, found, req, versions[0].get("LaunchTemplateData") or {} if versions else {})
     models = data.pop("_models")
     answer = aws.call("ec2", "create_launch_template_version", LaunchTemplateId=template_id, SourceVersion=current,
                       VersionDescription=f"mmsctl rollout: {models}"[:255], LaunchTemplateData=data)
     version = str(answer["LaunchTemplateVersion"]["VersionNumber"])
     return template_id, current, version
+
+
+def start(aws: AwsSession, req: RolloutRequest, *, sleep: Callable[[float], None] = time.sleep,
+          clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
+    """Start a rollout; blue/green waits (bounded by ``req.timeout``) for the new group's targets, then shifts.
+
+    Raises:
+        CloudError: a rollout is already open (finish or roll it back first).
+        RequestTimeout: the new group was not healthy in time; it stays, not serving (``--rollback`` removes it).
+    """
+    req.check()
+    found = _fleet(aws, req.name)
+    if found.rollout_group is not None:
+        raise CloudError(f"fleet {req.name!r} has a rollout in progress ({_role(found.rollout_group) or 'open'}: "
+                         f"group {found.rollout_group['AutoScalingGroupName']})",
+                         hint=f"finish it (`mmsctl fleet rollout {req.name} --finish`) or roll it back "
+                              f"(`mmsctl fleet rollout {req.name} --rollback`) first")
+    template_id, old, new = _new_version(aws, found, req)
+    group = found.group or {}
+    result: dict[str, Any] = {"name": req.name, "strategy": req.strategy, "template": template_id,
+                              "from_version": old, "to_version": new}
+    if req.strategy == "rolling":
+        result["instance_refresh"] = start_refresh(aws, str(group["AutoScalingGroupName"]), template_id, new,
+                                                   req.min_healthy)
+        result["state"] = "refreshing"
+        return result
+    green = _launch_green(aws, found, template_id, new, req)
+    result["group"] = green
+    _wait_green(aws, found, green, req.timeout, sleep, clock)
+    _shift(aws, found, green)
+    result["state"] = "shifted"
+    result["old_group"] = group["AutoScalingGroupName"]
+    return result
+
+
+def start_refresh(aws: AwsSession, group: str, template_id: str, version: str, min_healthy: int) -> str:
+    """The group's instance refresh onto *version*, rolled back by AWS if it fails; its id."""
+    answer = aws.call(
+        "autoscaling", "start_instance_refresh", AutoScalingGroupName=group, Strategy="Rolling",
+        DesiredConfiguration={"LaunchTemplate": {"LaunchTemplateId": template_id, "Version": version}},
+        Preferences={"MinHealthyPercentage": min_healthy, "CheckpointPercentages": list(CHECKPOINTS),
+                     "AutoRollback": True, "SkipMatching": True})
+    return str(answer.get("InstanceRefreshId", ""))
+
+
+def _launch_green(aws: AwsSession, found: FleetResources, template_id: str, version: str,
+                  req: RolloutRequest) -> str:
+    """The second group: same subnets, sizes, grace and target group, on the new version; its name."""
+    group = found.group or {}
+    old_name = str(group["AutoScalingGroupName"])
+    green = found.names.other_group(old_name)
+    group_tags = {k: v for k, v in tags.as_dict(group.get("Tags")).items() if not k.startswith("aws:")}
+    group_tags[ROLLOUT_ROLE] = "launching"
+    if req.models:
+        group_tags[tags.MODELS] = ",".join(m.arg for m in req.models)
+    if req.instance_type:
+        group_tags[tags.INSTANCE_TYPE] = req.instance_type
+    tg_arn = str((found.target_group or {})["TargetGroupArn"])
+    aws.call("autoscaling", "create_auto_scaling_group", AutoScalingGroupName=green,
+             LaunchTemplate={"LaunchTemplateId": template_id, "Version": version},
+             MinSize=int(group["MinSize"]), MaxSize=int(group["MaxSize"]),
+             DesiredCapacity=int(group["DesiredCapacity"]), VPCZoneIdentifier=group.get("VPCZoneIdentifier", ""),
+             TargetGroupARNs=[tg_arn], HealthCheckType="ELB",
+             HealthCheckGracePeriod=int(group.get("HealthCheckGracePeriod") or 0),
+             Tags=[{"ResourceId": green, "ResourceType": "auto-scaling-group", "Key": k, "Value": str(v)[:256],
+                    "PropagateAtLaunch": False} for k, v in group_tags.items()])
+    warm = asg.warm_pool_of(aws, old_name)
+    if warm and warm.get("min_size"):
+        asg.put_warm_pool(aws, green, int(warm["min_size"]))
+    for policy in found.policies:
+        config = policy.get("TargetTrackingConfiguration") or {}
+        spec = config.get("PredefinedMetricSpecification") or {}
+        asg.put_request_tracking_policy(aws, group=green, name=str(policy["PolicyName"]),
+                                        resource_label=str(spec.get("ResourceLabel", "")),
+                                        requests_per_minute=float(config.get("TargetValue", 600.0)),
+                                        warmup_s=int(policy.get("EstimatedInstanceWarmup") or 0))
+    return green
+
+
+def group_health(aws: AwsSession, found: FleetResources, group_name: str) -> tuple[int, int]:
+    """(healthy targets among the group's instances, the group's desired size)."""
+    group = asg.find_group(aws, group_name) or {}
+    ids = {str(i["InstanceId"]) for i in group.get("Instances", [])}
+    targets = elb.target_health(aws, str((found.target_group or {})["TargetGroupArn"]))
+    healthy = sum(1 for t in targets if str(t["id"]) in ids and t.get("state") == "healthy")
+    return healthy, int(group.get("DesiredCapacity") or 0)
+
+
+def _wait_green(aws: AwsSession, found: FleetResources, green: str, timeout: float,
+                sleep: Callable[[float], None], clock: Callable[[], float]) -> None:
+    if aws.dry_run:
+        return
+    deadline, delay = clock() + timeout, 5.0
+    while True:
+        healthy, desired = group_health(aws, found, green)
+        if healthy >= max(desired, 1):
+            return
+        left = deadline - clock()
+        if left <= 0:
+            raise RequestTimeout(f"fleet {found.name}: the new group {green} has {healthy} of {desired} targets "
+                                 f"healthy after {timeout:g}s; traffic was not shifted",
+                                 hint=f"`mmsctl fleet rollout {found.name} --status` shows it; `--rollback` "
+                                      "removes it, running the rollout's --finish is refused until it serves")
+        sleep(min(delay, left))
+        delay = min(delay * 1.5, 15.0)
+
+
+def _shift(aws: AwsSession, found: FleetResources, green: str) -> None:
+    """Detach the old group from the target group (its instances drain, keep running) and mark both groups."""
+    old = str((found.group or {})["AutoScalingGroupName"])
+    tg_arn = str((found.target_group or {})["TargetGroupArn"])
+    aws.call("autoscaling", "detach_load_balancer_target_groups", AutoScalingGroupName=old, TargetGroupARNs=[tg_arn])
+    _tag(aws, old, "old")
+    aws.call("autoscaling", "delete_tags", Tags=[{"ResourceId": green, "ResourceType": "auto-scaling-group",
+                                                  "Key": ROLLOUT_ROLE}])
+
+
+def _tag(aws: AwsSession, group: str, role: str) -> None:
+    aws.call("autoscaling", "create_or_update_tags", Tags=[{
+        "ResourceId": group, "ResourceType": "auto-scaling-group", "Key": ROLLOUT_ROLE, "Value": role,
+        "PropagateAtLaunch": False}])
+
+
+def _open(aws: AwsSession, name: str) -> FleetResources:
+    found = _fleet(aws, name)
+    if found.rollout_group is None:
+        raise CloudError(f"fleet {name!r} has no rollout in progress",
+                         hint=f"`mmsctl fleet rollout {name} --status` shows its groups")
+    return found
+
+
+def finish(aws: AwsSession, name: str, *, sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
+    """Delete the old group once traffic was shifted; refused while the new group does not serve yet."""
+    found = _open(aws, name)
+    other = found.rollout_group or {}
+    if _role(other) != "old":
+        raise CloudError(f"fleet {name!r}: the new group {other['AutoScalingGroupName']} does not serve yet",
+                         hint=f"wait for its targets, or `mmsctl fleet rollout {name} --rollback`")
+    asg.delete_group(aws, str(other["AutoScalingGroupName"]), sleep=sleep)
+    return {"name": name, "state": "finished", "deleted_group": other["AutoScalingGroupName"],
+            "group": (found.group or {}).get("AutoScalingGroupName")}
+
+
+def rollback(aws: AwsSession, name: str, *, sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
+    """Put the old group back behind the target group and delete the new one."""
+    found = _open(aws, name)
+    other = found.rollout_group or {}
+    serving = found.group or {}
+    if _role(other) == "old":  # traffic was shifted: the old group is the other one
+        old, new = str(other["AutoScalingGroupName"]), str(serving["AutoScalingGroupName"])
+        tg_arn = str((found.target_group or {})["TargetGroupArn"])
+        aws.call("autoscaling", "attach_load_balancer_target_groups", AutoScalingGroupName=old,
+                 TargetGroupARNs=[tg_arn])
+        aws.call("autoscaling", "delete_tags", Tags=[{"ResourceId": old, "ResourceType": "auto-scaling-group",
+                                                      "Key": ROLLOUT_ROLE}])
+    else:  # still launching: the serving group never stopped serving
+        old, new = str(serving["AutoScalingGroupName"]), str(other["AutoScalingGroupName"])
+    asg.delete_group(aws, new, sleep=sleep)
+    return {"name": name, "state": "rolled-back", "deleted_group": new, "group": old}
+
+
+def status(aws: AwsSession, name: str) -> dict[str, Any]:
+    """The rollout's state and both groups' template versions and healthy targets."""
+    found = _fleet(aws, name)
+    groups = [g for g in (found.group, found.rollout_group) if g]
+    role = _role(found.rollout_group)
+    state = {None: "none", "launching": "launching", "old": "shifted"}.get(role, str(role))
+    rows = []
+    for g in groups:
+        healthy, desired = group_health(aws, found, str(g["AutoScalingGroupName"]))
+        rows.append({"group": g["AutoScalingGroupName"], "role": _role(g) or "serving",
+                     "template_version": (g.get("LaunchTemplate") or {}).get("Version"),
+                     "desired": desired, "healthy": healthy,
+                     "models": tags.as_dict(g.get("Tags")).get(tags.MODELS)})
+    return {"name": name, "state": state, "groups": rows}

@@ -7,7 +7,6 @@ from typing import Any, Optional
 from mmsctl.cloud.aws.errors import ResourceNotFound
 from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.fleet import asg
-from mmsctl.cloud.fleet.names import FleetNames
 from mmsctl.cloud.fleet.query import find_resources
 from mmsctl.errors import UsageError
 
@@ -41,6 +40,6 @@ def scale(aws: AwsSession, name: str, *, min_size: Optional[int] = None, max_siz
                          f"<= {asg.MAX_GROUP_SIZE}")
     after = {"min": new_min, "desired": new_desired, "max": new_max}
     if after != before:
-        asg.set_size(aws, FleetNames(name).auto_scaling_group, min_size=new_min, max_size=new_max,
+        asg.set_size(aws, str(group["AutoScalingGroupName"]), min_size=new_min, max_size=new_max,
                      desired=new_desired)
     return {"name": name, "before": before, "after": after, "changed": after != before}

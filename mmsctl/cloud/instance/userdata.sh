@@ -6,7 +6,7 @@
 # Progress: @@{log_file}   Server log: journalctl -u mmsctl
 set -euo pipefail
 exec > >(tee -a @@{log_file}) 2>&1
-echo "mmsctl-init: start $(date -u +%FT%TZ)"
+echo "mmsctl-init: start $(date -u +%FT%TZ) t=$(date +%s.%N)"
 @@{accelerator_note}
 APP_DIR=@@{app_dir}
 VENV=$APP_DIR/venv
@@ -33,6 +33,7 @@ mkdir -p "$APP_DIR" "$DATA_DIR/models" @@{conf_dir}
 # 3. The server, in its own virtualenv.
 python3 -m venv "$VENV"
 @@{pip_install}
+echo "mmsctl-init: installed t=$(date +%s.%N)"
 @@{server_config}
 # 4. How systemd starts it (arguments quoted once, here, so systemd never re-parses them).
 cat > "$APP_DIR/run-server.sh" <<'MMSCTL_EOF'
@@ -72,7 +73,7 @@ systemctl enable --now mmsctl.service
 # 5. Wait until the server answers, so the console log says when it is ready.
 for _ in $(seq 1 900); do
     if curl -fsS --max-time 2 http://127.0.0.1:@@{inference_port}/ping >/dev/null 2>&1; then
-        echo "mmsctl-init: server ready on port @@{inference_port} $(date -u +%FT%TZ)" | tee -a @@{console}
+        echo "mmsctl-init: server ready on port @@{inference_port} $(date -u +%FT%TZ) t=$(date +%s.%N)" | tee -a @@{console}
         exit 0
     fi
     sleep 1

@@ -1,0 +1,94 @@
+"""`mmsctl fleet rollout NAME`: new models, AMI, type or mmsctl version on a running fleet (blue/green or rolling).
+
+    mmsctl fleet rollout prod --models squeezenet --models resnet-18     # a second group, shifted when healthy
+    mmsctl fleet rollout prod --status | --finish | --rollback
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
+import typer
+
+from mmsctl.cli.ec2 import CLOUD_WORDS, aws_session, render_calls
+from mmsctl.cli.hints import CommandWords
+from mmsctl.cli.options import OutputOpt, ProfileOpt, RegionOpt, check_output, note_model_locations
+from mmsctl.cli.render import Column, get_ui, render_data, render_table
+
+__all__ = ["add_rollout"]
+
+_WORDS = CommandWords(
+    flags={**CLOUD_WORDS.flags, "strategy": "--strategy", "min_healthy": "--min-healthy",
+           "pip_spec": "--pip-spec", "models": "--models"},
+    hints=CLOUD_WORDS.hints,
+)
+
+
+@_WORDS.command
+def rollout_cmd(
+    name: str = typer.Argument(..., help="Fleet name.", metavar="NAME"),
+    models: List[str] = typer.Option([], "--models", "-m", help="The models the new instances serve (repeatable; "
+                                     "default: the fleet's current ones).", metavar="MODEL"),
+    instance_type: Optional[str] = typer.Option(None, "--instance-type", help="A new instance type.", metavar="TYPE"),
+    ami: Optional[str] = typer.Option(None, "--ami", help="A new AMI id.", metavar="ID"),
+    pip_spec: Optional[str] = typer.Option(None, "--pip-spec", help="Install mmsctl from this pip spec "
+                                           "(a new mmsctl version).", metavar="SPEC"),
+    strategy: str = typer.Option("blue-green", "--strategy", help="blue-green (a second group, traffic shifted "
+                                 "when healthy) or rolling (instance refresh of the one group).", metavar="S"),
+    min_healthy: int = typer.Option(90, "--min-healthy", help="rolling: percent of the group kept in service.",
+                                    metavar="PCT"),
+    finish: bool = typer.Option(False, "--finish", help="Delete the old group of a shifted rollout."),
+    rollback: bool = typer.Option(False, "--rollback", help="Put the old group back; delete the new one."),
+    show_status: bool = typer.Option(False, "--status", help="Show the rollout's state and groups."),
+    region: Optional[str] = RegionOpt,
+    profile: Optional[str] = ProfileOpt,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print every AWS call instead of making the changes."),
+    wait_timeout: float = typer.Option(1200.0, "--wait-timeout", help="Seconds to wait for the new group's "
+                                       "targets before giving up (nothing is shifted then).", metavar="S"),
+    output: str = OutputOpt,
+) -> None:
+    """Roll new models, AMI, type or mmsctl version onto a fleet without downtime.
+
+    Example: mmsctl fleet rollout prod --models squeezenet --models resnet-18
+    """
+    check_output(output)
+    from mmsctl.cloud.fleet import rollout
+    from mmsctl.cloud.fleet.names import check_name
+    from mmsctl.errors import UsageError
+
+    check_name(name)
+    if sum([finish, rollback, show_status]) > 1:
+        raise UsageError("give one of --finish, --rollback, --status")
+    aws = aws_session(region, profile, dry_run)
+    if finish or rollback or show_status:
+        act = rollout.finish if finish else rollout.rollback if rollback else None
+        result = act(aws, name) if act else rollout.status(aws, name)
+    else:
+        from mmsctl.cloud.instance.userdata import parse_models
+
+        note_model_locations(models)
+        req = rollout.RolloutRequest(name=name, models=parse_models(models) if models else [],
+                                     instance_type=instance_type, ami=ami, pip_spec=pip_spec, strategy=strategy,
+                                     min_healthy=min_healthy, timeout=wait_timeout)
+        result = rollout.start(aws, req)
+    if dry_run:
+        render_calls(aws, output, {"rollout": result})
+        return
+    _show(result, output)
+
+
+def _show(result: dict[str, Any], output: str) -> None:
+    if render_data(result, output):
+        return
+    if "groups" in result:
+        get_ui().message(f"fleet {result['name']}: rollout {result['state']}")
+        render_table(result["groups"], (Column("Group", "group"), Column("Role", "role"),
+                                        Column("Version", "template_version"), Column("Healthy", "healthy"),
+                                        Column("Desired", "desired"), Column("Models", "models")))
+        return
+    rows = [{"field": k, "value": v} for k, v in result.items() if v is not None]
+    render_table(rows, (Column("Field", "field"), Column("Value", "value")))
+
+
+def add_rollout(app: typer.Typer) -> None:
+    app.command("rollout")(rollout_cmd)
