@@ -127,6 +127,11 @@ class FleetTarget:
     def register(self, location: str, options: dict[str, Any], *, output: str) -> None:
         answers = self._client().register(location, timeout=self.timeout, **options)
         rows = _write_rows(answers, pending="accepted", done="registered")
+        if self.ctx.fleet:  # members the group launches later boot the template's models only
+            from mmsctl.cli.fleet_rollout import persist_command
+
+            get_ui().message("only today's members serve it; to make it permanent (a rollout): "
+                             + persist_command(str(self.ctx.fleet), self.ctx.region, location))
         _finish(rows, _WRITE_COLUMNS, _table_or(output), answers, f"models register {location}")
 
     def unregister(self, model: str, version: Optional[str], *, output: str) -> None:

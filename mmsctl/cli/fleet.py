@@ -108,8 +108,9 @@ def create_cmd(
                                         "the wheels instances install are built for it."),
     warm_pool: int = typer.Option(0, "--warm-pool", metavar="N", help="Keep N instances booted and stopped "
                                   "(an Auto Scaling warm pool): scale-out starts them in seconds."),
-    grace: int = typer.Option(600, "--health-check-grace", help="Seconds a new instance has to boot before "
-                              "failed health checks replace it.", metavar="S"),
+    grace: Optional[int] = typer.Option(None, "--health-check-grace", help="Seconds a new instance has to boot "
+                                        "before failed health checks replace it (default: twice the measured "
+                                        "boot, 300).", metavar="S"),
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
     dry_run: bool = DryRunOpt,
@@ -132,7 +133,8 @@ def create_cmd(
         ami=ami, min_size=min_size, max_size=max_size, desired=desired, target_requests_per_instance=target_rps,
         subnets=_split(subnets), internal=internal, certificate_arn=certificate_arn, key_name=key_name,
         ssh_cidrs=list(ssh_cidrs), allow_world_ssh=allow_world_ssh, server=server_kind(server), pip_spec=pip_spec,
-        health_check_path=health_check_path, grace_s=grace, warm_pool=warm_pool, instance_python=instance_python,
+        health_check_path=health_check_path, warm_pool=warm_pool, instance_python=instance_python,
+        **({"grace_s": grace} if grace is not None else {}),
     )
     req.check()  # before the AWS session: no region or credentials needed to refuse these
     ui = get_ui()
@@ -479,7 +481,7 @@ def user_data_cmd(
     """Print the boot script a fleet's launch template carries (management API on the private address)."""
     from mmsctl.cli.userdata import write_user_data
 
-    write_user_data(models, server, eia, accelerator, pip_spec, management_host="0.0.0.0")
+    write_user_data(models, server, eia, accelerator, pip_spec, management_host="0.0.0.0", prefix="fleet/<name>/")
 
 
 @fleet_app.command("cost")

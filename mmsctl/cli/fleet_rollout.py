@@ -15,11 +15,12 @@ from mmsctl.cli.hints import CommandWords
 from mmsctl.cli.options import OutputOpt, ProfileOpt, RegionOpt, check_output, note_model_locations
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
 
-__all__ = ["add_rollout"]
+__all__ = ["add_rollout", "persist_command"]
 
 _WORDS = CommandWords(
     flags={**CLOUD_WORDS.flags, "strategy": "--strategy", "min_healthy": "--min-healthy",
-           "pip_spec": "--pip-spec", "models": "--models"},
+           "pip_spec": "--pip-spec", "models": "--models", "finish": "--finish",
+           "rollback": "--rollback", "show_status": "--status"},
     hints=CLOUD_WORDS.hints,
 )
 
@@ -28,11 +29,11 @@ _WORDS = CommandWords(
 def rollout_cmd(
     name: str = typer.Argument(..., help="Fleet name.", metavar="NAME"),
     models: List[str] = typer.Option([], "--models", "-m", help="The models the new instances serve (repeatable; "
-                                     "default: the fleet's current ones).", metavar="MODEL"),
+                                     "default: the fleet's current ones).", metavar="NAME=LOCATION"),
     instance_type: Optional[str] = typer.Option(None, "--instance-type", help="A new instance type.", metavar="TYPE"),
-    ami: Optional[str] = typer.Option(None, "--ami", help="A new AMI id.", metavar="ID"),
+    ami: Optional[str] = typer.Option(None, "--ami", help="A new AMI: ami-… or resolve:ssm:/parameter.", metavar="AMI"),
     pip_spec: Optional[str] = typer.Option(None, "--pip-spec", help="Install mmsctl from this pip spec "
-                                           "(a new mmsctl version).", metavar="SPEC"),
+                                           "(a new mmsctl version).", metavar="REQ"),
     strategy: str = typer.Option("blue-green", "--strategy", help="blue-green (a second group, traffic shifted "
                                  "when healthy) or rolling (instance refresh of the one group).", metavar="S"),
     min_healthy: int = typer.Option(90, "--min-healthy", help="rolling: percent of the group kept in service.",
@@ -92,3 +93,14 @@ def _show(result: dict[str, Any], output: str) -> None:
 
 def add_rollout(app: typer.Typer) -> None:
     app.command("rollout")(rollout_cmd)
+
+
+def persist_command(name: str, region: Optional[str], location: str) -> str:
+    """The ``fleet rollout`` command that adds *location* to the models fleet *name*'s template boots."""
+    import shlex
+
+    from mmsctl.cloud.fleet.rollout import template_models
+
+    models = [*template_models(name, region), location]
+    return shlex.join(["mmsctl", "fleet", "rollout", name, *[a for m in models for a in ("--models", m)],
+                       *(["--region", region] if region else [])])

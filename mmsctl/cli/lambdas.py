@@ -330,7 +330,8 @@ def _render_invoke(result: Any, output: str) -> None:
     report = result.report
     parts = [f"status {result.status}"]
     if result.latency_ms is not None:
-        parts.append(f"end-to-end {result.latency_ms:.0f} ms ({result.input} -> {result.output})")
+        route = f" ({result.input} -> {result.output})" if result.input else ""  # the S3 pipeline's objects
+        parts.append(f"end-to-end {result.latency_ms:.0f} ms{route}")
     if report is not None:
         parts.append(f"duration {report.duration_ms:g} ms, billed {report.billed_ms:g} ms")
         parts.append(f"init {report.init_ms:g} ms (cold start)" if report.cold else "warm")
@@ -444,13 +445,19 @@ def destroy_cmd(
 
 
 def _confirm_data_loss(aws: Any, name: str, yes: bool) -> None:
-    """Ask before deleting objects (their count in the question); without a terminal, only --yes goes on."""
-    from mmsctl.cloud.function.destroy import data_buckets
+    """Ask before deleting objects or failed events (their counts in the question); without a terminal, only
+    --yes goes on."""
+    from mmsctl.cloud.function.destroy import data_buckets, failure_queue
 
-    holding = data_buckets(aws, name)
-    if not holding or yes:
+    if yes:
         return
-    what = ", ".join(f"{count} object{'s' * (count != 1)} in s3://{bucket}" for bucket, count in sorted(holding.items()))
+    held = [f"{n} object{'s' * (n != 1)} in s3://{bucket}" for bucket, n in sorted(data_buckets(aws, name).items())]
+    queue = failure_queue(aws, name)
+    if queue is not None and queue[2]:
+        held.append(f"{queue[2]} failed event{'s' * (queue[2] != 1)} in queue {queue[0]}")
+    if not held:
+        return
+    what = ", ".join(held)
     if not sys.stdin.isatty():
         raise UsageError(f"destroy would delete {what}; confirm with --yes (no terminal to ask on)",
                          params=("delete_data", "yes"))

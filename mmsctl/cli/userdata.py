@@ -9,18 +9,28 @@ from mmsctl.cli.render import get_ui
 
 
 def write_user_data(models: List[str], server: str, eia: Optional[str], accelerator: Optional[str],
-                    pip_spec: Optional[str], *, management_host: Optional[str] = None) -> None:
+                    pip_spec: Optional[str], *, management_host: Optional[str] = None,
+                    prefix: str = "ec2/<name>/") -> None:
     """Render the script (no AWS call) and write it to stdout as it is, bash for a human to read.
 
     *management_host* is where the management API listens: the default (loopback) for `ec2 launch`,
     ``0.0.0.0`` for a fleet's members, whose load balancer and fan-out reach it on the private address.
+    Without a pip spec the mmsctl server boots from the asset bucket: the bucket, region and *prefix*
+    are placeholders here (launch and create fill them in).
     """
     from mmsctl.cloud.instance.accelerators import choose
     from mmsctl.cloud.instance.userdata import UserDataSpec, parse_models, render_user_data, server_kind
 
     kind = server_kind(server)
     choice = choose(accelerator, eia)
-    spec = UserDataSpec(models=parse_models(models), server=kind, accelerator=choice.label, pip_spec=pip_spec)
+    parsed = parse_models(models)
+    spec = UserDataSpec(models=parsed, server=kind, accelerator=choice.label, pip_spec=pip_spec)
+    if kind == "mmsctl" and not pip_spec:  # what launch and create send: the assets form, no package index
+        from mmsctl.cloud.instance.assets import plan_assets
+        from mmsctl.cloud.instance.userdata import AssetsRef
+
+        plan = plan_assets(parsed, prefix, wheelhouse=None, dry_run=True)
+        spec = replace(spec, models=plan.models, assets=AssetsRef("<asset-bucket>", prefix, "<region>"))
     if management_host is not None:
         spec = replace(spec, management_host=management_host)
     text = render_user_data(spec)

@@ -112,7 +112,11 @@ def test_ec2_launch_sends_the_zoo_name_and_refuses_the_folder(here: Path, capsys
     code, out, err = run_mmsctl(capsys, "ec2", "launch", "--models", "squeezenet", "--dry-run", "-o", "json")
     assert code == 0, err
     assert NOTE in err
-    r = run_mmsctl(capsys, "ec2", "launch", "--models", "./squeezenet", "--dry-run")
+    code, out, err = run_mmsctl(capsys, "ec2", "launch", "--models", "./squeezenet", "--dry-run", "-o", "json")
+    assert code == 0, err  # the folder goes to the asset bucket, under the launch's prefix
+    puts = [c["parameters"] for c in json.loads(out)["calls"] if c["operation"] == "PutObject"]
+    assert (puts[0]["Key"], puts[0]["Body"]) == ("ec2/mmsctl-squeezenet/models/squeezenet.mar", "<squeezenet>")
+    r = run_mmsctl(capsys, "ec2", "launch", "--models", "./squeezenet", "--pip-spec", "mmsctl", "--dry-run")
     assert r.code == 2 and "a local file is not on the instance" in one_error_line(r)
 
 

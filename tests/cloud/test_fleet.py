@@ -138,7 +138,7 @@ def test_create_makes_the_exact_resource_graph(aws: dict[str, Any]) -> None:
     assert "--management-address http://0.0.0.0:8081" in script and "--inference-address http://0.0.0.0:8080" in script
     assert ("--models squeezenet=/opt/mmsctl/assets/models/squeezenet.mar "
             "--models r18=https://models.example.com/resnet-18.mar") in script
-    assert '"$VENV/bin/pip" install --no-index --find-links "$APP_DIR/assets/wheelhouse" mmsctl==' in script
+    assert '"$VENV/bin/pip" install --no-index --no-compile --find-links "$APP_DIR/assets/wheelhouse" mmsctl==' in script
     assert "apt-get update" in script.split("if ! python3 -c", 1)[1].split("fi\n", 1)[0]  # only when missing
     bucket = f"mmsctl-assets-{ACCOUNT}-us-east-1"
     assert f"python3 - {bucket} fleet/prod/ us-east-1 /opt/mmsctl/assets <<'MMSCTL_PY'" in script
@@ -147,7 +147,7 @@ def test_create_makes_the_exact_resource_graph(aws: dict[str, Any]) -> None:
     # The group over the subnets, with ELB health checks, and its target-tracking policy.
     group = _asg(aws, "prod")
     assert (group["MinSize"], group["DesiredCapacity"], group["MaxSize"]) == (2, 2, 6)
-    assert (group["HealthCheckType"], group["HealthCheckGracePeriod"]) == ("ELB", 600)
+    assert (group["HealthCheckType"], group["HealthCheckGracePeriod"]) == ("ELB", 2 * (60 + 90))  # asg.py
     assert group["TargetGroupARNs"] == [tg["TargetGroupArn"]]
     assert group["LaunchTemplate"]["LaunchTemplateId"] == template["LaunchTemplateId"]
     assert set(group["VPCZoneIdentifier"].split(",")) == {z["SubnetId"] for z in lb["AvailabilityZones"]}

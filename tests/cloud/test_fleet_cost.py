@@ -90,6 +90,7 @@ def test_a_bench_run_with_nothing_served_is_refused(capsys, tmp_path: Path) -> N
 def test_user_data_listens_for_management_on_the_private_address(capsys) -> None:
     r = run_mmsctl(capsys, "fleet", "user-data", "-m", "squeezenet")
     assert r.code == 0
-    assert "--management-address http://0.0.0.0:8081" in r.stdout and "--models squeezenet=squeezenet" in r.stdout
+    assert "--management-address http://0.0.0.0:8081" in r.stdout
+    assert "--models squeezenet=/opt/mmsctl/assets/models/squeezenet.mar" in r.stdout  # from the asset bucket
     ec2 = run_mmsctl(capsys, "ec2", "user-data", "-m", "squeezenet")
     assert "--management-address http://127.0.0.1:8081" in ec2.stdout  # a single instance keeps it on loopback

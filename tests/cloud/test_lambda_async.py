@@ -77,6 +77,9 @@ def test_pipeline_controls_are_the_desired_state(moto: Moto, capsys, aws: dict[s
     assert code == 0, err
     kept = {k["id"]: k["why"] for k in json.loads(out)["kept"]}
     assert kept[QUEUE] == "holds 1 failed event: data is kept unless asked"
+    code, _, err = run_mmsctl(capsys, "lambda", "destroy", NAME, "--delete-data")  # no terminal, no --yes
+    assert code == 2 and f"destroy would delete 1 failed event in queue {QUEUE}; confirm with --yes" in err, err
+    assert aws["sqs"].get_queue_url(QueueName=QUEUE)["QueueUrl"] == queue_url
     code, out, err = run_mmsctl(capsys, "lambda", "destroy", NAME, "--delete-data", "--yes", "-o", "json")
     assert code == 0, err
     assert {"kind": "sqs-queue", "id": QUEUE} in json.loads(out)["deleted"]

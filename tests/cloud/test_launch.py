@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -21,7 +22,7 @@ def _tags(resource: dict[str, Any]) -> dict[str, str]:
 
 
 @pytest.fixture
-def aws(moto: Moto) -> dict[str, Any]:
+def aws(moto: Moto, instance_assets: Path) -> dict[str, Any]:
     """boto3 clients on moto, with a 'DLAMI' id published in an SSM parameter (moto reserves /aws/…)."""
     ec2 = boto3.client("ec2")
     ssm = boto3.client("ssm")
@@ -87,22 +88,35 @@ def test_launch_eia_creates_endpoint_group_role_and_tagged_instance(aws: dict[st
     assert tags["mmsctl:accelerator"] == "eia1.medium"
     assert tags["mmsctl:models"] == f"squeezenet=squeezenet,r18={R18}"
     assert inst["InstanceType"] == "m5.large" and inst["ImageId"] == aws["image"]
-    assert inst["IamInstanceProfile"]["Arn"] == profile["Arn"]
+    # It boots from the asset bucket: its own role reads its prefix (and connects to EI).
+    own = iam.get_instance_profile(InstanceProfileName="mmsctl-ec2-mmsctl-squeezenet-r18")["InstanceProfile"]
+    assert inst["IamInstanceProfile"]["Arn"] == own["Arn"] and own["Path"] == "/mmsctl-ec2/"
+    role = own["Roles"][0]["RoleName"]
+    assert sorted(iam.list_role_policies(RoleName=role)["PolicyNames"]) == [
+        "mmsctl-boot-assets", "mmsctl-elastic-inference-connect", "mmsctl-session-manager"]
+    read = iam.get_role_policy(RoleName=role, PolicyName="mmsctl-boot-assets")["PolicyDocument"]
+    read = json.loads(read) if isinstance(read, str) else read
+    assert read["Statement"][0]["Resource"][0].endswith(":::mmsctl-assets-123456789012-us-east-1/ec2/"
+                                                        "mmsctl-squeezenet-r18/*")
+    keys = [o["Key"] for o in boto3.client("s3").list_objects_v2(
+        Bucket="mmsctl-assets-123456789012-us-east-1", Prefix="ec2/")["Contents"]]
+    assert sorted(keys) == ["ec2/mmsctl-squeezenet-r18/manifest.json", "ec2/mmsctl-squeezenet-r18/models/squeezenet.mar"]
     assert {g["GroupId"] for g in inst["SecurityGroups"]} == {ei_sg["GroupId"],
                                                              groups["server-security-group"]["GroupId"]}
     raw = ec2.describe_instance_attribute(InstanceId=inst["InstanceId"], Attribute="userData")["UserData"]["Value"]
     script = base64.b64decode(raw).decode()
     assert script.startswith("#!/bin/bash")
     assert "systemctl enable --now mmsctl.service" in script
-    assert f"--models squeezenet=squeezenet --models r18={R18}" in script
+    assert f"--models squeezenet=/opt/mmsctl/assets/models/squeezenet.mar --models r18={R18}" in script
 
 
 def test_launch_twice_reuses_endpoint_group_and_role(aws: dict[str, Any]) -> None:
     ec2, iam = aws["ec2"], aws["iam"]
     first = _launch(aws, "--eia", "eia2.large")
     second = _launch(aws, "--eia", "eia2.large")
-    assert len(first["created"]) == 5 and second["created"] == []
-    assert len(second["reused"]) == 5
+    # EI's 5, then the asset bucket, the uploaded assets, the launch's role and profile
+    assert len(first["created"]) == 9 and second["created"] == []
+    assert len(second["reused"]) == 9
     assert len(ec2.describe_vpc_endpoints()["VpcEndpoints"]) == 1
     assert len(_our_groups(ec2)) == 2
     assert [r["RoleName"] for r in iam.list_roles(PathPrefix="/mmsctl/")["Roles"]] == ["mmsctl-ei"]
@@ -116,9 +130,12 @@ def test_other_accelerators_need_no_ei_resources(aws: dict[str, Any]) -> None:
     assert len(out["instances"]) == 2
     assert ec2.describe_vpc_endpoints()["VpcEndpoints"] == []
     assert iam.list_roles(PathPrefix="/mmsctl/")["Roles"] == []
+    # no EI role: only the launch's own, which reads its boot assets
+    [role] = iam.list_roles(PathPrefix="/mmsctl-ec2/")["Roles"]
+    assert sorted(iam.list_role_policies(RoleName=role["RoleName"])["PolicyNames"]) == [
+        "mmsctl-boot-assets", "mmsctl-session-manager"]
     for inst in _instances(ec2, InstanceIds=[i["id"] for i in out["instances"]]):
         assert _tags(inst)["mmsctl:accelerator"] == "g5"
-        assert "IamInstanceProfile" not in inst
 
 
 def test_dry_run_prints_calls_and_changes_nothing(aws: dict[str, Any]) -> None:
@@ -128,9 +145,13 @@ def test_dry_run_prints_calls_and_changes_nothing(aws: dict[str, Any]) -> None:
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)
     planned = [c["operation"] for c in plan["calls"] if not c["executed"]]
-    assert planned == ["CreateSecurityGroup", "AuthorizeSecurityGroupIngress", "CreateSecurityGroup",
-                       "AuthorizeSecurityGroupIngress", "CreateVpcEndpoint", "CreateRole", "PutRolePolicy",
-                       "CreateInstanceProfile", "AddRoleToInstanceProfile", "RunInstances"]
+    ei = ["CreateSecurityGroup", "AuthorizeSecurityGroupIngress", "CreateSecurityGroup",
+          "AuthorizeSecurityGroupIngress", "CreateVpcEndpoint", "CreateRole", "PutRolePolicy",
+          "CreateInstanceProfile", "AddRoleToInstanceProfile"]
+    assert planned[:9] == ei and planned[9:14] == ["CreateBucket", "PutPublicAccessBlock", "PutBucketEncryption",
+                                                  "PutBucketVersioning", "PutBucketTagging"]
+    assert planned[-7:] == ["CreateRole", "PutRolePolicy", "PutRolePolicy", "PutRolePolicy", "CreateInstanceProfile",
+                            "AddRoleToInstanceProfile", "RunInstances"]  # the launch's role: session, assets, EI
     assert all(c["mutating"] is False for c in plan["calls"] if c["executed"])
     run = next(c for c in plan["calls"] if c["operation"] == "RunInstances")["parameters"]
     assert run["ElasticInferenceAccelerators"] == [{"Type": "eia1.medium", "Count": 1}]
@@ -183,7 +204,8 @@ def test_cleanup_removes_ours_and_nothing_else(aws: dict[str, Any]) -> None:
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert sorted(d["kind"] for d in report["deleted"]) == [
-        "iam-role", "instance-profile", "security-group", "security-group", "vpc-endpoint"]
+        "assets", "iam-role", "iam-role", "instance-profile", "instance-profile", "security-group", "security-group",
+        "vpc-endpoint"]  # EI's role and the launch's (/mmsctl-ec2/), and the launches' asset prefix
     assert report["kept"] == [{"kind": "iam-role", "id": "theirs"}]
     assert [e for e in ec2.describe_vpc_endpoints()["VpcEndpoints"] if e["State"] != "deleted"] == []
     assert _our_groups(ec2) == []
@@ -208,7 +230,7 @@ def test_cleanup_removes_ours_and_nothing_else(aws: dict[str, Any]) -> None:
         (["ec2", "launch", "--eia", "medium"], {}, "AMI parameter /aws/service/deeplearning/ami/"),
         (["ec2", "describe", "i-0123456789abcdef0"], {}, "no such instance in us-east-1"),
         (["ec2", "launch", "--eia", "huge"], {}, "unknown Elastic Inference accelerator 'huge'"),
-        (["ec2", "launch", "-m", "./model.mar"], {}, "a local file is not on the instance"),
+        (["ec2", "launch", "-m", "./model.mar", "--pip-spec", "mmsctl"], {}, "a local file is not on the instance"),
     ],
 )
 def test_errors_are_one_line(moto: Moto, args: list[str], env: dict[str, str], message: str) -> None:

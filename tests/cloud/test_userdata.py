@@ -123,7 +123,25 @@ def test_with_assets_the_script_fetches_and_installs_without_an_index() -> None:
                                            assets=AssetsRef("mmsctl-assets-1-us-east-1", "fleet/p/", "us-east-1")))
     assert "python3 - mmsctl-assets-1-us-east-1 fleet/p/ us-east-1 /opt/mmsctl/assets <<'MMSCTL_PY'" in script
     assert "X-aws-ec2-metadata-token" in script  # IMDSv2, the instance role's keys
-    assert '"$VENV/bin/pip" install --no-index --find-links "$APP_DIR/assets/wheelhouse" mmsctl==9.9.9' in script
+    assert '"$VENV/bin/pip" install --no-index --no-compile --find-links "$APP_DIR/assets/wheelhouse" mmsctl==9.9.9' in script
     assert "pip install --upgrade pip" not in script and "--models own=/opt/mmsctl/assets/models/own.mar" in script
     assert len(script.encode()) < EC2_USER_DATA_LIMIT // 2  # room for many models
     _bash_syntax_ok(script)
+
+
+def test_the_printed_script_is_the_assets_form_unless_a_pip_spec(capsys) -> None:
+    """`user-data` prints what launch and create send: the assets fetched from a placeholder bucket and prefix,
+    pip with no index; with --pip-spec, the package index and the zoo name as given."""
+    from tests.support.cli import run_mmsctl
+
+    fleet = run_mmsctl(capsys, "fleet", "user-data", "-m", "squeezenet", "-m", "own=./own.mar")
+    assert fleet.code == 0, fleet.stderr
+    assert "python3 - '<asset-bucket>' 'fleet/<name>/' '<region>' /opt/mmsctl/assets <<'MMSCTL_PY'" in fleet.stdout
+    assert "--models own=/opt/mmsctl/assets/models/own.mar" in fleet.stdout
+    assert '--no-index --no-compile --find-links "$APP_DIR/assets/wheelhouse"' in fleet.stdout
+    _bash_syntax_ok(fleet.stdout)
+    ec2 = run_mmsctl(capsys, "ec2", "user-data", "-m", "squeezenet")
+    assert "'ec2/<name>/'" in ec2.stdout
+    index = run_mmsctl(capsys, "ec2", "user-data", "-m", "squeezenet", "--pip-spec", "mmsctl==0.1.0")
+    assert index.code == 0 and "--models squeezenet=squeezenet" in index.stdout
+    assert "<asset-bucket>" not in index.stdout and "--no-index" not in index.stdout

@@ -137,7 +137,9 @@ def test_a_public_url_is_called_unsigned_and_cors_is_set(moto: Moto, capsys, mon
         not_image = tmp_path / "notes.jpg"
         not_image.write_bytes(b"these are notes, not a JPEG")
         code, _, err = run_mmsctl(capsys, "lambda", "invoke", NAME, "--url", str(not_image))
-        assert code != 0 and err.startswith("error: ") and err.count("\n") <= 2, err
+        lines = err.strip().splitlines()
+        assert code != 0 and lines[-1].startswith("error: ") and "Traceback" not in err, err
+        assert lines[0].startswith("status 400 · end-to-end ") and "None" not in lines[0], err
         assert url.seen[-1].body == not_image.read_bytes()
     # nobody listening any more: one line, not a traceback
     code, _, err = run_mmsctl(capsys, "lambda", "invoke", NAME, "--url", str(require_shared(KITTEN_JPG)))

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-__all__ = ["BootRun", "TEST_WHEELHOUSE", "boot", "build_test_wheelhouse"]
+__all__ = ["BootRun", "TEST_WHEELHOUSE", "boot", "boot_from_index", "build_test_wheelhouse", "stop"]
 
 TEST_WHEELHOUSE = Path.home() / ".cache" / "mmsctl-test-wheelhouse"
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -79,27 +79,67 @@ def boot(aws: Any, root: Path, models: list[str], wheels: Path, *, s3_endpoint: 
     it started is left running (stop it with :func:`stop`)."""
     from mmsctl import __version__
     from mmsctl.cloud.instance.assets import plan_assets, stage_assets
-    from mmsctl.cloud.instance.userdata import ScriptPaths, UserDataSpec, parse_models, render_user_data
-    from tests.support.boot_standins import write_shims
+    from mmsctl.cloud.instance.userdata import UserDataSpec, parse_models, render_user_data
 
-    paths = ScriptPaths(app_dir=str(root / "opt"), data_dir=str(root / "var"), conf_dir=str(root / "etc"),
-                        unit_dir=str(root / "units"), log_file=str(root / "init.log"),
-                        console=str(root / "console"), service_user="root")
-    (root / "units").mkdir(parents=True, exist_ok=True)
+    paths = _paths(root)
     plan = plan_assets(parse_models(models), "fleet/boot/", wheelhouse=wheels, paths=paths)
     staged = stage_assets(aws, plan, PYTHON, [], [])
     ref = staged.ref.__class__(**{**staged.ref.__dict__, "s3_endpoint": s3_endpoint, "imds_endpoint": imds_endpoint})
     ports = (_free_port(), _free_port())
     script = render_user_data(UserDataSpec(models=plan.models, version=__version__, inference_port=ports[0],
                                            management_port=ports[1], assets=ref, paths=paths))
+    no_index = {"PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_CONFIG_FILE": os.devnull}
+    return _run(root, script, ports, {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}, no_index,
+                timeout)
+
+
+def boot_from_index(root: Path, model: str, wheel: Path, timeout: float = 900.0) -> BootRun:
+    """The pip-spec boot (before assets): *wheel* with its dependencies from the package index, the model
+    fetched by the server from an http URL (served here)."""
+    import http.server
+    import threading
+    from functools import partial
+
+    from mmsctl import __version__
+    from mmsctl.cloud.instance.userdata import UserDataSpec, parse_models, render_user_data
+
+    name, archive = model.split("=", 1)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(
+        http.server.SimpleHTTPRequestHandler, directory=str(Path(archive).parent)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/{Path(archive).name}"
+        ports = (_free_port(), _free_port())
+        script = render_user_data(UserDataSpec(models=parse_models([f"{name}={url}"]), version=__version__,
+                                               pip_spec=str(wheel), inference_port=ports[0],
+                                               management_port=ports[1], paths=_paths(root)))
+        return _run(root, script, ports, dict(os.environ), {}, timeout)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _paths(root: Path) -> Any:
+    from mmsctl.cloud.instance.userdata import ScriptPaths
+
+    (root / "units").mkdir(parents=True, exist_ok=True)
+    return ScriptPaths(app_dir=str(root / "opt"), data_dir=str(root / "var"), conf_dir=str(root / "etc"),
+                       unit_dir=str(root / "units"), log_file=str(root / "init.log"),
+                       console=str(root / "console"), service_user="root")
+
+
+def _run(root: Path, script: str, ports: tuple[int, int], base_env: dict[str, str], extra: dict[str, str],
+         timeout: float) -> BootRun:
+    from tests.support.boot_standins import write_shims
+
     (root / "user-data.sh").write_text(script)
     state = root / "shim-state"
     state.mkdir(exist_ok=True)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PIP_", "AWS_", "MMSCTL_")) and k.lower() not in ("http_proxy", "https_proxy")}
+    env = {k: v for k, v in base_env.items()
+           if not k.startswith(("AWS_", "MMSCTL_")) and k.lower() not in ("http_proxy", "https_proxy")}
     env.update(PATH=f"{write_shims(root / 'shims')}:{env.get('PATH', '/usr/bin:/bin')}", SHIM_STATE=str(state),
-               SHIM_UNIT_DIR=str(root / "units"), PIP_INDEX_URL="http://127.0.0.1:9/simple", PIP_CONFIG_FILE=os.devnull,
-               PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONDONTWRITEBYTECODE="1")
+               SHIM_UNIT_DIR=str(root / "units"), PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONDONTWRITEBYTECODE="1",
+               **extra)
     started = time.time()
     done = subprocess.run(["bash", str(root / "user-data.sh")], env=env, capture_output=True, text=True,
                           timeout=timeout, start_new_session=True)

@@ -65,7 +65,7 @@ def stage_launch_assets(aws: AwsSession, assets: LaunchAssets, *, ei: bool, crea
                         reused: list[str]) -> str:
     """Upload what changed, then the launch's role (read its prefix; EI when asked); the profile's ARN."""
     staged = stage_assets(aws, assets.plan, assets.ref.python, created, reused)
-    created.append(f"assets s3://{staged.ref.bucket}/{assets.plan.prefix}: {len(staged.uploaded)} uploaded, "
+    (created if staged.uploaded else reused).append(f"assets s3://{staged.ref.bucket}/{assets.plan.prefix}: {len(staged.uploaded)} uploaded, "
                    f"{len(staged.unchanged)} unchanged")
     policies: dict[str, Any] = {SESSION_MANAGER_POLICY_NAME: SESSION_MANAGER_POLICY, ASSETS_POLICY_NAME: staged.policy}
     if ei:

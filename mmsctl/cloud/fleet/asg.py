@@ -10,6 +10,7 @@ from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.errors import CloudError
 
 __all__ = [
+    "HEALTH_GRACE_S",
     "MAX_GROUP_SIZE",
     "create_group",
     "delete_group",
@@ -25,6 +26,13 @@ __all__ = [
 
 #: A ceiling on --min/--max/--desired: far above any model fleet, far below what a typo could cost.
 MAX_GROUP_SIZE = 1000
+#: Boot script start to the first /ping with assets (bench/boot.py's figure; its target is <= 60 s, apt excluded).
+BOOT_TO_PING_S = 60
+#: EC2 launch to the boot script starting (instance start, cloud-init): AWS's usual 60-90 s, upper end.
+INSTANCE_START_S = 90
+#: The health-check grace (and policy warm-up): twice the measured boot, so a slow boot is not killed,
+#: instead of the fixed 600 s used before the boot was measured. ``--health-check-grace`` overrides it.
+HEALTH_GRACE_S = 2 * (BOOT_TO_PING_S + INSTANCE_START_S)
 
 
 def create_group(aws: AwsSession, *, name: str, launch_template_id: str, subnet_ids: list[str],

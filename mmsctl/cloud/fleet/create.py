@@ -74,7 +74,7 @@ class FleetRequest:
     server: ServerKind = "mmsctl"
     pip_spec: Optional[str] = None
     health_check_path: Optional[str] = None
-    grace_s: int = 600
+    grace_s: int = asg.HEALTH_GRACE_S  # follows the measured boot (asg.py)
     warm_pool: int = 0  # instances kept booted and stopped for fast scale-out
     instance_python: str = "3.10"  # the AMI's python3: the wheelhouse is built for it
 

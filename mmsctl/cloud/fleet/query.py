@@ -311,6 +311,8 @@ def describe(aws: AwsSession, name: str) -> dict[str, Any]:
         "template_version": (states[iid].get("LaunchTemplate") or {}).get("Version"),
     } for iid in sorted(states)]
     latest = str(found.launch_templates[0].get("LatestVersionNumber")) if found.launch_templates else None
+    pinned = str((group.get("LaunchTemplate") or {}).get("Version") or "")
+    latest = pinned if pinned.isdigit() else latest  # a group pinned by a rollout: its version is current
     drift = [i["id"] for i in instances if latest and i["template_version"] not in (None, latest, "$Latest")]
     tg = found.target_group or {}
     policy = (found.policies[0] if found.policies else {}).get("TargetTrackingConfiguration") or {}

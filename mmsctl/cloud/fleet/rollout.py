@@ -30,7 +30,7 @@ from mmsctl.cloud.fleet.query import ROLLOUT_ROLE, FleetResources, find_resource
 from mmsctl.cloud.instance.userdata import ModelSpec, ServerKind
 from mmsctl.errors import CloudError, RequestTimeout, UsageError
 
-__all__ = ["RolloutRequest", "finish", "rollback", "start", "status"]
+__all__ = ["RolloutRequest", "finish", "rollback", "start", "status", "template_models"]
 
 STRATEGIES = ("blue-green", "rolling")
 #: Instance refresh: the share of the group kept in service while instances are replaced.
@@ -139,7 +139,7 @@ def _new_version(aws: AwsSession, found: FleetResources, req: RolloutRequest) ->
     models = data.pop("_models")
     answer = aws.call("ec2", "create_launch_template_version", LaunchTemplateId=template_id, SourceVersion=current,
                       VersionDescription=f"mmsctl rollout: {models}"[:255], LaunchTemplateData=data)
-    version = str(answer["LaunchTemplateVersion"]["VersionNumber"])
+    version = str((answer.get("LaunchTemplateVersion") or {}).get("VersionNumber", "<new version>"))
     return template_id, current, version
 
 
@@ -156,8 +156,7 @@ def start(aws: AwsSession, req: RolloutRequest, *, sleep: Callable[[float], None
     if found.rollout_group is not None:
         raise CloudError(f"fleet {req.name!r} has a rollout in progress ({_role(found.rollout_group) or 'open'}: "
                          f"group {found.rollout_group['AutoScalingGroupName']})",
-                         hint=f"finish it (`mmsctl fleet rollout {req.name} --finish`) or roll it back "
-                              f"(`mmsctl fleet rollout {req.name} --rollback`) first")
+                         hint="finish it or roll it back first", params=("finish", "rollback"))
     template_id, old, new = _new_version(aws, found, req)
     group = found.group or {}
     result: dict[str, Any] = {"name": req.name, "strategy": req.strategy, "template": template_id,
@@ -242,8 +241,8 @@ def _wait_green(aws: AwsSession, found: FleetResources, green: str, timeout: flo
         if left <= 0:
             raise RequestTimeout(f"fleet {found.name}: the new group {green} has {healthy} of {desired} targets "
                                  f"healthy after {timeout:g}s; traffic was not shifted",
-                                 hint=f"`mmsctl fleet rollout {found.name} --status` shows it; `--rollback` "
-                                      "removes it, running the rollout's --finish is refused until it serves")
+                                 hint="the rollout's status shows it; rolling back removes it (finishing is "
+                                      "refused until it serves)", params=("show_status", "rollback"))
         sleep(min(delay, left))
         delay = min(delay * 1.5, 15.0)
 
@@ -268,7 +267,7 @@ def _open(aws: AwsSession, name: str) -> FleetResources:
     found = _fleet(aws, name)
     if found.rollout_group is None:
         raise CloudError(f"fleet {name!r} has no rollout in progress",
-                         hint=f"`mmsctl fleet rollout {name} --status` shows its groups")
+                         hint="the rollout's status shows its groups", param="show_status")
     return found
 
 
@@ -278,9 +277,13 @@ def finish(aws: AwsSession, name: str, *, sleep: Callable[[float], None] = time.
     other = found.rollout_group or {}
     if _role(other) != "old":
         raise CloudError(f"fleet {name!r}: the new group {other['AutoScalingGroupName']} does not serve yet",
-                         hint=f"wait for its targets, or `mmsctl fleet rollout {name} --rollback`")
+                         hint="wait for its targets, or roll back", param="rollback")
+    version = str(((found.group or {}).get("LaunchTemplate") or {}).get("Version") or "")
+    if version.isdigit():  # what the fleet runs is now the template's default (what `ec2` tools show)
+        aws.call("ec2", "modify_launch_template", LaunchTemplateId=str(found.launch_templates[0]["LaunchTemplateId"]),
+                 DefaultVersion=version)
     asg.delete_group(aws, str(other["AutoScalingGroupName"]), sleep=sleep)
-    return {"name": name, "state": "finished", "deleted_group": other["AutoScalingGroupName"],
+    return {"name": name, "state": "finished", "version": version, "deleted_group": other["AutoScalingGroupName"],
             "group": (found.group or {}).get("AutoScalingGroupName")}
 
 
@@ -316,3 +319,12 @@ def status(aws: AwsSession, name: str) -> dict[str, Any]:
                      "desired": desired, "healthy": healthy,
                      "models": tags.as_dict(g.get("Tags")).get(tags.MODELS)})
     return {"name": name, "state": state, "groups": rows}
+
+
+
+def template_models(name: str, region: Optional[str]) -> list[str]:
+    """The models (as given) that fleet *name*'s serving group boots: what a rollout keeps."""
+    from mmsctl.cloud.aws.session import open_session
+
+    found = find_resources(open_session(region=region), name)
+    return [m for m in tags.as_dict((found.group or {}).get("Tags")).get(tags.MODELS, "").split(",") if m]

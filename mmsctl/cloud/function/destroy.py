@@ -15,7 +15,7 @@ deploy only used is left alone, with just this function's notifications removed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 from mmsctl.cloud.aws.errors import aws_code
 from mmsctl.cloud.aws.session import AwsSession
@@ -24,7 +24,7 @@ from mmsctl.cloud.function import spec as names
 from mmsctl.cloud.function.resources import as_dict, bucket_tags, function_or_none, ours
 from mmsctl.errors import CloudError
 
-__all__ = ["DestroyResult", "data_buckets", "destroy"]
+__all__ = ["DestroyResult", "data_buckets", "destroy", "failure_queue"]
 
 _BATCH = 1000  # DeleteObjects takes at most 1000 keys
 
@@ -276,8 +276,9 @@ def _repository(aws: AwsSession, name: str, result: DestroyResult) -> None:
     result.gone("ecr-repository", repo)
 
 
-def _failure_queue(aws: AwsSession, name: str, delete_data: bool, result: DestroyResult) -> None:
-    """Our dead-letter queue: deleted when empty (or asked), kept while it holds failed events."""
+def failure_queue(aws: AwsSession, name: str) -> Optional[tuple[str, str, Optional[int]]]:
+    """Deploy's dead-letter queue for *name*, if it exists: (name, URL, failed events it holds), the count
+    None when the queue is not tagged for *name* (someone else's: never deleted)."""
     from mmsctl.cloud.function.failures import default_queue_name
 
     queue = default_queue_name(name)
@@ -285,15 +286,25 @@ def _failure_queue(aws: AwsSession, name: str, delete_data: bool, result: Destro
         url = aws.call("sqs", "get_queue_url", QueueName=queue)["QueueUrl"]
     except CloudError as exc:
         if aws_code(exc) in ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist", "ResourceNotFoundException"):
-            return
+            return None
         raise
     if (aws.call("sqs", "list_queue_tags", QueueUrl=url).get("Tags") or {}).get("mmsctl:lambda") != name:
-        result.keep("sqs-queue", queue, "not tagged mmsctl:lambda")
-        return
+        return queue, url, None
     attributes = aws.call("sqs", "get_queue_attributes", QueueUrl=url, AttributeNames=[
         "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]).get("Attributes") or {}
-    held = sum(int(attributes.get(k, 0) or 0) for k in ("ApproximateNumberOfMessages",
-                                                          "ApproximateNumberOfMessagesNotVisible"))
+    return queue, url, sum(int(attributes.get(k, 0) or 0) for k in ("ApproximateNumberOfMessages",
+                                                                    "ApproximateNumberOfMessagesNotVisible"))
+
+
+def _failure_queue(aws: AwsSession, name: str, delete_data: bool, result: DestroyResult) -> None:
+    """Our dead-letter queue: deleted when empty (or asked), kept while it holds failed events."""
+    found = failure_queue(aws, name)
+    if found is None:
+        return
+    queue, url, held = found
+    if held is None:
+        result.keep("sqs-queue", queue, "not tagged mmsctl:lambda")
+        return
     if held and not delete_data:
         result.keep("sqs-queue", queue, f"holds {held} failed event{'s' * (held != 1)}: data is kept unless asked")
         return

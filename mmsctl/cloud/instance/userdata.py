@@ -236,7 +236,10 @@ def _pip_part(spec: UserDataSpec, requirements: str) -> str:
         return (f'"$VENV/bin/python" -c "import sys; sys.exit(sys.version_info[:2] != ({major}, {minor}))" || '
                 f'{{ echo "mmsctl-init: the wheels are for Python {spec.assets.python}, this AMI has $(python3 -V)"; '
                 f'exit 1; }}\n'
-                f'"$VENV/bin/pip" install --no-index --find-links "$APP_DIR/assets/wheelhouse" {requirements}')
+                # --no-compile: the .pyc of what the server imports are written on its first start (seconds),
+                # not of every module of every wheel at boot (most of pip's time here)
+                f'"$VENV/bin/pip" install --no-index --no-compile --find-links "$APP_DIR/assets/wheelhouse" '
+                f'{requirements}')
     return f'"$VENV/bin/pip" install --upgrade pip\n"$VENV/bin/pip" install {requirements}'
 
 
