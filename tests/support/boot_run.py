@@ -93,30 +93,18 @@ def boot(aws: Any, root: Path, models: list[str], wheels: Path, *, s3_endpoint: 
                 timeout)
 
 
-def boot_from_index(root: Path, model: str, wheel: Path, timeout: float = 900.0) -> BootRun:
-    """The pip-spec boot (before assets): *wheel* with its dependencies from the package index, the model
-    fetched by the server from an http URL (served here)."""
-    import http.server
-    import threading
-    from functools import partial
-
+def boot_from_index(root: Path, model: str, wheel: Path, timeout: float = 600.0) -> BootRun:
+    """The pip-spec boot (before assets): *wheel* with its dependencies from the package index. The archive
+    is at hand on this machine, so the server opens it where it is (a real instance would download it)."""
     from mmsctl import __version__
-    from mmsctl.cloud.instance.userdata import UserDataSpec, parse_models, render_user_data
+    from mmsctl.cloud.instance.userdata import ModelSpec, UserDataSpec, render_user_data
 
     name, archive = model.split("=", 1)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(
-        http.server.SimpleHTTPRequestHandler, directory=str(Path(archive).parent)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/{Path(archive).name}"
-        ports = (_free_port(), _free_port())
-        script = render_user_data(UserDataSpec(models=parse_models([f"{name}={url}"]), version=__version__,
-                                               pip_spec=str(wheel), inference_port=ports[0],
-                                               management_port=ports[1], paths=_paths(root)))
-        return _run(root, script, ports, dict(os.environ), {}, timeout)
-    finally:
-        server.shutdown()
-        server.server_close()
+    ports = (_free_port(), _free_port())
+    script = render_user_data(UserDataSpec(models=[ModelSpec(name, archive, "zoo")], version=__version__,
+                                           pip_spec=str(wheel), inference_port=ports[0], management_port=ports[1],
+                                           paths=_paths(root)))
+    return _run(root, script, ports, dict(os.environ), {}, timeout)
 
 
 def _paths(root: Path) -> Any:
