@@ -124,13 +124,13 @@ class FleetTarget:
                    _URL, _ERROR)
         _finish(rows, columns, output, answers, f"models describe {model}")
 
-    def register(self, location: str, options: dict[str, Any], *, output: str) -> None:
+    def register(self, location: str, options: dict[str, Any], *, output: str, persisting: bool = False) -> None:
         answers = self._client().register(location, timeout=self.timeout, **options)
         rows = _write_rows(answers, pending="accepted", done="registered")
-        if self.ctx.fleet:  # members the group launches later boot the template's models only
+        if self.ctx.fleet and not persisting:  # members the group launches later boot the template's models only
             from mmsctl.cli.fleet_rollout import persist_command
 
-            get_ui().message("only today's members serve it; to make it permanent (a rollout): "
+            get_ui().message("only today's members serve it; to make it permanent (a rollout), add --persist or run: "
                              + persist_command(str(self.ctx.fleet), self.ctx.region, location))
         _finish(rows, _WRITE_COLUMNS, _table_or(output), answers, f"models register {location}")
 

@@ -15,12 +15,12 @@ from mmsctl.cli.hints import CommandWords
 from mmsctl.cli.options import OutputOpt, ProfileOpt, RegionOpt, check_output, note_model_locations
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
 
-__all__ = ["add_rollout", "persist_command"]
+__all__ = ["add_rollout", "persist_command", "persist_model"]
 
 _WORDS = CommandWords(
     flags={**CLOUD_WORDS.flags, "strategy": "--strategy", "min_healthy": "--min-healthy",
            "pip_spec": "--pip-spec", "models": "--models", "finish": "--finish",
-           "rollback": "--rollback", "show_status": "--status"},
+           "rollback": "--rollback", "show_status": "--status", "auto_finish_s": "--auto-finish"},
     hints=CLOUD_WORDS.hints,
 )
 
@@ -38,6 +38,9 @@ def rollout_cmd(
                                  "when healthy) or rolling (instance refresh of the one group).", metavar="S"),
     min_healthy: int = typer.Option(90, "--min-healthy", help="rolling: percent of the group kept in service.",
                                     metavar="PCT"),
+    auto_finish: Optional[str] = typer.Option(None, "--auto-finish", metavar="AFTER", help="blue-green: after "
+                                              "the shift, watch the new group for AFTER (e.g. 10m) and finish if it "
+                                              "stayed healthy; else keep the old group for --rollback."),
     finish: bool = typer.Option(False, "--finish", help="Delete the old group of a shifted rollout."),
     rollback: bool = typer.Option(False, "--rollback", help="Put the old group back; delete the new one."),
     show_status: bool = typer.Option(False, "--status", help="Show the rollout's state and groups."),
@@ -70,12 +73,19 @@ def rollout_cmd(
         note_model_locations(models)
         req = rollout.RolloutRequest(name=name, models=parse_models(models) if models else [],
                                      instance_type=instance_type, ami=ami, pip_spec=pip_spec, strategy=strategy,
-                                     min_healthy=min_healthy, timeout=wait_timeout)
+                                     min_healthy=min_healthy, timeout=wait_timeout,
+                                     auto_finish_s=_seconds(auto_finish) if auto_finish is not None else None)
         result = rollout.start(aws, req)
     if dry_run:
         render_calls(aws, output, {"rollout": result})
         return
     _show(result, output)
+
+
+def _seconds(text: str) -> float:
+    from mmsctl.loadtest.sweep import parse_duration
+
+    return parse_duration(text, "auto_finish_s")
 
 
 def _show(result: dict[str, Any], output: str) -> None:
@@ -104,3 +114,15 @@ def persist_command(name: str, region: Optional[str], location: str) -> str:
     models = [*template_models(name, region), location]
     return shlex.join(["mmsctl", "fleet", "rollout", name, *[a for m in models for a in ("--models", m)],
                        *(["--region", region] if region else [])])
+
+
+def persist_model(name: str, region: Optional[str], location: str, output: str) -> None:
+    """``models register --persist`` on a fleet: a blue/green rollout of the template's models plus *location*."""
+    from mmsctl.cloud.fleet import rollout
+    from mmsctl.cloud.instance.userdata import parse_models
+
+    models = [*rollout.template_models(name, region), location]
+    get_ui().message(f"rolling {location} out to fleet {name}'s launch template (blue/green)")
+    aws = aws_session(region, None)
+    result = rollout.start(aws, rollout.RolloutRequest(name=name, models=parse_models(models)))
+    _show(result, output)

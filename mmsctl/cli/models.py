@@ -77,7 +77,7 @@ class Target(Protocol):
 
     def describe(self, model: str, version: Optional[str], *, output: str) -> None: ...
 
-    def register(self, location: str, options: dict[str, Any], *, output: str) -> None: ...
+    def register(self, location: str, options: dict[str, Any], *, output: str, persisting: bool = False) -> None: ...
 
     def unregister(self, model: str, version: Optional[str], *, output: str) -> None: ...
 
@@ -169,6 +169,8 @@ def register_model(
     synchronous: bool = typer.Option(
         True, "--synchronous/--no-synchronous", help="Wait for the workers to start before answering."
     ),
+    persist: bool = typer.Option(False, "--persist", help="On an AWS fleet's context: also roll the model out to "
+                                 "the fleet's launch template (blue/green), so instances launched later serve it."),
     output: str = WriteOutputOpt,
     context: Optional[str] = ContextOpt,
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds to wait for the server.", metavar="S"),
@@ -178,7 +180,19 @@ def register_model(
     options = dict(model_name=name, handler=handler, runtime=runtime, batch_size=batch_size,
                    max_batch_delay=max_batch_delay, initial_workers=initial_workers,
                    response_timeout=response_timeout, synchronous=synchronous)
-    _target(context, timeout).register(location, options, output=output)
+    target = _target(context, timeout)
+    ctx = getattr(target, "ctx", None)  # a fan-out target's context: an AWS fleet's names it
+    fleet = getattr(ctx, "fleet", None)
+    if persist and not fleet:
+        from mmsctl.errors import UsageError
+
+        raise UsageError("--persist rolls a model out to an AWS fleet: use a fleet context "
+                         "(mmsctl context add NAME --fleet FLEET)")
+    target.register(location, options, output=output, persisting=persist)
+    if persist:
+        from mmsctl.cli.fleet_rollout import persist_model
+
+        persist_model(str(fleet), getattr(ctx, "region", None), f"{name}={location}" if name else location, output)
 
 
 @models_app.command("unregister")
@@ -321,7 +335,7 @@ class ServerTarget:
         if not render_data(data, output):
             _render_details(details, version, output)
 
-    def register(self, location: str, options: dict[str, Any], *, output: str) -> None:
+    def register(self, location: str, options: dict[str, Any], *, output: str, persisting: bool = False) -> None:
         with self._management() as client:
             result = client.register(location, timeout=self.timeout, **options)
             server = client.server

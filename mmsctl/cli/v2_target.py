@@ -54,7 +54,7 @@ class V2Target:
         row = detail.to_dict() | {"inputsH": _tensors(detail.inputs), "outputsH": _tensors(detail.outputs)}
         render_table([row], _DESCRIBE, wide=True)
 
-    def register(self, location: str, options: dict[str, Any], *, output: str) -> None:
+    def register(self, location: str, options: dict[str, Any], *, output: str, persisting: bool = False) -> None:
         from mmsctl.client.v2 import read_only
 
         raise read_only("register models", self.ctx)

@@ -115,6 +115,14 @@ def test_blue_green_rollout_finish_rollback_and_refusal(aws: dict[str, Any]) -> 
     assert persist_command("ro", "us-east-1", "new=./x.mar") == (
         f"mmsctl fleet rollout ro --models {desc['models'].replace(',', ' --models ')} --models new=./x.mar "
         "--region us-east-1")
+    # --auto-finish: watched for the time given (none here), healthy throughout, so finished in the same command
+    auto = cli("fleet", "rollout", "ro", "-m", "squeezenet", "--auto-finish", "0s", "-o", "json")
+    assert auto.code == 0, auto.stderr
+    result = json.loads(auto.stdout)
+    assert (result["auto_finished"], result["state"], result["deleted_group"]) == (True, "finished", GREEN)
+    assert _group(aws, GREEN) == {} and _group(aws, BLUE)["TargetGroupARNs"] == [tg_arn]
+    bad = cli("fleet", "rollout", "ro", "-m", "squeezenet", "--strategy", "rolling", "--auto-finish", "5m")
+    assert bad.code == 2 and "auto-finish is for a blue/green rollout" in bad.stderr
     nothing = cli("fleet", "rollout", "ro", "--finish")
     assert nothing.code != 0 and "no rollout in progress" in nothing.stderr
     gone = cli("fleet", "destroy", "ro", "-o", "json")
@@ -152,3 +160,25 @@ def test_rolling_strategy_is_an_instance_refresh(aws: dict[str, Any]) -> None:
     assert _group(aws, "mmsctl-fleet-rr")["LaunchTemplate"]["Version"] == "$Latest"  # nothing changed
     bad = cli("fleet", "rollout", "rr", "-m", "squeezenet", "--strategy", "canary")
     assert bad.code == 2 and "unknown rollout strategy 'canary'" in bad.stderr and "--strategy" in bad.stderr
+
+
+def test_register_persist_is_a_rollout_of_the_templates_models_plus_the_new_one(aws: dict[str, Any], capsys) -> None:
+    """`models register --persist` on a fleet's context: what the members were told goes into the template too
+    (the fan-out itself reaches the members' private addresses, which tests do not; the rollout is shown here)."""
+    from mmsctl.cli.fleet_rollout import persist_model
+
+    cli = aws["cli"]
+    _create(aws, "pe", "-m", "squeezenet", "--min", "1", "--max", "2")
+    persist_model("pe", "us-east-1", "new=https://models.example.com/new.mar", "json")
+    result = json.loads(capsys.readouterr().out)
+    assert result["state"] == "shifted" and result["to_version"] == "2"
+    script = _user_data(aws, result["template"], "2")
+    assert "--models new=https://models.example.com/new.mar" in script and "models/squeezenet.mar" in script
+    desc = json.loads(cli("fleet", "describe", "pe", "-o", "json").stdout)
+    assert desc["models"] == "squeezenet=squeezenet,new=https://models.example.com/new.mar"
+
+    # on a context that is not an AWS fleet, --persist is refused before anything is sent
+    assert cli("context", "add", "one", "--inference", "http://127.0.0.1:1", "--management", "http://127.0.0.1:1").code == 0
+    refused = cli("models", "register", "x.mar", "--persist", "--context", "one")
+    assert refused.code == 2 and "--persist rolls a model out to an AWS fleet" in refused.stderr
+    assert cli("fleet", "destroy", "pe").code == 0

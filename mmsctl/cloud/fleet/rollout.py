@@ -53,11 +53,15 @@ class RolloutRequest:
     strategy: str = "blue-green"
     min_healthy: int = DEFAULT_MIN_HEALTHY
     timeout: float = 1200.0
+    #: blue/green: after the shift, watch the new group this long and finish if it stayed healthy.
+    auto_finish_s: Optional[float] = None
 
     def check(self) -> None:
         if self.strategy not in STRATEGIES:
             raise UsageError(f"unknown rollout strategy {self.strategy!r}; choose {' or '.join(STRATEGIES)}",
                              param="strategy")
+        if self.auto_finish_s is not None and (self.strategy != "blue-green" or not 0 <= self.auto_finish_s <= 86400):
+            raise UsageError("auto-finish is for a blue/green rollout, after 0 s to a day", param="auto_finish_s")
         if not 0 <= self.min_healthy <= 100:
             raise UsageError("the minimum healthy percentage must be 0 to 100", param="min_healthy")
         if not (self.models or self.instance_type or self.ami or self.pip_spec):
@@ -172,7 +176,27 @@ def start(aws: AwsSession, req: RolloutRequest, *, sleep: Callable[[float], None
     _shift(aws, found, green)
     result["state"] = "shifted"
     result["old_group"] = group["AutoScalingGroupName"]
+    if req.auto_finish_s is not None and not aws.dry_run:
+        unhealthy = _watch(aws, found, green, req.auto_finish_s, sleep, clock)
+        if unhealthy is None:
+            result.update(finish(aws, req.name, sleep=sleep), auto_finished=True)
+        else:
+            result["auto_finish"] = f"not finished: {unhealthy}; the old group is kept for a rollback"
     return result
+
+
+def _watch(aws: AwsSession, found: FleetResources, green: str, seconds: float,
+           sleep: Callable[[float], None], clock: Callable[[], float]) -> Optional[str]:
+    """Watch the new group serve for *seconds*; None if its targets stayed healthy, else what went wrong."""
+    end = clock() + seconds
+    while True:
+        healthy, desired = group_health(aws, found, green)
+        if healthy < max(desired, 1):
+            return f"{healthy} of {desired} targets of {green} healthy"
+        left = end - clock()
+        if left <= 0:
+            return None
+        sleep(min(15.0, left))
 
 
 def start_refresh(aws: AwsSession, group: str, template_id: str, version: str, min_healthy: int) -> str:
