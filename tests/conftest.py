@@ -43,8 +43,10 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
     monkeypatch.setenv("MMSCTL_CONFIG_DIR", str(home / "config"))
     monkeypatch.setenv("MMSCTL_STATE_DIR", str(home / "state"))
     monkeypatch.setenv("NO_COLOR", "1")
-    # Nothing in the tests may reach the internet.
+    # Nothing in the tests may reach the internet: not the zoo, not pip building an instance's wheels (tests
+    # that launch give small wheels of their own, tests/cloud/conftest.py; the boot test builds real ones once).
     monkeypatch.setenv("MMSCTL_OFFLINE", "1")
+    monkeypatch.setenv("MMSCTL_WHEELHOUSE", str(home / "no-wheelhouse"))
     # MXNet's default kernels (MKL-DNN on), not a per-test measurement of each model in a fresh
     # cache (seconds each); tests/engine/test_kernels.py sets "auto" where it tests the measuring.
     monkeypatch.setenv("MMSCTL_MKLDNN", "1")

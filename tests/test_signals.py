@@ -48,3 +48,19 @@ def test_ctrl_c_reaches_a_child_of_a_background_suite(started_as_a_background_jo
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGINT and "KeyboardInterrupt" in err
+
+
+def test_every_test_that_sends_sigint_starts_its_child_for_signalling() -> None:
+    """The check that would have caught `fleet tunnel`'s test hanging under `make test &`: a test module that
+    sends SIGINT starts its children with tests/support/signals.popen, never a bare subprocess.Popen(...)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent
+    offenders = []
+    for path in sorted(root.rglob("*.py")):
+        if path.name in ("signals.py", "test_signals.py"):
+            continue
+        text = path.read_text(encoding="utf-8")
+        if "SIGINT" in text and ("subprocess.Popen(" in text or "tests.support.signals import popen" not in text):
+            offenders.append(str(path.relative_to(root)))
+    assert offenders == [], offenders

@@ -13,7 +13,6 @@ import json
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from tests.cloud.test_fleet import _asg, _create, aws, cli  # noqa: F401 - fixtu
 from tests.support.cli import run_mmsctl
 from tests.support._proc import any_free_port, free_port
 from tests.support.mmsctl_server import make_noop_archive, running_mmsctl_server
+from tests.support.signals import popen
 from tests.support.sshd import keygen, running_sshd
 from tests.support.waiting import wait_until
 
@@ -101,7 +101,7 @@ def test_tunnels_reach_each_member_until_stopped_then_every_ssh_is_gone(
         first = _free_run(9)
         out, err = tmp_path / "tunnel.out", tmp_path / "tunnel.err"
         with open(out, "wb") as fo, open(err, "wb") as fe:
-            proc = subprocess.Popen(
+            proc = popen(  # SIGINT/SIGTERM at their defaults, however the suite was started (a background job)
                 [sys.executable, "-m", "mmsctl", "fleet", "tunnel", "prod", "--local-port", str(first),
                  "--remote-ports", remote, "--identity-dir", str(_keys(tmp_path / "keys", sshd.client_key)),
                  "--user", sshd.user, "--timeout", "20"],

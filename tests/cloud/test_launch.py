@@ -233,8 +233,9 @@ def test_cleanup_removes_ours_and_nothing_else(aws: dict[str, Any]) -> None:
         (["ec2", "launch", "-m", "./model.mar", "--pip-spec", "mmsctl"], {}, "a local file is not on the instance"),
     ],
 )
-def test_errors_are_one_line(moto: Moto, args: list[str], env: dict[str, str], message: str) -> None:
-    proc = run_cli(moto, *args, env=env)
+def test_errors_are_one_line(moto: Moto, args: list[str], env: dict[str, str], message: str,
+                             instance_assets: Path) -> None:
+    proc = run_cli(moto, *args, env=env)  # instance_assets: a launch never builds real wheels here (no index)
     assert proc.returncode in (2, 3, 9), proc.stderr
     first = proc.stderr.strip().splitlines()[0]
     assert first.startswith("error: ") and message in first, proc.stderr

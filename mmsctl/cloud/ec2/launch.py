@@ -18,6 +18,7 @@ from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.ec2.assets import launch_name, plan_launch_assets, stage_launch_assets
 from mmsctl.cloud.ec2.query import instance_row
 from mmsctl.cloud.ec2.spec import LaunchRequest, LaunchResult
+from mmsctl.cloud.instance.accelerators import check_ei_region
 from mmsctl.cloud.instance.ei import ensure_ei_resources
 from mmsctl.cloud.instance.server_image import INFERENCE_PORT, METADATA_OPTIONS, server_image
 from mmsctl.errors import CloudError, UsageError
@@ -38,6 +39,8 @@ def launch(aws: AwsSession, req: LaunchRequest, *, sleep: Callable[[float], None
     if req.count < 1:
         raise UsageError("count must be at least 1", param="count")
     req.allow_cidrs = check_ssh_sources(req.allow_cidrs, allow_world=req.allow_world_ssh, param="allow_cidrs")
+    if choice.is_ei and not aws.region.startswith("<"):
+        check_ei_region(aws.region)  # before the wheels and the models are prepared here
     name = launch_name(req.name, req.models)
     assets = plan_launch_assets(aws, name, req.models, req.instance_python) if req.uses_assets else None
     image = server_image(aws, choice, models=assets.plan.models if assets else req.models, server=req.server,
