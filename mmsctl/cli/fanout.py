@@ -100,7 +100,26 @@ class FleetTarget:
             rows.append(row)
         columns = (Column("Member", "member"), Column("Status", "status"), Column("Models", "_names"),
                    Column("Count", "_count", justify="right", wide=True), _URL, _ERROR)
+        if self.ctx.fleet and rows and all(r["ok"] for r in rows):
+            self._note_untemplated({n for r in rows for n in (r.get("_names") or [])})
         _finish(rows, columns, output, answers, "models list")
+
+    def _note_untemplated(self, served: set[str]) -> None:
+        """Models today's members serve that the fleet's launch template does not: the next instance won't."""
+        from mmsctl.cloud.fleet.rollout import template_models
+        from mmsctl.errors import MmsError
+
+        fleet = str(self.ctx.fleet)
+        try:
+            template = {m.split("=", 1)[0] for m in template_models(fleet, self.ctx.region)}
+        except MmsError as exc:
+            get_ui().warn(f"could not compare with fleet {fleet}'s launch template: {exc}")
+            return
+        extra = sorted(served - template)
+        if extra:
+            get_ui().warn(f"served by members but not in fleet {fleet}'s launch template (instances launched later "
+                          f"will not serve them): {', '.join(extra)}; make one permanent with "
+                          f"`mmsctl models register LOCATION --persist` or `mmsctl fleet rollout {fleet} --models …`")
 
     def describe(self, model: str, version: Optional[str], *, output: str) -> None:
         answers = self._client().describe(model, version)

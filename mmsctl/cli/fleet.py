@@ -436,7 +436,8 @@ def tunnel_cmd(
             for tunnel in opened.failed:
                 ui.warn(f"{tunnel.member}: tunnel failed: {tunnel.error}")
             opened.raise_if_none_open()
-            context = _write_tunnel_context(context_name or f"{name}-tunnel", [t.target for t in opened.open])
+            context = _write_tunnel_context(context_name or f"{name}-tunnel", [t.target for t in opened.open],
+                                            name, aws.region)
             render_table([{"member": t.member, **{n: t.target.url(n) or "-" for n in tunnels.PORT_NAMES}}
                           for t in opened.open],
                          (Column("Member", "member"), Column("Inference", "inference"),
@@ -457,14 +458,15 @@ def tunnel_cmd(
         signal.signal(signal.SIGTERM, previous)
 
 
-def _write_tunnel_context(name: str, targets: list[Any]) -> str:
-    """Add or update fleet context *name* with the tunnels' local ends as members (its token file stays)."""
+def _write_tunnel_context(name: str, targets: list[Any], fleet: str, region: str) -> str:
+    """Add or update fleet context *name* with the tunnels' local ends as members (its token file stays);
+    it names the fleet too, so `models list` through it compares the members with the fleet's template."""
     from mmsctl.client.contexts import Context, ContextStore
 
     store = ContextStore()
     old = store.get(name) if name in store.names() else None
     store.add(Context(name, targets[0].url("inference"), "", token_file=old.token_file if old else None,
-                      members=tuple(_member_specs(targets))))
+                      members=tuple(_member_specs(targets)), fleet=fleet, region=region))
     return name
 
 

@@ -122,6 +122,9 @@ def test_tunnels_reach_each_member_until_stopped_then_every_ssh_is_gone(
 
             listed = run_mmsctl(capsys, "--context", "prod-tunnel", "models", "list", "-o", "json")
             assert listed.code == 0, listed.stderr
+            # the members serve noop, which the fleet's template (squeezenet) does not hold: said, with the way out
+            assert ("served by members but not in fleet prod's launch template (instances launched later will not "
+                    "serve them): noop;") in listed.stderr and "--persist" in listed.stderr
             assert [(d["member"], [m["modelName"] for m in d["models"]]) for d in json.loads(listed.stdout)] == [
                 (f"127.0.0.1:{first + 1}", ["noop"]), (f"127.0.0.1:{first + 4}", ["noop"])]
             pinged = run_mmsctl(capsys, "--context", "prod-tunnel", "ping")
