@@ -18,9 +18,9 @@ export DEBIAN_FRONTEND=noninteractive
 if ! python3 -c "import ensurepip, venv" >/dev/null 2>&1@@{java_check}; then
     if command -v apt-get >/dev/null; then
         apt-get update -y
-        apt-get install -y python3-venv python3-pip curl@@{apt_java}
+        apt-get install -y python3-venv python3-pip@@{apt_java}
     elif command -v dnf >/dev/null; then
-        dnf install -y python3 python3-pip curl@@{dnf_java}
+        dnf install -y python3 python3-pip@@{dnf_java}
     fi
 fi
 
@@ -70,9 +70,10 @@ MMSCTL_EOF
 systemctl daemon-reload
 systemctl enable --now mmsctl.service
 
-# 5. Wait until the server answers, so the console log says when it is ready.
+# 5. Wait until the server answers, so the console log says when it is ready (python3: not every AMI has curl).
 for _ in $(seq 1 900); do
-    if curl -fsS --max-time 2 http://127.0.0.1:@@{inference_port}/ping >/dev/null 2>&1; then
+    if python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:@@{inference_port}/ping', timeout=2)" \
+            >/dev/null 2>&1; then
         echo "mmsctl-init: server ready on port @@{inference_port} $(date -u +%FT%TZ) t=$(date +%s.%N)" | tee -a @@{console}
         exit 0
     fi
