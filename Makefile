@@ -10,7 +10,7 @@ MMS_VENV ?= .venv-mms
 TS_VENV  ?= .venv-ts
 PYTEST_ARGS ?=
 
-.PHONY: demo test check install install-test reference-servers clean bench
+.PHONY: demo test check install install-test reference-servers boot-wheels clean bench
 
 $(BIN)/mmsctl: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ $(TS_VENV)/.ok:
 
 reference-servers: $(MMS_VENV)/.ok $(TS_VENV)/.ok
 
+# The wheels the boot-script test installs an instance from (downloaded once; the test runs offline).
+boot-wheels: install-test
+	$(BIN)/python scripts/boot_wheels.py
+
 demo: install
 	$(BIN)/python scripts/demo.py
 
@@ -45,7 +49,7 @@ demo: install
 # client, CLI, TUI, engine, archive, zoo and cloud code the tests call in-process. The servers and
 # workers the tests start as subprocesses are not measured: following them (coverage's
 # `patch = ["subprocess"]`) costs about half as much CPU again on tests/server.
-test: install-test reference-servers
+test: install-test reference-servers boot-wheels
 	PYTHON=$(BIN)/python scripts/check
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15 --cov --cov-report= $(PYTEST_ARGS)
 	@echo "coverage of mmsctl/ (in-process): $$($(BIN)/python -m coverage report --format=total --precision=1)%"

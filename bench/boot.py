@@ -25,7 +25,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.support.boot_run import PYTHON, BootRun, boot, build_test_wheelhouse, stop  # noqa: E402
+from tests.support.boot_run import (  # noqa: E402
+    PYTHON,
+    BootRun,
+    boot,
+    build_test_wheelhouse,
+    download_test_dependencies,
+    stop,
+)
 from tests.support.boot_standins import serving_imds  # noqa: E402
 
 TARGET_S = 60.0
@@ -88,7 +95,8 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory(prefix="mmsctl-boot-bench-") as tmp:
             work = Path(tmp)
-            wheels = build_test_wheelhouse()
+            download_test_dependencies()
+            wheels = build_test_wheelhouse(work / "wheelhouse")
             model = _model(work)
             sys.stdout.flush()
             print(f"model {model.split('=')[0]}, Python {PYTHON}, {len(list(wheels.glob('*.whl')))} wheels "

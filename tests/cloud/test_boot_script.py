@@ -2,8 +2,9 @@
 installs mmsctl from the wheelhouse, fetches the user's own archive with the role's keys (IMDSv2), starts the
 server under the `systemctl` shim and answers /ping and a prediction (tests/support/boot_run.py).
 
-The wheelhouse is built once per machine with the index reachable (~/.cache/mmsctl-test-wheelhouse), as
-`fleet create` builds it on the user's machine; only the boot itself is cut off from every index.
+The dependencies' wheels are downloaded at set-up (`make test` runs scripts/boot_wheels.py, with the index, as it
+installs the reference servers; ~/.cache/mmsctl-test-wheelhouse); the test builds this checkout's wheel offline and
+reaches nothing beyond 127.0.0.1, and the boot itself is cut off from every index.
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ pytestmark = pytest.mark.slow  # installs mmsctl and its dependencies into a fre
 
 
 @pytest.fixture(scope="module")
-def wheels() -> Path:
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if shutil.which("bash") is None:
         pytest.skip("the boot script needs bash")
     try:
-        return build_test_wheelhouse()
-    except Exception as exc:  # noqa: BLE001 - no index here: say so and skip
-        pytest.skip(f"could not build the wheelhouse for this machine (needs the package index once): {exc}")
+        return build_test_wheelhouse(tmp_path_factory.mktemp("wheelhouse"))
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
 
 
 @pytest.fixture

@@ -30,23 +30,50 @@ TEST_WHEELHOUSE = Path.home() / ".cache" / "mmsctl-test-wheelhouse"
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
-def build_test_wheelhouse() -> Path:
-    """This machine's wheelhouse (the dependencies once, this checkout's mmsctl wheel every time)."""
-    from mmsctl.cloud.instance import wheelhouse
+def _deps_folder() -> Path:
+    from mmsctl.cloud.instance.wheelhouse import PLATFORM, runtime_requirements
 
-    old = os.environ.get(wheelhouse.ENV_WHEELHOUSE)
-    os.environ.pop(wheelhouse.ENV_WHEELHOUSE, None)
-    saved = os.environ.get("MMSCTL_CACHE_DIR")
-    os.environ["MMSCTL_CACHE_DIR"] = str(TEST_WHEELHOUSE)
-    try:
-        return wheelhouse.build_wheelhouse(PYTHON)
-    finally:
-        if saved is None:
-            os.environ.pop("MMSCTL_CACHE_DIR", None)
-        else:
-            os.environ["MMSCTL_CACHE_DIR"] = saved
-        if old is not None:
-            os.environ[wheelhouse.ENV_WHEELHOUSE] = old
+    import hashlib
+
+    key = hashlib.sha256("\n".join([PYTHON, PLATFORM, *runtime_requirements()]).encode()).hexdigest()[:12]
+    return TEST_WHEELHOUSE / f"deps-cp{PYTHON.replace('.', '')}-{key}"
+
+
+def download_test_dependencies() -> Path:
+    """Set-up (scripts/boot_wheels.py, run by `make test`): mmsctl's dependencies as wheels, with the index."""
+    from mmsctl.cloud.instance.wheelhouse import PLATFORM, runtime_requirements
+
+    folder = _deps_folder()
+    if (folder / ".complete").is_file():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", "download", "--only-binary",
+                    ":all:", "--platform", PLATFORM, "--python-version", PYTHON, "--implementation", "cp",
+                    "--dest", str(folder), *runtime_requirements()], check=True)
+    (folder / ".complete").write_text("ok")
+    return folder
+
+
+def build_test_wheelhouse(into: Path) -> Path:
+    """The wheelhouse the boot test stages, with no network: the dependencies downloaded at set-up, and this
+    checkout's wheel built here offline (``--no-build-isolation``: setuptools from this virtualenv).
+
+    Raises:
+        FileNotFoundError: the set-up step (scripts/boot_wheels.py) has not run on this machine.
+    """
+    import shutil
+
+    deps = _deps_folder()
+    if not (deps / ".complete").is_file():
+        raise FileNotFoundError(f"no boot-test wheels in {deps}: run `make test` (or scripts/boot_wheels.py) once")
+    into.mkdir(parents=True, exist_ok=True)
+    for wheel in deps.glob("*.whl"):
+        shutil.copy2(wheel, into / wheel.name)
+    repo = Path(__file__).resolve().parents[2]
+    subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", "wheel", "--no-deps",
+                    "--no-build-isolation", "--no-index", "--wheel-dir", str(into), str(repo)],
+                   check=True, capture_output=True, env={**os.environ, "PIP_NO_INDEX": "1"})
+    return into
 
 
 @dataclass
