@@ -21,7 +21,7 @@ from mmsctl.cloud.aws.errors import aws_code
 from mmsctl.cloud.aws.session import AwsSession, partition
 from mmsctl.errors import CloudError
 
-__all__ = ["Asset", "MANIFEST", "WHEELS", "bucket_name", "delete_prefix", "ensure_bucket", "read_statement", "sha256_of",
+__all__ = ["Asset", "MANIFEST", "WHEELS", "bucket_name", "delete_owned_prefix", "delete_prefix", "ensure_bucket", "read_statement", "sha256_of",
            "upload"]
 
 MANIFEST = "manifest.json"
@@ -147,3 +147,16 @@ def read_statement(bucket: str, prefix: str, region: str, in_place: list[str]) -
     resources += [f"arn:{part}:s3:::{uri.removeprefix('s3://')}" for uri in in_place]
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "ReadBootAssets", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": resources}]}
+
+
+def delete_owned_prefix(aws: AwsSession, prefix: str) -> tuple[str, int]:
+    """Every version under *prefix* in this account's asset bucket, if mmsctl made the bucket (tagged
+    ``mmsctl:managed=true``): (the bucket, how many versions went); never the bucket, never another prefix."""
+    bucket = bucket_name(aws.account_id(), aws.region)
+    try:
+        owned = tags.as_dict(aws.call("s3", "get_bucket_tagging", Bucket=bucket).get("TagSet")).get(tags.MANAGED)
+    except CloudError as exc:
+        if aws_code(exc) in ("NoSuchBucket", "NoSuchTagSet", "404"):
+            return bucket, 0
+        raise
+    return bucket, delete_prefix(aws, bucket, prefix) if owned == "true" else 0

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from mmsctl.cloud.aws import iam, tags
-from mmsctl.cloud.aws.asset_bucket import bucket_name, delete_prefix
-from mmsctl.cloud.aws.errors import ResourceNotFound, aws_code
+from mmsctl.cloud.aws.errors import ResourceNotFound
 from mmsctl.cloud.aws.security_groups import delete_security_group
+from mmsctl.cloud.aws.asset_bucket import delete_owned_prefix
 from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.ec2.assets import IAM_PATH as LAUNCH_IAM_PATH
 from mmsctl.cloud.ec2.query import get_instances, list_instances, require_managed, wait_for_state
@@ -104,16 +104,9 @@ def _cleanup_iam(aws: AwsSession, result: CleanupResult) -> None:
 
 
 def _cleanup_assets(aws: AwsSession, result: CleanupResult) -> None:
-    """Every launch's prefix (``ec2/``) in the account's asset bucket, if mmsctl made it; never the bucket,
-    never a fleet's prefix or the shared wheels."""
-    bucket = bucket_name(aws.account_id(), aws.region)
-    try:
-        owned = tags.as_dict(aws.call("s3", "get_bucket_tagging", Bucket=bucket).get("TagSet")).get(tags.MANAGED)
-    except CloudError as exc:
-        if aws_code(exc) in ("NoSuchBucket", "NoSuchTagSet", "404"):
-            return
-        raise
-    if owned == "true" and delete_prefix(aws, bucket, LAUNCH_PREFIX):
+    """Every launch's prefix (``ec2/``) in the account's asset bucket; never a fleet's prefix or the shared wheels."""
+    bucket, removed = delete_owned_prefix(aws, LAUNCH_PREFIX)
+    if removed:
         result.deleted.append({"kind": "assets", "id": f"s3://{bucket}/{LAUNCH_PREFIX}"})
 
 

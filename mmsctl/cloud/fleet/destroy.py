@@ -17,14 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from mmsctl.cloud.aws import iam, tags
-from mmsctl.cloud.aws.asset_bucket import bucket_name, delete_prefix
-from mmsctl.cloud.aws.errors import aws_code
 from mmsctl.cloud.aws.security_groups import delete_security_group
+from mmsctl.cloud.aws.asset_bucket import delete_owned_prefix
 from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.fleet import asg, elb
 from mmsctl.cloud.fleet.names import FleetNames
 from mmsctl.cloud.fleet.query import find_resources
-from mmsctl.errors import CloudError
 
 __all__ = ["DestroyResult", "destroy"]
 
@@ -92,19 +90,9 @@ def destroy(aws: AwsSession, name: str, *, sleep: Callable[[float], None] = time
 
 def _assets(aws: AwsSession, names: FleetNames, done: Callable[[str, str], None]) -> None:
     """The fleet's prefix in the account's asset bucket (every version); never the bucket, never another prefix."""
-    bucket = bucket_name(aws.account_id(), aws.region)
-    try:
-        owned = tags.as_dict(aws.call("s3", "get_bucket_tagging", Bucket=bucket).get("TagSet")).get(tags.MANAGED)
-    except CloudError as exc:
-        if aws_code(exc) in ("NoSuchBucket", "NoSuchTagSet", "404"):
-            return
-        raise
-    if owned != "true":
-        return
-    removed = delete_prefix(aws, bucket, names.asset_prefix)
+    bucket, removed = delete_owned_prefix(aws, names.asset_prefix)
     if removed:
         done("assets", f"s3://{bucket}/{names.asset_prefix} ({removed} object versions)")
-
 
 def _group_rank(group: dict[str, Any]) -> int:
     component = tags.as_dict(group.get("Tags")).get(tags.COMPONENT, "")
