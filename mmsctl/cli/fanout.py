@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from mmsctl.client.contexts import Context
     from mmsctl.client.fanout import FanOut, FleetClient, Member
 
-__all__ = ["FleetTarget", "fleet_members"]
+__all__ = ["FleetTarget", "beyond_template", "fleet_members", "persist_advice", "served_beyond_template"]
 
 
 def fleet_members(ctx: "Context") -> list["Member"]:
@@ -37,6 +37,37 @@ def fleet_members(ctx: "Context") -> list["Member"]:
         raise CloudError(f"fleet {ctx.fleet!r} has no in-service instance to manage",
                          hint=f"`mmsctl fleet describe {ctx.fleet}` shows its instances")
     return found
+
+
+def beyond_template(served: dict[str, list[str]], template: list[str]) -> dict[str, list[str]]:
+    """Of the models each member serves (member → names), those the launch template's models
+    (``NAME=LOCATION`` or ``LOCATION`` as given to the fleet) lack: model → the members serving it."""
+    from mmsctl.cloud.instance.userdata import parse_models
+
+    boots = {m.name for m in parse_models(template)}
+    extra: dict[str, list[str]] = {}
+    for member, names in served.items():
+        for name in names:
+            if name not in boots:
+                extra.setdefault(name, []).append(member)
+    return dict(sorted(extra.items()))
+
+
+def persist_advice(fleet: str) -> str:
+    """How a fan-out registration becomes part of what the fleet's instances boot."""
+    return (f"make one permanent with `mmsctl models register LOCATION --persist` or "
+            f"`mmsctl fleet rollout {fleet} --models …`")
+
+
+def served_beyond_template(ctx: "Context", template: list[str], timeout: float) -> dict[str, list[str]]:
+    """Ask every member of fleet context *ctx* what it serves (fan-out ``GET /models``, one page of
+    1000) and keep what the template lacks; raises :class:`MembersFailed` when a member does not answer
+    (then the comparison would be wrong)."""
+    from mmsctl.client.fanout import FleetClient
+
+    answers = FleetClient(fleet_members(ctx), token_file=ctx.token_file, timeout=timeout).list_models(limit=1000)
+    answers.check("models list")
+    return beyond_template({r.member.name: [m.name for m in r.value or []] for r in answers.results}, template)
 
 
 def _base(result: Any) -> dict[str, Any]:
@@ -101,25 +132,24 @@ class FleetTarget:
         columns = (Column("Member", "member"), Column("Status", "status"), Column("Models", "_names"),
                    Column("Count", "_count", justify="right", wide=True), _URL, _ERROR)
         if self.ctx.fleet and rows and all(r["ok"] for r in rows):
-            self._note_untemplated({n for r in rows for n in (r.get("_names") or [])})
+            self._note_untemplated({r["member"]: list(r.get("_names") or []) for r in rows})
         _finish(rows, columns, output, answers, "models list")
 
-    def _note_untemplated(self, served: set[str]) -> None:
+    def _note_untemplated(self, served: dict[str, list[str]]) -> None:
         """Models today's members serve that the fleet's launch template does not: the next instance won't."""
         from mmsctl.cloud.fleet.rollout import template_models
         from mmsctl.errors import MmsError
 
         fleet = str(self.ctx.fleet)
         try:
-            template = {m.split("=", 1)[0] for m in template_models(fleet, self.ctx.region)}
+            template = template_models(fleet, self.ctx.region)
         except MmsError as exc:
             get_ui().warn(f"could not compare with fleet {fleet}'s launch template: {exc}")
             return
-        extra = sorted(served - template)
+        extra = beyond_template(served, template)
         if extra:
             get_ui().warn(f"served by members but not in fleet {fleet}'s launch template (instances launched later "
-                          f"will not serve them): {', '.join(extra)}; make one permanent with "
-                          f"`mmsctl models register LOCATION --persist` or `mmsctl fleet rollout {fleet} --models …`")
+                          f"will not serve them): {', '.join(extra)}; {persist_advice(fleet)}")
 
     def describe(self, model: str, version: Optional[str], *, output: str) -> None:
         answers = self._client().describe(model, version)

@@ -199,20 +199,46 @@ def list_cmd(region: Optional[str] = RegionOpt, profile: Optional[str] = Profile
 @fleet_app.command("describe")
 @_FLEET_WORDS.command
 def describe_cmd(name: str = NameArg, region: Optional[str] = RegionOpt, profile: Optional[str] = ProfileOpt,
+                 context: Optional[str] = typer.Option(
+                     None, "--context", metavar="NAME", help="A context that reaches the members' management "
+                     "API, to find models registered by fan-out that the launch template lacks (default: a saved "
+                     "context naming this fleet, e.g. the one `fleet tunnel` writes)."),
                  output: str = OutputOpt) -> None:
-    """Show a fleet: size, instances and their target health, balancer, health check, policy, security groups."""
+    """Show a fleet: size, instances and their template version, target health, balancer, health check,
+    policy, security groups; drift (members on an old template, models served beyond it)."""
     check_output(output)
     from mmsctl.cloud.fleet.query import describe
 
     info = describe(aws_session(region, profile), name)
+    info["beyond_template"] = _served_beyond_template(info, context)
     if render_data(info, output):
         return
+    _describe_fields(info)
+    if info["instances"]:
+        get_ui().out.print()
+        render_table(info["instances"], (
+            Column("Instance", "id"), Column("Template", "template_version"), Column("Lifecycle", "lifecycle"),
+            Column("Health", "health"), Column("Target", "target"), Column("Zone", "zone"),
+            Column("Private IP", "private_ip"), Column("Public IP", "public_ip", wide=True)), wide=output == "wide")
+    if info["security_groups"]:
+        get_ui().out.print()
+        render_table([{**g, "ingress": "; ".join(g["ingress"]) or "-", "egress": "; ".join(g["egress"]) or "-"}
+                      for g in info["security_groups"]], (
+            Column("Security group", "name"), Column("Id", "id", wide=True), Column("Ingress", "ingress"),
+            Column("Egress", "egress")), wide=output == "wide")
+    _warn_drift(info)
+
+
+def _describe_fields(info: dict[str, Any]) -> None:
     lb, tg, policy = info["load_balancer"] or {}, info["target_group"] or {}, info["scaling_policy"] or {}
+    templates = info.get("launch_templates") or []
     _fields([
         ("Name", info["name"]), ("Region", info["region"]), ("Status", info["status"]), ("Endpoint", info["endpoint"]),
         ("Instances", f"min {info['min']}, desired {info['desired']}, max {info['max']}" if info["min"] is not None
          else None),
         ("Instance type", info["instance_type"]), ("Accelerator", info["accelerator"]), ("Models", info["models"]),
+        ("Launch template", f"{templates[0]['name']}, latest version {templates[0]['latest_version']}"
+         if templates else None),
         ("Server", info["server"]), ("Balancer", f"{lb.get('scheme')}, {lb.get('state')}" if lb else None),
         ("Listeners", ", ".join(f"{li['protocol']}:{li['port']} {li['action']}" for li in lb.get("listeners", []))
          or None),
@@ -222,18 +248,48 @@ def describe_cmd(name: str = NameArg, region: Optional[str] = RegionOpt, profile
         ("Scaling", f"{policy.get('metric')} at {policy.get('target_requests_per_minute')}/min" if policy else None),
         ("Not ours (kept)", ", ".join(info["foreign"]) or None),
     ])
-    if info["instances"]:
-        get_ui().out.print()
-        render_table(info["instances"], (
-            Column("Instance", "id"), Column("Lifecycle", "lifecycle"), Column("Health", "health"),
-            Column("Target", "target"), Column("Zone", "zone"), Column("Private IP", "private_ip"),
-            Column("Public IP", "public_ip", wide=True)), wide=output == "wide")
-    if info["security_groups"]:
-        get_ui().out.print()
-        render_table([{**g, "ingress": "; ".join(g["ingress"]) or "-", "egress": "; ".join(g["egress"]) or "-"}
-                      for g in info["security_groups"]], (
-            Column("Security group", "name"), Column("Id", "id", wide=True), Column("Ingress", "ingress"),
-            Column("Egress", "egress")), wide=output == "wide")
+
+
+def _served_beyond_template(info: dict[str, Any], context: Optional[str]) -> dict[str, Any]:
+    """Ask the members (through *context*, or a saved context naming this fleet) what they serve
+    beyond the launch template; ``checked`` is false, with the reason, when no context reaches them."""
+    from mmsctl.cli.fanout import served_beyond_template
+    from mmsctl.client.contexts import ContextStore
+    from mmsctl.errors import MmsError
+
+    fleet = str(info["name"])
+    store = ContextStore()
+    names = [context] if context else [n for n in store.names() if store.get(n).fleet == fleet]
+    if not names:
+        return {"checked": False, "context": None, "models": {},
+                "reason": f"no saved context names fleet {fleet}; `mmsctl fleet tunnel {fleet}` writes one"}
+    ctx = store.get(names[0])
+    if not ctx.is_fleet:
+        return {"checked": False, "context": ctx.name, "models": {},
+                "reason": f"context {ctx.name} is not a fleet context (it has no members)"}
+    template = [m for m in str(info.get("models") or "").split(",") if m]
+    try:
+        extra = served_beyond_template(ctx, template, timeout=5.0)
+    except MmsError as exc:
+        return {"checked": False, "context": ctx.name, "models": {}, "reason": str(exc)}
+    return {"checked": True, "context": ctx.name, "models": extra, "reason": None}
+
+
+def _warn_drift(info: dict[str, Any]) -> None:
+    """Members on an older launch template version, models served beyond the template: each with its fix."""
+    ui, name = get_ui(), info["name"]
+    if info.get("drift"):
+        ui.warn(f"{len(info['drift'])} member(s) on an older launch template version: {', '.join(info['drift'])}; "
+                f"`mmsctl fleet rollout {name} --strategy rolling` replaces them")
+    beyond = info["beyond_template"]
+    if beyond["models"]:
+        from mmsctl.cli.fanout import persist_advice
+
+        listed = "; ".join(f"{m} (on {', '.join(members)})" for m, members in beyond["models"].items())
+        ui.warn(f"served by members but not in the launch template (instances launched later will not serve "
+                f"them): {listed}; {persist_advice(name)}")
+    elif not beyond["checked"]:
+        ui.message(f"models registered by fan-out: not checked ({beyond['reason']})")
 
 
 @fleet_app.command("members")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import boto3
 import pytest
 
 from tests.cloud.conftest import Moto
+from tests.support._proc import any_free_port
 from tests.support.cli import CliResult, run_mmsctl
 
 PARAM = "/mmsctl-test/dlami"
@@ -376,8 +378,36 @@ def test_list_describe_members_and_scale(aws: dict[str, Any]) -> None:
     assert desc["scaling_policy"]["metric"] == "ALBRequestCountPerTarget"
     assert {g["component"] for g in desc["security_groups"]} == {
         "fleet-lb-security-group", "fleet-instance-security-group", "fleet-admin-security-group"}
-    table = cli("fleet", "describe", "prod").stdout
-    assert "GET /ping/squeezenet → 200 every 15s" in table and "HTTP:80 forward" in table
+    table = cli("fleet", "describe", "prod")
+    assert "GET /ping/squeezenet → 200 every 15s" in table.stdout and "HTTP:80 forward" in table.stdout
+    # No saved context reaches the members' management API: the fan-out comparison says it was not made.
+    assert desc["drift"] == [] and desc["beyond_template"]["checked"] is False
+    assert ("models registered by fan-out: not checked (no saved context names fleet prod; "
+            "`mmsctl fleet tunnel prod` writes one)") in table.stderr and "older launch template" not in table.stderr
+
+    # A context whose member does not answer: the comparison is not made, and the reason is given.
+    closed = any_free_port()
+    assert cli("context", "add", "prod-down", "--members", f"http://127.0.0.1:{closed}").code == 0
+    down = json.loads(cli("fleet", "describe", "prod", "--context", "prod-down", "-o", "json").stdout)
+    assert down["beyond_template"]["checked"] is False and down["beyond_template"]["context"] == "prod-down"
+    assert f"127.0.0.1:{closed}" in down["beyond_template"]["reason"]
+
+    # Drift: the group moves to a new template version; today's members stay on the old one until replaced.
+    group = _asg(aws, "prod")
+    template_id = group["LaunchTemplate"]["LaunchTemplateId"]
+    old_version = {i["InstanceId"]: i["LaunchTemplate"]["Version"] for i in group["Instances"]}
+    new_version = aws["ec2"].create_launch_template_version(
+        LaunchTemplateId=template_id, SourceVersion="1",
+        LaunchTemplateData={"InstanceType": "c5.large"})["LaunchTemplateVersion"]["VersionNumber"]
+    aws["asg"].update_auto_scaling_group(AutoScalingGroupName=group["AutoScalingGroupName"], LaunchTemplate={
+        "LaunchTemplateId": template_id, "Version": str(new_version)})
+    drifted = cli("fleet", "describe", "prod")
+    assert f"2 member(s) on an older launch template version: {', '.join(sorted(old_version))}" in drifted.stderr
+    assert "`mmsctl fleet rollout prod --strategy rolling` replaces them" in drifted.stderr
+    for iid, version in old_version.items():  # the Template column shows each member's own version
+        row = next(line for line in drifted.stdout.splitlines() if iid in line)
+        assert re.split(r"[\s│|]+", row.strip(" │|"))[:2] == [iid, str(version)]
+    assert json.loads(cli("fleet", "describe", "prod", "-o", "json").stdout)["drift"] == sorted(old_version)
 
     # Members: the group's in-service instances at their private addresses.
     members = json.loads(cli("fleet", "members", "prod", "-o", "json").stdout)

@@ -127,6 +127,16 @@ def test_tunnels_reach_each_member_until_stopped_then_every_ssh_is_gone(
                     "serve them): noop;") in listed.stderr and "--persist" in listed.stderr
             assert [(d["member"], [m["modelName"] for m in d["models"]]) for d in json.loads(listed.stdout)] == [
                 (f"127.0.0.1:{first + 1}", ["noop"]), (f"127.0.0.1:{first + 4}", ["noop"])]
+            # fleet describe finds the context naming the fleet and asks every member the same
+            described = run_mmsctl(capsys, "fleet", "describe", "prod", "-o", "json")
+            assert described.code == 0, described.stderr
+            assert json.loads(described.stdout)["beyond_template"] == {
+                "checked": True, "context": "prod-tunnel", "reason": None,
+                "models": {"noop": [f"127.0.0.1:{first + 1}", f"127.0.0.1:{first + 4}"]}}
+            text = run_mmsctl(capsys, "fleet", "describe", "prod")
+            assert (f"served by members but not in the launch template (instances launched later will not serve "
+                    f"them): noop (on 127.0.0.1:{first + 1}, 127.0.0.1:{first + 4});") in text.stderr
+            assert "--persist" in text.stderr
             pinged = run_mmsctl(capsys, "--context", "prod-tunnel", "ping")
             assert pinged.code == 0, pinged.stderr
 
