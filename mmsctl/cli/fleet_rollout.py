@@ -19,7 +19,7 @@ __all__ = ["add_rollout", "persist_command", "persist_model"]
 
 _WORDS = CommandWords(
     flags={**CLOUD_WORDS.flags, "strategy": "--strategy", "min_healthy": "--min-healthy",
-           "pip_spec": "--pip-spec", "models": "--models", "finish": "--finish",
+           "pip_spec": "--pip-spec", "instance_python": "--instance-python", "models": "--models", "finish": "--finish",
            "rollback": "--rollback", "show_status": "--status", "auto_finish_s": "--auto-finish"},
     hints=CLOUD_WORDS.hints,
 )
@@ -34,6 +34,8 @@ def rollout_cmd(
     ami: Optional[str] = typer.Option(None, "--ami", help="A new AMI: ami-… or resolve:ssm:/parameter.", metavar="AMI"),
     pip_spec: Optional[str] = typer.Option(None, "--pip-spec", help="Install mmsctl from this pip spec "
                                            "(a new mmsctl version).", metavar="REQ"),
+    instance_python: Optional[str] = typer.Option(None, "--instance-python", metavar="X.Y", help="The new AMI's "
+                                                  "python3, for the wheels (default: the fleet's, as created)."),
     strategy: str = typer.Option("blue-green", "--strategy", help="blue-green (a second group, traffic shifted "
                                  "when healthy) or rolling (instance refresh of the one group).", metavar="S"),
     min_healthy: int = typer.Option(90, "--min-healthy", help="rolling: percent of the group kept in service.",
@@ -73,6 +75,7 @@ def rollout_cmd(
         note_model_locations(models)
         req = rollout.RolloutRequest(name=name, models=parse_models(models) if models else [],
                                      instance_type=instance_type, ami=ami, pip_spec=pip_spec, strategy=strategy,
+                                     instance_python=instance_python,
                                      min_healthy=min_healthy, timeout=wait_timeout,
                                      auto_finish_s=_seconds(auto_finish) if auto_finish is not None else None)
         result = rollout.start(aws, req)

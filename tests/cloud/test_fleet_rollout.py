@@ -75,13 +75,16 @@ def _user_data(aws: dict[str, Any], template_id: str, version: str) -> str:
 
 def test_blue_green_rollout_finish_rollback_and_refusal(aws: dict[str, Any]) -> None:
     cli = aws["cli"]
-    _create(aws, "ro", "-m", "squeezenet", "--min", "1", "--max", "3", "--warm-pool", "1", "--health-check-grace", "450")
+    _create(aws, "ro", "-m", "squeezenet", "--min", "1", "--max", "3", "--warm-pool", "1", "--health-check-grace", "450",
+            "--instance-python", "3.11")
     tg_arn = _tg(aws, "ro")["TargetGroupArn"]
     proc = cli("fleet", "rollout", "ro", "-m", "squeezenet", "-m", "sq2=squeezenet", "-o", "json")
     assert proc.code == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert (out["state"], out["from_version"], out["to_version"], out["group"]) == ("shifted", "1", "2", GREEN)
     assert "sq2" in _user_data(aws, out["template"], "2") and "sq2" not in _user_data(aws, out["template"], "1")
+    # the wheels are built again for the Python the fleet was created for, not the default 3.10
+    assert "the wheels are for Python 3.11" in _user_data(aws, out["template"], "2")
     green, blue = _group(aws, GREEN), _group(aws, BLUE)
     assert green["TargetGroupARNs"] == [tg_arn] and blue["TargetGroupARNs"] == []  # traffic shifted
     assert green["LaunchTemplate"]["Version"] == "2" and blue["LaunchTemplate"]["Version"] == "1"  # blue pinned
@@ -103,7 +106,9 @@ def test_blue_green_rollout_finish_rollback_and_refusal(aws: dict[str, Any]) -> 
     assert json.loads(cli("fleet", "rollout", "ro", "--status", "-o", "json").stdout)["state"] == "none"
 
     # roll out again (to the green name), then finish: the old blue group goes, green serves alone
-    assert cli("fleet", "rollout", "ro", "-m", "squeezenet", "-m", "sq3=squeezenet").code == 0
+    assert cli("fleet", "rollout", "ro", "-m", "squeezenet", "-m", "sq3=squeezenet", "--instance-python", "3.12").code == 0
+    assert "the wheels are for Python 3.12" in _user_data(aws, out["template"], "3")
+    assert {t["Key"]: t["Value"] for t in _group(aws, GREEN)["Tags"]}["mmsctl:instance-python"] == "3.12"
     done = cli("fleet", "rollout", "ro", "--finish", "-o", "json")
     assert done.code == 0, done.stderr
     assert json.loads(done.stdout)["deleted_group"] == BLUE and _group(aws, BLUE) == {}

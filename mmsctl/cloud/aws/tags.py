@@ -38,6 +38,8 @@ ACCELERATOR = "mmsctl:accelerator"
 MODELS = "mmsctl:models"
 INSTANCE_TYPE = "mmsctl:instance-type"
 SERVER = "mmsctl:server"
+#: The AMI's python3 a fleet's wheels are built for (`--instance-python`): what a rollout builds for again.
+INSTANCE_PYTHON = "mmsctl:instance-python"
 VERSION = "mmsctl:version"
 FLEET = "mmsctl:fleet"
 #: Every resource of one `mmsctl lambda deploy NAME` carries mmsctl:lambda=NAME.

@@ -217,6 +217,8 @@ def _create(aws: AwsSession, req: FleetRequest, names: FleetNames, image: Server
     lb_sg, group_ids = build.security_groups()
     facts = {tags.ACCELERATOR: req.accelerator.label, tags.MODELS: ",".join(m.arg for m in req.models),
              tags.SERVER: req.server, tags.INSTANCE_TYPE: image.instance_type}
+    if plan is not None:
+        facts[tags.INSTANCE_PYTHON] = check_python(req.instance_python)
     template_id = build.launch_template(image, profile_arn, group_ids, facts)
     balancer = build.balancer(lb_sg)
     desired, per_minute = build.group(template_id, balancer, facts)

@@ -37,7 +37,7 @@ STRATEGIES = ("blue-green", "rolling")
 DEFAULT_MIN_HEALTHY = 90
 #: Instance refresh pauses at these shares of the group replaced (the last must be 100).
 CHECKPOINTS = [50, 100]
-#: The AMI's python3 the wheels are built for (fleet create's default; not recorded on the fleet).
+#: The AMI's python3 the wheels are built for when the fleet does not record one (fleet create's default).
 INSTANCE_PYTHON = "3.10"
 
 
@@ -50,6 +50,8 @@ class RolloutRequest:
     instance_type: Optional[str] = None
     ami: Optional[str] = None
     pip_spec: Optional[str] = None
+    #: The new AMI's python3 (wheels are built for it); None: the one the fleet records.
+    instance_python: Optional[str] = None
     strategy: str = "blue-green"
     min_healthy: int = DEFAULT_MIN_HEALTHY
     timeout: float = 1200.0
@@ -119,7 +121,8 @@ def _assets_ref(aws: AwsSession, found: FleetResources, req: RolloutRequest, mod
     from mmsctl.cloud.instance.userdata import AssetsRef
     from mmsctl.cloud.instance.wheelhouse import build_wheelhouse, check_python
 
-    python = check_python(INSTANCE_PYTHON)
+    recorded = tags.as_dict((found.group or {}).get("Tags")).get(tags.INSTANCE_PYTHON)
+    python = check_python(req.instance_python or recorded or INSTANCE_PYTHON)
     wheelhouse = None if aws.dry_run else build_wheelhouse(python)
     plan = plan_assets(models, found.names.asset_prefix, wheelhouse=wheelhouse, dry_run=aws.dry_run)
     if not aws.dry_run:
@@ -221,6 +224,8 @@ def _launch_green(aws: AwsSession, found: FleetResources, template_id: str, vers
         group_tags[tags.MODELS] = ",".join(m.arg for m in req.models)
     if req.instance_type:
         group_tags[tags.INSTANCE_TYPE] = req.instance_type
+    if req.instance_python:
+        group_tags[tags.INSTANCE_PYTHON] = req.instance_python
     tg_arn = str((found.target_group or {})["TargetGroupArn"])
     aws.call("autoscaling", "create_auto_scaling_group", AutoScalingGroupName=green,
              LaunchTemplate={"LaunchTemplateId": template_id, "Version": version},
