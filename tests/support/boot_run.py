@@ -40,16 +40,15 @@ def _deps_folder() -> Path:
 
 
 def download_test_dependencies() -> Path:
-    """Set-up (scripts/boot_wheels.py, run by `make test`): mmsctl's dependencies as wheels, with the index."""
-    from mmsctl.cloud.instance.wheelhouse import PLATFORM, runtime_requirements
+    """Set-up (scripts/boot_wheels.py, run by `make test`): mmsctl's dependencies as wheels, with the index,
+    downloaded by the same function `fleet create` and `ec2 launch` use."""
+    from mmsctl.cloud.instance.wheelhouse import download_dependencies
 
     folder = _deps_folder()
     if (folder / ".complete").is_file():
         return folder
     folder.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", "download", "--only-binary",
-                    ":all:", "--platform", PLATFORM, "--python-version", PYTHON, "--implementation", "cp",
-                    "--dest", str(folder), *runtime_requirements()], check=True)
+    download_dependencies(folder, PYTHON)  # the very call `fleet create` makes, against the real index
     (folder / ".complete").write_text("ok")
     return folder
 

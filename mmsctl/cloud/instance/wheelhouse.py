@@ -22,7 +22,8 @@ from typing import Optional
 from mmsctl.config import cache_dir
 from mmsctl.errors import MmsError, UsageError
 
-__all__ = ["ENV_WHEELHOUSE", "PLATFORM", "WheelhouseError", "build_wheelhouse", "check_python", "runtime_requirements"]
+__all__ = ["ENV_WHEELHOUSE", "PLATFORM", "WheelhouseError", "build_wheelhouse", "check_python",
+           "download_dependencies", "runtime_requirements"]
 
 ENV_WHEELHOUSE = "MMSCTL_WHEELHOUSE"
 PLATFORM = "manylinux2014_x86_64"  # mxnet 1.9.1 publishes x86_64 Linux wheels only
@@ -83,10 +84,16 @@ def build_wheelhouse(python: str) -> Path:
     else:
         _pip("wheel", "--no-deps", "--wheel-dir", str(folder), str(source))
     if not (folder / _DONE).is_file():
-        _pip("download", "--only-binary", ":all:", "--platform", PLATFORM, "--python-version", python,
-             "--implementation", "cp", "--dest", str(folder), *requirements)
+        download_dependencies(folder, python)
         (folder / _DONE).write_text(stamp)
     return folder
+
+
+def download_dependencies(folder: Path, python: str) -> None:
+    """mmsctl's runtime dependencies as binary wheels for the instance platform and *python*, into *folder*
+    (pip's index settings apply: ``PIP_INDEX_URL`` for a mirror)."""
+    _pip("download", "--only-binary", ":all:", "--platform", PLATFORM, "--python-version", python,
+         "--implementation", "cp", "--dest", str(folder), *runtime_requirements())
 
 
 def _pip(*args: str) -> None:
