@@ -235,7 +235,7 @@ def terminate_cmd(
 ) -> None:
     """Terminate mmsctl instances (instances without the mmsctl:managed tag are refused)."""
     check_output(output)
-    from mmsctl.cloud.ec2.destroy import terminate
+    from mmsctl.cloud.ec2.destroy import release_launches, terminate
     from mmsctl.errors import UsageError
 
     if not instance_ids and not all_:  # before the AWS session: no region or credentials needed to say this
@@ -248,6 +248,13 @@ def terminate_cmd(
     if dry_run:
         render_calls(aws, output)
         return
+    launches = {str(r["launch"]) for r in rows if r.get("launch")}
+    released = release_launches(aws, launches) if wait and launches else []
+    for item in released:  # on stderr: the JSON on stdout stays the instances
+        get_ui().message(f"deleted {item['kind']} {item['id']} (no live instance of that launch is left)")
+    if rows and not wait:
+        get_ui().message("each launch's role and asset prefix stay until its instances are gone: "
+                         "`mmsctl ec2 terminate --wait` or `mmsctl ec2 cleanup` removes them")
     if not render_data(rows, output):
         if not rows:
             get_ui().message(f"no mmsctl instances in {aws.region}")

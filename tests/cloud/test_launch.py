@@ -188,12 +188,22 @@ def test_cleanup_removes_ours_and_nothing_else(aws: dict[str, Any]) -> None:
     iam.create_role(RoleName="theirs", Path="/mmsctl/", AssumeRolePolicyDocument="{}")
     [theirs] = ec2.run_instances(ImageId=aws["image"], MinCount=1, MaxCount=1)["Instances"]
 
-    _launch(aws, "--eia", "medium")
+    first = _launch(aws, "--eia", "medium")
+    _launch(aws)  # a second launch of the same name shares its role and prefix
     refused = run_cli(moto, "ec2", "cleanup")
     assert refused.returncode == 9 and "still exist" in refused.stderr
     foreign = run_cli(moto, "ec2", "terminate", theirs["InstanceId"])
     assert foreign.returncode == 9 and "not launched by mmsctl" in foreign.stderr
-    assert run_cli(moto, "ec2", "terminate", "--all", "--wait").returncode == 0
+    one = run_cli(moto, "ec2", "terminate", first["instances"][0]["id"], "--wait", "-o", "json")
+    assert one.returncode == 0 and "deleted" not in one.stderr  # the other instance still runs with that role
+    assert [r["launch"] for r in json.loads(one.stdout)] == ["mmsctl-server"]
+    assert iam.list_roles(PathPrefix="/mmsctl-ec2/")["Roles"]
+    ended = run_cli(moto, "ec2", "terminate", "--all", "--wait")
+    assert ended.returncode == 0, ended.stderr
+    # --wait: the launch's own role, profile and asset prefix go with its last instance (EI's shared ones stay)
+    launch_role = [r["RoleName"] for r in iam.list_roles(PathPrefix="/mmsctl-ec2/")["Roles"]]
+    assert launch_role == [] and "deleted iam-role mmsctl-ec2-" in ended.stderr
+    assert "deleted assets s3://" in ended.stderr and "deleted instance-profile mmsctl-ec2-" in ended.stderr
 
     plan = run_cli(moto, "ec2", "cleanup", "--dry-run", "-o", "json")
     assert plan.returncode == 0, plan.stderr
@@ -204,8 +214,8 @@ def test_cleanup_removes_ours_and_nothing_else(aws: dict[str, Any]) -> None:
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert sorted(d["kind"] for d in report["deleted"]) == [
-        "assets", "iam-role", "iam-role", "instance-profile", "instance-profile", "security-group", "security-group",
-        "vpc-endpoint"]  # EI's role and the launch's (/mmsctl-ec2/), and the launches' asset prefix
+        "iam-role", "instance-profile", "security-group", "security-group",
+        "vpc-endpoint"]  # EI's role; the launch's role and prefix went with its instance
     assert report["kept"] == [{"kind": "iam-role", "id": "theirs"}]
     assert [e for e in ec2.describe_vpc_endpoints()["VpcEndpoints"] if e["State"] != "deleted"] == []
     assert _our_groups(ec2) == []

@@ -16,11 +16,12 @@ from mmsctl.cloud.aws.security_groups import delete_security_group
 from mmsctl.cloud.aws.asset_bucket import delete_owned_prefix
 from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.ec2.assets import IAM_PATH as LAUNCH_IAM_PATH
+from mmsctl.cloud.ec2.assets import asset_prefix, role_name
 from mmsctl.cloud.ec2.query import get_instances, list_instances, require_managed, wait_for_state
 from mmsctl.cloud.instance.ei import IAM_PATH, fleets_using_ei
 from mmsctl.errors import CloudError, UsageError
 
-__all__ = ["CleanupResult", "cleanup", "terminate"]
+__all__ = ["CleanupResult", "cleanup", "release_launches", "terminate"]
 
 LAUNCH_PREFIX = "ec2/"  # every launch's prefix in the asset bucket (mmsctl.cloud.ec2.assets.asset_prefix)
 
@@ -36,13 +37,46 @@ def terminate(aws: AwsSession, instance_ids: list[str], *, all_instances: bool =
         if not instance_ids:
             raise UsageError("name the instances to terminate, or ask for all of them", param="all_instances")
         ids = list(dict.fromkeys(instance_ids))
-        require_managed(get_instances(aws, ids))
+    found = get_instances(aws, ids)
+    if not all_instances:
+        require_managed(found)
+    launches = {str(i["InstanceId"]): _launch_of(i) for i in found}  # EC2 drops the profile once terminated
     answer = aws.call("ec2", "terminate_instances", InstanceIds=ids)
     if wait and not aws.dry_run:
         wait_for_state(aws, "terminated", ids)
     return [{"id": i["InstanceId"], "previous": (i.get("PreviousState") or {}).get("Name"),
-             "state": "terminated" if wait and not aws.dry_run else (i.get("CurrentState") or {}).get("Name")}
+             "state": "terminated" if wait and not aws.dry_run else (i.get("CurrentState") or {}).get("Name"),
+             "launch": launches.get(str(i["InstanceId"]))}
             for i in answer.get("TerminatingInstances", [])]
+
+
+def _launch_of(instance: dict[str, Any]) -> Optional[str]:
+    """The launch name whose role (``mmsctl-ec2-NAME``) the instance runs with, if any."""
+    profile = str((instance.get("IamInstanceProfile") or {}).get("Arn") or "")
+    name = profile.rsplit("/", 1)[-1]
+    return name[len(role_name("")):] if LAUNCH_IAM_PATH in profile and name.startswith(role_name("")) else None
+
+
+def release_launches(aws: AwsSession, launches: set[str]) -> list[dict[str, str]]:
+    """Once their instances are terminated: the role, instance profile and asset prefix of each of
+    *launches* that no live mmsctl instance still uses (several launches may share a name); what went.
+    Only what carries ``mmsctl:managed=true`` (and an asset bucket mmsctl made) is deleted."""
+    live = {r["id"] for r in list_instances(aws)}
+    in_use = {n for n in (_launch_of(i) for i in get_instances(aws, sorted(live))) if n} if live else set()
+    released: list[dict[str, str]] = []
+    for launch in sorted(launches - in_use):
+        name = role_name(launch)
+        profile = iam.find(aws, "instance-profile", name)
+        if profile is not None and _tag(profile, tags.MANAGED) == "true":
+            iam.delete_instance_profile(aws, name, [r["RoleName"] for r in profile.get("Roles", [])])
+            released.append({"kind": "instance-profile", "id": name})
+        if _tag(iam.find(aws, "role", name), tags.MANAGED) == "true":
+            iam.delete_role(aws, name)
+            released.append({"kind": "iam-role", "id": name})
+        bucket, removed = delete_owned_prefix(aws, asset_prefix(launch))
+        if removed:
+            released.append({"kind": "assets", "id": f"s3://{bucket}/{asset_prefix(launch)}"})
+    return released
 
 
 @dataclass
