@@ -49,9 +49,12 @@ demo: install
 # client, CLI, TUI, engine, archive, zoo and cloud code the tests call in-process. The servers and
 # workers the tests start as subprocesses are not measured: following them (coverage's
 # `patch = ["subprocess"]`) costs about half as much CPU again on tests/server.
+# PYTHONDONTWRITEBYTECODE (set in some shells and CI images) is cleared for the run: with it, each of the two
+# pytest workers assert-rewrites all ~440 test modules again (~10 CPU s each), and every server, worker and
+# CLI process the tests start compiles the mmsctl modules it imports again. __pycache__/ is in .gitignore.
 test: install-test reference-servers boot-wheels
 	PYTHON=$(BIN)/python scripts/check
-	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15 --cov --cov-report= $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15 --cov --cov-report= $(PYTEST_ARGS)
 	@echo "coverage of mmsctl/ (in-process): $$($(BIN)/python -m coverage report --format=total --precision=1)%"
 
 check: install-test

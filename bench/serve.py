@@ -22,7 +22,9 @@ Then the Open Inference Protocol beside the MMS API on the same mmsctl server: t
 squeezenet (where $MMSCTL_SHARED_DIR has it; the kitten as body) through ``POST /predictions/MODEL`` and
 through ``POST /v2/models/MODEL/infer`` (the file as one BYTES element, binary tensor data extension, as
 ``mmsctl bench`` on a ``--protocol v2`` context sends it), alternating per round; the v2/API req/s ratio
-(target >= 0.9x). ``--v2-only`` runs just that part, ``--skip-v2`` leaves it out.
+(target >= 0.9x), the median of each round's own ratio (its two runs back to back: steadier on a shared
+machine) and the server process's CPU per request on each path. ``--v2-only`` runs just that part,
+``--skip-v2`` leaves it out.
 
 Targets (100 clients): req/s >= 3x MMS, p99 <= 0.5x MMS, front-end CPU <= 100 us per
 request; at 200 and 500 clients every answer is a 200.
@@ -190,17 +192,26 @@ def _v2_section(srv: Any, store: Path, work: Path, args: argparse.Namespace) -> 
                 r = _measure(target, args.v2_clients, args.duration, "mmsctl", work, body)
                 runs.setdefault(target.name, []).append(r)
                 print(f"  round {round_ + 1} {target.name:15} {r['rps']:8.0f} ok/s  p99 {r['p99_ms'] or 0:7.1f} ms  "
-                      f"non-200 {r['non_200']:5}  load {r['load']:.2f}", flush=True)
+                      f"non-200 {r['non_200']:5}  server cpu {r['cpu_us'] or 0:6.1f} us/req  load {r['load']:.2f}",
+                      flush=True)
     summary: dict[str, Any] = {}
     for model, api, v2, _body in pairs:
         a, b = (_median(runs[t.name], "rps") for t in (api, v2))
         pa, pb = (_median(runs[t.name], "p99_ms") for t in (api, v2))
         ratio = _ratio(b, a)
+        # each round's own ratio (its two runs back to back): steadier than the ratio of medians on a shared machine
+        each = [x for x in (_ratio(rv["rps"], ra["rps"]) for ra, rv in zip(runs[api.name], runs[v2.name])) if x]
+        cpu = {t.name: _median(runs[t.name], "cpu_us") for t in (api, v2)}
         summary[model] = {"api_rps": a, "v2_rps": b, "api_p99_ms": pa, "v2_p99_ms": pb, "v2_vs_api": ratio,
+                          "round_ratios": each, "round_median": statistics.median(each) if each else None,
+                          "api_cpu_us": cpu[api.name], "v2_cpu_us": cpu[v2.name],
                           "non_200": sum(r["non_200"] for t in (api, v2) for r in runs[t.name])}
         verdict = "not measured" if ratio is None else "PASS" if ratio >= TARGET_V2_RATIO else "FAIL"
         print(f"  {model:11} MMS API {a or 0:8.0f} ok/s (p99 {pa or 0:.1f} ms)  v2 {b or 0:8.0f} ok/s "
               f"(p99 {pb or 0:.1f} ms)  v2/API {ratio or 0:.2f}x  (target >= {TARGET_V2_RATIO}x: {verdict})")
+        if each:
+            print(f"  {'':11} per-round v2/API: median {statistics.median(each):.2f}x (min {min(each):.2f}, "
+                  f"max {max(each):.2f}); server CPU {cpu[api.name] or 0:.0f} us/req (API), {cpu[v2.name] or 0:.0f} (v2)")
     return {"clients": args.v2_clients, "models": summary, "runs": runs}
 
 

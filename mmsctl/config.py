@@ -77,7 +77,9 @@ def settings_file() -> Path:
 
 
 def load_toml(path: Path) -> dict[str, Any]:
-    """Read a TOML file; a missing file is an empty mapping."""
+    """Read a TOML file; a missing file is an empty mapping (found without importing the parser)."""
+    if not os.path.exists(path):
+        return {}
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - Python 3.9/3.10

@@ -83,7 +83,22 @@ def pid_alive(pid: int) -> bool:
 
 
 def process_start_time(pid: int) -> Optional[float]:
-    """When process *pid* started (seconds since the epoch, as the kernel counts it), None if it is gone."""
+    """When process *pid* started (seconds since the epoch, as the kernel counts it), None if it is gone.
+
+    On Linux read from /proc as psutil computes it (boot time + start ticks), without importing psutil
+    (~40 ms; the warm ``mmsctl predict`` checks servers this way)."""
+    boot: Optional[float]
+    try:
+        with open("/proc/stat", "rb") as fh:
+            boot = next(float(line.split()[1]) for line in fh if line.startswith(b"btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        boot = None  # no /proc: psutil knows each system's way
+    if boot is not None:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                return int(fh.read().rsplit(b") ", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK") + boot
+        except (OSError, ValueError, IndexError):
+            return None
     import psutil
 
     try:

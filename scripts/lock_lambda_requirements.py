@@ -28,7 +28,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 LOCK = REPO / "mmsctl" / "cloud" / "function" / "requirements-lambda.txt"
 #: The distributions the handler imports (directly; pip adds what they need).
-HANDLER_NEEDS = ("mxnet", "numpy", "pillow", "pillow-heif", "httpx", "sniffio", "boto3", "platformdirs", "isal")
+HANDLER_NEEDS = ("mxnet", "numpy", "pillow", "pillow-heif", "pybase64", "httpx", "sniffio", "boto3", "platformdirs",
+                 "isal")
 PLATFORM, PYTHON = "manylinux2014_x86_64", "3.11"
 
 

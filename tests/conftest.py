@@ -68,3 +68,19 @@ def kitten_jpg() -> Path:
 @pytest.fixture
 def kitten_png() -> Path:
     return require_shared(KITTEN_PNG)
+
+
+@pytest.fixture(scope="session")
+def shared_mms(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """The one real MMS of this test process, behind ``mms_server`` (tests/support/fixtures_mms.py)."""
+    from tests.support.fixtures_mms import one_mms
+
+    yield from one_mms(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def shared_torchserve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """The one real TorchServe of this test process, behind ``torchserve_server``."""
+    from tests.support.fixtures_mms import one_torchserve
+
+    yield from one_torchserve(tmp_path_factory)

@@ -15,7 +15,8 @@ import typer
 
 from mmsctl.cli.ec2 import CLOUD_WORDS, aws_session, render_calls
 from mmsctl.cli.hints import CommandWords
-from mmsctl.cli.options import OutputOpt, ProfileOpt, RegionOpt, check_output, note_model_locations
+from mmsctl.cli.options import OutputOpt, ProfileOpt, RegionOpt, check_output, complete_context_names, \
+    note_model_locations
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
 
 __all__ = ["register"]
@@ -200,7 +201,7 @@ def list_cmd(region: Optional[str] = RegionOpt, profile: Optional[str] = Profile
 @_FLEET_WORDS.command
 def describe_cmd(name: str = NameArg, region: Optional[str] = RegionOpt, profile: Optional[str] = ProfileOpt,
                  context: Optional[str] = typer.Option(
-                     None, "--context", metavar="NAME", help="A context that reaches the members' management "
+                     None, "--context", metavar="NAME", autocompletion=complete_context_names, help="A context that reaches the members' management "
                      "API, to find models registered by fan-out that the launch template lacks (default: a saved "
                      "context naming this fleet, e.g. the one `fleet tunnel` writes)."),
                  output: str = OutputOpt) -> None:

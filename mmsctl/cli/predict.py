@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-from typing import Any, Iterable, Iterator, List, Optional
+from typing import Any, Iterator, List, Optional
 
 import typer
 
 from mmsctl.cli.hints import CommandWords
+from mmsctl.cli.lean import ANSWER_COLUMNS, CLASS_COLUMNS, SERVER_TOP_K, answer_rows, class_rows, is_class_list
 from mmsctl.cli.options import (
     ContextOpt,
     check_output,
@@ -32,18 +32,8 @@ _LOCAL_WORDS = CommandWords(
     ),
 )
 
-_COLUMNS = (
-    Column("Input", "input"),
-    Column("Rank", "rank", justify="right"),
-    Column("Class", "class"),
-    Column("Probability", "probability", justify="right"),
-    Column("Status", "status", wide=True, justify="right"),
-)
-_ANSWER_COLUMNS = (
-    Column("Input", "input"),
-    Column("Result", "result"),
-    Column("Status", "status", wide=True, justify="right"),
-)
+_COLUMNS = tuple(Column(*c) for c in CLASS_COLUMNS)
+_ANSWER_COLUMNS = tuple(Column(*c) for c in ANSWER_COLUMNS)
 
 HELP = (
     "Run MODEL on images and print the answers.\n\n"
@@ -57,33 +47,6 @@ HELP = (
     "body (one input) or a list of {input, status, result|error} (several); -o jsonl streams one such "
     "object per line. Exit code 4 when some inputs failed (the others are printed)."
 )
-
-
-def _classes(result: Any) -> bool:
-    """An image classifier's answer: a list of {class|label, probability|score}."""
-    return isinstance(result, list) and bool(result) and all(
-        isinstance(r, dict) and ("class" in r or "label" in r) and ("probability" in r or "score" in r)
-        for r in result)
-
-
-def _rows(predictions: Iterable[Any]) -> Iterator[dict[str, Any]]:
-    for p in predictions:
-        for rank, entry in enumerate(p.result(), 1):
-            yield {
-                "input": p.input,
-                "rank": rank,
-                "class": entry.get("class", entry.get("label")),
-                "probability": entry.get("probability", entry.get("score")),
-                "status": p.status,
-            }
-
-
-def _answer_rows(predictions: Iterable[Any]) -> Iterator[dict[str, Any]]:
-    """One row per input for answers that are not class lists (a handler's own JSON, text)."""
-    for p in predictions:
-        result = p.result()
-        text = result if isinstance(result, str) else json.dumps(result, separators=(", ", ": "))
-        yield {"input": p.input, "result": " ".join(text.split())[:200], "status": p.status}
 
 
 def _single_failure(p: Any) -> Exception:
@@ -155,10 +118,10 @@ def _emit(ui: UI, output: str, total: int, predictions: Iterator[Any]) -> None:
         else:
             render_data([p.to_dict() for p in done], output, ui=ui)
     elif output in ("table", "wide"):
-        if all(_classes(p.result()) for p in good):
-            render_table(_rows(good), _COLUMNS, wide=output == "wide", ui=ui)
+        if all(is_class_list(p.result()) for p in good):
+            render_table(class_rows(good), _COLUMNS, wide=output == "wide", ui=ui)
         else:  # not a classifier: its answers as they are, one line each
-            render_table(_answer_rows(good), _ANSWER_COLUMNS, wide=output == "wide", ui=ui)
+            render_table(answer_rows(good), _ANSWER_COLUMNS, wide=output == "wide", ui=ui)
     if failed:
         raise PartialFailure(f"{failed} of {total} inputs failed")
 
@@ -190,10 +153,6 @@ def _exit_now() -> None:
         pass
     atexit._run_exitfuncs()
     os._exit(0)
-
-
-#: The classes a server's built-in handler answers by default: a larger --top-k runs in-process.
-_SERVER_TOP_K = 5
 
 
 def _predict_warm(ui: UI, output: str, model: str, sources: list[Any], *, top_k: Optional[int],
@@ -295,7 +254,7 @@ def predict(
             client.close()
         return
 
-    if not local_only and (top_k is None or top_k <= _SERVER_TOP_K) and \
+    if not local_only and (top_k is None or top_k <= SERVER_TOP_K) and \
             _predict_warm(ui, output, model, sources, top_k=top_k, handler=handler, gpu=gpu, verbose=verbose):
         return
     if verbose:

@@ -14,6 +14,8 @@ from typing import Any, Iterable, Optional, Sequence
 
 from rich.console import Console
 
+from mmsctl.cli.cells import cell as _cell
+
 __all__ = [
     "OUTPUT_FORMATS",
     "Column",
@@ -82,16 +84,6 @@ class Column:
     key: str
     wide: bool = False
     justify: str = "left"
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, (list, tuple)):
-        return ",".join(_cell(v) for v in value)
-    return str(value)
 
 
 def render_table(

@@ -157,6 +157,15 @@ def _to_mode(im: "Image.Image", mode: str) -> "Image.Image":
     return im.convert(mode)
 
 
+def _shrink(im: "Image.Image", width: int, height: int) -> "Image.Image":
+    """Average (area) down to at most *width* x *height*; a side already shorter is left for the
+    caller's own resize (the built-in handler's is MMS's)."""
+    from PIL import Image
+
+    shrunk = (min(im.width, width), min(im.height, height))
+    return im.resize(shrunk, Image.Resampling.BOX) if shrunk != im.size else im
+
+
 def decode(data: bytes, width: int, height: int, *, gray: bool = False, max_pixels: int,
            oversample: int = OVERSAMPLE) -> Decoded:
     """Decode *data* upright, RGB or L, averaged down (area) to at most *width* x *height*.
@@ -170,7 +179,6 @@ def decode(data: bytes, width: int, height: int, *, gray: bool = False, max_pixe
         MissingPlugin: HEIC/HEIF without pillow-heif installed.
     """
     import numpy as np
-    from PIL import Image
 
     im = _open(data)
     with im:
@@ -181,13 +189,15 @@ def decode(data: bytes, width: int, height: int, *, gray: bool = False, max_pixe
         if w * h > max_pixels:
             raise ImageError(f"Image of {w}x{h} = {w * h} pixels is over the limit of {max_pixels} pixels "
                              "(max_image_pixels / MMSCTL_MAX_IMAGE_PIXELS)")
+        mode = "L" if gray else "RGB"
         try:
             im.load()
-            out = _to_mode(_upright(im, orientation), "L" if gray else "RGB")
+            upright = _upright(im, orientation)  # first: the box filter's windows start at the top left
+            if upright.mode == "L" and mode == "RGB":  # widening grey commutes with averaging: on 224x224
+                out = _to_mode(_shrink(upright, width, height), mode)
+            else:  # RGB as it is; CMYK, alpha, 16-bit, palettes converted at the decoded size, then averaged
+                out = _shrink(_to_mode(upright, mode), width, height)
         except (OSError, ValueError, SyntaxError) as exc:  # truncated or corrupt data
             raise ImageError(f"Corrupted image input: {exc}") from None
-    shrunk = (min(out.width, width), min(out.height, height))
-    if shrunk != out.size:  # area for the directions that shrink (as MMS means to); enlarging is the caller's
-        out = out.resize(shrunk, Image.Resampling.BOX)
     pixels = np.asarray(out, dtype=np.uint8)
     return Decoded(pixels.reshape(pixels.shape[0], pixels.shape[1], -1), stored, scale, orientation)

@@ -39,6 +39,8 @@ DATATYPES: dict[str, Any] = {
 MAX_ELEMENTS = 1 << 28
 _MAX_DIMS = 16
 _MAX_TENSORS = 64
+#: ``json.dumps(..., separators=(",", ":"))`` without building an encoder per call (the server's hot path).
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
 
 
 class TensorError(ValueError):
@@ -257,8 +259,71 @@ def _list(header: dict[str, Any], key: str) -> list[Any]:
     return value
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """What a binary request's JSON header says, checked: a client sends the same header with every request
+    (only the binary part changes), so the server parses and checks it once (:func:`decode_request`)."""
+
+    #: Per input: what its errors call it, name, datatype, shape, elements, binary bytes, parameters.
+    inputs: tuple[tuple[str, str, str, tuple[int, ...], int, int, dict[str, Any]], ...]
+    outputs: tuple[RequestedOutput, ...]
+    parameters: dict[str, Any]
+    id: Optional[str]
+    #: The binary part's length.
+    total: int
+
+    @classmethod
+    def of(cls, request: InferRequest) -> Optional["_Layout"]:
+        """The layout of a request just decoded, if all its inputs are binary (else None)."""
+        inputs = []
+        for i, t in enumerate(request.inputs):
+            size = t.parameters.get("binary_data_size")
+            if size is None:
+                return None
+            inputs.append((f"input {i} {t.name!r}"[:200], t.name, t.datatype, tuple(t.shape), t.data.size, size,
+                           dict(t.parameters)))
+        return cls(tuple(inputs), tuple(request.outputs), dict(request.parameters), request.id,
+                   sum(spec[5] for spec in inputs))
+
+    def request(self, binary: memoryview) -> Optional[InferRequest]:
+        """The request this header makes with *binary*, or None when the sizes do not add up (then the
+        whole body is decoded again, for the error it gets there)."""
+        if len(binary) != self.total:
+            return None
+        inputs, pos = [], 0
+        for what, name, datatype, shape, count, size, params in self.inputs:
+            data = _binary_data(bytes(binary[pos:pos + size]), datatype, count, what)
+            pos += size
+            inputs.append(Tensor(name, datatype, list(shape), data, dict(params)))
+        outputs = [RequestedOutput(o.name, o.binary, o.classification) for o in self.outputs]
+        return InferRequest(self.id, inputs, outputs, dict(self.parameters))
+
+
+#: Layouts by header bytes (at most so many, of headers at most so long).
+_LAYOUTS: dict[bytes, _Layout] = {}
+_LAYOUTS_KEPT = 256
+_LAYOUT_HEADER = 4096
+
+
 def decode_request(body: bytes, header_length: Optional[int] = None) -> InferRequest:
     """An infer request's body (JSON, or JSON + binary with *header_length*) as tensors."""
+    if header_length is not None and 0 < header_length <= min(len(body), _LAYOUT_HEADER):
+        key = bytes(body[:header_length])
+        layout = _LAYOUTS.get(key)
+        request = layout.request(memoryview(body)[header_length:]) if layout is not None else None
+        if request is not None:
+            return request
+        request = _decode_request(body, header_length)
+        layout = _Layout.of(request)
+        if layout is not None:
+            if len(_LAYOUTS) >= _LAYOUTS_KEPT:
+                _LAYOUTS.clear()
+            _LAYOUTS[key] = layout
+        return request
+    return _decode_request(body, header_length)
+
+
+def _decode_request(body: bytes, header_length: Optional[int]) -> InferRequest:
     header, binary = _split(body, header_length)
     specs = _list(header, "inputs")
     if not specs:
@@ -288,7 +353,7 @@ def encode_response(response: InferResponse, binary: set[str]) -> tuple[bytes, O
             params["binary_data_size"] = len(blob)
             blobs.append(blob)
         elif tensor.datatype == "BYTES":
-            entry["data"] = [_text(v) for v in np.asarray(tensor.data).ravel()]
+            entry["data"] = [_text(v) for v in np.asarray(tensor.data).ravel().tolist()]
         else:
             entry["data"] = np.asarray(tensor.data).ravel().tolist()
         if params:
@@ -299,7 +364,7 @@ def encode_response(response: InferResponse, binary: set[str]) -> tuple[bytes, O
         head["model_version"] = response.model_version
     if response.id is not None:
         head["id"] = response.id
-    text = json.dumps(head, separators=(",", ":")).encode("utf-8")
+    text = _COMPACT.encode(head).encode("utf-8")
     if not blobs:
         return text, None
     return text + b"".join(blobs), len(text)

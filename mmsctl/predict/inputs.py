@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Optional
 
 from mmsctl.errors import InputNotFoundError, MmsError, UsageError
-from mmsctl.predict.fetch import fetch_url
 
 __all__ = ["IMAGE_SUFFIXES", "InputSource", "expand_inputs"]
 
@@ -65,6 +64,8 @@ class InputSource:
             stream = stdin if stdin is not None else sys.stdin.buffer
             return stream.read()
         if self.kind == "url":
+            from mmsctl.predict.fetch import fetch_url  # here: its address checks import socket, ipaddress
+
             return (fetch or fetch_url)(self.location)
         try:
             with open(self.location, "rb") as fh:

@@ -37,7 +37,16 @@ class PredictService(Protocol):
 
 
 def _read_all(sources: list[InputSource], read: Callable[[InputSource], bytes]) -> Iterator["Future[bytes]"]:
-    """Futures of each input's bytes, read on one background thread, in order."""
+    """Futures of each input's bytes, read on one background thread, in order (one input: read here, as
+    a Lambda invocation does, without starting a thread for it)."""
+    if len(sources) == 1:
+        done: Future[bytes] = Future()
+        try:
+            done.set_result(read(sources[0]))
+        except Exception as exc:  # noqa: BLE001 - handed over as the thread's would be
+            done.set_exception(exc)
+        yield done
+        return
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mmsctl-read") as pool:
         pending: list[Future[bytes]] = []
         it = iter(sources)

@@ -6,28 +6,35 @@ serve in ``state.json`` (:attr:`~mmsctl.instances.InstanceState.served`: per mod
 prefix its extraction is named by and its handler). Here MODEL is resolved the way ``predict``
 does (a zoo name to its cached archive, a path to an archive file), hashed once per
 path + mtime + size (remembered in ``<cache>/predict/digests.json``), and matched, with the kernel set
-(MKL-DNN on or off) the server's workers run: the one this process would choose. Nothing here
-imports mxnet or numpy; anything that does not match returns None (the caller runs in-process).
+(MKL-DNN on or off) the server's workers run: the one this process would choose.
+
+What MODEL came to (the archive, its digest, the kernel set) is remembered too, in
+``<cache>/predict/warm.json``, per MODEL as typed, folder, environment and the stamps (mtime, size)
+of every file it was worked out from; ``find_warm_server(remembered_only=True)`` trusts only that,
+so the lean ``mmsctl predict`` (:mod:`mmsctl.cli.lean`) decides in a few file reads, without the
+zoo, the engine or psutil. Nothing imported at module level here goes beyond the standard library
+and mmsctl's root modules; anything that does not match returns None (the caller runs in-process).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from mmsctl.config import cache_dir, settings_file
 from mmsctl.instances import InstanceState, running_instances
 
-__all__ = ["WarmTarget", "archive_digest", "find_warm_server", "local_archive"]
+__all__ = ["ArchiveFacts", "WarmTarget", "archive_digest", "find_warm_server", "local_archive"]
 
 #: Archive files ``predict`` may find served (folders and checkpoint folders are not hashed).
 _ARCHIVE_SUFFIXES = (".mar", ".model", ".tar.gz", ".tgz")
-#: The digests remembered (the most recent); older entries are dropped.
+#: The digests (and facts) remembered (the most recent); older entries are dropped.
 _MAX_DIGESTS = 256
+#: Environment variables that do not change what MODEL resolves to or which kernels run.
+_IRRELEVANT_ENV = frozenset({"MMSCTL_NO_LEAN", "MMSCTL_NO_FAST_EXIT"})
 
 
 @dataclass(frozen=True)
@@ -36,6 +43,16 @@ class WarmTarget:
 
     state: InstanceState
     model: str
+
+
+@dataclass(frozen=True)
+class ArchiveFacts:
+    """What MODEL comes to here: the archive file, its digest, and the kernel set this process would run it
+    with (True: MKL-DNN on or MXNet's default, False: off; None: unknown, never matched)."""
+
+    path: str
+    digest: str
+    mkldnn: Optional[bool]
 
 
 def local_archive(model: str) -> Optional[Path]:
@@ -52,25 +69,30 @@ def local_archive(model: str) -> Optional[Path]:
 
 
 def _digests_file() -> Path:
-    from mmsctl.config import cache_dir
-
     return cache_dir() / "predict" / "digests.json"
 
 
-def _read_digests(path: Path) -> dict[str, Any]:
+def _facts_file() -> Path:
+    return cache_dir() / "predict" / "warm.json"
+
+
+def _read_json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
 
 
-def _save_digests(path: Path, data: dict[str, Any]) -> None:
-    """Atomically; a cache that cannot be written only costs hashing again."""
+def _save_json(path: Path, data: dict[str, Any]) -> None:
+    """Atomically, the most recent entries; a cache that cannot be written only costs working it out again."""
+    import tempfile
+
     keep = dict(list(data.items())[-_MAX_DIGESTS:])
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".digests-", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(keep, fh)
         os.replace(tmp, path)
@@ -85,10 +107,12 @@ def archive_digest(path: Path) -> str:
     Raises:
         OSError: the file cannot be read.
     """
+    import hashlib
+
     info = path.stat()
     stamp = [info.st_mtime_ns, info.st_size]
     store = _digests_file()
-    data = _read_digests(store)
+    data = _read_json(store)
     entry = data.get(str(path))
     if isinstance(entry, list) and len(entry) == 3 and entry[:2] == stamp and isinstance(entry[2], str):
         return entry[2]
@@ -99,13 +123,18 @@ def archive_digest(path: Path) -> str:
     key = digest.hexdigest()[:32]
     data.pop(str(path), None)
     data[str(path)] = stamp + [key]
-    _save_digests(store, data)
+    _save_json(store, data)
     return key
 
 
-def find_warm_server(model: str, *, handler: Optional[str] = None, gpu: Optional[int] = None) -> Optional[WarmTarget]:
+def find_warm_server(model: str, *, handler: Optional[str] = None, gpu: Optional[int] = None,
+                     remembered_only: bool = False) -> Optional[WarmTarget]:
     """A running local server that serves the archive *model* names, with the archive's own handler; None if
-    none does, or if this run asks for anything a server would not do the same (``--handler``, ``--gpu``)."""
+    none does, or if this run asks for anything a server would not do the same (``--handler``, ``--gpu``).
+
+    With *remembered_only*, what *model* comes to is taken only from an earlier run's facts whose every
+    stamp still holds (a few file reads); else it is worked out (zoo, digest, kernel choice) and remembered.
+    """
     if handler is not None or gpu is not None:
         return None
     try:
@@ -114,32 +143,91 @@ def find_warm_server(model: str, *, handler: Optional[str] = None, gpu: Optional
         return None
     if not servers:
         return None
-    path = local_archive(model)
-    if path is None:
-        return None
-    try:
-        key = archive_digest(path)
-    except OSError:
+    key = _facts_key(model)
+    facts = _remembered_facts(key)
+    if facts is None and not remembered_only:
+        facts = _work_out_facts(model, key)
+    if facts is None or facts.mkldnn is None:
         return None
     for state in servers:
-        for name, facts in sorted(state.served.items()):
-            if isinstance(facts, dict) and facts.get("archive") == key and not facts.get("override") \
-                    and _same_kernels(key, facts.get("mkldnn")):
+        for name, served in sorted(state.served.items()):
+            if isinstance(served, dict) and served.get("archive") == facts.digest and not served.get("override") \
+                    and _served_kernels(served.get("mkldnn")) is facts.mkldnn:
                 return WarmTarget(state, name)
     return None
 
 
-def _same_kernels(key: str, served: Any) -> bool:
-    """Whether every worker there runs the kernel set (MKL-DNN on or off) this process would: the last digits of
-    a probability can differ between the two, and the answers must be the same as in-process."""
+def _facts_key(model: str) -> str:
+    """MODEL as typed, where it was typed, and every setting that may change what it resolves to."""
+    env = sorted((k, v) for k, v in os.environ.items()
+                 if k.startswith(("MMSCTL_", "MXNET_", "OMP_")) and k not in _IRRELEVANT_ENV)
+    try:
+        here: Optional[str] = os.getcwd()
+    except OSError:  # a folder removed under this process
+        here = None
+    return json.dumps([model, here, os.cpu_count(), env])
+
+
+def _stamp(path: Path) -> list[Any]:
+    try:
+        info = path.stat()
+    except OSError:
+        return [str(path), None, None]
+    return [str(path), info.st_mtime_ns, info.st_size]
+
+
+def _stamps(archive: Path, digest: str) -> list[list[Any]]:
+    """The files and folders the facts were worked out from: the archive, the settings, the zoo cache (a file
+    added there can change what a name resolves to), the remembered kernel choices, the extraction."""
+    cache = cache_dir()
+    return [_stamp(p) for p in (archive, settings_file(), cache / "archives", cache / "kernels" / "choices.json",
+                                cache / "extracted" / digest)]
+
+
+def _remembered_facts(key: str) -> Optional[ArchiveFacts]:
+    entry: Any = _read_json(_facts_file()).get(key)
+    try:
+        facts = ArchiveFacts(str(entry["path"]), str(entry["digest"]), entry["mkldnn"])
+        fresh = entry["stamps"] == _stamps(Path(facts.path), facts.digest)
+    except (TypeError, KeyError):
+        return None
+    return facts if fresh and facts.mkldnn in (True, False, None) else None
+
+
+def _work_out_facts(model: str, key: str) -> Optional[ArchiveFacts]:
+    path = local_archive(model)
+    if path is None:
+        return None
+    try:
+        digest = archive_digest(path)
+    except OSError:
+        return None
+    stamps = _stamps(path, digest)  # before the kernel choice is read: a change after it shows next time
+    facts = ArchiveFacts(str(path), digest, _local_kernels(digest))
+    store = _facts_file()
+    data = _read_json(store)
+    data.pop(key, None)
+    data[key] = {"path": facts.path, "digest": facts.digest, "mkldnn": facts.mkldnn, "stamps": stamps}
+    _save_json(store, data)
+    return facts
+
+
+def _served_kernels(served: Any) -> Optional[bool]:
+    """The one kernel set every worker of a served model runs, or None (workers started before and after the
+    measurement, or nothing published)."""
     if not isinstance(served, list) or len(served) != 1 or not isinstance(served[0], bool):
-        return False  # workers started before and after the measurement, or nothing published
-    from mmsctl.config import cache_dir
+        return None
+    return served[0]
+
+
+def _local_kernels(key: str) -> Optional[bool]:
+    """Whether this process would run the archive with MKL-DNN on (MXNet's default counts as on): the last
+    digits of a probability can differ between the two, and the answers must be the same as in-process."""
     from mmsctl.engine.kernels import choose_kernels
 
     root = cache_dir() / "extracted" / key
     if not root.is_dir():
-        return False
+        return None
     omp = os.environ.get("OMP_NUM_THREADS", "")
     threads = int(omp) if omp.isdigit() and int(omp) > 0 else (os.cpu_count() or 1)
-    return (choose_kernels(root, threads=threads, measure_missing=False).mkldnn is not False) == served[0]
+    return choose_kernels(root, threads=threads, measure_missing=False).mkldnn is not False

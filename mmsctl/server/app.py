@@ -47,6 +47,8 @@ class Server:
         self._servers: list[asyncio.AbstractServer] = []
         self._lean: Any = None
         self._state_error: Optional[str] = None
+        #: Written to (then closed) once the start is decided, ready or failed: ``serve start`` waits on it.
+        self.ready_fd: Optional[int] = None
 
     # -- state.json -----------------------------------------------------------------------------
     def _write_state(self, **changes: Any) -> Optional[str]:
@@ -58,13 +60,28 @@ class Server:
         try:
             self.instance.update(**changes)
         except OSError as exc:
+            self._announce(changes)
             error = f"cannot write {self.instance.state_file}: {exc.strerror or exc}"
             if error != self._state_error:
                 log.error("%s", error)
             self._state_error = error
             return error
         self._state_error = None
+        self._announce(changes)
         return None
+
+    def _announce(self, changes: dict[str, Any]) -> None:
+        """Wake ``serve start`` at once when the start is decided (it re-reads ``state.json``) instead of at its next poll."""
+        fd = self.ready_fd
+        if fd is None or changes.get("status") not in ("ready", "failed"):
+            return
+        self.ready_fd = None
+        try:
+            os.write(fd, b"\n")
+        except OSError:  # serve start has gone (Ctrl+C): nobody to tell
+            pass
+        finally:
+            os.close(fd)
 
     def record_models(self) -> Optional[str]:
         """Publish the registered models in ``state.json`` (what ``serve status`` and contexts read)."""
@@ -80,15 +97,17 @@ class Server:
 
     # -- phases ------------------------------------------------------------------------------
     async def startup(self) -> None:
-        from aiohttp import web
-
-        from mmsctl.server.connections import MmsAppRunner
-        from mmsctl.server.frontend import Frontend
         from mmsctl.server.metrics import ServerMetrics
         from mmsctl.server.supervisor import ModelManager
 
         self.metrics = ServerMetrics(lambda: self.manager.models)
         self.manager = ModelManager(self.config, self.metrics)
+        loading = await self._start_startup_models()  # their workers import mxnet while the APIs are set up
+        from aiohttp import web
+
+        from mmsctl.server.connections import MmsAppRunner
+        from mmsctl.server.frontend import Frontend
+
         self.frontend = Frontend(self.config, self.manager, self.metrics, record_models=self.record_models)
         apps = [
             ("inference", self.config.inference_address, self.frontend.inference_app()),
@@ -115,7 +134,7 @@ class Server:
                 raise ServerError(f"cannot listen on {host}:{port} ({api} API): {reason}",
                                   hint="choose another port", param=f"{api}_address") from None
             log.info("%s API bound to http://%s:%s", api.capitalize(), host, port)
-        await self._load_startup_models()
+        await self._await_startup_models(loading)
 
     def _startup_specs(self) -> list[str]:
         specs = list(self.config.load_models)
@@ -124,12 +143,14 @@ class Server:
             specs += sorted(p.name for p in store.iterdir() if p.suffix in (".mar", ".model") or p.is_dir())
         return specs
 
-    async def _load_startup_models(self) -> None:
+    async def _start_startup_models(self) -> list[tuple[str, Any]]:
+        """Register the start-up models and start their workers, without waiting for them to be READY."""
         from mmsctl.server.errors import ApiException
         from mmsctl.server.store import resolve_archive
         from mmsctl.server.workers import Model
 
         loop = asyncio.get_running_loop()
+        models = []
         for spec in self._startup_specs():
             name, location = split_named(spec)
             try:
@@ -140,12 +161,28 @@ class Server:
                                            response_timeout=self.config.default_response_timeout,
                                            queue_size=self.config.job_queue_size)
                 self.manager.startup_models.add(model_name)
-                await self.manager.register(model, self.config.default_workers_per_model, synchronous=True,
+                await self.manager.register(model, self.config.default_workers_per_model, synchronous=False,
                                             timeout=self.config.worker_start_timeout)
             except ApiException as exc:
                 self.manager.startup_models.discard(name or "")
                 raise ServerError(f"start-up model {name or location!r}: {exc.message}") from None
-            log.info("start-up model %s ready", model_name)
+            models.append((name or location, model))
+        for _, model in models:
+            await self.manager.launched(model)
+        return models
+
+    async def _await_startup_models(self, models: list[tuple[str, Any]]) -> None:
+        """Wait until every start-up model has READY workers (a model whose workers cannot start fails the start)."""
+        from mmsctl.server.errors import ApiException
+
+        for label, model in models:
+            try:
+                await self.manager.await_workers(model, self.config.default_workers_per_model,
+                                                 self.config.worker_start_timeout)
+            except ApiException as exc:
+                self.manager.startup_models.discard(model.name)
+                raise ServerError(f"start-up model {label!r}: {exc.message}") from None
+            log.info("start-up model %s ready", model.name)
 
     async def main_loop(self) -> None:
         self._wake = asyncio.Event()
@@ -258,8 +295,11 @@ def _setup_logging() -> None:
     logging.getLogger("aiohttp").setLevel(logging.WARNING)
 
 
-def run_server(config: ServerConfig, instance: Optional[Instance] = None) -> int:
-    """Run a server in this process until SIGTERM/SIGINT; return the exit code."""
+def run_server(config: ServerConfig, instance: Optional[Instance] = None, ready_fd: Optional[int] = None) -> int:
+    """Run a server in this process until SIGTERM/SIGINT; return the exit code.
+
+    *ready_fd* (a pipe's end) is written to and closed once the start is decided (see ``Server.ready_fd``).
+    """
     instance = instance or Instance(config.instance_name)
     instance.dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -273,25 +313,31 @@ def run_server(config: ServerConfig, instance: Optional[Instance] = None) -> int
         uvloop.install()
     except ImportError:
         pass
-    return asyncio.run(Server(config, instance).serve())
+    server = Server(config, instance)
+    server.ready_fd = ready_fd
+    return asyncio.run(server.serve())
 
 
 def main(argv: list[str]) -> int:
-    """``python -m mmsctl.server CONFIG_JSON``: run the server a ``serve start`` prepared.
+    """``python -m mmsctl.server CONFIG_JSON [READY_FD]``: run the server a ``serve start`` prepared.
 
-    Its output (and its workers') goes into the instance's ``server.log``, rotated by size.
+    Its output (and its workers') goes into the instance's ``server.log``, rotated by size; READY_FD is
+    the pipe ``serve start`` waits on (see ``Server.ready_fd``).
     """
     from mmsctl.server.logfile import RotatingOutput
 
-    if len(argv) != 1:
-        print("usage: python -m mmsctl.server CONFIG_JSON", file=sys.stderr)
+    if len(argv) not in (1, 2) or not (len(argv) == 1 or argv[1].isdigit()):
+        print("usage: python -m mmsctl.server CONFIG_JSON [READY_FD]", file=sys.stderr)
         return 2
+    ready_fd = int(argv[1]) if len(argv) == 2 else None
+    if ready_fd is not None:
+        os.set_inheritable(ready_fd, False)  # not the workers': only this process says when it is ready
     config = ServerConfig.from_json(Path(argv[0]).read_text())
     instance = Instance(config.instance_name)
     instance.dir.mkdir(parents=True, exist_ok=True)
     output = RotatingOutput(instance.log_file, config.log_max_size, config.log_backups)
     output.start()
     try:
-        return run_server(config, instance)
+        return run_server(config, instance, ready_fd)
     finally:
         output.close()

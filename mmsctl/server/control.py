@@ -125,17 +125,35 @@ def start_background(config: ServerConfig, *, timeout: float = 300.0,
         instance.state_file.unlink()
     except FileNotFoundError:
         pass
-    with open(instance.log_file, "ab") as log:
-        log.write(f"--- mmsctl serve start {time.strftime('%Y-%m-%d %H:%M:%S')} ---\n".encode())
-        log.flush()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "mmsctl.server", str(instance.config_file)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, close_fds=True,
-        )
+    ready_r, ready_w = os.pipe()  # the server writes to it once it is ready (or failed): no waiting out a poll
+    try:
+        with open(instance.log_file, "ab") as log:
+            log.write(f"--- mmsctl serve start {time.strftime('%Y-%m-%d %H:%M:%S')} ---\n".encode())
+            log.flush()
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "mmsctl.server", str(instance.config_file), str(ready_w)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True, close_fds=True, pass_fds=(ready_w,),
+            )
+    except BaseException:
+        os.close(ready_r)
+        raise
+    finally:
+        os.close(ready_w)
     if on_wait:
         on_wait()
+    try:
+        return _wait_ready(instance, proc, ready_r, timeout)
+    finally:
+        os.close(ready_r)
+
+
+def _wait_ready(instance: Instance, proc: subprocess.Popen[bytes], ready: int, timeout: float) -> InstanceState:
+    """Wait for the server started as *proc* to say ready; woken by the *ready* pipe, else every 50 ms."""
+    import select
+
     deadline = time.monotonic() + timeout
+    watch = [ready]
     try:
         while True:
             state = instance.read_state()
@@ -154,7 +172,10 @@ def start_background(config: ServerConfig, *, timeout: float = 300.0,
                 _kill_group(proc.pid)
                 raise ServerError(f"server not ready after {timeout:g} s; stopped it",
                                   hint=f"see the log: {instance.log_file}")
-            time.sleep(0.05)
+            if watch and select.select(watch, [], [], 0.05)[0] and not os.read(ready, 64):
+                watch = []  # the server closed its end: from now on poll
+            elif not watch:
+                time.sleep(0.05)
     except KeyboardInterrupt:
         _kill_group(proc.pid)
         raise

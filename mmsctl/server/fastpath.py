@@ -8,6 +8,9 @@ write the head and a larger body separately) and is one of
   (``Content-Length``, not a form, no ``Expect``), the token (if one is set) and a model that
   takes it;
 * ``GET /ping`` without a body;
+* ``POST /v2/models/{model}[/versions/{version}]/infer`` (the Open Inference Protocol) that makes one
+  request of the model's queue: :mod:`~mmsctl.server.fastpath_v2` says which, and renders its answer
+  with the full path's own steps;
 
 is parsed by httptools (llhttp, C), queued for a worker and answered from the worker's answer,
 without an asyncio task, an aiohttp request or the middleware; it is counted in the metrics,
@@ -37,7 +40,7 @@ import time
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from http import HTTPStatus
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import httptools
 
@@ -50,6 +53,9 @@ from mmsctl.server.metrics import ServerMetrics
 from mmsctl.server.middleware import next_request_id
 from mmsctl.server.supervisor import ModelManager
 from mmsctl.server.workers import Model
+
+if TYPE_CHECKING:  # numpy and the v2 codec load with the first v2 request
+    from mmsctl.server.fastpath_v2 import V2Call
 
 __all__ = ["LeanInference", "LeanProtocol"]
 
@@ -158,6 +164,8 @@ class LeanProtocol(asyncio.Protocol):
         self._job: Optional[Job] = None
         self._ticket: Optional[Ticket] = None
         self._model: Optional[Model] = None
+        #: A v2 infer request's call (its answer is rendered as the protocol's), or None.
+        self._v2: Optional["V2Call"] = None
         self._request_id = ""
         self._method = b""
         self._started = 0.0
@@ -296,8 +304,11 @@ class LeanProtocol(asyncio.Protocol):
         if method == b"GET" and url == b"/ping":
             return self._ping()
         parts = url.split(b"/")
-        if method != b"POST" or len(parts) not in (3, 4) or parts[0] or parts[1] != b"predictions" \
-                or not all(parts[2:]):
+        if method != b"POST" or parts[0] or not all(parts[1:]):
+            return False
+        if parts[1] == b"v2":
+            return self._take_v2(parts)
+        if len(parts) not in (3, 4) or parts[1] != b"predictions":
             return False
         body = b"".join(self._body)
         try:
@@ -326,10 +337,39 @@ class LeanProtocol(asyncio.Protocol):
             job = manager.enqueue(model, RequestItem(request_id, [Parameter("body", body, mime)], headers))
         except ApiException:
             return False
-        self._job, self._ticket, self._model, self._request_id = job, ticket, model, request_id
+        self._start(job, ticket, model, request_id, None)
+        return True
+
+    def _take_v2(self, parts: list[bytes]) -> bool:
+        """Start answering a v2 infer request (:mod:`~mmsctl.server.fastpath_v2`); False when it is the full path's."""
+        fastpath_v2 = _V2[0] if _V2 else _load_v2()
+        target = fastpath_v2.infer_route(parts)
+        if target is None:
+            return False
+        route, name, version = target
+        body, gate = b"".join(self._body), self.lean.gate
+        try:
+            ticket = gate.admit("POST", route, self._headers, True, len(body), bool(body))
+        except ApiException:
+            return False
+        request_id = next_request_id()
+        call = fastpath_v2.prepare(self.lean.manager, ticket.headers, self._headers, name, version, body, request_id,
+                                   gate.max_request_size)
+        try:
+            if call is not None:
+                self._start(self.lean.manager.enqueue(call.model, call.plan.items[0]), ticket, call.model, request_id,
+                            call)
+                return True
+        except ApiException:  # a full queue, a model without workers: the full path's answer
+            pass
+        ticket.release()
+        return False
+
+    def _start(self, job: Job, ticket: Ticket, model: Model, request_id: str, v2: Optional["V2Call"]) -> None:
+        """Wait for *job*'s answer (a v2 infer's is rendered by *v2*)."""
+        self._job, self._ticket, self._model, self._request_id, self._v2 = job, ticket, model, request_id, v2
         self._method, self._started = b"POST", time.monotonic()
         job.future.add_done_callback(self._answered)
-        return True
 
     def _ping(self) -> bool:
         if self._body:
@@ -355,9 +395,14 @@ class LeanProtocol(asyncio.Protocol):
             return
         response = future.result()
         try:
-            status = self._write(response.status, response.reason, response.body,
-                                 response.content_type.encode() if response.content_type else _OCTETS,
-                                 response.headers, self._request_id)
+            if self._v2 is not None:
+                reply = self._v2.reply(response)
+                status = self._write(reply.status, None, reply.body, reply.content_type, reply.headers,
+                                     self._request_id)
+            else:
+                status = self._write(response.status, response.reason, response.body,
+                                     response.content_type.encode() if response.content_type else _OCTETS,
+                                     response.headers, self._request_id)
         except (ValueError, TypeError, UnicodeEncodeError):  # a handler's status or header no HTTP can carry
             status = 500
             self._write(500, None, error_body(500, "InternalServerException", "Invalid response from the model."),
@@ -427,6 +472,17 @@ class LeanProtocol(asyncio.Protocol):
         if data:
             protocol.data_received(data)
         transport.resume_reading()
+
+
+#: :mod:`~mmsctl.server.fastpath_v2` once the first v2 request has loaded it (with numpy and the codec).
+_V2: list[Any] = []
+
+
+def _load_v2() -> Any:
+    from mmsctl.server import fastpath_v2
+
+    _V2.append(fastpath_v2)
+    return fastpath_v2
 
 
 def _field(text: Any) -> bytes:

@@ -67,8 +67,6 @@ class ModelManager:
             ConflictError: a model by that name exists.
             InternalServerError: the workers could not start (the model is removed again).
         """
-        from mmsctl.server.errors import InternalServerError
-
         self._check_worker_limit(model, workers)
         self.add(model)
         if workers <= 0:
@@ -76,11 +74,29 @@ class ModelManager:
         await self.scale(model, workers, workers)
         if not synchronous:
             return False
+        await self.await_workers(model, workers, timeout)
+        return True
+
+    async def await_workers(self, model: Model, workers: int, timeout: float) -> None:
+        """Wait until *workers* workers of *model* are READY; if they cannot be, the model is removed again.
+
+        Raises:
+            InternalServerError: the workers could not start.
+        """
+        from mmsctl.server.errors import InternalServerError
+
         error = await self.wait_for_workers(model, workers, timeout)
         if error:
             await self.unregister(model.name, 0)
             raise InternalServerError(f'Failed to start workers for model "{model.name}": {error}')
-        return True
+
+    @staticmethod
+    async def launched(model: Model) -> None:
+        """Wait until every worker of *model* has its process (or failed to get one): a server starting up
+        lets its start-up workers import mxnet while it sets up its own APIs."""
+        waits = [asyncio.ensure_future(w.launched.wait()) for w in model.workers]
+        if waits:
+            await asyncio.wait(waits)
 
     def get(self, name: str, version: Optional[str] = None) -> Model:
         """The model called *name*; with *version*, only if that is its version (else 404)."""
@@ -178,6 +194,7 @@ class ModelManager:
                 pass
             if worker.stop_event.is_set():
                 worker.state = WorkerState.STOPPED
+                worker.launched.set()
                 model.forget(worker)
                 return "stopped"
         worker.start_time = time.time()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any
 
 from aiohttp import web
 
@@ -20,17 +20,15 @@ from mmsctl import __version__
 from mmsctl.engine.protocol import RequestItem, ResponseItem
 from mmsctl.server import openapi
 from mmsctl.server.admission import Traffic
-from mmsctl.server.errors import BadRequest, ServiceUnavailable
+from mmsctl.server.errors import ServiceUnavailable
 from mmsctl.server.http import read_body
 from mmsctl.server.supervisor import ModelManager
 from mmsctl.server.workers import Model
 
-if TYPE_CHECKING:  # numpy loads with the first v2 request, not with the server
-    from mmsctl.engine.tensors import InferRequest
-
 __all__ = ["V2Api"]
 
-#: The header that says how long the JSON part of a binary body is (:data:`mmsctl.engine.tensors.HEADER_LENGTH`).
+#: The header that says how long the JSON part of a binary body is (:data:`mmsctl.engine.tensors.HEADER_LENGTH`;
+#: the codec, with numpy, loads with the first v2 request, not with the server).
 HEADER_LENGTH = "Inference-Header-Content-Length"
 
 #: The protocol extensions this server implements (``GET /v2``).
@@ -106,39 +104,20 @@ class V2Api:
         return _json({"name": model.name, "ready": True})
 
     async def infer(self, request: web.Request) -> web.Response:
-        from mmsctl.engine.tensors import InferResponse, encode_response
-        from mmsctl.server import v2_models
+        from mmsctl.server import v2_infer
 
         model = self._model(request)
-        infer = _parse(await read_body(request), request.headers.get(HEADER_LENGTH))
-        sig = v2_models.signature_of(model)
-        v2_models.check_inputs(sig, infer.inputs)
-        request_id = request["request_id"]
-        headers = request.get("headers") or {}
-        if sig.classifier:
-            wanted = [o.classification for o in infer.outputs]
-            top_k = max(wanted) if wanted and all(wanted) else v2_models.ALL_CLASSES
-            items = v2_models.classifier_items(sig, infer.inputs[0], request_id, top_k)
-            answers = await self._predict_all(model, items, headers)
-            outputs = v2_models.classifier_outputs(sig, answers, infer.outputs)
-        else:
-            item = v2_models.generic_item(infer.inputs, request_id)
-            answers = await self._predict_all(model, [item], headers)
-            outputs = v2_models.generic_outputs(sig, answers[0], infer.outputs)
-        binary = {t.name for t in outputs if _binary(infer, t.name)}
-        body, header_length = encode_response(
-            InferResponse(model.name, model.version, infer.id, outputs), binary)
-        response = web.Response(body=body, content_type="application/octet-stream" if binary else "application/json")
+        infer = v2_infer.parse(await read_body(request), request.headers.get(HEADER_LENGTH))
+        plan = v2_infer.plan(model, infer, request["request_id"], request.get("headers") or {})
+        answers = await self._predict_all(model, plan.items)
+        body, header_length, content_type = v2_infer.render(plan, answers)
+        response = web.Response(body=body, content_type=content_type)
         if header_length is not None:
             response.headers[HEADER_LENGTH] = str(header_length)
         return response
 
-    async def _predict_all(self, model: Model, items: list[RequestItem], headers: dict[str, str]) -> list[ResponseItem]:
-        """Each item through the model's queue; the first failure fails the call (the rest are withdrawn)."""
-        from mmsctl.server import v2_models
-
-        for item in items:
-            item.headers = headers
+    async def _predict_all(self, model: Model, items: list[RequestItem]) -> list[ResponseItem]:
+        """Each item through the model's queue, answered together (the client leaving withdraws them all)."""
         if len(items) > model.queue_size:
             raise ServiceUnavailable(f"{len(items)} images are more than model {model.name}'s queue holds "
                                      f"({model.queue_size}, job_queue_size).", retry_after=1)
@@ -148,29 +127,4 @@ class V2Api:
         finally:
             for task in tasks:
                 task.cancel()
-        for answer in answers:
-            if not answer.ok:
-                raise v2_models.failure(answer)
         return list(answers)
-
-
-def _parse(body: bytes, header_length: Optional[str]) -> "InferRequest":
-    from mmsctl.engine.tensors import TensorError, decode_request
-
-    length: Optional[int] = None
-    if header_length is not None:
-        text = header_length.strip()
-        if not text.isdigit() or len(text) > 18:
-            raise BadRequest(f"{HEADER_LENGTH} must be a whole number of bytes")
-        length = int(text)
-    try:
-        return decode_request(body, length)
-    except TensorError as exc:
-        raise BadRequest(str(exc)) from None
-
-
-def _binary(infer: "InferRequest", name: str) -> bool:
-    for output in infer.outputs:
-        if output.name == name and output.binary is not None:
-            return output.binary
-    return infer.binary_output

@@ -63,6 +63,8 @@ class Worker:
         self.pid: Optional[int] = None
         self.process: Optional[AsyncWorkerProcess] = None
         self.stop_event = asyncio.Event()
+        #: Set once the process is started, or could not be (the start-up overlaps the server's own set-up).
+        self.launched = asyncio.Event()
         self.task: Optional["asyncio.Task[str]"] = None
         self.batches = 0
         #: Whether the last batches took less than PIPELINE_BELOW each (no batch yet: not known).
@@ -88,10 +90,13 @@ class Worker:
     async def spawn(self, config: ServerConfig) -> None:
         """Start the process and wait until it says READY (raise WorkerStartError if not)."""
         m = self.model
-        self.process = await AsyncWorkerProcess.start(
-            replace(m.spec, gpu_id=self.gpu_id), threads=config.worker_threads, tag=f"[{m.name} W-{self.id}]",
-            env={"MMSCTL_MAX_IMAGE_PIXELS": str(config.max_image_pixels),
-                 "MMSCTL_MAX_MODEL_MEMORY": str(config.model_memory_allowed)})
+        try:
+            self.process = await AsyncWorkerProcess.start(
+                replace(m.spec, gpu_id=self.gpu_id), threads=config.worker_threads, tag=f"[{m.name} W-{self.id}]",
+                env={"MMSCTL_MAX_IMAGE_PIXELS": str(config.max_image_pixels),
+                     "MMSCTL_MAX_MODEL_MEMORY": str(config.model_memory_allowed)})
+        finally:
+            self.launched.set()
         self.pid = self.process.pid
         try:
             failure = await asyncio.wait_for(self.process.wait_ready(), config.worker_start_timeout)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -68,3 +69,20 @@ def test_lambda_help_pages_are_light(command: str) -> None:
 
 def test_lambda_cost_needs_no_boto3_or_mxnet() -> None:
     assert _heavy_modules("lambda", "cost", "--duration-ms", "100") == []
+
+
+LEAN_PROBE = """
+import json, sys
+from mmsctl.cli.lean import run_lean
+code = run_lean(sys.argv[1:])
+print(json.dumps([code, sorted(m for m in sys.modules if m.split('.')[0] in %r)]), file=sys.stderr)
+""" % (HEAVY + ("typer", "click", "rich", "psutil"),)
+
+
+def test_the_lean_predict_entry_is_light(tmp_path: Path) -> None:
+    """The console entry looks at a `predict` line before typer and rich load (no server here: the full CLI's turn).
+    tests/predict/test_warm_lean.py checks the same with a server that answers."""
+    (tmp_path / "a.jpg").write_bytes(b"x")
+    proc = subprocess.run([sys.executable, "-c", LEAN_PROBE, "predict", str(tmp_path / "m.mar"), str(tmp_path / "a.jpg")],
+                          capture_output=True, text=True, timeout=60)
+    assert json.loads(proc.stderr.strip().splitlines()[-1]) == [None, []], proc.stderr

@@ -366,7 +366,7 @@ def test_a_host_that_does_not_resolve_reads_as_such() -> None:
 def test_an_input_url_is_read_only_up_to_its_cap(tmp_path: Path) -> None:
     """A URL input is an image, not whatever the far end streams: the read stops at the cap."""
     from mmsctl.errors import DownloadError
-    from mmsctl.predict.inputs import fetch_url
+    from mmsctl.predict.fetch import fetch_url
     from tests.support.http_mirror import serving_folder
 
     (tmp_path / "big.jpg").write_bytes(b"\xff\xd8" + bytes(50_000))

@@ -72,7 +72,8 @@ def scripted_server() -> Iterator[Scripted]:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     state.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() waits out one poll: 0.5 s by default, in every test that starts this server
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield state

@@ -1,7 +1,10 @@
-"""A real moto server on 127.0.0.1 for the whole module, and the environment that points boto3 at it."""
+"""A real moto server on 127.0.0.1 for the whole test process (reset before each test), and the environment
+that points boto3 at it. One start costs about 3 s of CPU; the cloud modules used to start one each."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -9,6 +12,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
+from unittest import mock
 
 import pytest
 
@@ -45,7 +49,7 @@ class Moto:
         urllib.request.urlopen(urllib.request.Request(f"{self.url}/moto-api/reset", method="POST"), timeout=10)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moto]:
     if not MOTO_SERVER.exists():
         pytest.skip(f"moto_server not installed beside {sys.executable} (pip install 'moto[server]')")
@@ -93,6 +97,26 @@ def run_cli(moto: Moto, *args: str, env: dict[str, str] | None = None, timeout: 
         [sys.executable, "-m", "mmsctl", *args], capture_output=True, text=True, timeout=timeout, cwd=REPO,
         env={**moto.env(), **(env or {})},
     )
+
+
+def run_cli_here(moto: Moto, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``mmsctl ARGS`` against *moto* as :func:`run_cli` runs it, but in this process: the console script's
+    ``run()`` (its exit codes and one-line errors included) in exactly the subprocess's environment and folder.
+    A new interpreter that imports boto3 and loads its service models costs one to two CPU seconds a command."""
+    from mmsctl.cli.main import run
+
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    cwd = os.getcwd()
+    with mock.patch.dict(os.environ, {**moto.env(), **(env or {})}, clear=True), \
+            contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        os.chdir(REPO)
+        try:
+            run(list(args))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        finally:
+            os.chdir(cwd)
+    return subprocess.CompletedProcess(["mmsctl", *args], code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture

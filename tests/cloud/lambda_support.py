@@ -81,7 +81,8 @@ def aws_calls_recorded() -> Iterator[tuple[str, list[str]]]:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() waits out one poll: 0.5 s by default, in every test that starts this server
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", seen

@@ -95,7 +95,8 @@ class _Pricing(BaseHTTPRequestHandler):
 @pytest.fixture
 def pricing_url() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Pricing)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() waits out one poll: 0.5 s by default, in every test that starts this server
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()

@@ -22,7 +22,7 @@ from typing import Any, Iterator, Optional
 import boto3
 import pytest
 
-from tests.cloud.conftest import REPO, Moto, run_cli
+from tests.cloud.conftest import REPO, Moto, run_cli, run_cli_here
 from tests.cloud.lambda_support import pushed_image
 from tests.serverless.conftest import sample, squeezenet_archive  # noqa: F401 - the fixture
 from tests.support.imageserver import serving_images
@@ -36,7 +36,7 @@ OUT_KEY = "predictions/cats/my kitten (1)+é.jpg.json"
 @pytest.fixture
 def deployed(moto: Moto, squeezenet_archive: Path) -> Moto:  # noqa: F811
     pushed_image(NAME)
-    proc = run_cli(moto, "lambda", "deploy", NAME, "--model", str(squeezenet_archive), "--function-url",
+    proc = run_cli_here(moto, "lambda", "deploy", NAME, "--model", str(squeezenet_archive), "--function-url",
                    "--input-bucket", "kitten-in", "--output-bucket", "kitten-out",
                    "--input-prefix", "incoming/", "--output-prefix", "predictions/",
                    "--fetch-allow", "127.0.0.1")  # the tests' image server on loopback
@@ -196,7 +196,7 @@ def test_invoke_s3_waits_for_the_output_object(deployed: Moto, kitten: Path, exp
 
 
 def test_invoke_s3_gives_up_after_wait(deployed: Moto, kitten: Path) -> None:
-    proc = run_cli(deployed, "lambda", "invoke", NAME, "--s3", str(kitten), "--timeout", "1")
+    proc = run_cli_here(deployed, "lambda", "invoke", NAME, "--s3", str(kitten), "--timeout", "1")
     assert proc.returncode == 7
     assert proc.stderr.startswith("error: no output for s3://kitten-in/incoming/mmsctl-invoke-")
 
@@ -210,12 +210,12 @@ def test_logs_prints_and_follows_the_log_group(deployed: Moto) -> None:
         {"timestamp": now - 3_600_000, "message": "an hour ago"},
         {"timestamp": now - 1000, "message": "START RequestId: r1 Version: $LATEST"},
         {"timestamp": now, "message": "REPORT RequestId: r1\tDuration: 41.20 ms\tBilled Duration: 42 ms"}])
-    proc = run_cli(deployed, "lambda", "logs", NAME, "--since", "10m")
+    proc = run_cli_here(deployed, "lambda", "logs", NAME, "--since", "10m")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert [ln.split(" ", 1)[1] for ln in lines] == ["START RequestId: r1 Version: $LATEST",
                                                      "REPORT RequestId: r1\tDuration: 41.20 ms\tBilled Duration: 42 ms"]
-    assert "an hour ago" in run_cli(deployed, "lambda", "logs", NAME, "--since", "2h").stdout
+    assert "an hour ago" in run_cli_here(deployed, "lambda", "logs", NAME, "--since", "2h").stdout
 
     follow = subprocess.Popen([sys.executable, "-m", "mmsctl", "lambda", "logs", NAME, "--follow", "--since", "1m"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=deployed.env())
@@ -232,6 +232,6 @@ def test_logs_prints_and_follows_the_log_group(deployed: Moto) -> None:
     assert [s.rstrip("\n").split(" ", 1)[1] for s in seen][2] == "new line"
     assert got.empty()
 
-    assert run_cli(deployed, "lambda", "logs", NAME, "--since", "soon").returncode == 2
-    gone = run_cli(deployed, "lambda", "logs", "nobody")
+    assert run_cli_here(deployed, "lambda", "logs", NAME, "--since", "soon").returncode == 2
+    gone = run_cli_here(deployed, "lambda", "logs", "nobody")
     assert gone.returncode == 3 and "no log group /aws/lambda/nobody" in gone.stderr

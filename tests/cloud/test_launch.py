@@ -1,4 +1,6 @@
-"""`mmsctl ec2` as a subprocess against a real moto server: what exists in 'AWS' afterwards."""
+"""`mmsctl ec2` against a real moto server: what exists in 'AWS' afterwards. The CLI runs in-process in the
+environment a subprocess would get (tests/cloud/conftest.py `run_cli_here`): its exit codes and one-line errors
+are the console script's own."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ from typing import Any
 import boto3
 import pytest
 
-from tests.cloud.conftest import Moto, run_cli
+from tests.cloud.conftest import Moto
+from tests.cloud.conftest import run_cli_here as run_cli
 
 PARAM = "/mmsctl-test/dlami"
 EI_SERVICE = "com.amazonaws.us-east-1.elastic-inference.runtime"

@@ -97,7 +97,8 @@ def test_wait_for_server_polls_ping() -> None:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Ping)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # shutdown() waits out one poll: 0.5 s by default, in every test that starts this server
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
         assert wait_for_server(url, timeout=30, interval=0.01) is True

@@ -15,7 +15,8 @@ from tests.support.mmsctl_server import ServerInfo, make_noop_archive, running_m
 from tests.support.paths import KITTEN_JPG, SQUEEZENET_DIR, require_shared
 
 tritonclient_http = pytest.importorskip("tritonclient.http", reason="tritonclient[http] is not installed")
-kserve = pytest.importorskip("kserve", reason="kserve is not installed")
+# kserve (and the pandas it pulls in) is imported by its one test only: importing it here would cost every
+# test process that collects this module a second and a half.
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +95,7 @@ def test_tritonclient_echo_json_and_binary(srv: ServerInfo) -> None:
 
 
 def test_kserve_rest_client_health_and_infer(srv: ServerInfo, mms_top5: list[str]) -> None:
+    pytest.importorskip("kserve", reason="kserve is not installed")
     from kserve import InferInput, InferRequest, InferenceRESTClient, RESTConfig
     from kserve.protocol.infer_type import RequestedOutput
 

@@ -86,7 +86,8 @@ def serving_imds(credentials: dict[str, str], role: str = "mmsctl-fleet-boot") -
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # shutdown() waits out one poll: 0.5 s by default, in every test that starts this server
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:

@@ -1,4 +1,6 @@
-"""Module-scoped fixtures for a real MMS / TorchServe: one server per test module.
+"""Fixtures for a real MMS / TorchServe: one of each per test process (the session fixtures ``shared_mms`` and
+``shared_torchserve`` in tests/conftest.py), shared by every module in the ``mms`` xdist group, which keeps
+those modules on one worker. A JVM start costs seconds of CPU.
 
 Import the ones a module needs (pytest finds fixtures imported into the module)::
 
@@ -9,9 +11,9 @@ Import the ones a module needs (pytest finds fixtures imported into the module):
     def test_x(mms_server):
         register_model(mms_server, "noop.mar")   # the store already holds noop.mar
 
-``mms_server`` skips the module with a clear reason where MMS cannot run; its
-model store holds ``noop.mar`` (the echo handler) but nothing is registered, so
-each test registers what it needs and unregisters it afterwards.
+``mms_server`` skips with a clear reason where MMS cannot run; its model store holds
+``noop.mar`` (the echo handler) but nothing is registered, so each test registers what it
+needs and unregisters it afterwards (in ``finally``: the next module sees the same server).
 ``torchserve_with_noop`` builds a module fixture for a differently configured
 TorchServe (``yield from torchserve_with_noop(tmp_path_factory, "ts-x", metrics_mode="prometheus")``).
 """
@@ -25,11 +27,11 @@ import pytest
 from tests.support.mms import MmsInstance, build_noop_mar, mms_skip_reason, running_mms
 from tests.support.torchserve import TorchServeInstance, build_noop_ts_mar, running_torchserve, ts_skip_reason
 
-__all__ = ["mms_server", "torchserve_server", "torchserve_with_noop"]
+__all__ = ["mms_server", "one_mms", "one_torchserve", "torchserve_server", "torchserve_with_noop"]
 
 
-@pytest.fixture(scope="module")
-def mms_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MmsInstance]:
+def one_mms(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MmsInstance]:
+    """Body of the session fixture ``shared_mms``: MMS with ``noop.mar`` in its store, nothing registered."""
     reason = mms_skip_reason()
     if reason:
         pytest.skip(reason)
@@ -38,6 +40,13 @@ def mms_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MmsInstance
     build_noop_mar(store, "noop")
     with running_mms(root / "run", model_store=store) as mms:
         yield mms
+
+
+@pytest.fixture(scope="module")
+def mms_server(shared_mms: MmsInstance) -> MmsInstance:
+    """This test process's one MMS (a fixture defined in a conftest is shared across modules; one imported
+    into each module, as this one is, would start a server per module)."""
+    return shared_mms
 
 
 def torchserve_with_noop(
@@ -57,7 +66,12 @@ def torchserve_with_noop(
         yield ts
 
 
-@pytest.fixture(scope="module")
-def torchserve_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TorchServeInstance]:
-    """TorchServe with token auth on, the model API enabled and ``noop`` loaded."""
+def one_torchserve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TorchServeInstance]:
+    """Body of the session fixture ``shared_torchserve``: token auth on, the model API enabled, ``noop`` loaded."""
     yield from torchserve_with_noop(tmp_path_factory, "ts", enable_model_api=True)
+
+
+@pytest.fixture(scope="module")
+def torchserve_server(shared_torchserve: TorchServeInstance) -> TorchServeInstance:
+    """This test process's one TorchServe of that configuration (see :func:`mms_server`)."""
+    return shared_torchserve

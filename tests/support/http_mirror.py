@@ -104,7 +104,8 @@ def serving_folder(root: Path) -> Iterator[Mirror]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(mirror))
     server.daemon_threads = True
     mirror.url = f"http://127.0.0.1:{server.server_address[1]}/"
-    thread = threading.Thread(target=server.serve_forever, name="http-mirror", daemon=True)
+    # shutdown() waits out one poll: 0.5 s by default, in every test that starts this server
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, name="http-mirror", daemon=True)
     thread.start()
     try:
         yield mirror

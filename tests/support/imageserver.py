@@ -88,7 +88,8 @@ def serving_images(root: Path, seen: list[tuple[str, str]] | None = None) -> Ite
     Each request's path and Host header are appended to *seen* when it is given."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(root, [] if seen is None else seen))
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() waits out one poll: 0.5 s by default, in every test that starts this server
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"

