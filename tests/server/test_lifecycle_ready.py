@@ -62,7 +62,8 @@ def test_the_server_writes_to_its_ready_pipe_once_ready_or_failed_and_no_worker_
         assert workers, "the start-up model has a worker"
         log = instance.log_file.read_text()
         # Its worker was started before the server set up its APIs (it imports meanwhile), not after.
-        assert log.index("Model noop loaded.") < log.index("Inference API bound to") < log.index("W-9000 READY")
+        # (its READY may come before or after the bind: a quick worker can be ready first)
+        assert log.index("Model noop loaded.") < log.index("Inference API bound to") and "W-9000 READY" in log
         assert _pipe_holders(proc, read) == []  # the server closed its end; no worker inherited one
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
