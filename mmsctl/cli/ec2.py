@@ -252,7 +252,7 @@ def terminate_cmd(
     released = release_launches(aws, launches) if wait and launches else []
     for item in released:  # on stderr: the JSON on stdout stays the instances
         get_ui().message(f"deleted {item['kind']} {item['id']} (no live instance of that launch is left)")
-    if rows and not wait:
+    if launches and not wait:
         get_ui().message("each launch's role and asset prefix stay until its instances are gone: "
                          "`mmsctl ec2 terminate --wait` or `mmsctl ec2 cleanup` removes them")
     if not render_data(rows, output):

@@ -201,9 +201,10 @@ def list_cmd(region: Optional[str] = RegionOpt, profile: Optional[str] = Profile
 @_FLEET_WORDS.command
 def describe_cmd(name: str = NameArg, region: Optional[str] = RegionOpt, profile: Optional[str] = ProfileOpt,
                  context: Optional[str] = typer.Option(
-                     None, "--context", metavar="NAME", autocompletion=complete_context_names, help="A context that reaches the members' management "
-                     "API, to find models registered by fan-out that the launch template lacks (default: a saved "
-                     "context naming this fleet, e.g. the one `fleet tunnel` writes)."),
+                     None, "--context", metavar="NAME", autocompletion=complete_context_names,
+                     help="A context that reaches the members' management API, to find models registered by "
+                     "fan-out that the launch template lacks (default: a saved context naming this fleet, e.g. "
+                     "the one `fleet tunnel` writes)."),
                  output: str = OutputOpt) -> None:
     """Show a fleet: size, instances and their template version, target health, balancer, health check,
     policy, security groups; drift (members on an old template, models served beyond it)."""

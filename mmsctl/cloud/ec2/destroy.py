@@ -40,7 +40,8 @@ def terminate(aws: AwsSession, instance_ids: list[str], *, all_instances: bool =
     found = get_instances(aws, ids)
     if not all_instances:
         require_managed(found)
-    launches = {str(i["InstanceId"]): _launch_of(i) for i in found}  # EC2 drops the profile once terminated
+    launches = {str(i["InstanceId"]): _launch_of((i.get("IamInstanceProfile") or {}).get("Arn"))
+                for i in found}  # EC2 drops the profile once terminated
     answer = aws.call("ec2", "terminate_instances", InstanceIds=ids)
     if wait and not aws.dry_run:
         wait_for_state(aws, "terminated", ids)
@@ -50,9 +51,9 @@ def terminate(aws: AwsSession, instance_ids: list[str], *, all_instances: bool =
             for i in answer.get("TerminatingInstances", [])]
 
 
-def _launch_of(instance: dict[str, Any]) -> Optional[str]:
-    """The launch name whose role (``mmsctl-ec2-NAME``) the instance runs with, if any."""
-    profile = str((instance.get("IamInstanceProfile") or {}).get("Arn") or "")
+def _launch_of(profile_arn: Optional[str]) -> Optional[str]:
+    """The launch name whose role (``mmsctl-ec2-NAME``) an instance with this instance profile runs with."""
+    profile = str(profile_arn or "")
     name = profile.rsplit("/", 1)[-1]
     return name[len(role_name("")):] if LAUNCH_IAM_PATH in profile and name.startswith(role_name("")) else None
 
@@ -61,8 +62,9 @@ def release_launches(aws: AwsSession, launches: set[str]) -> list[dict[str, str]
     """Once their instances are terminated: the role, instance profile and asset prefix of each of
     *launches* that no live mmsctl instance still uses (several launches may share a name); what went.
     Only what carries ``mmsctl:managed=true`` (and an asset bucket mmsctl made) is deleted."""
-    live = {r["id"] for r in list_instances(aws)}
-    in_use = {n for n in (_launch_of(i) for i in get_instances(aws, sorted(live))) if n} if live else set()
+    live = sorted(str(r["id"]) for r in list_instances(aws))  # a list row does not carry the profile
+    in_use = {n for n in (_launch_of((i.get("IamInstanceProfile") or {}).get("Arn"))
+                          for i in (get_instances(aws, live) if live else [])) if n}
     released: list[dict[str, str]] = []
     for launch in sorted(launches - in_use):
         name = role_name(launch)
