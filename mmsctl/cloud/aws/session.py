@@ -215,17 +215,15 @@ def open_session(*, region: Optional[str] = None, profile: Optional[str] = None,
         NoCredentials: the profile does not exist.
         UnknownRegion: no region configured, or one AWS does not know.
     """
-    import boto3
-
     try:
-        boto_session = boto3.Session(profile_name=profile, region_name=region)
+        boto_session = _boto_session(profile_name=profile, region_name=region)
     except Exception as exc:  # noqa: BLE001 - ProfileNotFound and friends
         raise _translated(exc, "", "") from exc
     name = boto_session.region_name
     if local_service and local_endpoint(local_service) and not (name and _has_credentials(boto_session)):
         keys = {} if _has_credentials(boto_session) else {"aws_access_key_id": "local",
                                                            "aws_secret_access_key": "local"}
-        boto_session = boto3.Session(region_name=name or "us-east-1", **keys)
+        boto_session = _boto_session(region_name=name or "us-east-1", **keys)
         return AwsSession(boto_session, boto_session.region_name, dry_run=dry_run)
     if dry_run and plan_without_aws:
         missing = [what for what, there in (("region", name), ("credentials", _has_credentials(boto_session)))
@@ -240,6 +238,28 @@ def open_session(*, region: Optional[str] = None, profile: Optional[str] = None,
         raise UnknownRegion(f"unknown AWS region: {name!r} (botocore {_botocore_version()} does not know it)",
                             hint="check the name, or upgrade boto3 if the region is new")
     return AwsSession(boto_session, name, dry_run=dry_run)
+
+
+#: botocore's data loader, shared by every session this process opens: it keeps the parsed service models
+#: (EC2's alone is ~20 ms of JSON), which a loader of each session's own would read from disk again.
+_loader: Any = None
+
+
+def _boto_session(**kwargs: Any) -> Any:
+    """A boto3 session (*kwargs*: boto3.Session's) on the process's one botocore data loader."""
+    global _loader
+    import boto3
+    import botocore.session
+
+    core = botocore.session.get_session()
+    if _loader is None:
+        _loader = core.get_component("data_loader")
+    else:
+        core.register_component("data_loader", _loader)
+    session = boto3.Session(botocore_session=core, **kwargs)
+    paths = _loader.search_paths  # each boto3 session appends its data folder: kept once
+    paths[:] = list(dict.fromkeys(paths))
+    return session
 
 
 def _has_credentials(boto_session: Any) -> bool:
