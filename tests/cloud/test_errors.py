@@ -116,3 +116,20 @@ def test_the_cli_names_the_flags_the_core_does_not(capsys, monkeypatch, args: li
 def test_no_region_is_still_an_unknown_region() -> None:
     """Callers that catch UnknownRegion (no region, or a wrong one) keep catching both."""
     assert issubclass(NoRegion, UnknownRegion) and NoRegion.reference != UnknownRegion.reference
+
+
+def test_sessions_share_one_loader_of_parsed_service_models(monkeypatch) -> None:
+    """A process that opens several sessions (one per region, one per command run in-process) parses EC2's
+    service model once: the second session's client is made from the first one's cached model."""
+    from mmsctl.cloud.aws.session import open_session
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    first, second = open_session(region="us-east-1"), open_session(region="eu-west-1")
+    loader = first._boto._session.get_component("data_loader")
+    assert second._boto._session.get_component("data_loader") is loader
+    assert len(loader.search_paths) == len(set(loader.search_paths))  # each session's data folder kept once
+    first.client("ec2")
+    assert ("load_data_with_path", "ec2/2016-11-15/service-2") in loader._cache
+    second.client("ec2")
+    assert second.client("ec2").meta.region_name == "eu-west-1"
