@@ -101,6 +101,10 @@ class WarmConnection:
             self._sock = None
 
 
+#: The largest batch size taken from a server's answer (more in flight than this per worker would only queue).
+_MAX_BATCH = 64
+
+
 def predict_all(target: WarmTarget, sources: list[InputSource], *, top_k: Optional[int],
                 timeout: float) -> Optional[list[Prediction]]:
     """Every input's answer from *target*, in input order; None if any input or answer was not a success."""
@@ -113,7 +117,7 @@ def predict_all(target: WarmTarget, sources: list[InputSource], *, top_k: Option
     except MmsError:
         return None
     path = "/predictions/" + quote(target.model, safe="")
-    count = 1 if len(sources) == 1 else min(len(sources), 2 * _workers(target, timeout))
+    count = 1 if len(sources) == 1 else min(len(sources), _in_flight(target, timeout))
     results: list[Optional[Prediction]] = [None] * len(sources)
     order = iter(range(len(sources)))
     lock, failed = threading.Lock(), threading.Event()
@@ -168,11 +172,13 @@ def _max_bytes() -> int:
     return max_response_bytes()
 
 
-def _workers(target: WarmTarget, timeout: float) -> int:
-    """The model's workers on that server (its management API), else this machine's cores."""
+def _in_flight(target: WarmTarget, timeout: float) -> int:
+    """How many images to keep in flight: enough for each worker to fill its batch (the model's
+    ``batchSize`` from the management API) with one more batch queued behind it; two per worker when it
+    does not batch. Without the management API: two per core of this machine."""
     from mmsctl.errors import MmsError
 
-    fallback = os.cpu_count() or 1
+    fallback = 2 * (os.cpu_count() or 1)
     try:
         token = _token(target.state.token_file, "management")
     except MmsError:
@@ -187,5 +193,8 @@ def _workers(target: WarmTarget, timeout: float) -> int:
         conn.close()
     if isinstance(described, list) and described:
         described = described[0]
-    workers = described.get("workers") if isinstance(described, dict) else None
-    return max(len(workers), 1) if isinstance(workers, list) else fallback
+    if not isinstance(described, dict) or not isinstance(described.get("workers"), list):
+        return fallback
+    batch = described.get("batchSize")
+    batch = batch if isinstance(batch, int) and not isinstance(batch, bool) and 1 <= batch <= _MAX_BATCH else 1
+    return max(len(described["workers"]), 1) * 2 * batch

@@ -138,3 +138,25 @@ def test_a_server_with_a_token_is_used_with_its_token(served: tuple[ServerInfo, 
         capture_output=True, text=True, timeout=60).stdout)
     workers = workers[0] if isinstance(workers, list) else workers
     assert done.stdout.strip() in {str(w["pid"]) for w in workers["workers"]}  # the server's worker answered
+
+
+def test_a_batching_model_gets_enough_images_in_flight_to_fill_its_batches(served: tuple[ServerInfo, Path]) -> None:
+    """`predict DIR` keeps two batches per worker in flight (one running, one filling): four images for two
+    workers that take one at a time, eight for one worker that batches four; what the management API says
+    is bounded, and without it the count comes from this machine's cores."""
+    import httpx
+
+    from mmsctl.instances import running_instances
+    from mmsctl.predict.warm import WarmTarget
+    from mmsctl.predict.warm_client import _MAX_BATCH, _in_flight
+
+    srv, mar = served
+    state = running_instances()[0]  # the fixture points MMSCTL_STATE_DIR at the server's
+    assert _in_flight(WarmTarget(state, "echo"), 10) == 2 * 2
+    registered = httpx.post(f"{srv.management_url}/models", params={
+        "url": str(mar), "model_name": "batched", "batch_size": 4, "max_batch_delay": 5, "initial_workers": 1,
+        "synchronous": "true"}, timeout=60)
+    assert registered.status_code == 200, registered.text
+    assert _in_flight(WarmTarget(state, "batched"), 10) == 1 * 2 * 4
+    assert _in_flight(WarmTarget(state, "ghost"), 10) == 2 * (os.cpu_count() or 1)  # 404: the fallback
+    assert _MAX_BATCH <= 64
