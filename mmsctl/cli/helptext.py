@@ -22,10 +22,11 @@ _FIRST_SENTENCE = re.compile(r"^(.+?[.!?])(\s|$)", re.S)
 
 
 def _value_metavar(param: Any, ctx: Any) -> str:
-    desc = param.type_descriptor
-    if desc.is_choice:
-        return "[" + "|".join(str(getattr(c, "value", c)) for c in desc.choices or ()) + "]"
-    label = param.display_type(ctx).strip("<>")
+    desc = getattr(param, "type_descriptor", None)  # typer 0.29 (pydantic); before it, click's param types
+    choices = (desc.choices if desc.is_choice else None) if desc is not None else getattr(param.type, "choices", None)
+    if choices:
+        return "[" + "|".join(str(getattr(c, "value", c)) for c in choices) + "]"
+    label = param.display_type(ctx).strip("<>") if desc is not None else str(getattr(param.type, "name", "")).lower()
     if label.startswith("int"):
         return "N"
     if label.startswith("float"):

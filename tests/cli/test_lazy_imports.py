@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -86,3 +87,12 @@ def test_the_lean_predict_entry_is_light(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", LEAN_PROBE, "predict", str(tmp_path / "m.mar"), str(tmp_path / "a.jpg")],
                           capture_output=True, text=True, timeout=60)
     assert json.loads(proc.stderr.strip().splitlines()[-1]) == [None, []], proc.stderr
+
+
+def test_a_command_that_parses_options_stays_off_pydantic(tmp_path: Path) -> None:
+    """typer 0.29 validates every option value through pydantic (importing it and building its adapters costs
+    ~0.18 s of each command here); pyproject keeps typer below it, and this notices if that changes."""
+    probe = PROBE.replace("%r" % (HEAVY,), "%r" % (("pydantic",),))
+    proc = subprocess.run([sys.executable, "-c", probe, "serve", "status", "-o", "json"], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "MMSCTL_STATE_DIR": str(tmp_path)})
+    assert json.loads(proc.stderr.strip().splitlines()[-1]) == []
