@@ -4,7 +4,7 @@ What Lambda reports as Init Duration for an image is, for this handler, the impo
 ``mmsctl.serverless.handler``: the settings, ``import mxnet`` and the model load at module
 scope. This measures exactly that, in a fresh interpreter each time, from the build context
 `mmsctl lambda build` writes (its copy of mmsctl on PYTHONPATH, the model baked into
-``model/``, the operator cache compiled by the image's own build step), for the real
+``model/``, mmsctl's bytecode compiled by the image's own build step), for the real
 SqueezeNet. Target: <= 1.5 s. In the same run, interleaved: the wall time of a cold
 `mmsctl predict squeezenet kitten.jpg` process (archive cached), and the handler's first
 request (a function-URL POST of the kitten) after the cold start.

@@ -167,7 +167,7 @@ def _mms_start_seconds(work: Path) -> Optional[float]:
 
 def bench_serve_start(work: Path, runs: int, skip_mms: bool = False) -> None:
     """``serve start --models squeezenet`` until ready (its workers can answer), then stop: first on an empty
-    cache folder (the archive copied and extracted, the compiled-operator cache built), then with that cache
+    cache folder (the archive copied and extracted), then with that cache
     kept but no kernel choice (measured in the background each time). MMS's start, once, in the same run."""
     if not (work / "mirror" / "squeezenet_v1.1.mar").exists():
         _prepare_archive(work)
@@ -192,7 +192,7 @@ def bench_serve_start(work: Path, runs: int, skip_mms: bool = False) -> None:
         notes = [line.strip() for line in (done.stdout + done.stderr).splitlines() if "background" in line]
         if run == 0 and not skip_mms:
             mms = _mms_start_seconds(work)
-    print(f"serve start --models squeezenet, empty cache (archive copied and extracted, operator cache built): "
+    print(f"serve start --models squeezenet, empty cache (archive copied and extracted): "
           f"READY in {times[0]:.2f} s; {times[0] / 2.0:.2f}x the 2 s target; {_load()}")
     if len(times) > 1:
         kept = statistics.median(times[1:])
@@ -287,7 +287,7 @@ def bench_throughput(work: Path, count: int, batch: Optional[int], runs: int, in
     env["MMSCTL_MKLDNN"] = "1" if on >= off else "0"
     print(f"kernels for every run: {'MKL-DNN' if on >= off else 'MXNet own (MKL-DNN off)'} "
           f"(raw forward {on:.1f} vs {off:.1f} img/s with MKL-DNN on vs off)")
-    # Extraction into the cache, the compiled-operator cache and the kernel choice (measured once per
+    # Extraction into the cache and the kernel choice (measured once per
     # thread count: the pool's workers run one thread each, one process runs as many as cores).
     _command_seconds(env, folder, batch, None, work / "pool.jsonl")
     _command_seconds(env, folder, batch, 1, work / "first.jsonl")

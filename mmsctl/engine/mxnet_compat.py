@@ -5,7 +5,7 @@ MXNet 1.9.1 is the last release. It still uses numpy aliases removed in numpy
 ``np.complex``) and, on Python 3.12, ``distutils`` (gone from the standard
 library). Everything in mmsctl that needs mxnet calls :func:`import_mxnet`,
 which restores those names first and then imports mxnet once, with the operator
-wrappers mxnet compiles at import time taken from a disk cache (``_opcache``).
+wrappers mxnet writes at import time compiled on their first call (``_lazy_ops``).
 """
 
 from __future__ import annotations
@@ -225,11 +225,10 @@ def import_mxnet() -> Any:
     prepare_imports()
     # MXNet prints a warning per process about its OpenMP settings; quieten it.
     os.environ.setdefault("MXNET_SUBGRAPH_VERBOSE", "0")
-    from mmsctl.engine._opcache import cache_file, cached_operator_code
+    from mmsctl.engine._lazy_ops import lazy_operator_wrappers
 
     try:
-        with warnings.catch_warnings(), cached_operator_code(cache_file(docs=_operator_docs)), \
-                _deferred_imports(), _operator_doc_choice():
+        with warnings.catch_warnings(), lazy_operator_wrappers(), _deferred_imports(), _operator_doc_choice():
             warnings.simplefilter("ignore")
             import mxnet as mx
     except ImportError as exc:  # pragma: no cover - depends on the install

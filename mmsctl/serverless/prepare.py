@@ -1,8 +1,7 @@
 """The build-time step of the image (``RUN python -m mmsctl.serverless.prepare``).
 
-It imports mxnet once so its compiled operator wrappers land in the image's cache
-(``MMSCTL_CACHE_DIR``; ~0.25 s off every cold start), and, for a baked model, loads
-it once, so an image that cannot serve fails to build instead of failing in Lambda.
+It imports mxnet once (and with it mmsctl's modules, whose bytecode lands in the image), and, for a
+baked model, loads it once, so an image that cannot serve fails to build instead of failing in Lambda.
 """
 
 from __future__ import annotations

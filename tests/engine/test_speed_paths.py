@@ -1,22 +1,21 @@
-"""The fast paths of `predict`: compiled-operator cache, worker pool, padded batches, quick exit.
+"""The fast paths of `predict`: operator wrappers compiled on first call, worker pool, padded batches, quick exit.
 
 Each must give exactly the answers of the plain path; these tests compare the two.
 """
 
 from __future__ import annotations
 
+import builtins
 import json
-import marshal
 import os
 import subprocess
 import sys
-import zlib
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from mmsctl.engine import _opcache
+from mmsctl.engine import _lazy_ops
 from mmsctl.engine.spec import ServiceSpec
 from mmsctl.errors import HandlerError, MmsError
 from mmsctl.predict import Prediction, predict_local
@@ -42,96 +41,71 @@ def image_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-# -- compiled-operator cache -------------------------------------------------------------------
+# -- operator wrappers compiled on first call ------------------------------------------------------
 
-_SOURCE = '''def ones(shape=None, out=None, name=None, **kwargs):
-    """Docs with a number 1234567890 in them."""
-    return _imperative_invoke({handle}, (), [], [], out, False, False)
+_SOURCE = '''
+def ones(shape=None, out=None, name=None, **kwargs):
+    """Docs."""
+    return _imperative_invoke({handle}, (shape,), [], [], out, False, False)
 '''
 
 
-@pytest.mark.parametrize("other", [93957862416480, 7, 2**31 + 1, 2**62 + 20_190_702],
-                         ids=["address", "small", "past-32-bits", "next-to-placeholder"])
-def test_opcache_puts_each_runs_handle_back(tmp_path: Path, other: int) -> None:
-    """The handle is spliced into the cached bytes whatever its size (marshal writes small and large
-    integers differently)."""
-    cache = _opcache._Cache(tmp_path / "ops.v2.marshal")
-    first = cache.code_for(_SOURCE.format(handle=94004670439520))
-    cache.save()
-    again = _opcache._Cache(tmp_path / "ops.v2.marshal")
-    second = again.code_for(_SOURCE.format(handle=other))
-    assert again.added == 0, "same operator, other address: must be a cache hit"
+def test_a_wrapper_is_compiled_on_its_first_call_in_mxnets_namespace() -> None:
+    """Inside the context an operator wrapper's exec defines a stand-in that compiles the same source in
+    the caller's namespace on its first call, once; any other exec runs at once, as the builtin would."""
+    calls: list[tuple] = []
+    compiled: list[str] = []
+    namespace = {"_imperative_invoke": lambda *a: calls.append(a) or len(calls)}
+    real = builtins.exec
 
-    def handle_of(code: object) -> int:
-        calls: list[int] = []
-        scope = {"_imperative_invoke": lambda h, *a: calls.append(h)}
-        exec(code, scope)  # noqa: S102 - the code under test
-        scope["ones"]()
-        return calls[0]
+    def counting_exec(source, globals=None, locals=None, /, **kwargs):  # noqa: A002 - exec's own names
+        compiled.append(source if isinstance(source, str) else "?")
+        return real(source, globals, locals, **kwargs)
 
-    assert handle_of(first) == 94004670439520
-    assert handle_of(second) == other
-    scope: dict = {}
-    exec(second, scope)  # noqa: S102 - the code under test
-    assert scope["ones"].__doc__ is None  # mxnet sets each wrapper's __doc__ itself: no copy in the code
-    assert cache.code_for("x = 1") == "x = 1"  # anything else is left to the real exec
-
-
-@pytest.mark.parametrize("damage", ["flipped-bytes", "truncated", "not-marshal", "index-out-of-range"])
-def test_a_damaged_opcache_file_costs_only_the_compile(tmp_path: Path, damage: str) -> None:
-    """Bytecode is never loaded from a file that is not exactly what was written (it could crash
-    the interpreter): every wrapper is compiled afresh and works."""
-    path = tmp_path / "ops.v2.marshal"
-    cache = _opcache._Cache(path)
-    cache.code_for(_SOURCE.format(handle=94004670439520))
-    cache.save()
-    data = path.read_bytes()
-    index_at = {key: (offset, size, at - size) for key, (offset, size, at) in cache.index.items()} \
-        if (cache := _opcache._Cache(path)).index else {}
-    blob = cache.blob
-    damaged = {"flipped-bytes": data[:-40] + b"\xff" * 20 + data[-20:], "truncated": data[:-10],
-               "not-marshal": b"not marshal at all",
-               "index-out-of-range": marshal.dumps((zlib.crc32(blob), index_at)) + blob}[damage]
-    path.write_bytes(damaged)
-    again = _opcache._Cache(path)
-    code = again.code_for(_SOURCE.format(handle=93957862416480))
-    assert again.added == 1  # not served from the damaged file: compiled afresh
-    calls: list[int] = []
-    scope = {"_imperative_invoke": lambda h, *a: calls.append(h)}
-    exec(code, scope)  # noqa: S102 - the code under test
-    scope["ones"]()
-    assert calls == [93957862416480]
+    builtins.exec = counting_exec  # what the context sees as "the real exec"
+    try:
+        with _lazy_ops.lazy_operator_wrappers():
+            local: dict = {}
+            exec(_SOURCE.format(handle=7), namespace, local)  # noqa: S102 - as mxnet's register.py does
+            exec("other = 41 + 1", namespace, local)  # noqa: S102 - not a wrapper: run at once
+    finally:
+        builtins.exec = real
+    assert local["other"] == 42 and compiled == ["other = 41 + 1"]  # the wrapper is not compiled yet
+    ones = local["ones"]
+    assert ones.__name__ == "wrapper"  # the stand-in (mxnet renames it to the operator's name)
+    assert ones((2, 3)) == 1 and ones(shape=(4,), name="n") == 2
+    assert calls == [(7, ((2, 3),), [], [], None, False, False), (7, ((4,),), [], [], None, False, False)]
+    assert len(compiled) == 2  # compiled on the first call only
 
 
 @pytest.mark.parametrize("docs", [True, False], ids=["docs", "short-docs"])
-def test_mxnet_imported_through_the_cache_works(tmp_path: Path, docs: bool) -> None:
-    """Twice (the second run from the cache): operators work, and carry mxnet's documentation
-    unless the process asked to leave it out (worker processes), which has a cache file of its own."""
+def test_mxnet_with_wrappers_compiled_on_first_call_works_as_with_all_compiled(docs: bool) -> None:
+    """The same results and documentation with the wrappers compiled on first call and all at import
+    (MMSCTL_LAZY_OPS=0), unless the process asked to leave the documentation out (worker processes)."""
     probe = (
+        "import inspect\n"
         "from mmsctl.engine import mxnet_compat\n"
         + ("" if docs else "mxnet_compat.leave_out_operator_docs()\n")
         + "mx = mxnet_compat.import_mxnet()\n"
         "x = mx.nd.ones((2, 3)) * 2\n"
         "y = mx.sym.FullyConnected(mx.sym.var('d'), num_hidden=2, no_bias=True)\n"
         "ex = y.bind(mx.cpu(), {'d': x, 'fullyconnected0_weight': mx.nd.ones((2, 3))})\n"
-        "print(float(x.sum().asscalar()), ex.forward()[0].asnumpy().tolist())\n"
+        "print(float(x.sum().asscalar()), ex.forward()[0].asnumpy().tolist(), mx.nd.Convolution.__name__)\n"
         "print(mx.nd.Convolution.__doc__.split(chr(10))[0])\n"
         "print(mx.sym.relu.__doc__.split(chr(10))[0])\n"
+        "print(list(inspect.signature(mx.nd.Convolution).parameters) == ['args', 'kwargs'])\n"
     )
-    env = dict(os.environ, MMSCTL_CACHE_DIR=str(tmp_path))
-    env.pop("MMSCTL_NO_OPCACHE", None)
-    runs = [subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
-            for _ in range(2)]
-    assert [r.returncode for r in runs] == [0, 0], runs[-1].stderr[-2000:]
-    assert runs[0].stdout == runs[1].stdout
-    result, conv, relu = runs[0].stdout.splitlines()
-    assert result == "12.0 [[6.0, 6.0], [6.0, 6.0]]"
+    runs = {lazy: subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                                 env=dict(os.environ, MMSCTL_LAZY_OPS=lazy))
+            for lazy in ("1", "0")}
+    assert [r.returncode for r in runs.values()] == [0, 0], runs["1"].stderr[-2000:] + runs["0"].stderr[-2000:]
+    (result, conv, relu, lazy_sig), eager = runs["1"].stdout.splitlines(), runs["0"].stdout.splitlines()
+    assert [result, conv, relu] == eager[:3] and (lazy_sig, eager[3]) == ("True", "False")
+    assert result == "12.0 [[6.0, 6.0], [6.0, 6.0]] Convolution"
     if docs:
         assert (conv, relu) == ("Compute *N*-D convolution on *(N+2)*-D input.", "Computes rectified linear activation.")
     else:
         assert conv.startswith("MXNet operator Convolution (") and relu.startswith("MXNet operator relu (")
-    written = [p.name for p in (tmp_path / "mxnet-opcode").glob("*.marshal")]
-    assert written == [f"{sys.implementation.cache_tag}.v2{'' if docs else '-short-docs'}.marshal"]
 
 
 # -- worker pool ---------------------------------------------------------------------------------

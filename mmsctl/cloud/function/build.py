@@ -82,8 +82,7 @@ def dockerfile_text(ctx: BuildContext) -> str:
     lines += ["", "ENV " + " \\\n    ".join(env_lines)]
     lines += [
         "",
-        "# Compile mxnet's operator wrappers into the image" + (" and check that the model loads." if ctx.baked
-                                                                else "."),
+        "# Check that mxnet imports in the image" + (" and that the model loads." if ctx.baked else "."),
         f"RUN python -m {env.PREPARE}",
         "",
         f'CMD ["{ctx.handler}"]',
