@@ -1,7 +1,8 @@
 """The engine's ceiling: MXNet's raw forward pass on a ready tensor, no server and no handler.
 
 One measuring program for every benchmark that needs it (bench/predict.py, bench/models.py,
-bench/batching.py): it loads a checkpoint into an ``mx.mod.Module`` bound at a batch size,
+bench/batching.py): it loads a checkpoint, rewritten as the engine rewrites it for inference
+(:mod:`mmsctl.engine.graph`; ``MMSCTL_GRAPH_REWRITE=0``: as saved), into an ``mx.mod.Module`` bound at a batch size,
 warms it, says ``ready``, and on ``go`` runs forward passes for a number of passes or seconds;
 :func:`forward` starts as many copies as asked together (bench/_together.py).
 """
@@ -20,6 +21,9 @@ from mmsctl.engine.mxnet_compat import import_mxnet
 mx = import_mxnet()
 prefix, batch_size, limit = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 sym, args, aux = mx.model.load_checkpoint(prefix, 0)
+from mmsctl.engine import graph
+if graph.enabled():  # the network as the engine runs it
+    sym = mx.sym.load_json(graph.normalise(sym.tojson())[0])
 data_name = next(n for n in sym.list_arguments() if n not in args)
 shape = (batch_size, 3, 224, 224)
 module = mx.mod.Module(sym, data_names=[data_name], label_names=None, context=mx.cpu())

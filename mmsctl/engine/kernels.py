@@ -81,7 +81,7 @@ _refused: dict[tuple[str, int], "KernelChoice"] = {}
 #: Set in the server: a missing choice is measured by :func:`measure_later`, never at spawn.
 _deferred = False
 #: Per model, what its first worker with no remembered choice was started with (for :func:`measure_later`).
-_pending: dict[str, tuple[Path, int, Optional[int], Optional[int]]] = {}
+_pending: dict[str, tuple[Path, int, Optional[int], Optional[int], Optional[str]]] = {}
 _measuring: set[str] = set()
 #: Models measured in the background once already (a failed or refused measurement is not retried).
 _tried: set[str] = set()
@@ -172,11 +172,40 @@ def _mxnet_version() -> str:
     return "mxnet ?"
 
 
-def cache_key(ckpt: Checkpoint, threads: int) -> str:
-    """What decides the speed, hashed: network, input shape, weight size, threads, CPU, mxnet."""
+#: What the built-in handler's source calls when it rewrites the network (a copy packed into an archive
+#: before 27 Nov 2026 does not, and runs the network as saved).
+_REWRITING_HANDLER = b"_graph.normalise("
+
+
+def rewrites_graph(ckpt: Checkpoint, handler: Optional[str] = None) -> bool:
+    """Whether the workers run *ckpt*'s network rewritten by :mod:`mmsctl.engine.graph`: the built-in
+    handler (*handler* None or ``mmsctl_vision_service``) does, where a rewrite applies and is not off,
+    unless the model's folder holds its own copy of that handler from before the rewrites."""
+    from mmsctl.engine.builtin import VISION_HANDLER_MODULE
+    from mmsctl.engine.graph import enabled, normalise
+    from mmsctl.engine.loader import split_handler
+
+    if not enabled() or (handler is not None and split_handler(handler)[0] != VISION_HANDLER_MODULE):
+        return False
+    try:
+        packed = ckpt.symbol.parent / f"{VISION_HANDLER_MODULE}.py"  # archive create copies it beside the files
+        if packed.is_file() and _REWRITING_HANDLER not in packed.read_bytes():
+            return False
+        return bool(normalise(ckpt.symbol.read_text(encoding="utf-8"))[1])
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return False
+
+
+def cache_key(ckpt: Checkpoint, threads: int, rewritten: bool = False) -> str:
+    """What decides the speed, hashed: network (and whether it is rewritten), input shape, weight size,
+    threads, CPU, mxnet."""
+    from mmsctl.engine.graph import VERSION
+
     h = hashlib.blake2b(digest_size=16)
     h.update(ckpt.symbol.read_bytes())
     facts = [ckpt.data_name, list(ckpt.shape), ckpt.params.stat().st_size, threads, _cpu_model(), _mxnet_version()]
+    if rewritten:  # a machine that remembers the unrewritten graph's choice measures again
+        facts.append(f"graph-{VERSION}")
     h.update(json.dumps(facts).encode("utf-8"))
     return h.hexdigest()
 
@@ -265,7 +294,7 @@ if os.environ.get("MMSCTL_MEASURE_IDLE") == "1":  # in the background: never tak
         pass
 from mmsctl.engine.memory import check_network, limit_this_process
 from mmsctl.errors import EngineError
-symbol, params, name, shape, forwards, budget, limit = json.loads(sys.argv[1])
+symbol, params, name, shape, forwards, budget, limit, rewrite = json.loads(sys.argv[1])
 limit_this_process(limit)  # before mxnet loads: this child is bounded as a worker is
 BATCH = int(sys.argv[2])
 try:
@@ -280,6 +309,9 @@ except EngineError:
 from mmsctl.engine.mxnet_compat import import_mxnet
 mx = import_mxnet()
 sym = mx.sym.load(symbol)
+if rewrite:  # the graph the built-in handler's workers run
+    from mmsctl.engine.graph import normalise
+    sym = mx.sym.load_json(normalise(sym.tojson())[0])
 loaded = mx.nd.load(params)
 args = {k[4:]: v for k, v in loaded.items() if k.startswith("arg:")}
 aux = {k[4:]: v for k, v in loaded.items() if k.startswith("aux:")}
@@ -310,10 +342,11 @@ class _Refused(Exception):
 
 
 def _time_one(ckpt: Checkpoint, threads: int, mkldnn: bool, max_memory: int,
-              low_priority: bool = False) -> Optional[tuple[float, Optional[float]]]:
+              low_priority: bool = False, rewrite: bool = False) -> Optional[tuple[float, Optional[float]]]:
     """Milliseconds per image (mean of the faster half of the forwards) at batch 1 and at batch
     :data:`BATCHED` (None where that batch is over the memory limit), in a child with MKL-DNN on or
-    off and *max_memory* as its network limit (:mod:`mmsctl.engine.memory`); None if it failed.
+    off and *max_memory* as its network limit (:mod:`mmsctl.engine.memory`), the network rewritten by
+    :mod:`mmsctl.engine.graph` where *rewrite*; None if it failed.
 
     Raises:
         _Refused: the network at batch 1 is over *max_memory*.
@@ -326,7 +359,7 @@ def _time_one(ckpt: Checkpoint, threads: int, mkldnn: bool, max_memory: int,
     if low_priority:
         env[_IDLE_VAR] = "1"
     arg = json.dumps([str(ckpt.symbol), str(ckpt.params), ckpt.data_name, list(ckpt.shape), _FORWARDS, _BUDGET_S,
-                      max_memory])
+                      max_memory, rewrite])
     try:
         done = subprocess.run([sys.executable, "-c", _MEASURE, arg, str(BATCHED)], env=env, capture_output=True,
                               text=True, timeout=_CHILD_TIMEOUT_S, stdin=subprocess.DEVNULL)
@@ -342,22 +375,24 @@ def _time_one(ckpt: Checkpoint, threads: int, mkldnn: bool, max_memory: int,
 
 
 def measure(ckpt: Checkpoint, threads: int = 1, max_memory: Optional[int] = None,
-            low_priority: bool = False) -> KernelChoice:
+            low_priority: bool = False, rewrite: Optional[bool] = None) -> KernelChoice:
     """Time a forward pass at batch 1 both ways (one child process each) and pick the faster.
 
     The children run under the memory limit of a worker with *max_memory* as its network limit
     (default: :func:`mmsctl.engine.memory.limit_from_env`); a network over it is not measured.
     With *low_priority* the children run at nice 19 / ``SCHED_IDLE`` (the server's background measurement).
+    *rewrite*: time the network as :mod:`mmsctl.engine.graph` rewrites it (default: as the built-in handler runs it).
     """
     from mmsctl.engine.memory import limit_from_env
 
     limit = max_memory if max_memory is not None else limit_from_env()
+    rewrite = rewrites_graph(ckpt) if rewrite is None else rewrite
     try:
-        on = _time_one(ckpt, threads, True, limit, low_priority)
+        on = _time_one(ckpt, threads, True, limit, low_priority, rewrite)
     except _Refused as exc:
         return KernelChoice(None, f"{_NOT_MEASURED}{exc}")
     try:
-        off = _time_one(ckpt, threads, False, limit, low_priority)
+        off = _time_one(ckpt, threads, False, limit, low_priority, rewrite)
     except _Refused:
         off = None
     on_ms, off_ms = (on[0] if on else None), (off[0] if off else None)
@@ -387,8 +422,9 @@ def _setting() -> tuple[str, str]:
 
 def choose_kernels(root: Path, *, threads: int = 1, gpu: Optional[int] = None,
                    measure_missing: bool = True, max_memory: Optional[int] = None,
-                   low_priority: bool = False) -> KernelChoice:
-    """The kernel set for the model in *root* run with *threads* OpenMP threads.
+                   low_priority: bool = False, handler: Optional[str] = None) -> KernelChoice:
+    """The kernel set for the model in *root* run with *threads* OpenMP threads by *handler* (None: the built-in
+    one, which runs the network as :mod:`mmsctl.engine.graph` rewrites it; others run it as it is).
 
     Measures and remembers on first use (seconds, once per model and machine) unless
     *measure_missing* is False. A network over *max_memory* bytes (the worker's limit; default the
@@ -410,7 +446,8 @@ def choose_kernels(root: Path, *, threads: int = 1, gpu: Optional[int] = None,
     if ckpt is None:
         return KernelChoice(None, "not an MXNet checkpoint with a signature.json")
     try:
-        key = cache_key(ckpt, threads)
+        rewrite = rewrites_graph(ckpt, handler)
+        key = cache_key(ckpt, threads, rewrite)
     except OSError:
         return KernelChoice(None, "cannot read the checkpoint")
     path = _cache_file()
@@ -424,7 +461,7 @@ def choose_kernels(root: Path, *, threads: int = 1, gpu: Optional[int] = None,
         found = _remembered(_read_cache(path).get(key)) or _refused.get((key, limit))  # measured meanwhile
         if found is not None:
             return found
-        choice = measure(ckpt, threads, limit, low_priority)
+        choice = measure(ckpt, threads, limit, low_priority, rewrite)
         if choice.reason.startswith(_NOT_MEASURED):
             _refused[(key, limit)] = choice
         if choice.mkldnn is not None:
@@ -433,15 +470,16 @@ def choose_kernels(root: Path, *, threads: int = 1, gpu: Optional[int] = None,
 
 
 def kernel_env(root: Path, *, threads: int = 1, gpu: Optional[int] = None, model: str = "",
-               max_memory: Optional[int] = None) -> dict[str, str]:
+               max_memory: Optional[int] = None, handler: Optional[str] = None) -> dict[str, str]:
     """The environment entries for a worker of the model in *root* (whose network may take *max_memory*
-    bytes); logs the choice once per model."""
-    choice = choose_kernels(root, threads=threads, gpu=gpu, max_memory=max_memory, measure_missing=not _deferred)
+    bytes) run by *handler* (None: the built-in one); logs the choice once per model."""
+    choice = choose_kernels(root, threads=threads, gpu=gpu, max_memory=max_memory, measure_missing=not _deferred,
+                            handler=handler)
     name = model or Path(root).name
     if _deferred and choice.reason == _NOT_YET:
         with _pending_lock:
             if name not in _measuring and name not in _tried:
-                _pending.setdefault(name, (Path(root), threads, gpu, max_memory))
+                _pending.setdefault(name, (Path(root), threads, gpu, max_memory, handler))
     with _pending_lock:
         _started.setdefault(name, set()).add(choice.mkldnn is not False)
     tag = f"{name}:{threads}"
@@ -451,14 +489,15 @@ def kernel_env(root: Path, *, threads: int = 1, gpu: Optional[int] = None, model
     return choice.env()
 
 
-def apply_in_process(root: Path, *, gpu: Optional[int] = None, model: str = "") -> Optional[KernelChoice]:
+def apply_in_process(root: Path, *, gpu: Optional[int] = None, model: str = "",
+                     handler: Optional[str] = None) -> Optional[KernelChoice]:
     """Set the kernel choice in this process's environment, for a model loaded here (``mmsctl predict``
     on a few inputs). Only before mxnet is imported: after, the library has read it already."""
     if "mxnet" in sys.modules:
         return None
     omp = os.environ.get("OMP_NUM_THREADS", "")
     threads = int(omp) if omp.isdigit() and int(omp) > 0 else (os.cpu_count() or 1)
-    choice = choose_kernels(root, threads=threads, gpu=gpu)
+    choice = choose_kernels(root, threads=threads, gpu=gpu, handler=handler)
     log.info("model %s runs with %s: %s", model or Path(root).name, choice.label, choice.reason)
     os.environ.update(choice.env())
     return choice
@@ -488,10 +527,11 @@ def measure_later(model: str, done: Optional[Callable[[Optional[KernelChoice]], 
 
 
 def _measure_now(model: str, root: Path, threads: int, gpu: Optional[int], max_memory: Optional[int],
-                 done: Optional[Callable[[Optional[KernelChoice]], None]]) -> None:
+                 handler: Optional[str], done: Optional[Callable[[Optional[KernelChoice]], None]]) -> None:
     choice: Optional[KernelChoice] = None
     try:
-        choice = choose_kernels(root, threads=threads, gpu=gpu, max_memory=max_memory, low_priority=True)
+        choice = choose_kernels(root, threads=threads, gpu=gpu, max_memory=max_memory, low_priority=True,
+                                handler=handler)
         log.info("model %s measured: %s for workers started from now on (%s)", model, choice.label, choice.reason)
     except Exception:  # noqa: BLE001 - a failed measurement only keeps MXNet's default
         log.exception("model %s: measuring its kernels failed; its workers keep MXNet's default", model)

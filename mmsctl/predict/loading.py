@@ -111,7 +111,7 @@ def start_service(
     from mmsctl.engine.kernels import apply_in_process
     from mmsctl.engine.service import load_service
 
-    apply_in_process(Path(spec.root), gpu=gpu, model=spec.model_name)
+    apply_in_process(Path(spec.root), gpu=gpu, model=spec.model_name, handler=spec.chosen_handler)
     return StartedService(load_service(spec), size)
 
 
@@ -124,5 +124,5 @@ def _measured_batch(model: ServiceSpec, processes: int) -> int:
 
     omp = os.environ.get("OMP_NUM_THREADS", "")
     threads = 1 if processes > 1 else (int(omp) if omp.isdigit() and int(omp) > 0 else (os.cpu_count() or 1))
-    choice = choose_kernels(Path(model.root), threads=threads)
+    choice = choose_kernels(Path(model.root), threads=threads, handler=model.chosen_handler)
     return choice.batch if choice.on_ms is not None or choice.off_ms is not None else AUTO_BATCH

@@ -223,11 +223,17 @@ def _served_kernels(served: Any) -> Optional[bool]:
 def _local_kernels(key: str) -> Optional[bool]:
     """Whether this process would run the archive with MKL-DNN on (MXNet's default counts as on): the last
     digits of a probability can differ between the two, and the answers must be the same as in-process."""
+    from mmsctl.archive import open_archive
     from mmsctl.engine.kernels import choose_kernels
+    from mmsctl.errors import MmsError
 
     root = cache_dir() / "extracted" / key
     if not root.is_dir():
         return None
+    try:
+        handler = open_archive(root).handler  # the built-in handler's choice is keyed by the graph it runs
+    except MmsError:
+        return None
     omp = os.environ.get("OMP_NUM_THREADS", "")
     threads = int(omp) if omp.isdigit() and int(omp) > 0 else (os.cpu_count() or 1)
-    return choose_kernels(root, threads=threads, measure_missing=False).mkldnn is not False
+    return choose_kernels(root, threads=threads, measure_missing=False, handler=handler).mkldnn is not False

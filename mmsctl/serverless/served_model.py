@@ -99,7 +99,7 @@ def download_model(s3: Any, uri: str, version_id: Optional[str], work_dir: Path)
     return target
 
 
-def _remembered_kernels(root: Path, model: str) -> None:
+def _remembered_kernels(root: Path, model: str, handler: Optional[str] = None) -> None:
     """Run with the kernel set (MKL-DNN on or off) remembered for this model on this machine, as ``predict``
     and ``serve`` do: on this project's CPU SqueezeNet's forward takes half the time without MKL-DNN.
 
@@ -115,7 +115,7 @@ def _remembered_kernels(root: Path, model: str) -> None:
         return
     omp = os.environ.get("OMP_NUM_THREADS", "")
     threads = int(omp) if omp.isdigit() and int(omp) > 0 else (os.cpu_count() or 1)
-    choice = choose_kernels(root, threads=threads, measure_missing=False)
+    choice = choose_kernels(root, threads=threads, measure_missing=False, handler=handler)
     if choice.mkldnn is not None:
         log.info("model %s runs with %s: %s", model, choice.label, choice.reason)
     os.environ.update(choice.env())
@@ -155,7 +155,7 @@ def load_model(settings: HandlerSettings, *, s3: Optional[Callable[[], Any]] = N
     else:
         spec = replace(open_model(settings.model, progress=False), batch_size=1)
         source = settings.model
-    _remembered_kernels(Path(spec.root), spec.model_name)
+    _remembered_kernels(Path(spec.root), spec.model_name, spec.chosen_handler)
     service = load_service(spec)
     load_ms = (time.perf_counter() - start) * 1000
     log.info("model %s loaded from %s in %.0f ms", spec.model_name, source, load_ms)

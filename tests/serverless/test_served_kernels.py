@@ -22,7 +22,7 @@ _remembered_kernels(root, "squeezenet")  # nothing remembered: MXNet's default, 
 first = [os.environ.get("MXNET_MKLDNN_ENABLED"), cache.exists()]
 ckpt = kernels.find_checkpoint(root)
 threads = int(os.environ["OMP_NUM_THREADS"])
-kernels._write_cache(cache, kernels.cache_key(ckpt, threads), kernels.KernelChoice(False, "", 60.0, 25.0), "squeezenet")
+kernels._write_cache(cache, kernels.cache_key(ckpt, threads, kernels.rewrites_graph(ckpt)), kernels.KernelChoice(False, "", 60.0, 25.0), "squeezenet")
 _remembered_kernels(root, "squeezenet")
 print(json.dumps({"first": first, "then": os.environ.get("MXNET_MKLDNN_ENABLED"), "mxnet": "mxnet" in sys.modules}))
 '''

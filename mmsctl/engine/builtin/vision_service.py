@@ -19,7 +19,9 @@ own request (status 400 with an MMS error body). A request may ask for a
 different number of classes with a ``topk`` (or ``top_k``) parameter, e.g.
 ``POST /predictions/squeezenet?topk=10``.
 
-Where ``mmsctl`` is importable (predict, mmsctl serve, Lambda) images are read by
+Where ``mmsctl`` is importable (predict, mmsctl serve, Lambda) the network is first rewritten by
+``mmsctl.engine.graph`` (``relu`` as ``Activation``, zero pads and inference dropouts gone: same outputs,
+MKL-DNN runs it whole; ``MMSCTL_GRAPH_REWRITE=0`` turns it off), and images are read by
 ``mmsctl.engine.imaging`` instead: JPEGs decoded at a reduced DCT scale, EXIF orientation,
 CMYK/alpha/16-bit/HEIC, area-averaged to at most HxW (``MMSCTL_IMAGE_DECODER=mxnet`` turns it off).
 Inside MMS the path above is used, and before an image is decoded its size is read from its header (PNG, JPEG, BMP and TIFF, what
@@ -48,6 +50,10 @@ try:  # mmsctl's decoder (scaled JPEG decodes, EXIF orientation, HEIC) where mms
     from mmsctl.engine import imaging as _imaging
 except ImportError:  # inside MMS 1.1.x: today's mx.image path, as MMS's example reads images
     _imaging = None  # type: ignore[assignment]
+try:  # inference-only graph rewrites (MKL-DNN runs ONNX-imported nets whole) where mmsctl is installed
+    from mmsctl.engine import graph as _graph
+except ImportError:  # inside MMS 1.1.x: the network as it is
+    _graph = None  # type: ignore[assignment]
 
 log = logging.getLogger(__name__)
 
@@ -245,6 +251,11 @@ class VisionService(object):
         prefix, epoch = find_checkpoint(model_dir, _manifest_model_name(context.manifest))
         self.ctx = mx.gpu(int(gpu_id)) if gpu_id is not None else mx.cpu()
         self._sym, args, aux = mx.model.load_checkpoint(prefix, epoch)
+        if _graph is not None:  # mmsctl's kernel choice was measured on this same rewritten graph
+            text, changes = _graph.normalise(self._sym.tojson())
+            if changes:
+                self._sym = mx.sym.load_json(text)
+                log.info("network rewritten for inference: %s", ", ".join(changes))
         # The executors use the loaded arrays themselves: one copy of the weights in memory, shared
         # by every batch size (an mx.mod.Module keeps two more: its own and the one it loads from).
         self._args = {name: arr.as_in_context(self.ctx) for name, arr in args.items()}

@@ -47,7 +47,7 @@ def worker_env(threads: int, extra: Optional[dict[str, str]] = None,
         from mmsctl.engine.kernels import kernel_env
 
         env.update(kernel_env(Path(spec.root), threads=max(1, threads), gpu=spec.gpu_id, model=spec.model_name,
-                              max_memory=int(env[MEMORY_VAR])))
+                              max_memory=int(env[MEMORY_VAR]), handler=spec.chosen_handler))
     env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(max(1, threads))
     if env.get("MXNET_MKLDNN_ENABLED") == "0":  # else every bind logs a storage-fallback warning
         env.setdefault("MXNET_STORAGE_FALLBACK_LOG_VERBOSE", "0")
