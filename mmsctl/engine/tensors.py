@@ -24,7 +24,8 @@ import numpy as np
 
 __all__ = [
     "DATATYPES", "HEADER_LENGTH", "MAX_ELEMENTS", "InferRequest", "InferResponse", "RequestedOutput", "Tensor",
-    "TensorError", "decode_request", "decode_response", "encode_request", "encode_response", "pack_bytes",
+    "TensorError", "decode_request", "decode_response", "encode_request", "encode_response", "json_element",
+    "pack_bytes",
 ]
 
 #: The header that says how long the JSON part of a binary body is.
@@ -185,6 +186,11 @@ def _binary_data(raw: bytes, datatype: str, count: int, what: str) -> np.ndarray
 def _text(value: Any) -> str:
     """A BYTES element as JSON carries it (bytes that are not UTF-8 cannot travel in JSON intact)."""
     return value if isinstance(value, str) else bytes(value).decode("utf-8", "replace")
+
+
+def json_element(value: Any) -> bytes:
+    """One BYTES element as :func:`encode_response` writes it in a JSON body (a JSON string, ASCII)."""
+    return _COMPACT.encode(_text(value)).encode("utf-8")
 
 
 def tensor_bytes(tensor: Tensor) -> bytes:

@@ -357,7 +357,7 @@ class LeanProtocol(asyncio.Protocol):
                                    gate.max_request_size)
         try:
             if call is not None:
-                self._start(self.lean.manager.enqueue(call.model, call.plan.items[0]), ticket, call.model, request_id,
+                self._start(self.lean.manager.enqueue(call.model, call.item), ticket, call.model, request_id,
                             call)
                 return True
         except ApiException:  # a full queue, a model without workers: the full path's answer

@@ -10,15 +10,29 @@ before the model runs (a bad header, a body the codec refuses, an unknown model 
 model does not take, several images, a full queue) hands the request, with its bytes, to aiohttp, which
 answers it as it always has. Only an answer that fails after the model ran (a handler's error, an
 output the model does not have) is rendered here, by the full path's own error functions.
+
+Clients resend one JSON header with every binary request (only the binary part changes). For a
+non-classifier whose inputs are each one binary BYTES element, the full path's steps run on the first
+such request; what they decided (the plan, the checks, the response's bytes around the handler's
+answer) is kept as a :class:`_Recipe` for that header and model, and later requests only have their
+elements cut out and the answer spliced in. A recipe is kept only when its templates give the full
+path's bytes for several probe answers, and it is used only when the model, its signature and the
+sizes in the body are what the recipe was made from; anything else goes through the full steps.
 """
 
 from __future__ import annotations
 
 import logging
+import struct
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Union
 
-from mmsctl.engine.protocol import ResponseItem
+from mmsctl.engine.protocol import Parameter, RequestItem, ResponseItem
+from mmsctl.engine.spec import ServiceSpec
+from json.encoder import encode_basestring_ascii
+
+from mmsctl.engine.tensors import HEADER_LENGTH, json_element
+from mmsctl.server import v2_models
 from mmsctl.server.errors import ApiException
 from mmsctl.server.middleware import _error_for
 from mmsctl.server.supervisor import ModelManager
@@ -35,6 +49,23 @@ _ROUTES = {5: "/v2/models/{model}/infer", 7: "/v2/models/{model}/versions/{versi
 _LENGTH = b"inference-header-content-length"
 #: The headers an error answer keeps (as :func:`~mmsctl.server.v2_errors.as_v2_error` does).
 _KEPT = ("Retry-After", "WWW-Authenticate")
+#: A binary BYTES element's length prefix.
+_ELEMENT = struct.Struct("<I")
+#: What is known of a request header, by (URL model name, URL version, ``Inference-Header-Content-Length`` as
+#: sent, JSON header): seen once (:data:`_SEEN`: a header seen once, such as one with a new id each time, is not
+#: worth a recipe), its recipe, or None (seen again, no recipe). At most so many, of headers at most so long.
+_Key = tuple[str, Optional[str], str, bytes]
+_RECIPES: dict[_Key, Union["_Recipe", bool, None]] = {}
+_SEEN = False
+_RECIPES_KEPT = 256
+_RECIPE_HEADER = 4096
+#: Answers a recipe's templates must render exactly as the full path does before it is kept (escapes,
+#: bytes that are not UTF-8, sizes of different widths).
+_PROBES = (b"\x01mmsctl probe\x02", b"", b'a"\\\n\xff\xc3\xa9</\x00' + b"x" * 200, b"z" * 12345)
+_SIZE_KEY = b'"binary_data_size":'
+#: A str as a JSON string, ASCII (what json_element does, without its checks: the body is bytes here).
+_json_string = encode_basestring_ascii
+_JSON, _OCTETS = b"application/json", b"application/octet-stream"
 
 
 @dataclass
@@ -66,18 +97,128 @@ def _header_length(headers: dict[str, str], raw: list[tuple[bytes, bytes]]) -> t
     return True, values[0].decode("utf-8", "surrogateescape") if values else None  # as the gate decodes
 
 
-@dataclass
-class V2Call:
-    """An infer request the fast path takes: its model and plan (with the one request to queue)."""
+@dataclass(frozen=True)
+class _Answer:
+    """The full path's response to a non-classifier's answer, as bytes around it (its body is the one
+    element of the one BYTES output): JSON, or binary with the element's size spliced into the header."""
 
-    model: Model
-    plan: InferPlan
-    max_request_size: int
+    head: bytes
+    tail: bytes
+    binary: bool
+
+    def reply(self, body: bytes) -> Reply:
+        """The fast path's 200 for an ok answer with this *body*."""
+        data, length, _ = self.render(body)
+        if length is None:
+            return Reply(200, data, _JSON, {})
+        return Reply(200, data, _OCTETS, {HEADER_LENGTH: str(length)})
+
+    def render(self, body: bytes) -> tuple[bytes, Optional[int], str]:
+        """What :func:`~mmsctl.server.v2_infer.render` returns for an ok answer with this *body*."""
+        if self.binary:
+            header = b"%s%d%s" % (self.head, len(body) + 4, self.tail)
+            return b"".join((header, _ELEMENT.pack(len(body)), body)), len(header), "application/octet-stream"
+        return b"".join((self.head, _json_string(body.decode("utf-8", "replace")).encode(), self.tail)), None, \
+            "application/json"
+
+    @classmethod
+    def of(cls, infer_plan: InferPlan) -> Optional["_Answer"]:
+        """The templates of *infer_plan*'s answers, if they give the full path's bytes for every probe."""
+        try:
+            sample, length, _ = render(infer_plan, [ResponseItem(200, _PROBES[0])])
+            binary = length is not None
+            marker = _SIZE_KEY + b"%d" % (len(_PROBES[0]) + 4) if binary else json_element(_PROBES[0])
+            header = sample[:length] if binary else sample
+            if header.count(marker) != 1:
+                return None
+            before, after = header.split(marker)
+            answer = cls(before + _SIZE_KEY if binary else before, after, binary)
+            if all(answer.render(p) == render(infer_plan, [ResponseItem(200, p)]) for p in _PROBES):
+                return answer
+        except Exception:  # noqa: BLE001 - an answer the full path refuses: no recipe, the full steps decide
+            pass
+        return None
+
+
+@dataclass(frozen=True)
+class _Recipe:
+    """What the full steps made of one JSON header for one model (see the module's docstring)."""
+
+    spec: ServiceSpec
+    #: ``v2_models.generation`` when the recipe was made (the model's signature is the one it was made with).
+    generation: int
+    name: str
+    version: str
+    #: Per input: its name and its bytes in the binary part (the 4-byte length and the one element).
+    inputs: tuple[tuple[str, int], ...]
+    #: Where the binary part starts (the JSON header's length) and the body's length.
+    start: int
+    total: int
+    answer: _Answer
+
+    def item(self, model: Model, body: bytes, request_id: str, headers: dict[str, str]) -> Optional[RequestItem]:
+        """The queue's request for *body* (it starts with this header), or None when the recipe does not fit:
+        another model or signature, or sizes that do not add up (the full steps then answer it)."""
+        if (len(body) != self.total or model.spec is not self.spec or model.name != self.name
+                or model.version != self.version or v2_models.generation != self.generation):
+            return None
+        parameters, pos = [], self.start
+        for name, size in self.inputs:
+            if _ELEMENT.unpack_from(body, pos)[0] != size - 4:
+                return None  # the element's length does not fill its binary_data_size
+            parameters.append(Parameter(name, body[pos + 4:pos + size]))
+            pos += size
+        return RequestItem(request_id, parameters, headers)
+
+    @classmethod
+    def of(cls, infer_plan: InferPlan, start: int, total: int) -> Optional["_Recipe"]:
+        """The recipe of a request the full steps just planned, if it is one a recipe can repeat."""
+        model, sig = infer_plan.model, infer_plan.signature
+        inputs = []
+        for tensor in infer_plan.infer.inputs:
+            size = tensor.parameters.get("binary_data_size")
+            if tensor.datatype != "BYTES" or tensor.data.size != 1 or type(size) is not int or size < 4:
+                return None
+            inputs.append((tensor.name, size))
+        if sig.classifier or len(infer_plan.items) != 1 or start + sum(s for _, s in inputs) != total:
+            return None
+        answer = _Answer.of(infer_plan)
+        return None if answer is None else cls(model.spec, v2_models.generation, model.name, model.version,
+                                               tuple(inputs), start, total, answer)
+
+
+class V2Call:
+    """An infer request the fast path takes: its model, the one request to queue, and how to answer it
+    (a recipe's templates, or the full path's plan). (Slots, no dataclass: one is made per request.)"""
+
+    __slots__ = ("model", "item", "max_request_size", "plan", "answer", "source")
+
+    def __init__(self, model: Model, item: RequestItem, max_request_size: int, plan: Optional[InferPlan] = None,
+                 answer: Optional[_Answer] = None,
+                 source: Optional[tuple[bytes, Optional[str], dict[str, str]]] = None) -> None:
+        self.model = model
+        self.item = item
+        self.max_request_size = max_request_size
+        #: The full path's plan (None: made from a recipe until an answer needs it: see :meth:`_plan`).
+        self.plan = plan
+        self.answer = answer
+        #: What the plan is made from when it is needed: the body, its header length and the request's headers.
+        self.source = source
+
+    def _plan(self) -> InferPlan:
+        if self.plan is None:
+            assert self.source is not None
+            body, header_length, headers = self.source
+            self.plan = plan(self.model, parse(body, header_length), self.item.request_id, headers)
+        return self.plan
 
     def reply(self, response: ResponseItem) -> Reply:
         """The answer to the worker's *response*, as the full path gives it."""
+        answer = self.answer
+        if answer is not None and 200 <= response.status < 300 and type(response.body) is bytes:
+            return answer.reply(response.body)
         try:
-            body, header_length, content_type = render(self.plan, [response])
+            body, header_length, content_type = render(self._plan(), [response])
         except Exception as exc:  # noqa: BLE001 - the full path's error functions decide what it answers
             if not isinstance(exc, ApiException):
                 log.exception("unhandled error answering v2 infer for %s", self.model.name)
@@ -85,8 +226,35 @@ class V2Call:
             kept = {k: error.headers[k] for k in _KEPT if k in error.headers}
             return Reply(error.status, error.body if isinstance(error.body, bytes) else b"",
                          (error.content_type or "application/json").encode(), kept)
-        headers = {"Inference-Header-Content-Length": str(header_length)} if header_length is not None else {}
+        headers = {HEADER_LENGTH: str(header_length)} if header_length is not None else {}
         return Reply(200, body, content_type.encode(), headers)
+
+
+def _recipe_key(name: str, version: Optional[str], body: bytes, header_length: Optional[str]) -> Optional[_Key]:
+    """The key of this request's recipe, or None (a JSON body; a length longer than a recipe's header). The
+    length is not checked here: the key holds it as sent, and only what the full steps accepted has a recipe."""
+    if header_length is None:
+        return None
+    try:
+        length = int(header_length)
+    except ValueError:
+        return None
+    return (name, version, header_length, body[:length]) if 0 < length <= _RECIPE_HEADER else None
+
+
+def _planned(model: Model, key: Optional[_Key], body: bytes, header_length: Optional[str], request_id: str,
+             headers: dict[str, str], max_request_size: int) -> Optional[V2Call]:
+    """The call the full steps make of this request (and its recipe made, the second time its header comes)."""
+    infer_plan = plan(model, parse(body, header_length), request_id, headers)
+    if len(infer_plan.items) != 1:
+        return None  # several images: the full path queues and answers them together
+    if key is not None:
+        known = _RECIPES.get(key, True)
+        if known is not None:  # (a recipe that did not fit was made for a model or signature since replaced)
+            if len(_RECIPES) >= _RECIPES_KEPT:
+                _RECIPES.clear()
+            _RECIPES[key] = _SEEN if known is True else _Recipe.of(infer_plan, len(key[3]), len(body))
+    return V2Call(model, infer_plan.items[0], max_request_size, infer_plan)
 
 
 def prepare(manager: ModelManager, headers: dict[str, str], raw: list[tuple[bytes, bytes]], name: str,
@@ -97,9 +265,16 @@ def prepare(manager: ModelManager, headers: dict[str, str], raw: list[tuple[byte
         return None
     try:
         model = manager.get(name, version)
-        call = V2Call(model, plan(model, parse(body, header_length), request_id, headers), max_request_size)
+        key = _recipe_key(name, version, body, header_length)
+        recipe = _RECIPES.get(key) if key is not None else None
+        if isinstance(recipe, _Recipe):
+            item = recipe.item(model, body, request_id, headers)
+            if item is not None:
+                return V2Call(model, item, max_request_size, None, recipe.answer, (body, header_length, headers)) \
+                    if model.queue_size >= 1 else None
+        call = _planned(model, key, body, header_length, request_id, headers, max_request_size)
     except Exception:  # noqa: BLE001 - refused (or worse): the full path answers, logs, counts it
         return None
-    if len(call.plan.items) != 1 or model.queue_size < 1:
-        return None  # several images (or no queue for one): the full path queues and answers them together
+    if call is None or model.queue_size < 1:
+        return None  # (no queue: the full path answers it)
     return call

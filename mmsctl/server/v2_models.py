@@ -39,6 +39,9 @@ __all__ = ["ModelSignature", "V2Failure", "signature_of"]
 DEFAULT_OUTPUT = "probabilities"
 #: Signatures read, by the spec a model's workers load.
 _SIGNATURES: dict[ServiceSpec, "ModelSignature"] = {}
+#: How many times :data:`_SIGNATURES` was emptied: while it is unchanged, a signature kept elsewhere for a spec is
+#: still what :func:`signature_of` gives for it (the fast path's recipes check it instead of hashing the spec).
+generation = 0
 #: What the handler is asked for when every class's probability is wanted.
 ALL_CLASSES = 1 << 30
 
@@ -109,6 +112,7 @@ def _declared(entries: Any, default: str) -> list[TensorSpec]:
 
 def signature_of(model: Model) -> ModelSignature:
     """*model*'s v2 signature, from its folder (read once per folder and handler)."""
+    global generation
     cached = _SIGNATURES.get(model.spec)
     if cached is not None:
         return cached
@@ -129,6 +133,7 @@ def signature_of(model: Model) -> ModelSignature:
         result = ModelSignature(False, inputs or [TensorSpec("body", "BYTES", [-1])],
                                 declared_out or [TensorSpec("output", "BYTES", [-1])])
     if len(_SIGNATURES) >= 1024:
+        generation += 1
         _SIGNATURES.clear()
     _SIGNATURES[model.spec] = result
     return result

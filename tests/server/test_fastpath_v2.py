@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any, Iterator, Optional
 
 import httpx
 import numpy as np
 import pytest
 
+from mmsctl.engine.protocol import ResponseItem
 from mmsctl.engine.tensors import HEADER_LENGTH, RequestedOutput, Tensor, decode_response, encode_request
+from mmsctl.server.supervisor import ModelManager
+from mmsctl.server.workers import Model
 from tests.support.mmsctl_server import ServerInfo, make_noop_archive, running_mmsctl_server
 from tests.support.paths import KITTEN_JPG, SQUEEZENET_DIR, require_shared
 
@@ -162,6 +166,20 @@ def test_a_classifier_with_one_image_is_served_fast_and_several_are_handed_over(
     assert fast.status_code == 200 and not _served_fast(fast) and fast.content == full.content
 
 
+
+def test_a_repeated_header_is_answered_fast_alike_and_a_body_it_does_not_fit_is_handed_over(srv: ServerInfo) -> None:
+    """The third request with one header is made from its recipe: still the full path's bytes; then a body whose
+    element does not fill its size, with that header, is refused by the full path as before."""
+    for data in (b"one", b"two", b"\xffix"):
+        body, headers = _binary([_bytes("body", data)], [RequestedOutput("output", True)])
+        fast, full = _both(srv, "/v2/models/echo/infer", body, headers)
+        assert fast.status_code == 200 and _served_fast(fast) and fast.content == full.content
+        assert decode_response(fast.content, int(fast.headers[HEADER_LENGTH])).outputs[0].data[0] \
+            == data.decode("utf-8", "replace").encode()
+    bad = body[:int(headers[HEADER_LENGTH])] + b"\x09\x00\x00\x00six"
+    fast, full = _both(srv, "/v2/models/echo/infer", bad, headers)
+    assert fast.status_code == 400 and not _served_fast(fast) and fast.content == full.content
+
 def test_a_remembered_request_header_still_reads_each_body_own_binary_part() -> None:
     """The codec parses a binary request's JSON header once (clients resend the same one): a second body with
     that header gets its own data, and one whose binary part does not fit gets the error a first one gets."""
@@ -186,3 +204,129 @@ def test_a_remembered_request_header_still_reads_each_body_own_binary_part() -> 
         messages.append(str(caught.value))
         tensors._LAYOUTS.clear()
     assert messages[0] == messages[1] and "longer than the data" in messages[0]
+
+
+# -- recipes: a repeated request header, planned once (``fastpath_v2._Recipe``) --------------------------------
+def _manager(tmp: Path) -> tuple[ModelManager, dict[str, Model]]:
+    """A real model manager with two non-classifiers: echo (one BYTES input ``body``) and pair (declares the
+    BYTES inputs a and b, output out), and a registration of echo's name with pair's folder."""
+    from mmsctl.engine.spec import ServiceSpec
+    from mmsctl.server.config import ServerConfig
+
+    make_noop_archive(tmp / "echo", name="echo")
+    make_noop_archive(tmp / "pair", name="pair")
+    (tmp / "pair" / "signature.json").write_text(json.dumps({
+        "inputs": [{"data_name": n, "datatype": "BYTES", "data_shape": [1]} for n in ("a", "b")],
+        "outputs": [{"data_name": "out", "datatype": "BYTES", "data_shape": [1]}]}))
+    manager = ModelManager(ServerConfig(), None)
+    models = {name: Model(name=name, url=name, spec=ServiceSpec(tmp / name, name, "noop_service:handle"))
+              for name in ("echo", "pair")}
+    models["echo-as-pair"] = Model(name="echo", url="echo", spec=models["pair"].spec)
+    models["echo-2.0"] = Model(name="echo", url="echo", spec=models["echo"].spec, version="2.0")
+    manager.models.update({"echo": models["echo"], "pair": models["pair"]})
+    return manager, models
+
+
+def _request(body: bytes, length: Optional[Any]) -> tuple[dict[str, str], list[tuple[bytes, bytes]]]:
+    raw = [(b"Host", b"x"), (b"Content-Type", b"application/octet-stream")]
+    if length is not None:
+        raw.append((HEADER_LENGTH.encode(), str(length).encode()))
+    return {k.decode().lower(): v.decode() for k, v in raw}, raw
+
+
+def _prepare(manager: ModelManager, name: str, body: bytes, length: Optional[Any], *, memo: bool = True) -> Any:
+    """prepare's call for this request: with what earlier requests left remembered, or (memo False) as the first
+    request of a fresh server makes it (nothing remembered)."""
+    from mmsctl.engine import tensors
+    from mmsctl.server import fastpath_v2
+
+    if not memo:
+        fastpath_v2._RECIPES.clear()
+        tensors._LAYOUTS.clear()
+    headers, raw = _request(body, length)
+    return fastpath_v2.prepare(manager, headers, raw, name, None, body, "req-1", LIMIT)
+
+
+#: Worker answers each call is rendered for: plain, empty, not UTF-8 with JSON escapes, long, another 2xx, errors.
+_ANSWERS = [(200, b"hello"), (200, b""), (200, b'\xff\x00"\\ \xe2\x82\xac\n</'), (200, b"y" * 70_000),
+            (201, b"x"), (500, b'{"code": 500, "type": "InternalServerException", "message": "boom"}'),
+            (503, b"not json")]
+
+
+def _same_as_unmemoised(manager: ModelManager, name: str, body: bytes, length: Optional[Any]) -> Any:
+    """prepare's call for the request (made with what is remembered), checked against the unmemoised one: the same
+    refusal (None), or the same queued request and the same answer to every worker answer."""
+    from mmsctl.server import fastpath_v2
+
+    call = _prepare(manager, name, body, length)
+    kept = dict(fastpath_v2._RECIPES)
+    full = _prepare(manager, name, body, length, memo=False)
+    fastpath_v2._RECIPES.clear()
+    fastpath_v2._RECIPES.update(kept)
+    assert (call is None) == (full is None)
+    if call is not None:
+        assert full.plan is not None and call.item == full.item
+        for status, answer in _ANSWERS:
+            assert call.reply(ResponseItem(status, answer)) == full.reply(ResponseItem(status, answer)), (status, answer)
+    return call
+
+
+def _header(spec: dict[str, Any], *blobs: bytes) -> tuple[bytes, int]:
+    head = json.dumps(spec).encode()
+    return head + b"".join(len(b).to_bytes(4, "little") + b for b in blobs), len(head)
+
+
+def test_a_repeated_header_is_planned_once_and_answered_as_the_full_steps_answer(tmp_path: Path) -> None:
+    """The request shapes clients repeat: each sent three times with its own data; the third is made from the
+    recipe (no plan until an error answer needs one) and every one queues and answers exactly what the full steps make of it."""
+    from mmsctl.server import fastpath_v2
+
+    manager, _ = _manager(tmp_path)
+    fastpath_v2._RECIPES.clear()
+    pair = {"inputs": [{"name": n, "datatype": "BYTES", "shape": [1], "parameters": {"binary_data_size": 7}}
+                       for n in ("b", "a")], "id": "r-\u00e9\"1"}
+    shapes: list[tuple[str, Any, bool]] = [
+        ("echo", lambda d: encode_request([_bytes("body", d)], []), True),  # mmsctl bench's
+        ("echo", lambda d: encode_request([_bytes("body", d)], [RequestedOutput("output", True)]), True),
+        ("echo", lambda d: encode_request([_bytes("body", d)], [RequestedOutput("output", False)], request_id="i"),
+         True),
+        ("echo", lambda d: _header({"inputs": [{"name": "body", "datatype": "BYTES", "shape": [1, 1], "parameters": {
+            "binary_data_size": 7}}], "parameters": {"binary_data_output": True}}, d), True),
+        ("pair", lambda d: _header(pair, d, d[::-1]), True),
+        ("echo", lambda d: encode_request([_bytes("body", d)], [RequestedOutput("output", True, 2)]), False),
+        ("echo", lambda d: encode_request([_bytes("body", d)], [RequestedOutput("nope")]), False),
+    ]
+    for name, make, remembered in shapes:
+        calls = [_same_as_unmemoised(manager, name, *make(data)) for data in (b"one", b"two", b"\xff\x00z")]
+        assert [c.answer is not None for c in calls] == [False, False, remembered], (name, make(b"one"))
+    assert sum(isinstance(r, fastpath_v2._Recipe) for r in fastpath_v2._RECIPES.values()) == 5
+
+
+def test_what_a_recipe_does_not_fit_gets_what_the_unmemoised_path_gives(tmp_path: Path) -> None:
+    """With the bench's header remembered: element lengths that do not fill their sizes, extra or missing bytes,
+    the same header spelt with another length text, another model or version registered under the name, a
+    signature cache emptied since: each gets what the full steps give (refused, or their exact answer)."""
+    from mmsctl.server import fastpath_v2, v2_models
+
+    manager, models = _manager(tmp_path)
+    body, length = encode_request([_bytes("body", b"hello")], [])
+    for _ in range(2):
+        _same_as_unmemoised(manager, "echo", body, length)
+    head = body[:length]
+    assert isinstance(fastpath_v2._RECIPES[("echo", None, str(length), head)], fastpath_v2._Recipe)
+    refused = [head + b"\x06\x00\x00\x00hello", head + b"\x04\x00\x00\x00hello", body + b"!", body[:-1],
+               head + b"\xff\xff\xff\xffhello"]
+    for wrong in refused:
+        assert _same_as_unmemoised(manager, "echo", wrong, length) is None, wrong
+    for text in (f" {length}", f"0{length}", f"+{length}", f"{length}\u00b2", f"{length}_0", f"{length - 1}"):
+        _same_as_unmemoised(manager, "echo", body, text)
+    assert _same_as_unmemoised(manager, "echo", body, length).answer  # the recipe still serves the header
+    manager.models["echo"] = models["echo-2.0"]
+    assert b'"2.0"' in _same_as_unmemoised(manager, "echo", body, length).reply(ResponseItem(200, b"x")).body
+    manager.models["echo"] = models["echo-as-pair"]
+    assert _same_as_unmemoised(manager, "echo", body, length) is None  # pair takes a and b, not body
+    manager.models["echo"] = models["echo"]
+    assert _same_as_unmemoised(manager, "echo", body, length).answer is None  # made anew for this model
+    assert _same_as_unmemoised(manager, "echo", body, length).answer
+    v2_models.generation += 1  # what emptying the signature cache does
+    assert _same_as_unmemoised(manager, "echo", body, length).answer is None
