@@ -273,8 +273,11 @@ def bench_model(name: str, work: Path, duration: float, skip_mms: bool, rounds: 
     store = work / f"{name}-store"
     store.mkdir()
     archives = _archives(name, checkpoint, example, store)
-    choice = choose_kernels(checkpoint, threads=1)  # measured once here, remembered for the servers
-    run.kernels = f"{choice.label}: {choice.reason}"
+    # Measured once here, remembered for the servers: per handler (the built-in one runs the network as
+    # mmsctl.engine.graph rewrites it, MMS's example binds it as saved: each has its own choice).
+    choice = choose_kernels(checkpoint, threads=1)
+    theirs = choose_kernels(example, threads=1, handler=EXAMPLE_HANDLER)
+    run.kernels = f"built-in handler {choice.label}: {choice.reason}; example handler {theirs.label}: {theirs.reason}"
     ceilings: dict[str, Callable[[], float]] = {
         "example": lambda: handler_ceiling(example, EXAMPLE_HANDLER, duration),
         "builtin": lambda: handler_ceiling(checkpoint, None, duration),
