@@ -25,12 +25,11 @@ from __future__ import annotations
 import logging
 import struct
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii
 from typing import Optional, Union
 
 from mmsctl.engine.protocol import Parameter, RequestItem, ResponseItem
 from mmsctl.engine.spec import ServiceSpec
-from json.encoder import encode_basestring_ascii
-
 from mmsctl.engine.tensors import HEADER_LENGTH, json_element
 from mmsctl.server import v2_models
 from mmsctl.server.errors import ApiException
