@@ -212,8 +212,10 @@ def test_squeezenet_kitten(capsys, squeezenet_dir: Path, kitten_png: Path, tmp_p
     shutil.rmtree(tmp_path, ignore_errors=True)
 
 
-def test_progress_bar_only_on_a_terminal() -> None:
+def test_progress_bar_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     from rich.console import Console
+
+    monkeypatch.setenv("TERM", "xterm-256color")  # rich draws nothing live on a "dumb" one (CI may set it)
 
     from mmsctl.cli.predict import _emit
     from mmsctl.cli.render import UI
