@@ -101,8 +101,10 @@ class WarmConnection:
             self._sock = None
 
 
-#: The largest batch size taken from a server's answer (more in flight than this per worker would only queue).
+#: The largest batch size taken from a server's answer, and the most images (connections, threads) in flight
+#: whatever the server says of its workers and batches.
 _MAX_BATCH = 64
+_MAX_IN_FLIGHT = 64
 
 
 def predict_all(target: WarmTarget, sources: list[InputSource], *, top_k: Optional[int],
@@ -178,7 +180,7 @@ def _in_flight(target: WarmTarget, timeout: float) -> int:
     does not batch. Without the management API: two per core of this machine."""
     from mmsctl.errors import MmsError
 
-    fallback = 2 * (os.cpu_count() or 1)
+    fallback = min(2 * (os.cpu_count() or 1), _MAX_IN_FLIGHT)
     try:
         token = _token(target.state.token_file, "management")
     except MmsError:
@@ -197,4 +199,4 @@ def _in_flight(target: WarmTarget, timeout: float) -> int:
         return fallback
     batch = described.get("batchSize")
     batch = batch if isinstance(batch, int) and not isinstance(batch, bool) and 1 <= batch <= _MAX_BATCH else 1
-    return max(len(described["workers"]), 1) * 2 * batch
+    return min(max(len(described["workers"]), 1) * 2 * batch, _MAX_IN_FLIGHT)

@@ -148,7 +148,7 @@ def test_a_batching_model_gets_enough_images_in_flight_to_fill_its_batches(serve
 
     from mmsctl.instances import running_instances
     from mmsctl.predict.warm import WarmTarget
-    from mmsctl.predict.warm_client import _MAX_BATCH, _in_flight
+    from mmsctl.predict.warm_client import _MAX_IN_FLIGHT, _in_flight
 
     srv, mar = served
     state = running_instances()[0]  # the fixture points MMSCTL_STATE_DIR at the server's
@@ -158,5 +158,9 @@ def test_a_batching_model_gets_enough_images_in_flight_to_fill_its_batches(serve
         "synchronous": "true"}, timeout=60)
     assert registered.status_code == 200, registered.text
     assert _in_flight(WarmTarget(state, "batched"), 10) == 1 * 2 * 4
-    assert _in_flight(WarmTarget(state, "ghost"), 10) == 2 * (os.cpu_count() or 1)  # 404: the fallback
-    assert _MAX_BATCH <= 64
+    assert _in_flight(WarmTarget(state, "ghost"), 10) == min(2 * (os.cpu_count() or 1), _MAX_IN_FLIGHT)  # 404
+    big = httpx.post(f"{srv.management_url}/models", params={
+        "url": str(mar), "model_name": "big", "batch_size": 40, "initial_workers": 1, "synchronous": "true"},
+        timeout=60)  # 1 worker x 2 x 40 = 80 would be wanted: the ceiling holds
+    assert big.status_code == 200, big.text
+    assert _in_flight(WarmTarget(state, "big"), 10) == _MAX_IN_FLIGHT == 64
