@@ -34,3 +34,22 @@ def test_a_given_wheelhouse_is_used_as_it_is_and_checked(tmp_path: Path, monkeyp
         wheelhouse.build_wheelhouse("3.11")
     (tmp_path / "numpy-1.26.4-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl").write_bytes(b"")
     assert wheelhouse.build_wheelhouse("3.11") == tmp_path
+
+
+def test_a_checkouts_wheel_leaves_out_what_an_earlier_build_left_behind(tmp_path: Path) -> None:
+    """setuptools never empties a checkout's build/: a module deleted since an earlier build would be packed
+    again into the wheel an instance installs. The checkout's wheel is built in a build folder of its own."""
+    import zipfile
+
+    project = tmp_path / "proj"
+    (project / "pkg").mkdir(parents=True)
+    (project / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools"]\nbuild-backend = '
+                                            '"setuptools.build_meta"\n[project]\nname = "pkg"\nversion = "1"\n'
+                                            '[tool.setuptools]\npackages = ["pkg"]\n')
+    (project / "pkg" / "__init__.py").write_text("")
+    (project / "build" / "lib" / "pkg").mkdir(parents=True)
+    (project / "build" / "lib" / "pkg" / "deleted_since.py").write_text("STALE = True\n")
+    wheelhouse.checkout_wheel(project, tmp_path / "wheels", "--no-build-isolation", "--no-index")
+    (wheel,) = (tmp_path / "wheels").glob("pkg-1-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "pkg/__init__.py" in names and "pkg/deleted_since.py" not in names

@@ -62,6 +62,8 @@ def build_test_wheelhouse(into: Path) -> Path:
     """
     import shutil
 
+    from mmsctl.cloud.instance.wheelhouse import checkout_wheel
+
     deps = _deps_folder()
     if not (deps / ".complete").is_file():
         raise FileNotFoundError(f"no boot-test wheels in {deps}: run `make test` (or scripts/boot_wheels.py) once")
@@ -69,9 +71,7 @@ def build_test_wheelhouse(into: Path) -> Path:
     for wheel in deps.glob("*.whl"):
         shutil.copy2(wheel, into / wheel.name)
     repo = Path(__file__).resolve().parents[2]
-    subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", "wheel", "--no-deps",
-                    "--no-build-isolation", "--no-index", "--wheel-dir", str(into), str(repo)],
-                   check=True, capture_output=True, env={**os.environ, "PIP_NO_INDEX": "1"})
+    checkout_wheel(repo, into, "--no-build-isolation", "--no-index")
     return into
 
 

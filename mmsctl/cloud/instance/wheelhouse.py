@@ -16,13 +16,14 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Optional
 
 from mmsctl.config import cache_dir
 from mmsctl.errors import MmsError, UsageError
 
-__all__ = ["ENV_WHEELHOUSE", "PLATFORM", "WheelhouseError", "build_wheelhouse", "check_python",
+__all__ = ["ENV_WHEELHOUSE", "PLATFORM", "WheelhouseError", "build_wheelhouse", "check_python", "checkout_wheel",
            "download_dependencies", "runtime_requirements"]
 
 ENV_WHEELHOUSE = "MMSCTL_WHEELHOUSE"
@@ -82,7 +83,7 @@ def build_wheelhouse(python: str) -> Path:
     if source is None:
         _pip("download", "--no-deps", "--only-binary", ":all:", "--dest", str(folder), f"mmsctl=={__version__}")
     else:
-        _pip("wheel", "--no-deps", "--wheel-dir", str(folder), str(source))
+        checkout_wheel(source, folder)
     if not (folder / _DONE).is_file():
         download_dependencies(folder, python)
         (folder / _DONE).write_text(stamp)
@@ -96,9 +97,19 @@ def download_dependencies(folder: Path, python: str) -> None:
          "--implementation", "cp", "--dest", str(folder), *runtime_requirements())
 
 
-def _pip(*args: str) -> None:
+def checkout_wheel(source: Path, into: Path, *pip_args: str) -> None:
+    """A wheel of the checkout *source* into *into*, built in a build folder of its own: setuptools never
+    empties the checkout's ``build/``, so a module deleted since an earlier build would be packed again."""
+    with tempfile.TemporaryDirectory(prefix="mmsctl-wheel-") as tmp:
+        config = Path(tmp) / "build.cfg"  # read by setuptools beside setup.cfg (DIST_EXTRA_CONFIG)
+        config.write_text(f"[build]\nbuild_base = {Path(tmp) / 'build'}\n", encoding="utf-8")
+        _pip("wheel", "--no-deps", *pip_args, "--wheel-dir", str(into), str(source),
+             env={"DIST_EXTRA_CONFIG": str(config)})
+
+
+def _pip(*args: str, env: Optional[dict[str, str]] = None) -> None:
     done = subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", *args],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env={**os.environ, **env} if env else None)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["pip failed"])[-1]
         raise WheelhouseError(f"pip {args[0]} for the instance failed: {last}",
