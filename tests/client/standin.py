@@ -17,7 +17,7 @@ from typing import Any, Iterator, Optional
 
 from aiohttp import web
 
-from tests.support._proc import any_free_port, free_ports
+from tests.support._proc import free_port, free_ports
 
 
 @dataclass
@@ -173,7 +173,7 @@ def running_standin(standin: Optional[StandIn] = None) -> Iterator[StandIn]:
     standin = standin or StandIn()
     loop = asyncio.new_event_loop()
     runners: list[web.AppRunner] = []
-    ports = free_ports(2, pick=any_free_port)
+    ports = free_ports(2, pick=free_port)  # below the ephemeral range (see _proc.free_port)
 
     async def start() -> None:
         for app, port in zip(standin.apps(), ports):

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional
 
-from tests.support._proc import any_free_port as free_port
-from tests.support._proc import free_ports
+# Below the kernel's ephemeral range (32768+): a port taken from it can be handed to another test's outgoing
+# connection between the pick and the server's bind ("address already in use", seen under the full suite).
+from tests.support._proc import free_port, free_ports
 from tests.support.signals import popen
 from tests.support.waiting import wait_until
 
@@ -150,6 +151,32 @@ def running_mmsctl_server(
         token: if set, both APIs require ``Authorization: Bearer <token>``.
         extra_config: more ServerConfig fields (e.g. ``{"job_queue_size": 5}``).
     """
+    for attempt in range(_START_ATTEMPTS):
+        try:
+            proc, info = _start(Path(tmp_dir), model_store, models, workers, token, extra_config, start_timeout)
+        except _PortTaken:
+            if attempt == _START_ATTEMPTS - 1:
+                raise
+            continue
+        break
+    try:
+        yield info
+    finally:
+        _stop(proc, stop_timeout)
+
+
+#: Starts tried when a port picked turns out taken by the time the server binds it.
+_START_ATTEMPTS = 3
+
+
+class _PortTaken(ServerStartError):
+    """A port picked for the server was taken before it could listen on it: worth another pick."""
+
+
+def _start(tmp_dir: Path, model_store: Optional[Path], models: Optional[dict[str, str]], workers: int,
+           token: Optional[str], extra_config: Optional[dict], start_timeout: float,
+           ) -> "tuple[subprocess.Popen[bytes], ServerInfo]":
+    """Start the server on freshly picked ports and wait until it is ready."""
     from mmsctl.server.config import ServerConfig
 
     tmp_dir = Path(tmp_dir)
@@ -207,15 +234,14 @@ def running_mmsctl_server(
         return "failed" if state.get("status") == "failed" or proc.poll() is not None else None
 
     try:
-        try:
-            wait_until(ready, timeout=start_timeout, what="mmsctl server ready", interval=0.05, alive=failed)
-        except TimeoutError:
-            raise ServerStartError(
-                f"mmsctl server not ready after {start_timeout} s\n{info.log_text()[-3000:]}") from None
-        except RuntimeError:  # failed(): the server said so, or exited
-            _stop(proc, 5)
-            raise ServerStartError(
-                f"mmsctl server failed to start: {state.get('error')}\n{info.log_text()[-3000:]}") from None
-        yield info
-    finally:
-        _stop(proc, stop_timeout)
+        wait_until(ready, timeout=start_timeout, what="mmsctl server ready", interval=0.05, alive=failed)
+    except TimeoutError:
+        _stop(proc, 5)
+        raise ServerStartError(
+            f"mmsctl server not ready after {start_timeout} s\n{info.log_text()[-3000:]}") from None
+    except RuntimeError:  # failed(): the server said so, or exited
+        _stop(proc, 5)
+        error = str(state.get("error"))
+        kind = _PortTaken if "address already in use" in error else ServerStartError
+        raise kind(f"mmsctl server failed to start: {error}\n{info.log_text()[-3000:]}") from None
+    return proc, info

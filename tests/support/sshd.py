@@ -22,7 +22,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.support._proc import any_free_port
+from tests.support._proc import free_port
 from tests.support.waiting import wait_until
 
 __all__ = ["Sshd", "keygen", "running_sshd"]
@@ -70,7 +70,7 @@ def running_sshd(folder: Path) -> Iterator[Sshd]:
     client_key = keygen(folder / "client_key")
     authorized = folder / "authorized_keys"
     authorized.write_text((folder / "client_key.pub").read_text())
-    port = any_free_port()
+    port = free_port()  # below the ephemeral range: no outgoing connection takes it before sshd binds
     config = folder / "sshd_config"
     config.write_text("\n".join([
         "ListenAddress 127.0.0.1", f"Port {port}", f"HostKey {host_key}", f"AuthorizedKeysFile {authorized}",
