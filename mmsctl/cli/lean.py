@@ -106,7 +106,9 @@ def _answers(request: LeanRequest) -> Optional[tuple[Any, list[Any]]]:
     from mmsctl.predict.warm_client import predict_all
 
     answers = predict_all(target, sources, top_k=request.top_k, timeout=_TIMEOUT_S)
-    return None if answers is None else (target, answers)
+    if answers is None or not all(a.ok for a in answers):
+        return None  # a failed input: the full path prints it, and exits as it does
+    return target, answers
 
 
 def parse_predict(args: list[str]) -> Optional[LeanRequest]:

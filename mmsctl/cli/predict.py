@@ -169,6 +169,17 @@ def _predict_warm(ui: UI, output: str, model: str, sources: list[Any], *, top_k:
     from mmsctl.predict import predict_remote
 
     state = target.state
+    if len(sources) > 1 and (ui.quiet or not ui.err.is_terminal) and all(s.kind == "file" for s in sources):
+        # no progress to show: the lean path's client, which sends a classifier's images in batches
+        from mmsctl.predict.warm_client import predict_all
+
+        batched = predict_all(target, sources, top_k=top_k, timeout=60.0)
+        if batched is not None:
+            if verbose:
+                ui.err.print(f"predict: sent to the local server {state.name} ({state.inference_url}), "
+                             f"which serves this archive as {target.model}", highlight=False)
+            _emit(ui, output, len(sources), iter(batched))
+            return True
     remote = Context(f"local:{state.name}", state.inference_url, state.management_url, token_file=state.token_file)
     client = InferenceClient(remote, timeout=60.0, retries=0)
     try:

@@ -60,10 +60,11 @@ class WarmConnection:
         self._timeout = timeout
         self._max_bytes = max_bytes
         self._sock: Optional[socket.socket] = None
+        self.last_headers: dict[str, str] = {}
 
-    def request(self, method: str, path: str, body: bytes = b"",
-                content_type: Optional[str] = None) -> tuple[int, Optional[str], bytes]:
-        """Status, content type and body of ``METHOD path``.
+    def request(self, method: str, path: str, body: bytes = b"", content_type: Optional[str] = None,
+                headers: Optional[dict[str, str]] = None) -> tuple[int, Optional[str], bytes]:
+        """Status, content type and body of ``METHOD path`` (its headers in :attr:`last_headers`, lower case).
 
         Raises:
             OSError: the connection failed or the answer was malformed or too large.
@@ -78,6 +79,7 @@ class WarmConnection:
             head.append(f"Content-Type: {content_type}")
         if self._token:
             head.append(f"Authorization: Bearer {self._token}")
+        head.extend(f"{name}: {value}" for name, value in (headers or {}).items())
         self._sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
         answer = _Answer()
         parser = httptools.HttpResponseParser(answer)
@@ -93,6 +95,7 @@ class WarmConnection:
             raise OSError(f"malformed answer: {exc}") from exc
         if not parser.should_keep_alive():
             self.close()
+        self.last_headers = answer.headers
         return parser.get_status_code(), answer.headers.get("content-type"), b"".join(answer.chunks)
 
     def close(self) -> None:
@@ -109,7 +112,11 @@ _MAX_IN_FLIGHT = 64
 
 def predict_all(target: WarmTarget, sources: list[InputSource], *, top_k: Optional[int],
                 timeout: float) -> Optional[list[Prediction]]:
-    """Every input's answer from *target*, in input order; None if any input or answer was not a success."""
+    """Every input's answer from *target*, in input order (an input the handler refused: its error answer); None
+    if any input could not be read, a connection failed, or an answer was any other failure.
+
+    Several images for the built-in classifier go :data:`~mmsctl.predict.warm_v2.GROUP` to a request
+    (:mod:`mmsctl.predict.warm_v2`: one forward pass for them, the same output); anything else one by one."""
     from mmsctl.errors import MmsError
 
     state = target.state
@@ -119,9 +126,17 @@ def predict_all(target: WarmTarget, sources: list[InputSource], *, top_k: Option
     except MmsError:
         return None
     path = "/predictions/" + quote(target.model, safe="")
-    count = 1 if len(sources) == 1 else min(len(sources), _in_flight(target, timeout))
+    groups = _classifier(target, token, timeout, limit) if len(sources) > 1 else None
+    if groups is not None:
+        from mmsctl.predict.warm_v2 import GROUP, predict_batch
+
+        units = [list(range(i, min(i + GROUP, len(sources)))) for i in range(0, len(sources), GROUP)]
+        count = min(len(units), _in_flight(target, timeout, group=True))
+    else:
+        units = [[i] for i in range(len(sources))]
+        count = 1 if len(sources) == 1 else min(len(sources), _in_flight(target, timeout))
     results: list[Optional[Prediction]] = [None] * len(sources)
-    order = iter(range(len(sources)))
+    order = iter(units)
     lock, failed = threading.Lock(), threading.Event()
 
     def work() -> None:
@@ -129,11 +144,17 @@ def predict_all(target: WarmTarget, sources: list[InputSource], *, top_k: Option
         try:
             while not failed.is_set():
                 with lock:
-                    i = next(order, None)
-                if i is None:
+                    unit = next(order, None)
+                if unit is None:
                     return
-                answer = results[i] = _one(conn, path, sources[i], top_k)
-                if not answer.ok:
+                answers = None
+                if groups is not None:
+                    answers = predict_batch(conn, groups, [sources[i] for i in unit], top_k)
+                if answers is None:  # one by one (a batch one of whose images the handler refused: each its answer)
+                    answers = [_one(conn, path, sources[i], top_k) for i in unit]
+                for i, answer in zip(unit, answers):
+                    results[i] = answer
+                if not all(answer.ok or _refused_input(answer) for answer in answers):
                     failed.set()
         except (OSError, MmsError):
             failed.set()
@@ -151,6 +172,31 @@ def predict_all(target: WarmTarget, sources: list[InputSource], *, top_k: Option
     if failed.is_set() or any(r is None for r in results):
         return None
     return [r for r in results if r is not None]
+
+
+def _refused_input(answer: Prediction) -> bool:
+    """The handler's own refusal of one input (400 or 415 with an MMS error body): the answer in-process too."""
+    from mmsctl.error_body import parse_error_body
+
+    return answer.status in (400, 415) and parse_error_body(answer.body)[0] is not None
+
+
+def _classifier(target: WarmTarget, token: Optional[str], timeout: float, limit: int) -> Optional[Any]:
+    """The served model as the built-in classifier (:func:`mmsctl.predict.warm_v2.classifier`), or None."""
+    from mmsctl.config import cache_dir
+    from mmsctl.predict.warm_v2 import classifier
+
+    served = target.state.served.get(target.model)
+    digest = served.get("archive") if isinstance(served, dict) else None
+    if not isinstance(digest, str) or not digest.isalnum():
+        return None
+    conn = WarmConnection(target.state.inference_url, token, timeout, limit)
+    try:
+        return classifier(conn, target.model, cache_dir() / "extracted" / digest)
+    except OSError:
+        return None
+    finally:
+        conn.close()
 
 
 def _one(conn: WarmConnection, path: str, source: InputSource, top_k: Optional[int]) -> Prediction:
@@ -174,10 +220,11 @@ def _max_bytes() -> int:
     return max_response_bytes()
 
 
-def _in_flight(target: WarmTarget, timeout: float) -> int:
-    """How many images to keep in flight: enough for each worker to fill its batch (the model's
-    ``batchSize`` from the management API) with one more batch queued behind it; two per worker when it
-    does not batch. Without the management API: two per core of this machine."""
+def _in_flight(target: WarmTarget, timeout: float, group: bool = False) -> int:
+    """How many images (with *group*: requests of several) to keep in flight: enough for each worker to fill
+    its batch (the model's ``batchSize`` from the management API) with one more batch queued behind it; two
+    per worker when it does not batch, or a request carries a batch. Without the management API: two per
+    core of this machine."""
     from mmsctl.errors import MmsError
 
     fallback = min(2 * (os.cpu_count() or 1), _MAX_IN_FLIGHT)
@@ -199,4 +246,6 @@ def _in_flight(target: WarmTarget, timeout: float) -> int:
         return fallback
     batch = described.get("batchSize")
     batch = batch if isinstance(batch, int) and not isinstance(batch, bool) and 1 <= batch <= _MAX_BATCH else 1
+    if group:
+        batch = 1
     return min(max(len(described["workers"]), 1) * 2 * batch, _MAX_IN_FLIGHT)

@@ -1,4 +1,7 @@
-"""Dynamic batching: take up to ``batch_size`` queued jobs, waiting at most ``max_batch_delay``.
+"""Dynamic batching: take up to ``batch_size`` queued requests, waiting at most ``max_batch_delay``.
+
+A job that holds a client's batch (several requests, :attr:`Job.more`) is never split: it joins a batch
+it fits in, or starts one of its own, whatever its size.
 
 Each worker pulls its own batches from the model's queue (like MMS's
 BatchAggregator); a busy worker takes one batch ahead only while no other worker
@@ -21,16 +24,35 @@ T = TypeVar("T")
 
 @dataclass
 class Job:
-    """One prediction waiting for a worker."""
+    """One prediction waiting for a worker, or several that must run in one handler call (a client's batch:
+    a v2 infer request's images); *future* gets the first one's answer, :attr:`answers` all of them."""
 
     item: RequestItem
     future: "asyncio.Future[ResponseItem]"
     enqueued: float = 0.0
     started: float = field(default=0.0)
+    #: The requests after *item* that go to the handler together with it.
+    more: tuple[RequestItem, ...] = ()
+    #: Every request's answer, in order, set before *future* resolves.
+    answers: list[ResponseItem] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        """How many requests the handler gets for this job."""
+        return 1 + len(self.more)
+
+    def items(self) -> list[RequestItem]:
+        return [self.item, *self.more]
 
     def answer(self, response: ResponseItem) -> None:
+        """The same answer for each of the job's requests (a failure)."""
+        self.answer_each([response] * self.size)
+
+    def answer_each(self, responses: list[ResponseItem]) -> None:
+        """One answer per request, in order."""
         if not self.future.done():
-            self.future.set_result(response)
+            self.answers = list(responses)
+            self.future.set_result(responses[0])
 
 
 class JobQueue(asyncio.Queue[Job]):
@@ -118,17 +140,21 @@ async def next_batch(
         return jobs
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_delay
-    while len(jobs) < batch_size:
+    taken = first.size
+    while taken < batch_size:
         try:
-            jobs.append(queue.get_nowait())
-            continue
+            job = queue.get_nowait()
         except asyncio.QueueEmpty:
-            pass
-        remaining = deadline - loop.time()
-        if remaining <= 0:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            try:
+                job = await asyncio.wait_for(queue.get(), remaining)
+            except asyncio.TimeoutError:
+                break
+        if taken + job.size > batch_size and isinstance(queue, JobQueue):  # a client's batch that does not fit
+            queue.put_back(job)
             break
-        try:
-            jobs.append(await asyncio.wait_for(queue.get(), remaining))
-        except asyncio.TimeoutError:
-            break
+        jobs.append(job)
+        taken += job.size
     return jobs

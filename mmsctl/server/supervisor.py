@@ -396,14 +396,15 @@ class ModelManager:
                 model.busy(now)
 
     # -- predictions -----------------------------------------------------------------------
-    def enqueue(self, model: Model, item: RequestItem) -> Job:
-        """Queue one request; raise ServiceUnavailable when no worker can take it or the queue is full."""
+    def enqueue(self, model: Model, item: RequestItem, *more: RequestItem) -> Job:
+        """Queue one request (with *more*: several, for one handler call); raise ServiceUnavailable when no
+        worker can take it or the queue is full."""
         from mmsctl.server.errors import ServiceUnavailable
 
         if not model.serving():
             raise ServiceUnavailable(self._unavailable(model) + ".")
         loop = asyncio.get_running_loop()
-        job = Job(item, loop.create_future(), loop.time())
+        job = Job(item, loop.create_future(), loop.time(), more=more)
         try:
             model.enqueue(job)
         except asyncio.QueueFull:
@@ -416,9 +417,14 @@ class ModelManager:
 
     async def predict(self, model: Model, item: RequestItem) -> ResponseItem:
         """Queue one request and wait for its answer; a request whose client leaves leaves the queue."""
-        job = self.enqueue(model, item)
+        return (await self.predict_together(model, [item]))[0]
+
+    async def predict_together(self, model: Model, items: list[RequestItem]) -> list[ResponseItem]:
+        """Queue *items* as one job (the handler gets them in one call) and wait for their answers."""
+        job = self.enqueue(model, *items)
         try:
-            return await job.future
+            await job.future
         except asyncio.CancelledError:
             model.withdraw(job)
             raise
+        return job.answers

@@ -109,22 +109,24 @@ class V2Api:
         model = self._model(request)
         infer = v2_infer.parse(await read_body(request), request.headers.get(HEADER_LENGTH))
         plan = v2_infer.plan(model, infer, request["request_id"], request.get("headers") or {})
-        answers = await self._predict_all(model, plan.items)
+        answers = await self._predict_all(model, plan.items, plan.together)
         body, header_length, content_type = v2_infer.render(plan, answers)
         response = web.Response(body=body, content_type=content_type)
         if header_length is not None:
             response.headers[HEADER_LENGTH] = str(header_length)
         return response
 
-    async def _predict_all(self, model: Model, items: list[RequestItem]) -> list[ResponseItem]:
-        """Each item through the model's queue, answered together (the client leaving withdraws them all)."""
+    async def _predict_all(self, model: Model, items: list[RequestItem], together: int) -> list[ResponseItem]:
+        """The items through the model's queue, *together* at a time in one handler call, answered together
+        (the client leaving withdraws them all)."""
         if len(items) > model.queue_size:
             raise ServiceUnavailable(f"{len(items)} images are more than model {model.name}'s queue holds "
                                      f"({model.queue_size}, job_queue_size).", retry_after=1)
-        tasks = [asyncio.ensure_future(self.manager.predict(model, item)) for item in items]
+        tasks = [asyncio.ensure_future(self.manager.predict_together(model, items[i:i + together]))
+                 for i in range(0, len(items), together)]
         try:
             answers = await asyncio.gather(*tasks)
         finally:
             for task in tasks:
                 task.cancel()
-        return list(answers)
+        return [answer for group in answers for answer in group]

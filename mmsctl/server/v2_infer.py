@@ -30,6 +30,9 @@ class InferPlan:
     infer: InferRequest
     signature: v2_models.ModelSignature
     items: list[RequestItem]
+    #: How many of *items* go to the handler in one call: a classifier's images up to
+    #: max(batchSize, :data:`~mmsctl.server.v2_models.CLIENT_BATCH`) (the built-in handler runs any batch).
+    together: int = 1
 
 
 def parse(body: bytes, header_length: Optional[str]) -> InferRequest:
@@ -50,15 +53,17 @@ def plan(model: Model, infer: InferRequest, request_id: str, headers: dict[str, 
     """The requests *infer* makes of *model*: a classifier's one per image, any other handler's one."""
     sig = v2_models.signature_of(model)
     v2_models.check_inputs(sig, infer.inputs)
+    together = 1
     if sig.classifier:
         wanted = [o.classification for o in infer.outputs]
         top_k = max(wanted) if wanted and all(wanted) else v2_models.ALL_CLASSES
         items = v2_models.classifier_items(sig, infer.inputs[0], request_id, top_k)
+        together = v2_models.client_batch(model, sig)
     else:
         items = [v2_models.generic_item(infer.inputs, request_id)]
     for item in items:
         item.headers = headers
-    return InferPlan(model, infer, sig, items)
+    return InferPlan(model, infer, sig, items, together)
 
 
 def render(plan: InferPlan, answers: list[ResponseItem]) -> tuple[bytes, Optional[int], str]:

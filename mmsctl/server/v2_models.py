@@ -4,8 +4,10 @@ Two kinds of model:
 
 * an image classifier (the built-in handler): its input is the archive's ``signature.json``
   (``data_0`` FP32 ``[-1, 3, 224, 224]``), and it takes either that FP32 tensor or a BYTES tensor of
-  encoded images under any name. Each image is one request of the model's queue (so they batch like
-  any prediction); an FP32 image reaches the handler as a ``.npy`` array. Its output is the
+  encoded images under any name. Each image is one request of the handler; the images of one infer
+  request are a client's batch, queued as one job and run in handler calls of up to
+  max(batchSize, :data:`CLIENT_BATCH`) images (one forward pass each, at batchSize 1 too); an FP32
+  image reaches the handler as a ``.npy`` array. Its output is the
   probability of every class (FP32 ``[n, classes]``), or with ``classification: k`` Triton's
   ``"score:index:label"`` strings of the top k (BYTES ``[n, k]``).
 * any other handler: one request per infer request; a BYTES input of one element is its raw
@@ -44,6 +46,14 @@ _SIGNATURES: dict[ServiceSpec, "ModelSignature"] = {}
 generation = 0
 #: What the handler is asked for when every class's probability is wanted.
 ALL_CLASSES = 1 << 30
+#: The built-in handler's answer to ``scores=npy``: every class's score, a float32 ``.npy`` vector.
+NPY_TYPE = "application/x-npy"
+#: The most images of one infer request the built-in handler gets in one call (one forward pass) where the
+#: model's batchSize is smaller: a client's batch (tritonclient's, ``mmsctl predict DIR``'s) runs as a batch.
+CLIENT_BATCH = 8
+#: The most input elements a built-in handler's worker binds (its ``MAX_INPUT_ELEMENTS``): a client's batch of
+#: large images is cut to fit.
+MAX_BATCH_ELEMENTS = 2**28
 
 
 class V2Failure(ApiException):
@@ -155,9 +165,20 @@ def _npy(array: np.ndarray) -> bytes:
 
 
 # -- requests -------------------------------------------------------------------------------------
+def client_batch(model: Model, sig: ModelSignature) -> int:
+    """How many images of one infer request a classifier's handler gets in one call."""
+    per_image = 1
+    for dim in sig.inputs[0].shape[1:]:
+        per_image *= max(dim, 1)
+    return max(model.batch_size, min(CLIENT_BATCH, MAX_BATCH_ELEMENTS // per_image))
+
+
 def classifier_items(sig: ModelSignature, tensor: Tensor, request_id: str, top_k: int) -> list[RequestItem]:
-    """One request per image of *tensor* (BYTES: encoded images; numeric: ``[n,] C, H, W``)."""
+    """One request per image of *tensor* (BYTES: encoded images; numeric: ``[n,] C, H, W``), for the handler's
+    top *top_k*; :data:`ALL_CLASSES` also asks for every class's score as a vector (``scores=npy``), which an
+    archive's copy of the handler older than that parameter answers as the full ranked list instead."""
     k = Parameter("topk", str(top_k))
+    extra = [Parameter("scores", "npy")] if top_k >= ALL_CLASSES else []
     images: list[tuple[bytes, Optional[str]]]
     if tensor.datatype == "BYTES":
         images = [(bytes(v), None) for v in tensor.data.ravel()]
@@ -171,7 +192,7 @@ def classifier_items(sig: ModelSignature, tensor: Tensor, request_id: str, top_k
         images = [(_npy(img.transpose(1, 2, 0)), "application/x-npy") for img in chw]
     if not images:
         raise BadRequest(f"input {tensor.name!r} holds no image")
-    return [RequestItem(f"{request_id}-{i}", [Parameter("body", data, mime), k]) for i, (data, mime) in
+    return [RequestItem(f"{request_id}-{i}", [Parameter("body", data, mime), k, *extra]) for i, (data, mime) in
             enumerate(images)]
 
 
@@ -212,9 +233,35 @@ def _ranked(sig: ModelSignature, answer: ResponseItem) -> list[tuple[float, int,
         raise V2Failure(500, "the model's answer is not a list of {probability, class}") from None
 
 
+def _scores(sig: ModelSignature, answer: ResponseItem) -> np.ndarray:
+    """Every class's score of a ``scores=npy`` answer: a float32 vector, one entry per class."""
+    classes = sig.outputs[0].shape[-1]
+    fh = io.BytesIO(answer.body)
+    try:  # the header is checked before any data is taken: its shape is the worker's word, not a size to allocate
+        version = np.lib.format.read_magic(fh)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = read(fh)
+    except (ValueError, SyntaxError, TypeError, EOFError):
+        shape, fortran, dtype = None, True, None
+    data = answer.body[fh.tell():]
+    if dtype != np.dtype("<f4") or fortran or not isinstance(shape, tuple) or len(shape) != 1 or \
+            len(data) != 4 * shape[0] or (classes > 0 and shape[0] != classes):
+        raise V2Failure(500, "the model's answer is not a vector of class scores")
+    return np.frombuffer(data, dtype="<f4")
+
+
+def _top(sig: ModelSignature, row: np.ndarray, k: int) -> list[tuple[float, int, str]]:
+    """The *k* best of a score vector, as :func:`_ranked` gives them (ties in class order, as the handler ranks)."""
+    labels = sig.labels
+    return [(float(row[i]), int(i), labels[i] if labels is not None and i < len(labels) else str(int(i)))
+            for i in np.argsort(-row, kind="stable")[:k]]
+
+
 def classifier_outputs(sig: ModelSignature, answers: list[ResponseItem],
                        wanted: list[RequestedOutput]) -> list[Tensor]:
     """The output tensors of *answers* (one per image), as *wanted* asks (all: probabilities as FP32)."""
+    if answers and all(a.content_type == NPY_TYPE for a in answers):
+        return _score_outputs(sig, [_scores(sig, a) for a in answers], wanted)
     rows = [_ranked(sig, a) for a in answers]
     spec = sig.outputs[0]
     out = []
@@ -234,6 +281,26 @@ def classifier_outputs(sig: ModelSignature, answers: list[ResponseItem],
                 if i >= 0:
                     probs[r, i] = p
         out.append(Tensor(spec.name, "FP32", list(probs.shape), probs))
+    return out
+
+
+def _score_outputs(sig: ModelSignature, rows: list[np.ndarray], wanted: list[RequestedOutput]) -> list[Tensor]:
+    """The output tensors from every class's score per image."""
+    spec = sig.outputs[0]
+    if len({row.size for row in rows}) != 1:
+        raise V2Failure(500, "the model's answers are score vectors of different lengths")
+    out = []
+    for request in wanted or [RequestedOutput(spec.name)]:
+        if request.name != spec.name:
+            raise BadRequest(f"unknown output {request.name!r}; this model has {spec.name!r}")
+        if request.classification:
+            texts = [[f"{p:f}:{i}:{label}" for p, i, label in _top(sig, row, request.classification)] for row in rows]
+            width = max(len(t) for t in texts)
+            data = np.array([t + [""] * (width - len(t)) for t in texts], dtype=object)
+            out.append(Tensor(spec.name, "BYTES", [len(rows), width], data))
+        else:
+            probs = np.stack(rows)
+            out.append(Tensor(spec.name, "FP32", list(probs.shape), probs))
     return out
 
 

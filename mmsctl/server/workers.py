@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Optional
 
-from mmsctl.engine.protocol import ResponseItem
+from mmsctl.engine.protocol import RequestItem, ResponseItem
 from mmsctl.engine.spec import ServiceSpec
 from mmsctl.engine.worker import AsyncWorkerProcess, BatchFailed, WorkerExited
 from mmsctl.server.batching import Job, JobQueue, next_batch, until_stopped
@@ -166,8 +166,14 @@ class Worker:
         if m.batch_size > 1 and m.gathering.locked():
             return []
         jobs: list[Job] = []
-        while len(jobs) < max(m.batch_size, 1):
-            jobs.append(m.queue.get_nowait())
+        taken = 0
+        while taken < max(m.batch_size, 1) and not m.queue.empty():
+            job = m.queue.get_nowait()
+            if jobs and taken + job.size > m.batch_size:  # a client's batch that does not fit: the next batch's
+                m.queue.put_back(job)
+                break
+            jobs.append(job)
+            taken += job.size
         return [jobs]
 
     async def serve(self, metrics: Any) -> str:
@@ -190,7 +196,7 @@ class Worker:
                 if jobs is None:
                     return "stopped"
                 batches = [jobs, *self._more_batches()]
-                self.process.send([[j.item for j in jobs] for jobs in batches])
+                self.process.send(_requests(batches))
             self.state = WorkerState.BUSY
             started = loop.time()
             for batch in batches:
@@ -199,7 +205,7 @@ class Worker:
                     metrics.observe_queue(m.name, started - job.enqueued)
             self.ahead = self._take_ahead()
             if self.ahead:
-                self.process.send([[j.item for j in jobs] for jobs in self.ahead])
+                self.process.send(_requests(self.ahead))
             outcome = await self._answer(batches, metrics, started)
             if outcome is not None:
                 ahead, self.ahead = self.ahead, []
@@ -217,7 +223,7 @@ class Worker:
         m = self.model
         loop = asyncio.get_running_loop()
         assert self.process is not None
-        items = [[j.item for j in jobs] for jobs in batches]
+        items = _requests(batches)
         try:
             outcomes = await asyncio.wait_for(self.process.receive(items), m.response_timeout)
         except asyncio.TimeoutError:
@@ -235,12 +241,14 @@ class Worker:
                 _answer_all(jobs, ResponseItem.error(503, "ServiceUnavailableException",
                                                      f"Prediction failed: {outcome}"))
             else:
-                for job, response in zip(jobs, outcome.responses):
-                    job.answer(response)
+                at = 0
+                for job in jobs:
+                    job.answer_each(outcome.responses[at:at + job.size])
+                    at += job.size
             for _ in jobs:
                 m.queue.task_done()
             self.batches += 1
-            metrics.observe_inference(m.name, elapsed, len(jobs))
+            metrics.observe_inference(m.name, elapsed, sum(job.size for job in jobs))
         return None
 
     async def close(self, grace: float = 5.0) -> None:
@@ -249,6 +257,11 @@ class Worker:
         if self.process is not None:
             await self.process.close(grace)
         self.state = WorkerState.STOPPED
+
+
+def _requests(batches: list[list[Job]]) -> list[list[RequestItem]]:
+    """What the worker is sent for *batches*: each batch's requests, a client's batch's all in place."""
+    return [[item for job in jobs for item in job.items()] for jobs in batches]
 
 
 def _answer_all(jobs: list[Job], response: ResponseItem) -> None:

@@ -70,3 +70,47 @@ def test_until_stopped_returns_the_result_or_gives_up() -> None:
     assert got == (True, "done")
     assert gave_up == (False, None)
     assert not still_locked  # the abandoned acquire did not take the lock behind our back
+
+
+def _group(loop: asyncio.AbstractEventLoop, first: int, size: int) -> Job:
+    """A client's batch: *size* requests that must reach the handler in one call."""
+    items = [RequestItem.from_body(str(first + i), b"x") for i in range(size)]
+    return Job(items[0], loop.create_future(), more=tuple(items[1:]))
+
+
+def test_a_clients_batch_is_never_split_and_joins_only_a_batch_it_fits() -> None:
+    from mmsctl.server.batching import JobQueue
+
+    async def scenario() -> list[list[list[str]]]:
+        loop = asyncio.get_running_loop()
+        queue: JobQueue = JobQueue()
+        for job in (_job(loop, 0), _group(loop, 10, 3), _job(loop, 1), _group(loop, 20, 6), _job(loop, 2)):
+            queue.put_nowait(job)
+        batches = []
+        while not queue.empty():
+            batch = await next_batch(queue, 4, 0.0, asyncio.Event())
+            assert batch is not None
+            batches.append([[item.request_id for item in job.items()] for job in batch])
+        return batches
+
+    assert asyncio.run(scenario()) == [
+        [["0"], ["10", "11", "12"]],            # 1 + 3 = the batch size
+        [["1"]],                                 # the 6 do not fit beside it: back to the front of the queue
+        [["20", "21", "22", "23", "24", "25"]],  # more than the batch size, whole, on its own
+        [["2"]],
+    ]
+
+
+def test_a_clients_batch_is_answered_each_in_order_and_a_failure_answers_them_all() -> None:
+    from mmsctl.engine.protocol import ResponseItem
+
+    async def scenario() -> tuple[list[bytes], list[int], bytes]:
+        loop = asyncio.get_running_loop()
+        job = _group(loop, 0, 3)
+        job.answer_each([ResponseItem(200, str(i).encode()) for i in range(3)])
+        failed = _group(loop, 0, 2)
+        failed.answer(ResponseItem.error(503, "ServiceUnavailableException", "Worker died."))
+        return [a.body for a in job.answers], [a.status for a in failed.answers], (await job.future).body
+
+    bodies, statuses, first = asyncio.run(scenario())
+    assert bodies == [b"0", b"1", b"2"] and first == b"0" and statuses == [503, 503]

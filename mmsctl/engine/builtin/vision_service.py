@@ -17,7 +17,8 @@ probability. Unlike the example it batches: every request of a batch goes
 through one forward pass, and an image that cannot be decoded fails only its
 own request (status 400 with an MMS error body). A request may ask for a
 different number of classes with a ``topk`` (or ``top_k``) parameter, e.g.
-``POST /predictions/squeezenet?topk=10``.
+``POST /predictions/squeezenet?topk=10``, or for every class's score, unranked, as a float32 ``.npy``
+vector with ``scores=npy`` (what the v2 API's FP32 output is made of).
 
 Where ``mmsctl`` is importable (predict, mmsctl serve, Lambda) the network is first rewritten by
 ``mmsctl.engine.graph`` (``relu`` as ``Activation``, zero pads and inference dropouts gone: same outputs,
@@ -61,6 +62,10 @@ DEFAULT_TOP_K = 5
 #: OpenCV area interpolation, as in MMS's ``mxnet_utils.image.resize``.
 RESIZE_INTERP = 2
 _TOPK_KEYS = ("topk", "top_k")
+#: The parameter that asks for every class's score as a float32 ``.npy`` vector (``scores=npy``), unranked:
+#: what the v2 API's FP32 output is made of, without a 1,000-entry JSON list each way.
+SCORES_KEY = "scores"
+NPY_TYPE = "application/x-npy"
 _INPUT_KEYS = ("body", "data")
 #: How often a batch size is padded into a larger bound shape before it gets its own.
 _PAD_BEFORE_BIND = 2
@@ -197,6 +202,14 @@ def _manifest_model_name(manifest):
         return None
     model = manifest.get("model") or manifest.get("Model") or {}
     return model.get("modelName") or model.get("Name")
+
+
+def _scores_wanted(request):
+    """A ``scores=npy`` parameter: the answer is every class's score as a ``.npy`` vector, unranked."""
+    value = request.get(SCORES_KEY)
+    if isinstance(value, (bytes, bytearray)):
+        value = bytes(value).decode("utf-8", "replace")
+    return isinstance(value, str) and value.strip() == "npy"
 
 
 def _top_k(request):
@@ -385,11 +398,12 @@ class VisionService(object):
     def handle(self, data, context):
         results: list[object] = [None] * len(data)
         images, positions, top_ks = [], [], []
+        types = ["application/json"] * len(data)
         for idx, request in enumerate(data):
             try:
                 if not isinstance(request, dict):
                     raise InputError("Expected a request parameter map")
-                top_ks.append(_top_k(request))
+                top_ks.append(None if _scores_wanted(request) else _top_k(request))
                 images.append(self.decode(request))
                 positions.append(idx)
             except InputError as exc:
@@ -400,9 +414,14 @@ class VisionService(object):
         if images:
             scores = self.forward(images)
             for row, idx, k in zip(scores, positions, top_ks):
-                results[idx] = self.postprocess(row, k)
+                if k is None:  # every class's score, as a float32 .npy vector (the v2 API's FP32 output)
+                    out = io.BytesIO()
+                    np.save(out, np.ascontiguousarray(row, dtype=np.float32), allow_pickle=False)
+                    results[idx], types[idx] = out.getvalue(), NPY_TYPE
+                else:
+                    results[idx] = self.postprocess(row, k)
         for idx in range(len(data)):
-            context.set_response_content_type(idx, "application/json")
+            context.set_response_content_type(idx, types[idx])
         return results
 
 
