@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Iterator, List, Optional
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, List, Optional
 
 import typer
 
@@ -59,9 +60,12 @@ def _single_failure(p: Any) -> Exception:
     return HandlerError(f"{p.input}: {p.error} (HTTP {p.status})")
 
 
-def _with_progress(ui: UI, total: int, predictions: Iterator[Any]) -> Iterator[Any]:
+@contextmanager
+def _progress(ui: UI, total: int) -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr for *total* inputs where it is a terminal (not with -q, not for one input);
+    yields how to advance it, from any thread."""
     if total < 2 or ui.quiet or not ui.err.is_terminal:
-        yield from predictions
+        yield lambda n: None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -70,8 +74,13 @@ def _with_progress(ui: UI, total: int, predictions: Iterator[Any]) -> Iterator[A
         console=ui.err, transient=True,
     ) as bar:
         task = bar.add_task("predict", total=total)
+        yield lambda n: bar.advance(task, n)
+
+
+def _with_progress(ui: UI, total: int, predictions: Iterator[Any]) -> Iterator[Any]:
+    with _progress(ui, total) as advance:
         for p in predictions:
-            bar.advance(task)
+            advance(1)
             yield p
 
 
@@ -92,13 +101,14 @@ def _write_body(ui: UI, body: bytes) -> None:
     out.flush()
 
 
-def _emit(ui: UI, output: str, total: int, predictions: Iterator[Any]) -> None:
-    """Print the answers; raise the input's own error (one input) or PartialFailure (several)."""
+def _emit(ui: UI, output: str, total: int, predictions: Iterator[Any], *, bar: bool = True) -> None:
+    """Print the answers (*bar*: with a progress bar where it applies); raise the input's own error (one
+    input) or PartialFailure (several)."""
     from mmsctl.errors import PartialFailure
 
     done: list[Any] = []
     failed = 0
-    for p in _with_progress(ui, total, predictions):
+    for p in _with_progress(ui, total, predictions) if bar else predictions:
         done.append(p)
         if not p.ok:
             failed += 1
@@ -169,16 +179,17 @@ def _predict_warm(ui: UI, output: str, model: str, sources: list[Any], *, top_k:
     from mmsctl.predict import predict_remote
 
     state = target.state
-    if len(sources) > 1 and (ui.quiet or not ui.err.is_terminal) and all(s.kind == "file" for s in sources):
-        # no progress to show: the lean path's client, which sends a classifier's images in batches
+    if len(sources) > 1 and all(s.kind == "file" for s in sources):
+        # the lean path's client, which sends a classifier's images in batches (the bar follows its answers)
         from mmsctl.predict.warm_client import predict_all
 
-        batched = predict_all(target, sources, top_k=top_k, timeout=60.0)
+        with _progress(ui, len(sources)) as advance:
+            batched = predict_all(target, sources, top_k=top_k, timeout=60.0, progress=advance)
         if batched is not None:
             if verbose:
                 ui.err.print(f"predict: sent to the local server {state.name} ({state.inference_url}), "
                              f"which serves this archive as {target.model}", highlight=False)
-            _emit(ui, output, len(sources), iter(batched))
+            _emit(ui, output, len(sources), iter(batched), bar=False)
             return True
     remote = Context(f"local:{state.name}", state.inference_url, state.management_url, token_file=state.token_file)
     client = InferenceClient(remote, timeout=60.0, retries=0)

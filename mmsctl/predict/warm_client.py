@@ -15,7 +15,7 @@ import json
 import os
 import socket
 import threading
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 from urllib.parse import quote, urlsplit
 
 from mmsctl.predict.inputs import InputSource
@@ -110,13 +110,14 @@ _MAX_BATCH = 64
 _MAX_IN_FLIGHT = 64
 
 
-def predict_all(target: WarmTarget, sources: list[InputSource], *, top_k: Optional[int],
-                timeout: float) -> Optional[list[Prediction]]:
+def predict_all(target: WarmTarget, sources: list[InputSource], *, top_k: Optional[int], timeout: float,
+                progress: Optional[Callable[[int], None]] = None) -> Optional[list[Prediction]]:
     """Every input's answer from *target*, in input order (an input the handler refused: its error answer); None
     if any input could not be read, a connection failed, or an answer was any other failure.
 
     Several images for the built-in classifier go :data:`~mmsctl.predict.warm_v2.GROUP` to a request
-    (:mod:`mmsctl.predict.warm_v2`: one forward pass for them, the same output); anything else one by one."""
+    (:mod:`mmsctl.predict.warm_v2`: one forward pass for them, the same output); anything else one by one.
+    *progress* is called with the number of inputs answered, from the sending threads, as answers come."""
     from mmsctl.errors import MmsError
 
     state = target.state
@@ -156,6 +157,8 @@ def predict_all(target: WarmTarget, sources: list[InputSource], *, top_k: Option
                     results[i] = answer
                 if not all(answer.ok or _refused_input(answer) for answer in answers):
                     failed.set()
+                elif progress is not None:
+                    progress(len(unit))
         except (OSError, MmsError):
             failed.set()
         finally:

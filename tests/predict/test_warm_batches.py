@@ -204,3 +204,30 @@ def test_labels_are_read_as_the_handler_reads_them_or_not_used(tmp_path: Path, t
     got = _labels(path)
     assert got[0] is usable and (got[1] == labels if usable else True)
     assert _labels(tmp_path / "none.txt") == (True, None)
+
+
+def test_on_a_terminal_the_batches_drive_the_progress_bar(
+        served: tuple[ServerInfo, Path, dict[str, str]], photos: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The full CLI where stderr is a terminal: the same batches, a bar that follows their answers."""
+    import io
+
+    from rich.console import Console
+
+    from mmsctl.cli.predict import _predict_warm
+    from mmsctl.cli.render import UI
+    from mmsctl.predict.inputs import expand_inputs
+
+    srv, mar, env = served
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("TERM", "xterm-256color")  # rich draws nothing live on a "dumb" one
+    _run("predict", str(mar), str(photos / "00.jpg"), "--local", env=env)  # extracted in the module's cache
+    out, err = io.StringIO(), io.StringIO()
+    ui = UI(out=Console(file=out, force_terminal=False, width=200), err=Console(file=err, force_terminal=True, width=100))
+    before = _batches(srv)
+    assert _predict_warm(ui, "jsonl", str(mar), expand_inputs([str(photos)]), top_k=None, handler=None, gpu=None,
+                         verbose=False)
+    after = _batches(srv)
+    local = _run("predict", str(mar), str(photos), "-o", "jsonl", "--local", env=env)
+    assert out.getvalue() == local.stdout and "predict" in err.getvalue() and f"{GROUP + 3}/{GROUP + 3}" in err.getvalue()
+    assert after[0] - before[0] == GROUP + 3 and after[1] - before[1] < GROUP + 3
