@@ -189,10 +189,14 @@ def _classifier(target: WarmTarget, token: Optional[str], timeout: float, limit:
     from mmsctl.config import cache_dir
     from mmsctl.predict.warm_v2 import classifier
 
+    from mmsctl.engine.builtin import VISION_HANDLER_MODULE
+
     served = target.state.served.get(target.model)
     digest = served.get("archive") if isinstance(served, dict) else None
-    if not isinstance(digest, str) or not digest.isalnum():
-        return None
+    handler = served.get("handler") if isinstance(served, dict) else None
+    if not isinstance(digest, str) or not digest.isalnum() or \
+            (handler and str(handler).split(":")[0] != VISION_HANDLER_MODULE):
+        return None  # not the built-in handler: no v2 metadata to ask for
     conn = WarmConnection(target.state.inference_url, token, timeout, limit)
     try:
         return classifier(conn, target.model, cache_dir() / "extracted" / digest)

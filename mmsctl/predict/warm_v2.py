@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import struct
 from array import array
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 from urllib.parse import quote
@@ -35,13 +36,14 @@ DEFAULT_TOP_K = 5
 _HEADER_LENGTH = "inference-header-content-length"
 
 
+@dataclass(frozen=True)
 class Classifier:
-    """What a served classifier's answers are rebuilt with: its v2 name, and its labels (None: class numbers)."""
+    """What a served classifier's answers are rebuilt with: its infer path, labels (None: class numbers) and
+    number of classes."""
 
-    def __init__(self, path: str, labels: Optional[list[str]], classes: int) -> None:
-        self.path = path
-        self.labels = labels
-        self.classes = classes
+    path: str
+    labels: Optional[list[str]]
+    classes: int
 
 
 def classifier(conn: Any, model: str, extraction: Path) -> Optional[Classifier]:
