@@ -8,8 +8,7 @@ client speak it. ``type`` is the Java exception name MMS sends
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 __all__ = ["ErrorBody", "error_body", "parse_error_body"]
 
@@ -17,9 +16,8 @@ __all__ = ["ErrorBody", "error_body", "parse_error_body"]
 _MAX_TEXT = 300
 
 
-@dataclass(frozen=True)
-class ErrorBody:
-    """One MMS error answer."""
+class ErrorBody(NamedTuple):
+    """One MMS error answer (a NamedTuple: the lean ``predict`` reads them, without ``dataclasses``' ~20 ms)."""
 
     code: int
     type: str

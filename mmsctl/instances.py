@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import json
 import os
-import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 from mmsctl.config import state_dir
 
@@ -33,9 +31,11 @@ __all__ = ["Instance", "InstanceState", "list_instances", "one_running", "pid_al
 LIVE_STATUSES = frozenset({"starting", "ready", "stopping"})
 
 
-@dataclass
-class InstanceState:
-    """What ``state.json`` holds."""
+class InstanceState(NamedTuple):
+    """What ``state.json`` holds; a change is a new state (:meth:`Instance.update`).
+
+    A NamedTuple, not a dataclass: the lean ``predict`` reads these, and ``dataclasses`` costs ~20 ms
+    of its start (tests/cli/test_lazy_imports.py)."""
 
     name: str
     pid: int
@@ -46,23 +46,23 @@ class InstanceState:
     log_file: str = ""
     #: The token file the server checks Bearer tokens against (None: no auth).
     token_file: Optional[str] = None
-    started_at: float = field(default_factory=time.time)
+    #: When the server started (seconds since the epoch; 0: unknown).
+    started_at: float = 0.0
     #: The start time of process ``pid`` (:func:`process_start_time`): with the pid, the server's identity.
     process_start: Optional[float] = None
     #: The folder register urls resolve against (None: no model store), for local tools that place archives.
     model_store: Optional[str] = None
     error: Optional[str] = None
-    models: list[str] = field(default_factory=list)
+    models: list[str] = []  # shared default: a state is never changed in place
     #: Lines ``serve start`` prints under its summary (a kernel measurement begun in the background).
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = []
     #: Per model: ``archive`` (the first 32 hex digits of its archive's SHA-256; absent for a folder), ``handler``
     #: and ``override`` (a handler chosen at register): what ``mmsctl predict`` matches to send its inputs here.
-    served: dict[str, dict[str, Any]] = field(default_factory=dict)
+    served: dict[str, dict[str, Any]] = {}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "InstanceState":
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return cls(**{k: v for k, v in data.items() if k in cls._fields})
 
 
 def pid_alive(pid: int) -> bool:
@@ -162,15 +162,14 @@ class Instance:
     def write_state(self, state: InstanceState) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         tmp = self.state_file.with_name(f"state.json.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(asdict(state), indent=2))
+        tmp.write_text(json.dumps(state._asdict(), indent=2))
         os.replace(tmp, self.state_file)
 
     def update(self, **changes: Any) -> Optional[InstanceState]:
         state = self.read_state()
         if state is None:
             return None
-        for key, value in changes.items():
-            setattr(state, key, value)
+        state = state._replace(**changes)
         self.write_state(state)
         return state
 

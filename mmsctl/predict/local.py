@@ -113,7 +113,7 @@ def predict_local(
                 continue
             prediction = from_response(source.name, next(it))
             if not prediction.ok and detail is not None and prediction.status >= 500:
-                prediction.error = f"{prediction.error} ({detail})"
+                prediction = prediction._replace(error=f"{prediction.error} ({detail})")
             yield truncate_top_k(prediction, top_k)
 
 

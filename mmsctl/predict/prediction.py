@@ -8,19 +8,22 @@ byte-for-byte the server's response body either way.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
-from mmsctl.engine.protocol import ResponseItem
-from mmsctl.error_body import parse_error_body
 from mmsctl.errors import MmsError
 
-__all__ = ["Prediction", "from_response", "truncate_top_k"]
+if TYPE_CHECKING:
+    from mmsctl.engine.protocol import ResponseItem
+
+__all__ = ["Prediction", "from_answer", "from_response", "truncate_top_k"]
 
 
-@dataclass
-class Prediction:
-    """The answer for one input: the response body as the server would send it, or why it failed."""
+class Prediction(NamedTuple):
+    """The answer for one input: the response body as the server would send it, or why it failed.
+
+    A NamedTuple, not a dataclass: the lean ``predict`` imports this module, and ``dataclasses``
+    costs ~20 ms of a warm run's start (it imports ``inspect``; tests/cli/test_lazy_imports.py).
+    """
 
     input: str
     status: int
@@ -28,7 +31,7 @@ class Prediction:
     content_type: Optional[str] = None
     error: Optional[str] = None
     #: the mmsctl error behind a failure, for a one-input run to raise as it is.
-    cause: Optional[MmsError] = field(default=None, repr=False, compare=False)
+    cause: Optional[MmsError] = None
 
     @property
     def ok(self) -> bool:
@@ -58,21 +61,24 @@ class Prediction:
         return {"input": self.input, "status": self.status, "error": detail}
 
 
-def _failed(name: str, response: ResponseItem) -> Prediction:
-    """A failed answer: the message of its MMS error body, else ``HTTP 503: <text>``."""
-    kind, text = parse_error_body(response.body)
+def from_answer(name: str, status: int, body: bytes, content_type: Optional[str]) -> Prediction:
+    """The prediction for input *name* answered with *status* and *body*: a failure's message is that of its
+    MMS error body, else ``HTTP 503: <text>``."""
+    if 200 <= status < 300:
+        return Prediction(name, status, body, content_type)
+    from mmsctl.error_body import parse_error_body
+
+    kind, text = parse_error_body(body)
     if kind is not None and text:
         message = text
     else:
-        message = f"HTTP {response.status}" + (f": {text[:200]}" if text else "")
-    return Prediction(name, response.status, response.body, response.content_type, message)
+        message = f"HTTP {status}" + (f": {text[:200]}" if text else "")
+    return Prediction(name, status, body, content_type, message)
 
 
 def from_response(name: str, response: ResponseItem) -> Prediction:
     """The prediction for input *name* answered with *response*."""
-    if response.ok:
-        return Prediction(name, response.status, response.body, response.content_type)
-    return _failed(name, response)
+    return from_answer(name, response.status, response.body, response.content_type)
 
 
 def truncate_top_k(prediction: Prediction, top_k: Optional[int]) -> Prediction:
@@ -84,5 +90,5 @@ def truncate_top_k(prediction: Prediction, top_k: Optional[int]) -> Prediction:
     except ValueError:
         return prediction
     if isinstance(parsed, list) and len(parsed) > top_k:
-        prediction.body = json.dumps(parsed[:top_k], indent=2).encode("utf-8")
+        return prediction._replace(body=json.dumps(parsed[:top_k], indent=2).encode("utf-8"))
     return prediction

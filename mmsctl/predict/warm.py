@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 from mmsctl.config import cache_dir, settings_file
 from mmsctl.instances import InstanceState, running_instances
@@ -37,16 +36,17 @@ _MAX_DIGESTS = 256
 _IRRELEVANT_ENV = frozenset({"MMSCTL_NO_LEAN", "MMSCTL_NO_FAST_EXIT"})
 
 
-@dataclass(frozen=True)
-class WarmTarget:
-    """A running server and the name under which it serves the archive."""
+class WarmTarget(NamedTuple):
+    """A running server and the name under which it serves the archive.
+
+    NamedTuples here and in the modules the lean path imports, not dataclasses: ``import dataclasses``
+    (through ``inspect``) costs ~20 ms, an eighth of a warm one-image run (tests/cli/test_lazy_imports.py)."""
 
     state: InstanceState
     model: str
 
 
-@dataclass(frozen=True)
-class ArchiveFacts:
+class ArchiveFacts(NamedTuple):
     """What MODEL comes to here: the archive file, its digest, and the kernel set this process would run it
     with (True: MKL-DNN on or MXNet's default, False: off; None: unknown, never matched)."""
 

@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional
 from urllib.parse import quote, urlsplit
 
 from mmsctl.predict.inputs import InputSource
-from mmsctl.predict.prediction import Prediction, from_response, truncate_top_k
+from mmsctl.predict.prediction import Prediction, from_answer, truncate_top_k
 from mmsctl.predict.warm import WarmTarget
 
 __all__ = ["WarmConnection", "predict_all"]
@@ -207,10 +207,8 @@ def _classifier(target: WarmTarget, token: Optional[str], timeout: float, limit:
 
 
 def _one(conn: WarmConnection, path: str, source: InputSource, top_k: Optional[int]) -> Prediction:
-    from mmsctl.engine.protocol import ResponseItem
-
     status, content_type, body = conn.request("POST", path, source.read(), source.content_type)
-    return truncate_top_k(from_response(source.name, ResponseItem(status, body, content_type)), top_k)
+    return truncate_top_k(from_answer(source.name, status, body, content_type), top_k)
 
 
 def _token(token_file: Optional[str], api: Any) -> Optional[str]:

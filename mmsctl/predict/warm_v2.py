@@ -19,9 +19,8 @@ from __future__ import annotations
 import json
 import struct
 from array import array
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 from urllib.parse import quote
 
 from mmsctl.predict.inputs import InputSource
@@ -36,8 +35,7 @@ DEFAULT_TOP_K = 5
 _HEADER_LENGTH = "inference-header-content-length"
 
 
-@dataclass(frozen=True)
-class Classifier:
+class Classifier(NamedTuple):
     """What a served classifier's answers are rebuilt with: its infer path, labels (None: class numbers) and
     number of classes."""
 

@@ -249,6 +249,7 @@ class Server:
             metrics_url=_url(self.config.metrics_address),
             log_file=str(self.instance.log_file), token_file=self.config.token_file,
             process_start=process_start_time(os.getpid()), model_store=self.config.model_store,
+            started_at=time.time(),
         ))
         try:
             startup = asyncio.ensure_future(self.startup())

@@ -77,7 +77,7 @@ import json, sys
 from mmsctl.cli.lean import run_lean
 code = run_lean(sys.argv[1:])
 print(json.dumps([code, sorted(m for m in sys.modules if m.split('.')[0] in %r)]), file=sys.stderr)
-""" % (HEAVY + ("typer", "click", "rich", "psutil"),)
+""" % (HEAVY + ("typer", "click", "rich", "psutil", "dataclasses", "inspect"),)
 
 
 def test_the_lean_predict_entry_is_light(tmp_path: Path) -> None:
