@@ -23,6 +23,7 @@ from mmsctl.engine.worker import (
     WorkerExited,
     WorkerProcess,
     encode_frame,
+    frame_parts,
     read_frame,
 )
 from tests.engine.helpers import handler_archive
@@ -72,6 +73,15 @@ def test_the_asyncio_side_reads_and_writes_what_connection_does() -> None:
         writer.write(encode_frame((RESULT, big)))
         await asyncio.wait_for(writer.drain(), 30)
         assert await asyncio.wait_for(received, 30) == (RESULT, big)
+        # A large frame goes out as header and data (no joined copy), a small one whole: the same bytes.
+        assert [len(p) for p in frame_parts((READY, None))] == [len(encode_frame((READY, None)))]
+        parts = frame_parts((RESULT, big))
+        assert len(parts) == 2 and len(parts[0]) == 4 and b"".join(parts) == encode_frame((RESULT, big))
+        received = asyncio.ensure_future(asyncio.to_thread(lambda: [conn.recv(), conn.recv()]))
+        for part in (*parts, *frame_parts((READY, None))):
+            writer.write(part)
+        await asyncio.wait_for(writer.drain(), 30)
+        assert await asyncio.wait_for(received, 30) == [(RESULT, big), (READY, None)]
         await asyncio.wait_for(asyncio.to_thread(conn.send, (READY, None)), 30)
         assert await asyncio.wait_for(read_frame(reader), 30) == (READY, None)
         conn.close()

@@ -38,6 +38,7 @@ from mmsctl.engine.worker.frames import (
     Message,
     WorkerExited,
     encode_frame,
+    frame_parts,
     read_frame,
 )
 from mmsctl.engine.worker.parent import AsyncWorkerProcess, WorkerProcess
@@ -62,6 +63,7 @@ __all__ = [
     "WorkerExited",
     "WorkerProcess",
     "encode_frame",
+    "frame_parts",
     "main",
     "read_frame",
     "serve",

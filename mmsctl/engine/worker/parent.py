@@ -28,6 +28,7 @@ from mmsctl.engine.worker.frames import (
     WorkerExited,
     batch_result,
     encode_frame,
+    frame_parts,
     read_frame,
 )
 from mmsctl.engine.worker.spawn import READ_BUFFER, STDOUT, command, sigint_blocked, worker_env
@@ -175,7 +176,8 @@ class AsyncWorkerProcess:
         """Send *batches* (one frame) without waiting: the worker answers frames in the order sent, so
         a frame sent while the worker is busy with another is started the moment that one is answered."""
         message = (BATCH, batches[0]) if len(batches) == 1 else (BATCHES, batches)
-        self._writer.write(encode_frame(message))
+        for part in frame_parts(message):
+            self._writer.write(part)
 
     async def receive(self, batches: list[list[RequestItem]]) -> list[Union[BatchResult, BatchFailed]]:
         """The answer to the oldest frame sent (*batches*): per batch, its result or why it failed.
