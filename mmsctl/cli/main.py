@@ -176,6 +176,10 @@ def run(argv: Optional[list[str]] = None) -> None:
 
     restore_sigint()
     set_ui(UI())
+    # httpx imports its own command-line client with itself (click, pygments, rich.syntax: ~80 ms of CPU on
+    # each command that talks HTTP), which mmsctl never runs. None in sys.modules makes that one import fail,
+    # and httpx then defines a stub in its place (its own `except ImportError`; tests/cli/test_lazy_imports.py).
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
     args = hoist_global_switches(list(sys.argv[1:] if argv is None else argv))
     click_exc = _click_exceptions()
     try:

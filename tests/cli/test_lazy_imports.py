@@ -19,7 +19,8 @@ try:
     run(sys.argv[1:])
 except SystemExit:
     pass
-print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in %r)), file=sys.stderr)
+print(json.dumps(sorted(m for m, module in sys.modules.items() if module is not None and m.split('.')[0] in %r)),
+      file=sys.stderr)  # (None: an import blocked on purpose, as httpx._main is)
 """ % (HEAVY,)
 
 
@@ -96,3 +97,33 @@ def test_a_command_that_parses_options_stays_off_pydantic(tmp_path: Path) -> Non
     proc = subprocess.run([sys.executable, "-c", probe, "serve", "status", "-o", "json"], capture_output=True,
                           text=True, timeout=60, env={**os.environ, "MMSCTL_STATE_DIR": str(tmp_path)})
     assert json.loads(proc.stderr.strip().splitlines()[-1]) == []
+
+
+HTTP_PROBE = """
+import sys, json
+from mmsctl.cli.main import run
+try:
+    run(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+import httpx
+print(json.dumps([code, callable(httpx.main), sorted(m for m, module in sys.modules.items() if module is not None
+      and (m.split('.')[0] in ('click', 'pygments') or m == 'httpx._main' or m.startswith('rich.syntax')))]),
+      file=sys.stderr)
+"""
+
+
+def test_a_command_that_talks_http_leaves_httpx_own_cli_unloaded(tmp_path: Path) -> None:
+    """httpx imports its command-line client (click, pygments, rich.syntax: ~80 ms) unless told not to; the
+    command still runs, through httpx, to its one-line error."""
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on: connection refused
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "MMSCTL_CONFIG_DIR": str(tmp_path), "MMSCTL_MANAGEMENT_URL": f"http://127.0.0.1:{port}"}
+    proc = subprocess.run([sys.executable, "-c", HTTP_PROBE, "models", "list"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    code, stub, loaded = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert code not in (0, None) and "error: " in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert stub and loaded == [], proc.stderr
