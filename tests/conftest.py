@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Iterator
 
@@ -52,6 +53,17 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
     monkeypatch.setenv("MMSCTL_MKLDNN", "1")
     # An in-process `predict` sets MXNet's variable for the library it loads; no later test inherits it.
     monkeypatch.delenv("MXNET_MKLDNN_ENABLED", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def kernel_measuring_not_deferred() -> Iterator[None]:
+    """A server built in this process (its ModelManager) defers kernel measurements for the whole process, as
+    the server's own process should; the tests that run here after it must not inherit that (it left
+    tests/engine/test_kernels.py's worker without its measurement when an in-process server test ran first)."""
+    yield
+    kernels = sys.modules.get("mmsctl.engine.kernels")
+    if kernels is not None:
+        kernels.defer_measurement(False)
 
 
 @pytest.fixture
