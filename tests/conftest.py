@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import pytest
 
 from tests.support.paths import KITTEN_JPG, KITTEN_PNG, SQUEEZENET_DIR, require_shared
+
+if TYPE_CHECKING:
+    from tests.support.moto import Moto
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -80,6 +83,28 @@ def kitten_jpg() -> Path:
 @pytest.fixture
 def kitten_png() -> Path:
     return require_shared(KITTEN_PNG)
+
+
+@pytest.fixture(scope="session")
+def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moto]:
+    """The one moto server of this test process (tests/support/moto.py), for every package that uses AWS."""
+    from tests.support.moto import running_moto
+
+    yield from running_moto(tmp_path_factory.mktemp("moto") / "moto.log")
+
+
+@pytest.fixture
+def moto(moto_server: Moto, monkeypatch: pytest.MonkeyPatch) -> Moto:
+    """A fresh moto (reset before each test), with this process's boto3 pointed at it too."""
+    from tests.support.moto import FAKE_AWS
+
+    moto_server.reset()
+    for key in list(os.environ):
+        if key.startswith("AWS_"):
+            monkeypatch.delenv(key)
+    for key, value in {**FAKE_AWS, "AWS_ENDPOINT_URL": moto_server.url}.items():
+        monkeypatch.setenv(key, value)
+    return moto_server
 
 
 @pytest.fixture(scope="session")

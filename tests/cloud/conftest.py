@@ -1,5 +1,5 @@
-"""A real moto server on 127.0.0.1 for the whole test process (reset before each test), and the environment
-that points boto3 at it. One start costs about 3 s of CPU; the cloud modules used to start one each."""
+"""Running mmsctl against the process's moto server (tests/support/moto.py; its fixtures are in tests/conftest.py),
+and the assets `fleet create` uploads."""
 
 from __future__ import annotations
 
@@ -8,87 +8,16 @@ import io
 import os
 import subprocess
 import sys
-import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 from unittest import mock
 
 import pytest
 
-from tests.support._proc import any_free_port
-from tests.support.waiting import wait_until
+from tests.support.moto import FAKE_AWS, Moto
+
+__all__ = ["FAKE_AWS", "REPO", "Moto", "run_cli", "run_cli_here"]
 
 REPO = Path(__file__).resolve().parents[2]
-MOTO_SERVER = Path(sys.executable).with_name("moto_server")
-
-FAKE_AWS = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    # Never read the developer's ~/.aws.
-    "AWS_CONFIG_FILE": os.devnull,
-    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-    "AWS_EC2_METADATA_DISABLED": "true",
-}
-
-
-@dataclass
-class Moto:
-    url: str
-
-    def env(self, **extra: str) -> dict[str, str]:
-        """The environment for a subprocess that must only ever talk to this moto server."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        env.update(FAKE_AWS, AWS_ENDPOINT_URL=self.url, NO_COLOR="1", COLUMNS="200")
-        env.update(extra)
-        return env
-
-    def reset(self) -> None:
-        urllib.request.urlopen(urllib.request.Request(f"{self.url}/moto-api/reset", method="POST"), timeout=10)
-
-
-@pytest.fixture(scope="session")
-def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moto]:
-    if not MOTO_SERVER.exists():
-        pytest.skip(f"moto_server not installed beside {sys.executable} (pip install 'moto[server]')")
-    port = any_free_port()
-    log = tmp_path_factory.mktemp("moto") / "moto.log"
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen([str(MOTO_SERVER), "-H", "127.0.0.1", "-p", str(port)], stdout=fh, stderr=fh)
-    url = f"http://127.0.0.1:{port}"
-
-    def answers() -> bool:
-        with urllib.request.urlopen(f"{url}/moto-api/", timeout=2):
-            return True
-
-    try:
-        try:
-            wait_until(answers, timeout=30, what="moto_server answering",
-                       alive=lambda: None if proc.poll() is None else "exited")
-        except (TimeoutError, RuntimeError):
-            raise RuntimeError(f"moto_server did not start: {log.read_text()[-2000:]}") from None
-        yield Moto(url)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-@pytest.fixture
-def moto(moto_server: Moto, monkeypatch: pytest.MonkeyPatch) -> Iterator[Moto]:
-    """A fresh moto (reset before each test), with this process's boto3 pointed at it too."""
-    moto_server.reset()
-    for key in list(os.environ):
-        if key.startswith("AWS_"):
-            monkeypatch.delenv(key)
-    for key, value in {**FAKE_AWS, "AWS_ENDPOINT_URL": moto_server.url}.items():
-        monkeypatch.setenv(key, value)
-    yield moto_server
 
 
 def run_cli(moto: Moto, *args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -6,58 +6,9 @@ from __future__ import annotations
 import base64
 import gzip
 import json
-import subprocess
-import sys
-import urllib.request
-from typing import Any, Iterator
+from typing import Any
 
-import pytest
-
-from tests.cloud.conftest import Moto
 from tests.cloud.test_fleet import _create, _tg, aws, cli  # noqa: F401 - fixtures
-from tests.support._proc import any_free_port
-from tests.support.waiting import wait_until
-
-#: moto 5 stores the UserData of create_launch_template_version unparsed, and then fails (AssertionError, an
-#: XML error to the client) when a group launches from that version. This server is moto with that one
-#: method fixed the way create_launch_template already parses it; everything else is moto as it is.
-_PATCHED_MOTO = """
-import sys
-from moto.ec2.models import launch_templates as lt
-from moto.core.types import Base64EncodedString
-from moto.ec2.utils import parse_user_data
-_create_version = lt.LaunchTemplate.create_version
-def create_version(self, data, description):
-    data = dict(data)
-    if data.get("UserData") is not None and not isinstance(data["UserData"], Base64EncodedString):
-        data["UserData"] = parse_user_data(data["UserData"])
-    return _create_version(self, data, description)
-lt.LaunchTemplate.create_version = create_version
-from moto.server import main
-main(sys.argv[1:])
-"""
-
-
-@pytest.fixture(scope="module")
-def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moto]:
-    port = any_free_port()
-    log = tmp_path_factory.mktemp("moto") / "moto.log"
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen([sys.executable, "-c", _PATCHED_MOTO, "-H", "127.0.0.1", "-p", str(port)],
-                                stdout=fh, stderr=fh)
-    url = f"http://127.0.0.1:{port}"
-
-    def answers() -> bool:
-        with urllib.request.urlopen(f"{url}/moto-api/", timeout=2):
-            return True
-
-    try:
-        wait_until(answers, timeout=30, what="moto_server answering",
-                   alive=lambda: None if proc.poll() is None else f"exited: {log.read_text()[-2000:]}")
-        yield Moto(url)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 BLUE, GREEN = "mmsctl-fleet-ro", "mmsctl-fleet-ro-green"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from tests.cloud.conftest import Moto, moto, moto_server  # noqa: F401 - fixtures
+from tests.support.moto import Moto
 from tests.cloud.lambda_support import pushed_image
 from tests.recipes.conftest import RECIPES, RecipeRun
 from tests.serverless.conftest import squeezenet_archive  # noqa: F401 - the fixture

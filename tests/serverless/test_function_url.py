@@ -17,7 +17,7 @@ from mmsctl.addresses import AllowList
 from mmsctl.serverless.runtime import Runtime
 from mmsctl.serverless.served_model import ServedModel, load_model
 from mmsctl.serverless.settings import HandlerSettings
-from tests.cloud.conftest import Moto, moto, moto_server  # noqa: F401 - fixtures
+from tests.support.moto import Moto
 from tests.cloud.lambda_support import noop_mar, pushed_image
 from tests.serverless.conftest import mmsctl
 from tests.support.cli import run_mmsctl

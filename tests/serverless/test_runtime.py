@@ -22,7 +22,7 @@ from mmsctl.addresses import AllowList
 from mmsctl.serverless.served_model import ServedModel, load_model
 from mmsctl.serverless.runtime import Runtime
 from mmsctl.serverless.settings import HandlerSettings
-from tests.cloud.conftest import Moto, moto, moto_server  # noqa: F401 - fixtures
+from tests.support.moto import Moto
 from tests.serverless.conftest import mmsctl, sample
 from tests.support.imageserver import serving_images
 from tests.support.paths import KITTEN_JPG, require_shared

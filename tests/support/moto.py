@@ -1,0 +1,120 @@
+"""One real moto server on 127.0.0.1 per test process, and the environment that points boto3 at it.
+
+A start costs about 3 s of CPU, so every test package shares the process's one server (the fixtures live in
+tests/conftest.py) and each test resets it. The server is moto with one of its bugs fixed (below).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from tests.support._proc import any_free_port
+from tests.support.waiting import wait_until
+
+__all__ = ["FAKE_AWS", "Moto", "amazon_image", "running_moto"]
+
+FAKE_AWS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    # Never read the developer's ~/.aws.
+    "AWS_CONFIG_FILE": os.devnull,
+    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+#: moto 5 stores the UserData of create_launch_template_version unparsed, and then fails (AssertionError, an
+#: XML error to the client) when a group launches from that version (`fleet rollout`). This is moto with that
+#: one method fixed the way create_launch_template already parses it; everything else is moto as it is.
+_PATCHED_MOTO = """
+import sys
+from moto.ec2.models import launch_templates as lt
+from moto.core.types import Base64EncodedString
+from moto.ec2.utils import parse_user_data
+_create_version = lt.LaunchTemplate.create_version
+def create_version(self, data, description):
+    data = dict(data)
+    if data.get("UserData") is not None and not isinstance(data["UserData"], Base64EncodedString):
+        data["UserData"] = parse_user_data(data["UserData"])
+    return _create_version(self, data, description)
+lt.LaunchTemplate.create_version = create_version
+from moto.server import main
+main(sys.argv[1:])
+"""
+
+
+#: The AMIs the server knows. moto's own ~400 (its default and "latest" lists) are built again for every backend
+#: at each reset, which was most of its CPU in tests/cloud/test_fleet.py; the tests need one Amazon image.
+_AMIS = [{
+    "ami_id": "ami-0e5c3a1b2d4f60789", "name": "amzn2-ami-kernel-5.10-hvm-2.0.20241001.0-x86_64-gp2",
+    "description": "Amazon Linux 2 Kernel 5.10 AMI 2.0.20241001.0 x86_64 HVM gp2", "owner_id": "137112412989",
+    "public": True, "state": "available", "image_location": "amazon/amzn2-ami-kernel-5.10-hvm-2.0.20241001.0-x86_64-gp2",
+    "architecture": "x86_64", "virtualization_type": "hvm", "hypervisor": "xen", "image_type": "machine",
+    "root_device_type": "ebs", "root_device_name": "/dev/xvda", "sriov": "simple",
+}]
+
+
+@dataclass
+class Moto:
+    url: str
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """The environment for a subprocess that must only ever talk to this moto server."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        env.update(FAKE_AWS, AWS_ENDPOINT_URL=self.url, NO_COLOR="1", COLUMNS="200")
+        env.update(extra)
+        return env
+
+    def reset(self) -> None:
+        urllib.request.urlopen(urllib.request.Request(f"{self.url}/moto-api/reset", method="POST"), timeout=10)
+
+
+def running_moto(log: Path) -> Iterator[Moto]:
+    """Start moto's server on a free port, yield it once it answers, stop it after."""
+    port = any_free_port()
+    amis = log.with_name("amis.json")
+    amis.write_text(json.dumps(_AMIS))
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen([sys.executable, "-c", _PATCHED_MOTO, "-H", "127.0.0.1", "-p", str(port)],
+                                stdout=fh, stderr=fh, env={**os.environ, "MOTO_AMIS_PATH": str(amis)})
+    url = f"http://127.0.0.1:{port}"
+
+    def answers() -> bool:
+        with urllib.request.urlopen(f"{url}/moto-api/", timeout=2):
+            return True
+
+    try:
+        try:
+            wait_until(answers, timeout=30, what="moto_server answering",
+                       alive=lambda: None if proc.poll() is None else "exited")
+        except (TimeoutError, RuntimeError):
+            raise RuntimeError(f"moto_server did not start: {log.read_text()[-2000:]}") from None
+        yield Moto(url)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+_IMAGE: list[str] = []
+
+
+def amazon_image() -> str:
+    """An AMI id the moto that boto3's environment points at knows (the same in every server here; a reset
+    keeps it): asked once a process."""
+    if not _IMAGE:
+        import boto3
+
+        _IMAGE.append(boto3.client("ec2").describe_images(Owners=["amazon"])["Images"][0]["ImageId"])
+    return _IMAGE[0]
