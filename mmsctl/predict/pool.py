@@ -69,11 +69,16 @@ class _PoolWorker:
 
         self.number = number
         self.process = WorkerProcess(spec, threads=threads)
-        self.held: deque[int] = deque()
-        self.ready = False
-        self._outbox: SimpleQueue[Optional[list[RequestItem]]] = SimpleQueue()
-        self._sender = threading.Thread(target=self._send_loop, name=f"mmsctl-pool-{number}", daemon=True)
-        self._sender.start()
+        try:
+            self.held: deque[int] = deque()
+            self.ready = False
+            self._outbox: SimpleQueue[Optional[list[RequestItem]]] = SimpleQueue()
+            self._sender = threading.Thread(target=self._send_loop, name=f"mmsctl-pool-{number}", daemon=True)
+            self._sender.start()
+        except BaseException:  # a Ctrl+C here: the pool never saw this worker, so it goes now
+            self.process.kill()
+            self.process.stop(ask=False)
+            raise
 
     @property
     def outstanding(self) -> int:

@@ -222,3 +222,47 @@ def test_a_load_failure_keeps_its_mmsctl_type_across_the_process(tmp_path: Path)
     assert kind == LOAD_FAILED
     error = failure.error()
     assert isinstance(error, NoHandlerError) and "names no handler" in error.message and error.hint
+
+
+# -- a parent that leaves ------------------------------------------------------------------------------
+
+
+def test_a_parent_that_leaves_while_the_worker_loads_gets_no_traceback_on_the_terminal(
+        echo: ServiceSpec, capsys: pytest.CaptureFixture[str]) -> None:
+    """The worker's end of the story when a Ctrl+C closes the parent as the worker starts: the model loads,
+    its READY finds the connection closed, and it exits quietly instead of raising BrokenPipeError."""
+    from mmsctl.engine.worker.child import EXIT_ORPHANED, serve
+    from mmsctl.engine.worker.frames import LOAD
+
+    ours, theirs = socket.socketpair()
+    parent = Connection(ours.detach())
+    parent.send((LOAD, (echo, "[W-1]")))
+    parent.close()  # gone before the worker could answer
+    child = Connection(theirs.detach())
+    try:
+        assert serve(child) == EXIT_ORPHANED
+    finally:
+        child.close()
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_ctrl_c_as_the_pool_sets_up_a_worker_leaves_no_worker_behind(
+        echo: ServiceSpec, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl+C between a pool worker's spawn and the pool knowing it: the worker is ended, not orphaned."""
+    import threading
+
+    import psutil
+
+    from mmsctl.predict.pool import ServicePool
+
+    before = {p.pid for p in psutil.Process().children()}
+
+    def interrupted(self: threading.Thread) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(threading.Thread, "start", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        ServicePool(echo, workers=2)
+    monkeypatch.undo()
+    left = [p for p in psutil.Process().children() if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE]
+    assert left == []

@@ -68,6 +68,9 @@ def _answer(service: ModelService, batch: list[RequestItem], tag: Optional[str])
     return RESULT, BatchResult(responses, f"{type(detail).__name__}: {detail}" if detail is not None else None)
 
 
+#: A worker's exit status when its parent went away without telling it.
+EXIT_ORPHANED = 4
+
 #: After which batches a worker gives the memory freed so far back to the system (see _release_freed).
 _RELEASE_AFTER = frozenset({1, 2, 4, 16, 64})
 
@@ -102,7 +105,7 @@ def serve(conn: Connection, *, cap_memory: bool = False) -> int:
     """
     try:
         kind, payload = conn.recv()
-    except EOFError:
+    except (EOFError, OSError):
         return 2
     if kind != LOAD:
         return 2
@@ -112,30 +115,33 @@ def serve(conn: Connection, *, cap_memory: bool = False) -> int:
     if tag:
         tag = f"{tag[:-1]} pid {os.getpid()}]" if tag.endswith("]") else f"{tag} (pid {os.getpid()})"
     service, reply = _load(spec, tag)
-    conn.send(reply)
-    if service is None:
-        return 1
-    frames = 0
-    while True:
-        try:
-            kind, batch = conn.recv()
-        except EOFError:
-            break
-        if kind == EXIT:
-            break
-        if kind == BATCHES:  # several batches in one frame (a busy server): the answers in one too
-            conn.send((RESULTS, [_answer(service, items, tag) for items in batch]))
-        else:
-            conn.send(_answer(service, batch, tag))
-        frames += 1
-        if frames in _RELEASE_AFTER:
-            _release_freed()
-    service.close()
+    try:
+        conn.send(reply)
+        if service is None:
+            return 1
+        frames = 0
+        while True:
+            try:
+                kind, batch = conn.recv()
+            except EOFError:
+                break
+            if kind == EXIT:
+                break
+            if kind == BATCHES:  # several batches in one frame (a busy server): the answers in one too
+                conn.send((RESULTS, [_answer(service, items, tag) for items in batch]))
+            else:
+                conn.send(_answer(service, batch, tag))
+            frames += 1
+            if frames in _RELEASE_AFTER:
+                _release_freed()
+    except OSError:
+        # The parent closed its end while this worker loaded or answered (a Ctrl+C as it started us):
+        # nobody is left to tell, and a traceback would land on the terminal the user just left.
+        return EXIT_ORPHANED
+    finally:
+        if service is not None:
+            service.close()
     return 0
-
-
-#: A worker's exit status when its parent went away without telling it.
-EXIT_ORPHANED = 4
 
 
 def _exit_with_parent(fd: int) -> None:
