@@ -10,7 +10,7 @@ MMS_VENV ?= .venv-mms
 TS_VENV  ?= .venv-ts
 PYTEST_ARGS ?=
 
-.PHONY: demo test check install install-test reference-servers boot-wheels clean bench
+.PHONY: demo test coverage check install install-test reference-servers boot-wheels clean bench
 
 $(BIN)/mmsctl: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,16 +45,20 @@ boot-wheels: install-test
 demo: install
 	$(BIN)/python scripts/demo.py
 
-# Coverage (pytest-cov, settings in pyproject.toml) measures mmsctl/ in the test processes: the
-# client, CLI, TUI, engine, archive, zoo and cloud code the tests call in-process. The servers and
-# workers the tests start as subprocesses are not measured: following them (coverage's
-# `patch = ["subprocess"]`) costs about half as much CPU again on tests/server.
 # PYTHONDONTWRITEBYTECODE (set in some shells and CI images) is cleared for the run: with it, each of the two
 # pytest workers assert-rewrites all ~440 test modules again (~10 CPU s each), and every server, worker and
 # CLI process the tests start compiles the mmsctl modules it imports again. __pycache__/ is in .gitignore.
 test: install-test reference-servers boot-wheels
 	PYTHON=$(BIN)/python scripts/check
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15 --cov --cov-report= $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15 $(PYTEST_ARGS)
+
+# The same suite with coverage (pytest-cov, settings in pyproject.toml) of mmsctl/ in the test processes: the
+# client, CLI, TUI, engine, archive, zoo and cloud code the tests call in-process. On Python 3.11 coverage's
+# tracer sees every line the in-process tests run, libraries included: about a fifth more time than `make test`,
+# which is why `make test` leaves it out. The servers and workers the tests start as subprocesses are not
+# measured (following them with coverage's `patch = ["subprocess"]` costs half as much CPU again on tests/server).
+coverage: install-test reference-servers boot-wheels
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 2 --dist loadgroup --cov --cov-report= $(PYTEST_ARGS)
 	@echo "coverage of mmsctl/ (in-process): $$($(BIN)/python -m coverage report --format=total --precision=1)%"
 
 check: install-test
