@@ -48,9 +48,13 @@ demo: install
 # PYTHONDONTWRITEBYTECODE (set in some shells and CI images) is cleared for the run: with it, each of the two
 # pytest workers assert-rewrites all ~440 test modules again (~10 CPU s each), and every server, worker and
 # CLI process the tests start compiles the mmsctl modules it imports again. __pycache__/ is in .gitignore.
+# Three pytest workers on two cores: a test spends much of its time waiting on the processes it starts, and a
+# third worker fills those waits (tests/conftest.py keeps each module on one worker, so module-scoped servers
+# are not started once per worker). See docs/performance.md, "Suite time".
+TEST_WORKERS ?= 3
 test: install-test reference-servers boot-wheels
 	PYTHON=$(BIN)/python scripts/check
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15 $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=15 $(PYTEST_ARGS)
 
 # The same suite with coverage (pytest-cov, settings in pyproject.toml) of mmsctl/ in the test processes: the
 # client, CLI, TUI, engine, archive, zoo and cloud code the tests call in-process. On Python 3.11 coverage's
@@ -58,7 +62,7 @@ test: install-test reference-servers boot-wheels
 # which is why `make test` leaves it out. The servers and workers the tests start as subprocesses are not
 # measured (following them with coverage's `patch = ["subprocess"]` costs half as much CPU again on tests/server).
 coverage: install-test reference-servers boot-wheels
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 2 --dist loadgroup --cov --cov-report= $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --cov --cov-report= $(PYTEST_ARGS)
 	@echo "coverage of mmsctl/ (in-process): $$($(BIN)/python -m coverage report --format=total --precision=1)%"
 
 check: install-test

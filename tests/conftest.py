@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
@@ -121,3 +122,47 @@ def shared_torchserve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[obje
     from tests.support.fixtures_mms import one_torchserve
 
     yield from one_torchserve(tmp_path_factory)
+
+
+def _unit(item: pytest.Item) -> str:
+    """The unit of work xdist hands a worker (see :func:`pytest_xdist_make_scheduler`)."""
+    groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                     for m in item.iter_markers("xdist_group")})
+    return "_".join(groups) if groups else item.nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In an xdist worker, the units with the most ``slow`` tests first, then the largest: a unit of one long
+    test (the boot script, the README tour) handed out last would leave the other worker idle while it runs.
+    Every worker collects the same list and sorts it the same way; a unit's own order is kept."""
+    if not hasattr(config, "workerinput"):
+        return
+    slow: Counter[str] = Counter()
+    size: Counter[str] = Counter()
+    first: dict[str, int] = {}
+    for index, item in enumerate(items):
+        unit = _unit(item)
+        size[unit] += 1
+        slow[unit] += item.get_closest_marker("slow") is not None
+        first.setdefault(unit, index)
+    items.sort(key=lambda item: (-slow[_unit(item)], -size[_unit(item)], first[_unit(item)]))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """``--dist loadgroup`` with each module as one unit unless its tests name an ``xdist_group`` (as
+    ``--dist loadfile`` would do): a module's tests then run in one worker, so its module-scoped fixtures (a
+    server, the photo corpus, a fuzzed API) are built once, not once in each worker its tests land in. Units
+    go out in the order the workers collected them (:func:`pytest_collection_modifyitems`)."""
+    from xdist.scheduler import LoadGroupScheduling
+
+    class ModuleOrGroup(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.rfind("@") > nodeid.rfind("]"):
+                return nodeid.split("@")[-1]
+            return nodeid.split("::", 1)[0]
+
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    config.option.loadscopereorder = False
+    return ModuleOrGroup(config, log)

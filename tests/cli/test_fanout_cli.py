@@ -66,6 +66,7 @@ def _json(result: Any) -> Any:
     return json.loads(result.stdout)
 
 
+@pytest.mark.slow
 def test_fleet_of_mmsctl_servers(ours: Ours, dead: str, capsys, tmp_path: Path,
                                  monkeypatch: pytest.MonkeyPatch) -> None:
     a, b = ours.servers
@@ -145,6 +146,7 @@ def test_fleet_of_mmsctl_servers(ours: Ours, dead: str, capsys, tmp_path: Path,
 
 
 @pytest.mark.interop
+@pytest.mark.slow
 def test_mixed_fleet_with_real_mms(ours: Ours, mms_server: MmsInstance,  # noqa: F811
                                    dead: str, capsys, tmp_path: Path) -> None:
     """One archive, built by MMS's own model-archiver, registered on an mmsctl server and on MMS."""

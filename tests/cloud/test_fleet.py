@@ -83,6 +83,7 @@ def _elb_tags(aws: dict[str, Any], arn: str) -> dict[str, str]:
     return _tags(aws["elb"].describe_tags(ResourceArns=[arn])["TagDescriptions"][0])
 
 
+@pytest.mark.slow
 def test_create_makes_the_exact_resource_graph(aws: dict[str, Any]) -> None:
     ec2, elb, asg, iam = aws["ec2"], aws["elb"], aws["asg"], aws["iam"]
     out = _create(aws, "prod", "-m", "squeezenet", "-m", "r18=https://models.example.com/resnet-18.mar",
@@ -363,6 +364,7 @@ def test_waiter_polls_until_every_target_is_healthy(aws: dict[str, Any]) -> None
     assert f"1 of 2 targets healthy after 30s; {ids[1]}: unused" in caught.value.message
 
 
+@pytest.mark.slow
 def test_list_describe_members_and_scale(aws: dict[str, Any]) -> None:
     cli = aws["cli"]
     _create(aws, "prod", "-m", "squeezenet", "--min", "2", "--max", "5")
@@ -428,6 +430,7 @@ def test_list_describe_members_and_scale(aws: dict[str, Any]) -> None:
     assert ghost.code == 9 and "no fleet 'ghost' in us-east-1" in ghost.stderr
 
 
+@pytest.mark.slow
 def test_destroy_leaves_nothing_tagged_and_twice_is_a_no_op(aws: dict[str, Any]) -> None:
     cli = aws["cli"]
     cert = boto3.client("acm").request_certificate(DomainName="models.example.com")["CertificateArn"]

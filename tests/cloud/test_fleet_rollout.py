@@ -8,6 +8,8 @@ import gzip
 import json
 from typing import Any
 
+import pytest
+
 from tests.cloud.test_fleet import _create, _tg, aws, cli  # noqa: F401 - fixtures
 
 BLUE, GREEN = "mmsctl-fleet-ro", "mmsctl-fleet-ro-green"
@@ -24,6 +26,7 @@ def _user_data(aws: dict[str, Any], template_id: str, version: str) -> str:
     return (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()
 
 
+@pytest.mark.slow
 def test_blue_green_rollout_finish_rollback_and_refusal(aws: dict[str, Any]) -> None:
     cli = aws["cli"]
     _create(aws, "ro", "-m", "squeezenet", "--min", "1", "--max", "3", "--warm-pool", "1", "--health-check-grace", "450",

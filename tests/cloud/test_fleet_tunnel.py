@@ -87,6 +87,7 @@ def _keys(folder: Path, key: Path, name: str = "me") -> Path:
 
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+@pytest.mark.slow
 def test_tunnels_reach_each_member_until_stopped_then_every_ssh_is_gone(
         aws: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str], stop: signal.Signals) -> None:
     """Ctrl+C (SIGINT) or SIGTERM, as kubectl port-forward: every tunnel closed, exit 0."""

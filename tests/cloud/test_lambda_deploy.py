@@ -242,6 +242,7 @@ def test_a_users_bucket_keeps_its_other_notifications(moto: Moto, cli: Any, aws:
     assert "LambdaFunctionConfigurations" not in config
 
 
+@pytest.mark.slow
 def test_destroy_leaves_nothing_tagged_and_a_second_destroy_is_a_no_op(
     moto: Moto, cli: Any, aws: dict[str, Any], mar: Path, kitten_jpg: Path
 ) -> None:

@@ -63,6 +63,7 @@ def output(key: str) -> dict[str, Any]:
     return json.loads(boto3.client("s3").get_object(Bucket="kitten-out", Key=key)["Body"].read())
 
 
+@pytest.mark.slow
 def test_run_local_on_an_s3_put_writes_the_same_top5_as_predict(deployed: Moto, kitten: Path, tmp_path: Path,
                                                                 expected: list[dict[str, Any]]) -> None:
     s3 = boto3.client("s3")
@@ -129,11 +130,12 @@ def _serve(moto: Moto) -> Iterator[tuple[str, "queue.Queue[str]"]]:
         proc.wait(timeout=30)
 
 
+@pytest.mark.slow
 def test_invoke_reports_cold_then_warm_through_the_invoke_api(deployed: Moto, kitten: Path, tmp_path: Path,
                                                               expected: list[dict[str, Any]]) -> None:
     for url, _lines in _serve(deployed):
         lam = {"AWS_ENDPOINT_URL_LAMBDA": url}
-        cold = run_cli(deployed, "lambda", "invoke", NAME, str(kitten), "-o", "json", env=lam)
+        cold = run_cli_here(deployed, "lambda", "invoke", NAME, str(kitten), "-o", "json", env=lam)
         assert cold.returncode == 0, cold.stderr
         first = json.loads(cold.stdout)
         assert first["status"] == 200 and first["result"] == expected
@@ -141,7 +143,7 @@ def test_invoke_reports_cold_then_warm_through_the_invoke_api(deployed: Moto, ki
         assert report["cold_start"] and report["init_ms"] > 0 and report["memory_mb"] == 1024
         assert report["billed_ms"] >= report["duration_ms"] + report["init_ms"]
 
-        warm = run_cli(deployed, "lambda", "invoke", NAME, str(kitten), env=lam)
+        warm = run_cli_here(deployed, "lambda", "invoke", NAME, str(kitten), env=lam)
         assert warm.returncode == 0, warm.stderr
         assert "n02124075 Egyptian cat" in warm.stdout.splitlines()[1]
         assert "status 200" in warm.stderr and "· warm ·" in warm.stderr and "max memory" in warm.stderr
@@ -157,18 +159,19 @@ def test_invoke_reports_cold_then_warm_through_the_invoke_api(deployed: Moto, ki
 
         shutil.copy(kitten, tmp_path / "kitten.jpg")
         with serving_images(tmp_path) as base:  # the function fetches the image itself: GET ?url=
-            by_url = run_cli(deployed, "lambda", "invoke", NAME, "--image-url", f"{base}/img/kitten.jpg", "-o", "json",
-                             env=lam)
+            by_url = run_cli_here(deployed, "lambda", "invoke", NAME, "--image-url", f"{base}/img/kitten.jpg", "-o", "json",
+                                  env=lam)
         assert by_url.returncode == 0, by_url.stderr
         assert json.loads(by_url.stdout)["result"] == expected
 
         bad_file = tmp_path / "broken.jpg"
         bad_file.write_bytes(b"GIF89a but not really")
-        bad = run_cli(deployed, "lambda", "invoke", NAME, str(bad_file), env=lam)
+        bad = run_cli_here(deployed, "lambda", "invoke", NAME, str(bad_file), env=lam)
         assert bad.returncode == 8  # the function answered with an error body
         assert bad.stderr.splitlines()[-1].startswith("error: Corrupted image input")
 
 
+@pytest.mark.slow
 def test_invoke_s3_waits_for_the_output_object(deployed: Moto, kitten: Path, expected: list[dict[str, Any]]) -> None:
     s3 = boto3.client("s3")
     waiting = subprocess.Popen([sys.executable, "-m", "mmsctl", "lambda", "invoke", NAME, "--s3", str(kitten),

@@ -102,6 +102,7 @@ def test_compare_mms_with_mmsctl_aligns_levels(mms: MmsInstance, tmp_path: Path,
     assert not [m for m in _models(mms) if m.startswith("bench-noop-")]
 
 
+@pytest.mark.slow
 def test_noop_on_torchserve_with_token_and_prometheus_metrics(torchserve: TorchServeInstance,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     r = run_mmsctl(capsys, "context", "add", "ts", "--inference", torchserve.inference_url, "--management",

@@ -41,6 +41,7 @@ def host(url: str) -> str:
     return url.removeprefix("http://")
 
 
+@pytest.mark.slow
 def test_ping_list_describe(ts: TorchServeInstance, capsys) -> None:
     r = run_mmsctl(capsys, "ping", "-o", "json")
     assert r.code == 0, r.stderr
@@ -124,6 +125,7 @@ def test_a_wrong_key_is_authentication_failed(ts: TorchServeInstance, capsys, tm
     assert r.code == 6 and one_error_line(r).startswith(f"error: authentication failed on {host(ts.inference_url)}")
 
 
+@pytest.mark.slow
 def test_model_api_disabled_is_a_clear_405(ts: TorchServeInstance, capsys, tmp_path: Path) -> None:
     """TorchServe's default: register/unregister answer 405; scaling still works."""
     store = tmp_path / "store"

@@ -73,6 +73,7 @@ def mms(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, Path
 
 @pytest.mark.parametrize("model, archive", [("squeezenet", "squeezenet.mar"), ("example", "squeezenet_v1.1.mar")])
 @pytest.mark.parametrize("image", [KITTEN_JPG, KITTEN_PNG], ids=["jpg", "png"])
+@pytest.mark.slow
 def test_same_answer_as_mms(mms: tuple, model: str, archive: str, image: Path) -> None:
     from tests.support.mms import predict
 

@@ -80,6 +80,7 @@ def _sequence(inference: str, management: str) -> list[tuple[str, tuple[int, Any
     return out
 
 
+@pytest.mark.slow
 def test_same_answers_as_mms(tmp_path: Path) -> None:
     reason = mms_skip_reason()
     if reason:

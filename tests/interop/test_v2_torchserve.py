@@ -53,6 +53,7 @@ def _ctx(ts: TorchServeInstance) -> Context:
     return Context("ts-v2", ts.inference_url, ts.inference_url, token_file=str(ts.key_file), protocol="v2")
 
 
+@pytest.mark.slow
 def test_client_infers_through_the_kservev2_envelope(ts: TorchServeInstance) -> None:
     with V2Client(_ctx(ts), timeout=60.0) as client:
         assert client.predict("echo", b"hello kserve").body == b"echo:data:hello kserve"

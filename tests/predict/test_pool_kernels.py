@@ -36,6 +36,7 @@ def _top1(*args: str) -> list[tuple[str, str]]:
     return [(r["input"], r["result"][0]["class"]) for r in rows]
 
 
+@pytest.mark.slow
 def test_the_pool_gives_the_same_top1_as_one_process(tmp_path: Path, squeezenet_dir: Path, kitten_jpg: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MMSCTL_MKLDNN", "auto")

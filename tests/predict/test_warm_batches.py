@@ -90,6 +90,7 @@ def _batches(srv: ServerInfo) -> tuple[float, float]:
     return found.get("sum", 0.0), found.get("count", 0.0)
 
 
+@pytest.mark.slow
 def test_a_folder_goes_in_batches_and_prints_what_in_process_prints(
     served: tuple[ServerInfo, Path, dict[str, str]], photos: Path
 ) -> None:
@@ -108,6 +109,7 @@ def test_a_folder_goes_in_batches_and_prints_what_in_process_prints(
         assert images == GROUP + 3 and batches < images, (images, batches)  # requests ran together
 
 
+@pytest.mark.slow
 def test_a_bad_image_in_a_batch_gives_what_in_process_gives(
     served: tuple[ServerInfo, Path, dict[str, str]], photos: Path, tmp_path: Path
 ) -> None:

@@ -76,6 +76,7 @@ print(json.dumps([code, sorted(m for m in sys.modules if m.split('.')[0] in
 # this path keep their records in NamedTuples.
 
 
+@pytest.mark.slow
 def test_the_lean_path_prints_what_the_full_path_and_local_print(served: tuple[ServerInfo, Path], images: Path) -> None:
     _, mar = served
     first = mmsctl("predict", str(mar), str(images / "a.jpg"), "-v")  # works MODEL out, remembers it

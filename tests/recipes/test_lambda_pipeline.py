@@ -24,6 +24,7 @@ SCRIPT = RECIPES / "lambda-s3-pipeline" / "run.sh"
 NAME = "mmsctl-pipeline"
 
 
+@pytest.mark.slow
 def test_an_image_goes_through_the_pipeline_and_everything_is_destroyed(
     moto: Moto, recipe: RecipeRun, squeezenet_archive: Path, kitten_jpg: Path  # noqa: F811
 ) -> None:

@@ -110,6 +110,7 @@ def test_mmsctl_serves_with_the_config(
 
 @pytest.mark.interop
 @pytest.mark.xdist_group("mms")
+@pytest.mark.slow
 def test_real_mms_loads_the_config(
     recipe: RecipeRun, squeezenet_dir: Path, kitten_jpg: Path, tmp_path: Path
 ) -> None:

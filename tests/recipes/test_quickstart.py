@@ -6,6 +6,8 @@ import json
 import socket
 from pathlib import Path
 
+import pytest
+
 from tests.recipes.conftest import RECIPES, RecipeRun
 from tests.support.archives import squeezenet_mar
 from tests.support.mmsctl_server import make_noop_archive
@@ -34,6 +36,7 @@ def _no_running_server(recipe: RecipeRun) -> None:
     assert _port_closed(recipe.inference_url)
 
 
+@pytest.mark.slow
 def test_quickstart_serves_squeezenet_from_the_zoo(
     recipe: RecipeRun, squeezenet_dir: Path, kitten_jpg: Path
 ) -> None:

@@ -3,9 +3,10 @@
 `scripts/demo.py` runs first (offline, the pretrained checkpoint from ../shared), in a fresh
 folder with fresh cache/config/state folders; then every line of the README's tour block runs
 in that folder with the venv's `mmsctl` first on PATH (as after `source .venv/bin/activate`) and
-no AWS set up at all. Three adaptations, so the test can run beside other servers on this machine:
-`serve start` gets `--port P` and `curl` talks to P instead of 8080, and `top` (a live screen
-that waits for `q`) runs with `--once`.
+no AWS set up at all. Four adaptations, so the test can run beside other servers on this machine:
+`serve start` gets `--port P` and `curl` talks to P instead of 8080, `top` (a live screen
+that waits for `q`) runs with `--once`, and `bench` measures each level for 1 s instead of 3 (the
+two squeezenet workers it loads otherwise spend ~10 CPU s of the suite answering it).
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ def _adapt(line: str, port: int) -> str:
         return f"{line} --port {port}"
     if line.startswith("mmsctl top"):
         return f"{line} --once"
+    if line.startswith("mmsctl bench"):
+        assert " -d 3s" in line, line
+        line = line.replace(" -d 3s", " -d 1s")
     return line.replace("127.0.0.1:8080", f"127.0.0.1:{port}")
 
 

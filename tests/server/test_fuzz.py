@@ -67,12 +67,14 @@ management = schemathesis.pytest.from_fixture("management_schema")
 
 @inference.parametrize()
 @FUZZ
+@pytest.mark.slow
 def test_the_inference_api_never_answers_5xx(case: Any, fuzzed: ServerInfo) -> None:
     _no_server_error(case, fuzzed.inference_url)
 
 
 @management.parametrize()
 @FUZZ
+@pytest.mark.slow
 def test_the_management_api_never_answers_5xx(case: Any, fuzzed: ServerInfo) -> None:
     _no_server_error(case, fuzzed.management_url)
 

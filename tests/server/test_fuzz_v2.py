@@ -34,6 +34,7 @@ v2 = schemathesis.pytest.from_fixture("v2_schema")
 
 @v2.parametrize()
 @FUZZ
+@pytest.mark.slow
 def test_the_v2_api_never_answers_5xx(case: Any, fuzzed_v2: ServerInfo) -> None:
     response = case.call(base_url=fuzzed_v2.inference_url, timeout=30)
     assert response.status_code < 500, (case.method, case.formatted_path, case.headers, response.text[:500])

@@ -75,6 +75,7 @@ def _wait_for_queue(management: int, model: str, pending: int, timeout: float = 
                interval=0.02)
 
 
+@pytest.mark.slow
 def test_stop_drains_in_flight_and_queued_requests(noop: Path) -> None:
     flags, inference, management = _addresses()
     assert _mmsctl("serve", "start", "--models", f"noop={noop}", *flags).returncode == 0
@@ -115,6 +116,7 @@ def _port_block() -> int:
     raise AssertionError("no three free ports in a row")
 
 
+@pytest.mark.slow
 def test_two_servers_side_by_side_each_its_own_context(noop: Path) -> None:
     """Several local servers: `local` is ambiguous everywhere it is used, each is local:NAME,
     `serve stop` says which exist, `--port N` gives N/N+1/N+2, `stop --all` and `prune` tidy up."""

@@ -123,6 +123,7 @@ def test_a_request_sent_ahead_to_a_worker_that_dies_is_served_by_its_replacement
         assert 'mmsctl_queue_depth{model="noop"} 1.0' in metrics  # pending, as the description says
 
 
+@pytest.mark.slow
 def test_unregister_past_its_timeout_answers_the_request_held_ahead(tmp_path: Path) -> None:
     """A worker killed because the unregister timeout ran out gives back the batch sent ahead to it:
     that client is answered 503 too, never left waiting on a model that is gone."""
@@ -167,6 +168,7 @@ def test_response_timeout_kills_and_restarts_worker(tmp_path: Path) -> None:
         assert _wait_for_ready_workers(srv, "noop", 1)[0] != pid
 
 
+@pytest.mark.slow
 def test_scale_up_and_down_under_load_loses_nothing(tmp_path: Path) -> None:
     noop = make_noop_archive(tmp_path / "noop")
     with running_mmsctl_server(tmp_path, models={"noop": str(noop)}) as srv:
@@ -212,6 +214,7 @@ def test_unregister_under_load_answers_every_request(tmp_path: Path) -> None:
         assert 200 in codes
 
 
+@pytest.mark.slow
 def test_full_queue_answers_503_with_retry_after(tmp_path: Path) -> None:
     noop = make_noop_archive(tmp_path / "noop")
     with running_mmsctl_server(tmp_path, models={"noop": str(noop)}, extra_config={"job_queue_size": 2}) as srv:

@@ -57,6 +57,7 @@ def torchserve_metrics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any
     yield from torchserve_with_noop(tmp_path_factory, "ts-top", metrics_mode="prometheus")
 
 
+@pytest.mark.slow
 def test_torchserve_metrics_with_token_auth(torchserve_metrics: Any) -> None:
     ts = torchserve_metrics
     assert ts.key_file is not None and Path(ts.key_file).exists()

@@ -96,6 +96,7 @@ def served(tmp_path: Path) -> Iterator[Any]:
         yield info
 
 
+@pytest.mark.slow
 def test_a_person_watches_filters_and_quits(served: Any, tmp_path: Path) -> None:
     env = {
         "MMSCTL_INFERENCE_URL": served.inference_url,
@@ -134,6 +135,7 @@ def test_a_person_watches_filters_and_quits(served: Any, tmp_path: Path) -> None
         tmux.kill()
 
 
+@pytest.mark.slow
 def test_a_person_watches_a_fleet_with_a_member_down(served: Any, tmp_path: Path) -> None:
     """`mmsctl top --context lab` on a fleet context: one real server and a closed port."""
     dead = f"127.0.0.1:{server_support.free_port()}"
