@@ -89,8 +89,11 @@ def kitten_png() -> Path:
 @pytest.fixture(scope="session")
 def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moto]:
     """The one moto server of this test process (tests/support/moto.py), for every package that uses AWS."""
-    from tests.support.moto import running_moto
+    from tests.support.moto import moto_skip_reason, running_moto
 
+    reason = moto_skip_reason()
+    if reason:
+        pytest.skip(reason)
     yield from running_moto(tmp_path_factory.mktemp("moto") / "moto.log")
 
 

@@ -13,7 +13,7 @@ import boto3
 import pytest
 
 from tests.cloud.conftest import Moto
-from tests.support.moto import amazon_image
+from tests.support.moto import AMAZON_IMAGE
 from tests.support._proc import any_free_port
 from tests.support.cli import CliResult, run_mmsctl
 
@@ -38,7 +38,7 @@ def cli(moto: Moto, capsys: pytest.CaptureFixture[str]) -> Any:
 def aws(moto: Moto, cli: Any, instance_assets: Path) -> dict[str, Any]:
     """boto3 clients on moto, and a 'DLAMI' id published in an SSM parameter (moto reserves /aws/…)."""
     ec2 = boto3.client("ec2")
-    image = amazon_image()
+    image = AMAZON_IMAGE
     boto3.client("ssm").put_parameter(Name=PARAM, Value=image, Type="String")
     vpc = ec2.describe_vpcs(Filters=[{"Name": "isDefault", "Values": ["true"]}])["Vpcs"][0]
     return {"ec2": ec2, "elb": boto3.client("elbv2"), "asg": boto3.client("autoscaling"),

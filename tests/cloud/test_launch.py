@@ -14,7 +14,7 @@ import pytest
 
 from tests.cloud.conftest import Moto
 from tests.cloud.conftest import run_cli_here as run_cli
-from tests.support.moto import amazon_image
+from tests.support.moto import AMAZON_IMAGE
 
 PARAM = "/mmsctl-test/dlami"
 EI_SERVICE = "com.amazonaws.us-east-1.elastic-inference.runtime"
@@ -30,7 +30,7 @@ def aws(moto: Moto, instance_assets: Path) -> dict[str, Any]:
     """boto3 clients on moto, with a 'DLAMI' id published in an SSM parameter (moto reserves /aws/…)."""
     ec2 = boto3.client("ec2")
     ssm = boto3.client("ssm")
-    image = amazon_image()
+    image = AMAZON_IMAGE
     ssm.put_parameter(Name=PARAM, Value=image, Type="String")
     return {"ec2": ec2, "iam": boto3.client("iam"), "image": image, "moto": moto}
 

@@ -6,6 +6,7 @@ tests/conftest.py) and each test resets it. The server is moto with one of its b
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -13,12 +14,12 @@ import sys
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional
 
 from tests.support._proc import any_free_port
 from tests.support.waiting import wait_until
 
-__all__ = ["FAKE_AWS", "Moto", "amazon_image", "running_moto"]
+__all__ = ["AMAZON_IMAGE", "FAKE_AWS", "Moto", "moto_skip_reason", "running_moto"]
 
 FAKE_AWS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -51,8 +52,9 @@ main(sys.argv[1:])
 """
 
 
-#: The AMIs the server knows. moto's own ~400 (its default and "latest" lists) are built again for every backend
-#: at each reset, which was most of its CPU in tests/cloud/test_fleet.py; the tests need one Amazon image.
+#: The AMIs the server knows. moto's own ~1,300 in us-east-1 (its default, "latest" and ECS-optimized lists) are
+#: built again for every backend at each reset, which was most of its CPU in tests/cloud/test_fleet.py; the
+#: tests need one Amazon image.
 _AMIS = [{
     "ami_id": "ami-0e5c3a1b2d4f60789", "name": "amzn2-ami-kernel-5.10-hvm-2.0.20241001.0-x86_64-gp2",
     "description": "Amazon Linux 2 Kernel 5.10 AMI 2.0.20241001.0 x86_64 HVM gp2", "owner_id": "137112412989",
@@ -60,6 +62,8 @@ _AMIS = [{
     "architecture": "x86_64", "virtualization_type": "hvm", "hypervisor": "xen", "image_type": "machine",
     "root_device_type": "ebs", "root_device_name": "/dev/xvda", "sriov": "simple",
 }]
+#: The one image the tests' moto knows (a reset keeps it).
+AMAZON_IMAGE = _AMIS[0]["ami_id"]
 
 
 @dataclass
@@ -75,6 +79,15 @@ class Moto:
 
     def reset(self) -> None:
         urllib.request.urlopen(urllib.request.Request(f"{self.url}/moto-api/reset", method="POST"), timeout=10)
+
+
+def moto_skip_reason() -> Optional[str]:
+    """Why moto's server cannot run here, or None."""
+    try:
+        found = importlib.util.find_spec("moto.server") is not None
+    except ImportError:
+        found = False
+    return None if found else f"moto's server is not installed for {sys.executable} (pip install 'moto[server]')"
 
 
 def running_moto(log: Path) -> Iterator[Moto]:
@@ -105,16 +118,3 @@ def running_moto(log: Path) -> Iterator[Moto]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-
-_IMAGE: list[str] = []
-
-
-def amazon_image() -> str:
-    """An AMI id the moto that boto3's environment points at knows (the same in every server here; a reset
-    keeps it): asked once a process."""
-    if not _IMAGE:
-        import boto3
-
-        _IMAGE.append(boto3.client("ec2").describe_images(Owners=["amazon"])["Images"][0]["ImageId"])
-    return _IMAGE[0]
