@@ -8,6 +8,7 @@ package (``engine``) or a top-level module (``errors``).
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 from typing import Iterator
@@ -103,10 +104,20 @@ def _unit(module: str) -> str:
     return parts[1] if len(parts) > 1 else "mmsctl"
 
 
-MODULE_GRAPH = {m: set(_imports(m, p)) for m, p in MODULES.items()}
-UNIT_GRAPH: dict[str, set[str]] = {}
-for _m, _targets in MODULE_GRAPH.items():
-    UNIT_GRAPH.setdefault(_unit(_m), set()).update(_unit(t) for t in _targets if _unit(t) != _unit(_m))
+@functools.cache
+def module_graph() -> dict[str, set[str]]:
+    """Module -> the mmsctl modules it imports. Built on first use, not at collection: parsing every module
+    costs ~1 s, which each pytest worker would pay whether or not it runs these tests."""
+    return {m: set(_imports(m, p)) for m, p in MODULES.items()}
+
+
+@functools.cache
+def unit_graph() -> dict[str, set[str]]:
+    """Unit (``engine``, ``cloud``, …) -> the units it imports."""
+    graph: dict[str, set[str]] = {}
+    for module, targets in module_graph().items():
+        graph.setdefault(_unit(module), set()).update(_unit(t) for t in targets if _unit(t) != _unit(module))
+    return graph
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[set[str]]:
@@ -146,32 +157,32 @@ def _cycles(graph: dict[str, set[str]]) -> list[set[str]]:
 
 def test_the_reader_sees_function_level_and_relative_imports() -> None:
     """The parser is what the other tests stand on: it must see the imports that matter."""
-    assert "mmsctl.engine.spec" in MODULE_GRAPH["mmsctl.archive.model_archive"]  # module level
-    assert "mmsctl.engine.mxnet_compat" in MODULE_GRAPH["mmsctl.zoo.untrained"]  # inside a function
-    assert "mmsctl.zoo" in MODULE_GRAPH["mmsctl.predict.loading"]  # `from mmsctl.zoo import resolve_model`
-    assert {"engine", "archive", "zoo"} <= UNIT_GRAPH["predict"]
+    assert "mmsctl.engine.spec" in module_graph()["mmsctl.archive.model_archive"]  # module level
+    assert "mmsctl.engine.mxnet_compat" in module_graph()["mmsctl.zoo.untrained"]  # inside a function
+    assert "mmsctl.zoo" in module_graph()["mmsctl.predict.loading"]  # `from mmsctl.zoo import resolve_model`
+    assert {"engine", "archive", "zoo"} <= unit_graph()["predict"]
 
 
 def test_no_package_level_import_cycle() -> None:
-    assert _cycles(UNIT_GRAPH) == []
+    assert _cycles(unit_graph()) == []
 
 
 def test_no_new_module_level_import_cycle() -> None:
-    cycles = [c for c in _cycles(MODULE_GRAPH) if c not in KNOWN_MODULE_CYCLES]
+    cycles = [c for c in _cycles(module_graph()) if c not in KNOWN_MODULE_CYCLES]
     assert cycles == []
 
 
 def test_every_package_has_a_layer() -> None:
     """A new package or top-level module must be placed in LAYERS (and in docs/index.md)."""
     placed = set().union(*LAYERS)
-    assert sorted(set(UNIT_GRAPH) - placed - {"mmsctl"}) == []
+    assert sorted(set(unit_graph()) - placed - {"mmsctl"}) == []
 
 
 def test_each_package_imports_only_layers_below_it() -> None:
     layer_of = {unit: n for n, layer in enumerate(LAYERS) for unit in layer}
     wrong = sorted(
         f"{unit} -> {target}"
-        for unit, targets in UNIT_GRAPH.items() if unit in layer_of
+        for unit, targets in unit_graph().items() if unit in layer_of
         for target in targets if target != "mmsctl" and layer_of.get(target, len(LAYERS)) >= layer_of[unit]
     )
     assert wrong == []
@@ -179,7 +190,7 @@ def test_each_package_imports_only_layers_below_it() -> None:
 
 def test_the_package_root_imports_nothing_of_mmsctl() -> None:
     """Everyone imports ``mmsctl`` for ``__version__``; it must stay at the bottom."""
-    assert UNIT_GRAPH.get("mmsctl", set()) == set()
+    assert unit_graph().get("mmsctl", set()) == set()
 
 
 def test_the_docs_diagram_names_every_package() -> None:
@@ -227,8 +238,8 @@ def _serverless_faults(graph: dict[str, set[str]]) -> list[str]:
 
 def test_cloud_sub_packages_keep_their_order() -> None:
     """Plumbing below what an instance boots, below the products; products never import each other."""
-    assert {"mmsctl.cloud.instance.ei", "mmsctl.cloud.aws.session"} <= MODULE_GRAPH["mmsctl.cloud.fleet.create"]
-    assert _cloud_faults(MODULE_GRAPH) == []
+    assert {"mmsctl.cloud.instance.ei", "mmsctl.cloud.aws.session"} <= module_graph()["mmsctl.cloud.fleet.create"]
+    assert _cloud_faults(module_graph()) == []
 
 
 def test_the_cloud_order_check_catches_a_bad_graph() -> None:
@@ -249,8 +260,8 @@ def test_the_cloud_order_check_catches_a_bad_graph() -> None:
 
 def test_serverless_takes_only_the_plumbing_and_the_contract_from_cloud() -> None:
     """The handler's side shares env, events, outputs and the image manifest with the control plane; nothing else."""
-    assert "mmsctl.cloud.function.events" in MODULE_GRAPH["mmsctl.serverless.runtime"]
-    assert _serverless_faults(MODULE_GRAPH) == []
+    assert "mmsctl.cloud.function.events" in module_graph()["mmsctl.serverless.runtime"]
+    assert _serverless_faults(module_graph()) == []
     bad = {"mmsctl.serverless.run_local": {"mmsctl.cloud.function.build", "mmsctl.cloud.function.env",
                                            "mmsctl.cloud.aws.errors", "mmsctl.cloud.function.environment"}}
     assert _serverless_faults(bad) == ["mmsctl.serverless.run_local -> mmsctl.cloud.function.build",

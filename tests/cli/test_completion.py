@@ -31,32 +31,49 @@ def test_unknown_shell_is_a_usage_error(capsys) -> None:
     assert r.code == 2
 
 
-def _complete(words: str, env: dict[str, str]) -> list[str]:
+def _completion_env(words: str, env: dict[str, str]) -> dict[str, str]:
+    """What bash sets for a <TAB> after *words*, on top of *env*."""
     cword = len(words.split()) - (0 if words.endswith(" ") else 1)
-    full = {**os.environ, **env, "_MMSCTL_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)}
+    return {**env, "_MMSCTL_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)}
+
+
+def _complete_in_a_process(words: str, env: dict[str, str]) -> list[str]:
+    """The console entry as bash runs it: its own process."""
+    full = {**os.environ, **_completion_env(words, env)}
     proc = subprocess.run([sys.executable, "-m", "mmsctl"], env=full, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.split()
 
 
-def test_bash_completion_commands_and_live_model_names(tmp_path) -> None:
-    assert _complete("mmsctl mod", {}) == ["models"]
+def _complete(capsys: pytest.CaptureFixture[str], words: str, env: dict[str, str]) -> list[str]:
+    """The same entry point in-process (click completes inside ``main()`` and exits 0), the variables set only
+    for the call."""
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in _completion_env(words, env).items():
+            mp.setenv(key, value)
+        result = run_mmsctl(capsys)
+    assert result.code == 0, result.stderr
+    return result.stdout.split()
+
+
+def test_bash_completion_commands_and_live_model_names(capsys) -> None:
+    assert _complete_in_a_process("mmsctl mod", {}) == ["models"]
     with running_standin(StandIn(management_key=None, inference_key=None)) as server:
         server.add_model("squeezenet")
         server.add_model("resnet-18")
         env = {"MMSCTL_MANAGEMENT_URL": server.management_url}
-        assert _complete("mmsctl models describe ", env) == ["resnet-18", "squeezenet"]
-        assert _complete("mmsctl scale sq", env) == ["squeezenet"]
+        assert _complete(capsys, "mmsctl models describe ", env) == ["resnet-18", "squeezenet"]
+        assert _complete(capsys, "mmsctl scale sq", env) == ["squeezenet"]
     # server gone: completion stays silent, no traceback in the shell
-    assert _complete("mmsctl scale sq", env) == []
+    assert _complete(capsys, "mmsctl scale sq", env) == []
 
 
 def test_context_names_complete_and_remove_offers_only_removable_ones(capsys) -> None:
     assert run_mmsctl(capsys, "context", "add", "prod", "--inference", "http://10.0.0.5:8080",
                       "--management", "http://10.0.0.5:8081").code == 0
     env = {key: os.environ[key] for key in ("MMSCTL_CONFIG_DIR", "MMSCTL_STATE_DIR")}
-    assert _complete("mmsctl context use ", env) == ["local", "prod"]
-    assert _complete("mmsctl context remove ", env) == ["prod"]  # `local` is built in
+    assert _complete(capsys, "mmsctl context use ", env) == ["local", "prod"]
+    assert _complete(capsys, "mmsctl context remove ", env) == ["prod"]  # `local` is built in
 
 
 def _commands_with(option: str) -> list[list[str]]:
@@ -90,17 +107,17 @@ def test_context_completes_on_every_command_that_takes_it(capsys) -> None:
     assert [] in paths and ["models", "list"] in paths and ["predict"] in paths and len(paths) >= 10
     for path in paths:
         words = " ".join(["mmsctl", *path, "--context", ""])
-        assert _complete(words, env) == ["local", "local:qa", "prod"], words
-    assert _complete("mmsctl scale m --context p", env) == ["prod"]
+        assert _complete(capsys, words, env) == ["local", "local:qa", "prod"], words
+    assert _complete(capsys, "mmsctl scale m --context p", env) == ["prod"]
 
 
-def test_zoo_names_complete_for_predict_and_zoo_pull() -> None:
-    assert "squeezenet" in _complete("mmsctl predict squ", {})
-    assert _complete("mmsctl zoo pull resnet-1", {}) == ["resnet-152", "resnet-18"]
-    assert _complete("mmsctl predict ./", {}) == []  # a path: the shell completes files
+def test_zoo_names_complete_for_predict_and_zoo_pull(capsys) -> None:
+    assert "squeezenet" in _complete(capsys, "mmsctl predict squ", {})
+    assert _complete(capsys, "mmsctl zoo pull resnet-1", {}) == ["resnet-152", "resnet-18"]
+    assert _complete(capsys, "mmsctl predict ./", {}) == []  # a path: the shell completes files
 
 
-def test_serve_name_completes_instances_stop_only_the_running_ones() -> None:
+def test_serve_name_completes_instances_stop_only_the_running_ones(capsys) -> None:
     """`serve stop --name <TAB>` offers the servers running here; `logs`/`status` every instance."""
     from mmsctl.instances import Instance, InstanceState, process_start_time
 
@@ -112,6 +129,6 @@ def test_serve_name_completes_instances_stop_only_the_running_ones() -> None:
                                            inference_url="http://127.0.0.1:1", management_url="http://127.0.0.1:2",
                                            log_file=str(instance.log_file)))
     env = {"MMSCTL_STATE_DIR": os.environ["MMSCTL_STATE_DIR"]}
-    assert _complete("mmsctl serve stop --name ", env) == ["alpha"]
-    assert _complete("mmsctl serve logs --name ", env) == ["alpha", "beta"]
-    assert _complete("mmsctl serve status -n b", env) == ["beta"]
+    assert _complete(capsys, "mmsctl serve stop --name ", env) == ["alpha"]
+    assert _complete(capsys, "mmsctl serve logs --name ", env) == ["alpha", "beta"]
+    assert _complete(capsys, "mmsctl serve status -n b", env) == ["beta"]

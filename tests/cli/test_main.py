@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import io
-import subprocess
-import sys
 
+import pytest
 from rich.console import Console
 
 from mmsctl.cli.main import hoist_global_switches
 from mmsctl.cli.render import UI, human_size
+from tests.support.cli import run_mmsctl
 
 
 def test_global_switches_after_the_command_are_moved_to_the_front() -> None:
@@ -18,10 +18,9 @@ def test_global_switches_after_the_command_are_moved_to_the_front() -> None:
     assert hoist_global_switches(["predict", "m", "--", "-q"]) == ["predict", "m", "--", "-q"]
 
 
-def test_quiet_after_the_command_silences_messages_not_data(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    proc = subprocess.run([sys.executable, "-m", "mmsctl", "zoo", "list", "-o", "json", "-q"],
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
+def test_quiet_after_the_command_silences_messages_not_data(capsys: pytest.CaptureFixture[str]) -> None:
+    proc = run_mmsctl(capsys, "zoo", "list", "-o", "json", "-q")
+    assert proc.code == 0, proc.stderr
     assert proc.stdout.lstrip().startswith("[")
     assert "No such option" not in proc.stderr
 
@@ -39,26 +38,22 @@ def test_warnings_do_not_read_user_text_as_markup() -> None:
     assert "model [bold]x[/bold] kept" in buf.getvalue()
 
 
-def _mmsctl(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mmsctl", *args], capture_output=True, text=True, timeout=60)
-
-
-def test_usage_errors_are_one_line_with_where_to_look() -> None:
+def test_usage_errors_are_one_line_with_where_to_look(capsys: pytest.CaptureFixture[str]) -> None:
     for args, message, where in [
         (("zoo", "list", "--bogus"), "No such option: --bogus", "mmsctl zoo list --help"),
         (("scale", "m", "--min-workers", "many"), "Invalid value for '--min-workers'", "mmsctl scale --help"),
         (("predict", "squeezenet"), "Missing argument", "mmsctl predict --help"),
         (("nosuch",), "No such command 'nosuch'", "mmsctl --help"),
     ]:
-        proc = _mmsctl(*args)
-        assert proc.returncode == 2, (args, proc.stderr)
+        proc = run_mmsctl(capsys, *args)
+        assert proc.code == 2, (args, proc.stderr)
         lines = proc.stderr.strip().splitlines()
         assert lines[0].startswith("error: ") and message in lines[0], (args, lines)
         assert lines[1:] == [f"hint: see `{where}`"], (args, lines)
         assert proc.stdout == ""
 
 
-def test_a_group_without_a_command_shows_its_help() -> None:
-    proc = _mmsctl("models")
-    assert proc.returncode == 0
+def test_a_group_without_a_command_shows_its_help(capsys: pytest.CaptureFixture[str]) -> None:
+    proc = run_mmsctl(capsys, "models")
+    assert proc.code == 0
     assert "Usage: mmsctl models" in proc.stdout + proc.stderr

@@ -3,16 +3,13 @@ and the assets `fleet create` uploads."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-import os
 import subprocess
 import sys
 from pathlib import Path
-from unittest import mock
 
 import pytest
 
+from tests.support.cli import run_here
 from tests.support.moto import FAKE_AWS, Moto
 
 __all__ = ["FAKE_AWS", "REPO", "Moto", "run_cli", "run_cli_here"]
@@ -32,20 +29,7 @@ def run_cli_here(moto: Moto, *args: str, env: dict[str, str] | None = None) -> s
     """``mmsctl ARGS`` against *moto* as :func:`run_cli` runs it, but in this process: the console script's
     ``run()`` (its exit codes and one-line errors included) in exactly the subprocess's environment and folder.
     A new interpreter that imports boto3 and loads its service models costs one to two CPU seconds a command."""
-    from mmsctl.cli.main import run
-
-    out, err, code = io.StringIO(), io.StringIO(), 0
-    cwd = os.getcwd()
-    with mock.patch.dict(os.environ, {**moto.env(), **(env or {})}, clear=True), \
-            contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        os.chdir(REPO)
-        try:
-            run(list(args))
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        finally:
-            os.chdir(cwd)
-    return subprocess.CompletedProcess(["mmsctl", *args], code, out.getvalue(), err.getvalue())
+    return run_here(*args, env={**moto.env(), **(env or {})}, only_env=True, cwd=REPO)
 
 
 @pytest.fixture

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 import threading
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,6 +17,7 @@ from typing import Any, Iterator
 
 import boto3
 
+from tests.support.cli import run_here
 from tests.support.mmsctl_server import make_noop_archive
 from tests.support.paths import REPO
 
@@ -26,11 +25,11 @@ __all__ = ["aws_calls_recorded", "noop_mar", "policy_doc", "pushed_image", "tags
 
 
 def noop_mar(folder: Path, name: str = "noop") -> Path:
-    """A real .mar of a tiny echo handler, made with `mmsctl archive create` (deploy only uploads it)."""
+    """A real .mar of a tiny echo handler, made with `mmsctl archive create` in this process (deploy only uploads
+    it; a `python -m mmsctl` for each was ~40 processes of the cloud tests)."""
     src = make_noop_archive(folder / f"{name}-src", name)
-    done = subprocess.run([sys.executable, "-m", "mmsctl", "archive", "create", str(src), "--model-name", name,
-                           "--handler", "noop_service:handle", "--export-path", str(folder), "--force"],
-                          capture_output=True, text=True, cwd=REPO, timeout=60)
+    done = run_here("archive", "create", str(src), "--model-name", name, "--handler", "noop_service:handle",
+                    "--export-path", str(folder), "--force", cwd=REPO)
     assert done.returncode == 0, done.stderr
     return folder / f"{name}.mar"
 

@@ -3,29 +3,25 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
 from mmsctl.cloud.aws.prices import cost_per_100k, estimate, parse_price_list, table
 from mmsctl.errors import UsageError
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mmsctl", "ec2", "cost", *args], capture_output=True, text=True,
-                          timeout=60, cwd=REPO, env=env)
+from tests.support.cli import CliResult, run_mmsctl
 
 
-def test_resnet152_table_reproduces_the_published_numbers() -> None:
-    proc = _cli("--table", "resnet152")
-    assert proc.returncode == 0, proc.stderr
+def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> CliResult:
+    """``mmsctl ec2 cost ARGS`` in this process (the console script's ``run()``), in this process's environment."""
+    return run_mmsctl(capsys, "ec2", "cost", *args)
+
+
+def test_resnet152_table_reproduces_the_published_numbers(capsys: pytest.CaptureFixture[str]) -> None:
+    proc = _cli(capsys, "--table", "resnet152")
+    assert proc.code == 0, proc.stderr
     lines = [line.split() for line in proc.stdout.strip().splitlines()[1:]]
     assert [(" ".join(line[:-4]), line[-4], line[-3], line[-1]) for line in lines] == [
         ("m5.large", "$0.096/h", "4.50", "$0.59"),
@@ -35,16 +31,16 @@ def test_resnet152_table_reproduces_the_published_numbers() -> None:
     ]
 
 
-def test_single_estimate_json() -> None:
-    proc = _cli("--instance-type", "m5.large", "--eia", "medium", "--throughput", "19.08", "-o", "json")
-    assert proc.returncode == 0, proc.stderr
+def test_single_estimate_json(capsys: pytest.CaptureFixture[str]) -> None:
+    proc = _cli(capsys, "--instance-type", "m5.large", "--eia", "medium", "--throughput", "19.08", "-o", "json")
+    assert proc.code == 0, proc.stderr
     [row] = json.loads(proc.stdout)
     assert row["instance_type"] == "m5.large" and row["accelerator"] == "eia1.medium"
     assert row["hourly_price"] == pytest.approx(0.226)
     assert round(row["cost_per_100k"], 2) == 0.33
 
 
-def test_formula_and_bad_input() -> None:
+def test_formula_and_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
     assert cost_per_100k(3.6, 1.0) == pytest.approx(100.0)  # $3.60/h at 1 req/s: 100k requests take 100k s
     assert estimate("x.large", 10.0, price=0.36).cost_per_100k == pytest.approx(1.0)
     with pytest.raises(UsageError, match="positive"):
@@ -52,10 +48,10 @@ def test_formula_and_bad_input() -> None:
     with pytest.raises(UsageError, match="no bundled price for z9.huge"):
         estimate("z9.huge", 1.0)
     assert [r.label for r in table("resnet152")[1]][1] == "m5.large + eia1.medium"
-    proc = _cli("--instance-type", "m5.large")  # names only what is missing, not the flag that was given
-    assert proc.returncode == 2 and proc.stderr.startswith("error: missing --throughput: ")
-    proc = _cli("--throughput", "19.08")
-    assert proc.returncode == 2 and proc.stderr.startswith("error: missing --instance-type: ")
+    proc = _cli(capsys, "--instance-type", "m5.large")  # names only what is missing, not the flag that was given
+    assert proc.code == 2 and proc.stderr.startswith("error: missing --throughput: ")
+    proc = _cli(capsys, "--throughput", "19.08")
+    assert proc.code == 2 and proc.stderr.startswith("error: missing --instance-type: ")
 
 
 def _product(usd: str, unit: str = "Hrs") -> str:
@@ -103,17 +99,20 @@ def pricing_url() -> Iterator[str]:
     server.server_close()
 
 
-def test_live_price_asks_the_pricing_api(pricing_url: str) -> None:
+def test_live_price_asks_the_pricing_api(pricing_url: str, capsys: pytest.CaptureFixture[str],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
     from tests.cloud.conftest import FAKE_AWS
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(FAKE_AWS, AWS_ENDPOINT_URL_PRICING=pricing_url, AWS_ENDPOINT_URL="http://127.0.0.1:9")
+    for key in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(key)
+    for key, value in {**FAKE_AWS, "AWS_ENDPOINT_URL_PRICING": pricing_url, "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}.items():
+        monkeypatch.setenv(key, value)
     _Pricing.requests.clear()
-    proc = _cli("--instance-type", "m5.large", "--throughput", "4.5", "--live", "--region", "eu-west-1",
-                "-o", "json", env=env)
-    assert proc.returncode == 0, proc.stderr
+    proc = _cli(capsys, "--instance-type", "m5.large", "--throughput", "4.5", "--live", "--region", "eu-west-1",
+                "-o", "json")
+    assert proc.code == 0, proc.stderr
     [row] = json.loads(proc.stdout)
     assert row["hourly_price"] == pytest.approx(0.101)
     assert row["price_source"].startswith("AWS Pricing API (eu-west-1)")

@@ -13,20 +13,28 @@ from pathlib import Path
 import pytest
 
 import mmsctl
-from tests.cloud.conftest import REPO, Moto, run_cli
+from tests.cloud.conftest import REPO, Moto, run_cli_here
 from tests.cloud.lambda_support import aws_calls_recorded
 from tests.serverless.conftest import squeezenet_archive  # noqa: F401 - the fixture
+from tests.support.cli import run_here
 
 
 def mmsctl_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``mmsctl ARGS`` as a real subprocess (for run-local, whose handler runs in a child of its own)."""
     return subprocess.run([sys.executable, "-m", "mmsctl", *args], capture_output=True, text=True, cwd=REPO,
                           env=env, timeout=240)
+
+
+def mmsctl_here(*args: str) -> subprocess.CompletedProcess[str]:
+    """``mmsctl ARGS`` in this process's environment, in REPO, as tests/serverless/conftest.py's ``mmsctl`` runs it
+    without *env*; in this process: no interpreter to start, no second MXNet to load."""
+    return run_here(*args, cwd=REPO)
 
 
 @pytest.fixture(scope="module")
 def context(squeezenet_archive: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
     out = tmp_path_factory.mktemp("ctx") / "build"
-    proc = mmsctl_cli("lambda", "build", str(squeezenet_archive), "--out", str(out))
+    proc = mmsctl_here("lambda", "build", str(squeezenet_archive), "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == str(out / "Dockerfile")
     return out
@@ -91,45 +99,42 @@ def test_run_local_build_imports_the_handler_from_the_context(context: Path, kit
 
 def test_a_model_in_s3_is_pinned_in_the_image(tmp_path: Path) -> None:
     out = tmp_path / "s3ctx"
-    proc = mmsctl_cli("lambda", "build", "s3://models-b/zoo/squeezenet.mar", "--s3-version", "3HL4kqtJ",
-                      "--out", str(out))
+    proc = mmsctl_here("lambda", "build", "s3://models-b/zoo/squeezenet.mar", "--s3-version", "3HL4kqtJ",
+                       "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     text = (out / "Dockerfile").read_text()
     assert "COPY model/" not in text and not (out / "model").exists()
     assert "MMSCTL_LAMBDA_MODEL=s3://models-b/zoo/squeezenet.mar \\" in text
     assert "MMSCTL_LAMBDA_MODEL_VERSION=3HL4kqtJ \\" in text
 
-    again = mmsctl_cli("lambda", "build", "s3://models-b/zoo/squeezenet.mar", "--out", str(out))
+    again = mmsctl_here("lambda", "build", "s3://models-b/zoo/squeezenet.mar", "--out", str(out))
     assert again.returncode == 2 and "is not empty" in again.stderr
-    assert mmsctl_cli("lambda", "build", "s3://models-b/zoo/other.mar", "--out", str(out), "--force").returncode == 0
+    assert mmsctl_here("lambda", "build", "s3://models-b/zoo/other.mar", "--out", str(out), "--force").returncode == 0
     assert "other.mar" in (out / "Dockerfile").read_text()
     (tmp_path / "precious").mkdir()
     (tmp_path / "precious" / "notes.txt").write_text("mine")
-    refused = mmsctl_cli("lambda", "build", "s3://b/k.mar", "--out", str(tmp_path / "precious"), "--force")
+    refused = mmsctl_here("lambda", "build", "s3://b/k.mar", "--out", str(tmp_path / "precious"), "--force")
     assert refused.returncode == 2 and (tmp_path / "precious" / "notes.txt").exists()
 
 
 def test_push_without_a_docker_daemon_says_so_before_any_aws_call(tmp_path: Path) -> None:
     docker = subprocess.run(["docker", "info"], capture_output=True, text=True) if _has("docker") else None
     with aws_calls_recorded() as (url, seen):
-        env = Moto(url).env()
         if docker is not None and docker.returncode != 0:  # this machine: the CLI is there, the daemon is not
-            proc = run_cli(Moto(url), "lambda", "build", "s3://b/k.mar", "--out", str(tmp_path / "a"), "--push",
-                           "--name", "kitten")
+            proc = run_cli_here(Moto(url), "lambda", "build", "s3://b/k.mar", "--out", str(tmp_path / "a"), "--push",
+                                "--name", "kitten")
             assert proc.returncode == 1
             first, hint = proc.stderr.splitlines()
             assert first.startswith("error: docker is installed but its daemon is not running (")
             assert hint.startswith(f"hint: the build context is ready in {tmp_path / 'a'}: start the daemon")
-        env["PATH"] = str(Path(sys.executable).parent)  # no docker, no podman
-        bare = subprocess.run([sys.executable, "-m", "mmsctl", "lambda", "build", "s3://b/k.mar", "--out",
-                               str(tmp_path / "b"), "--push", "--name", "kitten"], capture_output=True, text=True,
-                              cwd=REPO, env=env, timeout=120)
+        bare = run_cli_here(Moto(url), "lambda", "build", "s3://b/k.mar", "--out", str(tmp_path / "b"), "--push",
+                            "--name", "kitten", env={"PATH": str(Path(sys.executable).parent)})  # no docker, no podman
     assert bare.returncode == 1
     assert bare.stderr.splitlines()[0] == ("error: pushing an image needs docker or podman, and neither is installed "
                                            "(--push)")
     assert (tmp_path / "b" / "Dockerfile").is_file()
     assert seen == []
-    assert mmsctl_cli("lambda", "build", "s3://b/k.mar", "--push").stderr.startswith("error: --push needs --name")
+    assert mmsctl_here("lambda", "build", "s3://b/k.mar", "--push").stderr.startswith("error: --push needs --name")
 
 
 def _has(tool: str) -> bool:

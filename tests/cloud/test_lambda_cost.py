@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from mmsctl.cloud.aws.prices import lambda_estimate
 from mmsctl.errors import UsageError
-from tests.cloud.conftest import REPO
+from tests.support.cli import CliResult, run_mmsctl
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mmsctl", "lambda", "cost", *args], capture_output=True, text=True,
-                          timeout=60, cwd=REPO)
+def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> CliResult:
+    """``mmsctl lambda cost ARGS`` in this process (the console script's ``run()``), in this process's environment."""
+    return run_mmsctl(capsys, "lambda", "cost", *args)
 
 
 def test_gb_seconds_and_requests() -> None:
@@ -33,18 +31,18 @@ def test_gb_seconds_and_requests() -> None:
             lambda_estimate(**bad)  # type: ignore[arg-type]
 
 
-def test_lambda_sits_in_the_ec2_table() -> None:
-    proc = _cli("--memory", "1024", "--duration-ms", "1180", "--table", "resnet152")
-    assert proc.returncode == 0, proc.stderr
+def test_lambda_sits_in_the_ec2_table(capsys: pytest.CaptureFixture[str]) -> None:
+    proc = _cli(capsys, "--memory", "1024", "--duration-ms", "1180", "--table", "resnet152")
+    assert proc.code == 0, proc.stderr
     rows = [line.split() for line in proc.stdout.strip().splitlines()[1:]]
     assert [r[-1] for r in rows] == ["$0.59", "$0.33", "$0.47", "$2.05", "$1.99"]  # the published four, then Lambda
     assert rows[-1][:4] == ["lambda", "1024", "MB,", "1180"]
 
-    data = json.loads(_cli("--memory", "512", "--duration-ms", "40", "--requests", "1000000", "-o", "json").stdout)
+    data = json.loads(_cli(capsys, "--memory", "512", "--duration-ms", "40", "--requests", "1000000", "-o", "json").stdout)
     assert data == [{"setup": "lambda 512 MB, 40 ms", "memory_mb": 512, "duration_ms": 40.0, "requests": 1_000_000,
                      "gb_seconds_per_request": 0.02, "per_gb_second": 0.0000166667, "per_million_requests": 0.2,
                      "total": round(0.02 * 0.0000166667 * 1e6 + 0.2, 4),
                      "cost_per_100k": round((0.02 * 0.0000166667 + 0.0000002) * 1e5, 4),
                      "price_source": "bundled us-east-1 x86 (2024-04)"}]
-    bad = _cli("--memory", "20000", "--duration-ms", "10")
-    assert bad.returncode == 2 and bad.stderr.startswith("error: memory 20000: Lambda allows 128-10240 MB (--memory)")
+    bad = _cli(capsys, "--memory", "20000", "--duration-ms", "10")
+    assert bad.code == 2 and bad.stderr.startswith("error: memory 20000: Lambda allows 128-10240 MB (--memory)")

@@ -14,11 +14,12 @@ import sys
 import zipfile
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import boto3
 import pytest
 
-from tests.cloud.conftest import FAKE_AWS, REPO, Moto
+from tests.cloud.conftest import FAKE_AWS, Moto, run_cli_here
 from tests.cloud.lambda_support import aws_calls_recorded, noop_mar, policy_doc, pushed_image, tags_of
 from tests.support.cli import CliResult, run_mmsctl
 
@@ -299,12 +300,13 @@ def test_destroy_leaves_nothing_tagged_and_a_second_destroy_is_a_no_op(
 
 
 def _on_a_terminal(moto: Moto, typed: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """``mmsctl ARGS`` with a pseudo-terminal as its stdin, *typed* already waiting there (stderr captured)."""
+    """``mmsctl ARGS`` with a pseudo-terminal as its stdin, *typed* already waiting there (stderr captured); in this
+    process (tests/cloud/conftest.py `run_cli_here`), the terminal as ``sys.stdin``: what the command reads and asks."""
     controller, terminal = pty.openpty()
     try:
         os.write(controller, typed.encode())
-        return subprocess.run([sys.executable, "-m", "mmsctl", *args], stdin=terminal, capture_output=True, text=True,
-                              cwd=REPO, env=moto.env(), timeout=120)
+        with open(terminal, encoding="utf-8", closefd=False) as stdin, mock.patch.object(sys, "stdin", stdin):
+            return run_cli_here(moto, *args)
     finally:
         os.close(terminal)
         os.close(controller)

@@ -19,6 +19,7 @@ from PIL import Image
 
 from mmsctl.archive import create_archive
 from mmsctl.predict.warm_v2 import GROUP
+from tests.support.cli import run_mmsctl
 from tests.support.mmsctl_server import ServerInfo, running_mmsctl_server
 from tests.support.paths import KITTEN_JPG, SQUEEZENET_DIR, require_shared
 
@@ -68,8 +69,19 @@ def photos(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`predict` in its own process: the warm path is chosen as a process starts (mmsctl.cli.lean)."""
     return subprocess.run([sys.executable, "-m", "mmsctl", *args], capture_output=True, text=True,
                           env=dict(os.environ, **env), timeout=180)
+
+
+def _local(capsys: pytest.CaptureFixture[str], *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`predict … --local` in this process (the real entry point, the same environment): an interpreter that
+    imports mxnet again would cost about a CPU second a call."""
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in env.items():
+            mp.setenv(key, value)
+        code, out, err = run_mmsctl(capsys, *args, "--local")
+    return subprocess.CompletedProcess(["mmsctl", *args, "--local"], code, out, err)
 
 
 def _infer(srv: ServerInfo, model: str, images: list[bytes], outputs: list[dict[str, object]]) -> httpx.Response:
@@ -92,16 +104,16 @@ def _batches(srv: ServerInfo) -> tuple[float, float]:
 
 @pytest.mark.slow
 def test_a_folder_goes_in_batches_and_prints_what_in_process_prints(
-    served: tuple[ServerInfo, Path, dict[str, str]], photos: Path
+    served: tuple[ServerInfo, Path, dict[str, str]], photos: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     srv, mar, env = served
-    first = _run("predict", str(mar), str(photos / "00.jpg"), "--local", env=env)  # extracts it in the cache
+    first = _local(capsys, "predict", str(mar), str(photos / "00.jpg"), env=env)  # extracts it in the cache
     assert first.returncode == 0, first.stderr
     for fmt, extra in (("jsonl", []), ("json", ["--top-k", "3"]), ("table", [])):
         before = _batches(srv)
         warm = _run("predict", str(mar), str(photos), "-o", fmt, "-v", *extra, env=env)
         after = _batches(srv)
-        local = _run("predict", str(mar), str(photos), "-o", fmt, "--local", *extra, env=env)
+        local = _local(capsys, "predict", str(mar), str(photos), "-o", fmt, *extra, env=env)
         assert warm.returncode == local.returncode == 0, (warm.stderr, local.stderr)
         assert "sent to the local server" in warm.stderr, warm.stderr
         assert warm.stdout == local.stdout, fmt
@@ -111,17 +123,17 @@ def test_a_folder_goes_in_batches_and_prints_what_in_process_prints(
 
 @pytest.mark.slow
 def test_a_bad_image_in_a_batch_gives_what_in_process_gives(
-    served: tuple[ServerInfo, Path, dict[str, str]], photos: Path, tmp_path: Path
-) -> None:
+    served: tuple[ServerInfo, Path, dict[str, str]], photos: Path, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str]) -> None:
     srv, mar, env = served
-    _run("predict", str(mar), str(photos / "00.jpg"), "--local", env=env)  # as above, should this test run alone
+    _local(capsys, "predict", str(mar), str(photos / "00.jpg"), env=env)  # as above, should this test run alone
     folder = tmp_path / "mixed"
     folder.mkdir()
     for name in ("00.jpg", "01.jpg", "03.png"):
         (folder / name).write_bytes((photos / name).read_bytes())
     (folder / "02.jpg").write_bytes(b"\xff\xd8\xff\xe0 not a JPEG after all")
     warm = _run("predict", str(mar), str(folder), "-o", "jsonl", env=env)
-    local = _run("predict", str(mar), str(folder), "-o", "jsonl", "--local", env=env)
+    local = _local(capsys, "predict", str(mar), str(folder), "-o", "jsonl", env=env)
     assert warm.returncode == local.returncode != 0
     assert warm.stdout == local.stdout and "02.jpg" in warm.stdout
 
@@ -209,7 +221,8 @@ def test_labels_are_read_as_the_handler_reads_them_or_not_used(tmp_path: Path, t
 
 
 def test_on_a_terminal_the_batches_drive_the_progress_bar(
-        served: tuple[ServerInfo, Path, dict[str, str]], photos: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        served: tuple[ServerInfo, Path, dict[str, str]], photos: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """The full CLI where stderr is a terminal: the same batches, a bar that follows their answers."""
     import io
 
@@ -223,13 +236,13 @@ def test_on_a_terminal_the_batches_drive_the_progress_bar(
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("TERM", "xterm-256color")  # rich draws nothing live on a "dumb" one
-    _run("predict", str(mar), str(photos / "00.jpg"), "--local", env=env)  # extracted in the module's cache
+    _local(capsys, "predict", str(mar), str(photos / "00.jpg"), env=env)  # extracted in the module's cache
     out, err = io.StringIO(), io.StringIO()
     ui = UI(out=Console(file=out, force_terminal=False, width=200), err=Console(file=err, force_terminal=True, width=100))
     before = _batches(srv)
     assert _predict_warm(ui, "jsonl", str(mar), expand_inputs([str(photos)]), top_k=None, handler=None, gpu=None,
                          verbose=False)
     after = _batches(srv)
-    local = _run("predict", str(mar), str(photos), "-o", "jsonl", "--local", env=env)
+    local = _local(capsys, "predict", str(mar), str(photos), "-o", "jsonl", env=env)
     assert out.getvalue() == local.stdout and "predict" in err.getvalue() and f"{GROUP + 3}/{GROUP + 3}" in err.getvalue()
     assert after[0] - before[0] == GROUP + 3 and after[1] - before[1] < GROUP + 3

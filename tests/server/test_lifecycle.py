@@ -15,11 +15,13 @@ import httpx
 import pytest
 
 from mmsctl.instances import pid_alive
+from tests.support.cli import run_mmsctl
 from tests.support.mmsctl_server import free_port, make_noop_archive
 from tests.support.waiting import wait_until
 
 
-def _mmsctl(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def _mmsctl_process(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``mmsctl ARGS…`` as its own process, where that process is the point (it exits; what it started lives on)."""
     return subprocess.run([sys.executable, "-m", "mmsctl", *args], capture_output=True, text=True,
                           timeout=timeout, env=dict(os.environ))
 
@@ -32,37 +34,38 @@ def _addresses() -> tuple[list[str], int, int]:
 
 
 @pytest.fixture
-def noop(tmp_path: Path) -> Iterator[Path]:
+def noop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Iterator[Path]:
     yield make_noop_archive(tmp_path / "noop")
-    _mmsctl("serve", "stop", "--all", "--timeout", "5")
+    run_mmsctl(capsys, "serve", "stop", "--all", "--timeout", "5")
 
 
-def test_start_returns_ready_then_status_then_stop(noop: Path) -> None:
+def test_start_returns_ready_then_status_then_stop(noop: Path, capsys: pytest.CaptureFixture[str]) -> None:
     flags, inference, management = _addresses()
-    started = _mmsctl("serve", "start", "--models", f"noop={noop}", *flags)
+    # the CLI's own process: it exits once the server is ready, and the server it detached serves on
+    started = _mmsctl_process("serve", "start", "--models", f"noop={noop}", *flags)
     assert started.returncode == 0, started.stderr
     # start returned, so a prediction must work right away
     resp = httpx.post(f"http://127.0.0.1:{inference}/predictions/noop", content=b"now", timeout=10)
     assert resp.status_code == 200 and resp.text == "now"
 
-    status = _mmsctl("serve", "status", "-o", "json")
+    status = run_mmsctl(capsys, "serve", "status", "-o", "json")
     rows = json.loads(status.stdout)
     assert len(rows) == 1
     assert rows[0]["status"] == "ready" and rows[0]["name"] == str(inference)
     assert rows[0]["management_url"] == f"http://127.0.0.1:{management}"
     pid = rows[0]["pid"]
 
-    again = _mmsctl("serve", "start", "--models", f"noop={noop}", *flags)
-    assert again.returncode != 0 and "already running" in again.stderr
+    again = run_mmsctl(capsys, "serve", "start", "--models", f"noop={noop}", *flags)
+    assert again.code != 0 and "already running" in again.stderr
     assert "hint: stop it with `mmsctl serve stop`, or choose another --name and --port" in again.stderr
 
-    logs = _mmsctl("serve", "logs", "--tail", "50")
+    logs = run_mmsctl(capsys, "serve", "logs", "--tail", "50")
     assert "READY" in logs.stdout
 
-    stopped = _mmsctl("serve", "stop")
-    assert stopped.returncode == 0, stopped.stderr
+    stopped = run_mmsctl(capsys, "serve", "stop")
+    assert stopped.code == 0, stopped.stderr
     assert not pid_alive(pid)
-    assert json.loads(_mmsctl("serve", "status", "-o", "json").stdout)[0]["status"] == "stopped"
+    assert json.loads(run_mmsctl(capsys, "serve", "status", "-o", "json").stdout)[0]["status"] == "stopped"
 
 
 def _wait_for_queue(management: int, model: str, pending: int, timeout: float = 30) -> None:
@@ -76,9 +79,9 @@ def _wait_for_queue(management: int, model: str, pending: int, timeout: float = 
 
 
 @pytest.mark.slow
-def test_stop_drains_in_flight_and_queued_requests(noop: Path) -> None:
+def test_stop_drains_in_flight_and_queued_requests(noop: Path, capsys: pytest.CaptureFixture[str]) -> None:
     flags, inference, management = _addresses()
-    assert _mmsctl("serve", "start", "--models", f"noop={noop}", *flags).returncode == 0
+    assert run_mmsctl(capsys, "serve", "start", "--models", f"noop={noop}", *flags).code == 0
     results: list[int] = []
 
     def call() -> None:
@@ -93,11 +96,11 @@ def test_stop_drains_in_flight_and_queued_requests(noop: Path) -> None:
     for t in threads:
         t.start()
     _wait_for_queue(management, "noop", 4)  # one in flight, the rest queued on the single worker
-    stopped = _mmsctl("serve", "stop", "--timeout", "20")
+    stopped = run_mmsctl(capsys, "serve", "stop", "--timeout", "20")
     for t in threads:
         t.join(30)
-    assert stopped.returncode == 0, stopped.stderr
-    assert results == [200] * 5
+    assert stopped.code == 0, stopped.stderr
+    assert results == [200] * 5, stopped.stdout  # (where a dropped request printed its error, during the stop)
 
 
 def _port_block() -> int:
@@ -117,14 +120,14 @@ def _port_block() -> int:
 
 
 @pytest.mark.slow
-def test_two_servers_side_by_side_each_its_own_context(noop: Path) -> None:
+def test_two_servers_side_by_side_each_its_own_context(noop: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Several local servers: `local` is ambiguous everywhere it is used, each is local:NAME,
     `serve stop` says which exist, `--port N` gives N/N+1/N+2, `stop --all` and `prune` tidy up."""
     a_flags, a_port, _ = _addresses()
     b_port = _port_block()
-    assert _mmsctl("serve", "start", "--models", f"noop={noop}", *a_flags).returncode == 0
-    second = _mmsctl("serve", "start", "--models", f"noop={noop}", "--port", str(b_port), "--name", "second")
-    assert second.returncode == 0, second.stderr
+    assert run_mmsctl(capsys, "serve", "start", "--models", f"noop={noop}", *a_flags).code == 0
+    second = run_mmsctl(capsys, "serve", "start", "--models", f"noop={noop}", "--port", str(b_port), "--name", "second")
+    assert second.code == 0, second.stderr
     assert "context local:second" in second.stderr
     for port in (a_port, b_port):
         assert httpx.post(f"http://127.0.0.1:{port}/predictions/noop", content=b"x").text == "x"
@@ -133,52 +136,52 @@ def test_two_servers_side_by_side_each_its_own_context(noop: Path) -> None:
 
     running = f"2 mmsctl servers are running here: {a_port} (http://127.0.0.1:{a_port}), " \
               f"second (http://127.0.0.1:{b_port})"
-    ambiguous = _mmsctl("serve", "stop")
-    assert ambiguous.returncode == 2
+    ambiguous = run_mmsctl(capsys, "serve", "stop")
+    assert ambiguous.code == 2
     assert ambiguous.stderr.splitlines() == [f"error: {running}",
                                              "hint: say which with --name NAME, or stop them all with --all"]
-    listed = _mmsctl("models", "list")  # the `local` context: the same rule, the same names
-    assert listed.returncode == 2
+    listed = run_mmsctl(capsys, "models", "list")  # the `local` context: the same rule, the same names
+    assert listed.code == 2
     assert listed.stderr.splitlines() == [
         f"error: {running}",
         f"hint: say which: --context local:{a_port} or --context local:second "
         f"(`mmsctl context use local:{a_port}` keeps it)"]
-    names = [c["name"] for c in json.loads(_mmsctl("context", "list", "-o", "json").stdout)]
+    names = [c["name"] for c in json.loads(run_mmsctl(capsys, "context", "list", "-o", "json").stdout)]
     assert names == ["local", f"local:{a_port}", "local:second"]
-    on_second = _mmsctl("--context", "local:second", "context", "current", "-o", "json")
+    on_second = run_mmsctl(capsys, "--context", "local:second", "context", "current", "-o", "json")
     assert json.loads(on_second.stdout)["management_url"] == f"http://127.0.0.1:{b_port + 1}"
 
-    assert _mmsctl("serve", "stop", "--name", "second").returncode == 0
+    assert run_mmsctl(capsys, "serve", "stop", "--name", "second").code == 0
     assert httpx.get(f"http://127.0.0.1:{a_port}/ping").status_code == 200
-    one = _mmsctl("models", "list", "-o", "json")  # one server left: `local` is it
-    assert one.returncode == 0 and [m["modelName"] for m in json.loads(one.stdout)] == ["noop"]
+    one = run_mmsctl(capsys, "models", "list", "-o", "json")  # one server left: `local` is it
+    assert one.code == 0 and [m["modelName"] for m in json.loads(one.stdout)] == ["noop"]
 
-    assert _mmsctl("serve", "stop", "--all").returncode == 0
-    nothing = _mmsctl("serve", "stop", "--all")
-    assert nothing.returncode == 0 and "no mmsctl server is running" in nothing.stderr
-    assert len(json.loads(_mmsctl("serve", "status", "-o", "json").stdout)) == 2  # stopped, still listed
-    pruned = _mmsctl("serve", "prune")
-    assert pruned.returncode == 0 and pruned.stderr.strip() == f"removed 2 stopped instances: {a_port}, second"
-    assert json.loads(_mmsctl("serve", "status", "-o", "json").stdout) == []
+    assert run_mmsctl(capsys, "serve", "stop", "--all").code == 0
+    nothing = run_mmsctl(capsys, "serve", "stop", "--all")
+    assert nothing.code == 0 and "no mmsctl server is running" in nothing.stderr
+    assert len(json.loads(run_mmsctl(capsys, "serve", "status", "-o", "json").stdout)) == 2  # stopped, still listed
+    pruned = run_mmsctl(capsys, "serve", "prune")
+    assert pruned.code == 0 and pruned.stderr.strip() == f"removed 2 stopped instances: {a_port}, second"
+    assert json.loads(run_mmsctl(capsys, "serve", "status", "-o", "json").stdout) == []
 
 
-def test_port_taken_is_a_clear_error(noop: Path) -> None:
+def test_port_taken_is_a_clear_error(noop: Path, capsys: pytest.CaptureFixture[str]) -> None:
     flags, inference, _ = _addresses()
     with socket.socket() as blocker:
         blocker.bind(("127.0.0.1", inference))
         blocker.listen()
-        result = _mmsctl("serve", "start", "--models", f"noop={noop}", *flags)
-    assert result.returncode == 1
+        result = run_mmsctl(capsys, "serve", "start", "--models", f"noop={noop}", *flags)
+    assert result.code == 1
     assert "error:" in result.stderr and str(inference) in result.stderr
     assert result.stderr.splitlines()[0].endswith("(--inference-address)")  # the flag to change
     assert "Traceback" not in result.stderr
 
 
-def test_bad_archive_fails_start_with_reason(tmp_path: Path) -> None:
+def test_bad_archive_fails_start_with_reason(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     broken = make_noop_archive(tmp_path / "broken", name="broken", failing=True)
     flags, inference, _ = _addresses()
-    result = _mmsctl("serve", "start", "--models", f"broken={broken}", *flags)
-    assert result.returncode == 1
+    result = run_mmsctl(capsys, "serve", "start", "--models", f"broken={broken}", *flags)
+    assert result.code == 1
     assert "broken" in result.stderr and "missing weights" in result.stderr
     assert "Traceback" not in result.stderr
     # nothing is left listening
@@ -186,14 +189,15 @@ def test_bad_archive_fails_start_with_reason(tmp_path: Path) -> None:
         httpx.get(f"http://127.0.0.1:{inference}/ping", timeout=2)
 
 
-def test_bad_config_file_is_a_usage_error(tmp_path: Path) -> None:
+def test_bad_config_file_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     props = tmp_path / "config.properties"
     props.write_text("inference_address=http://127.0.0.1:8080\ndefault_workers_per_model=lots\n")
-    result = _mmsctl("serve", "start", "--config", str(props))
-    assert result.returncode == 2
+    result = run_mmsctl(capsys, "serve", "start", "--config", str(props))
+    assert result.code == 2
     assert "default_workers_per_model" in result.stderr
-    missing = _mmsctl("serve", "start", "--models", "nothing-here.mar", "--model-store", str(tmp_path / "nope"))
-    assert missing.returncode == 2 and "model_store" in missing.stderr
+    missing = run_mmsctl(capsys, "serve", "start", "--models", "nothing-here.mar",
+                         "--model-store", str(tmp_path / "nope"))
+    assert missing.code == 2 and "model_store" in missing.stderr
 
 
 @pytest.mark.parametrize("text, reason", [
@@ -204,14 +208,15 @@ def test_bad_config_file_is_a_usage_error(tmp_path: Path) -> None:
     ("null", "expected a token or a JSON object"),
     ("two words", "characters a Bearer token cannot have"),
 ])
-def test_a_token_file_without_both_keys_refuses_to_start(tmp_path: Path, text: str | None, reason: str) -> None:
+def test_a_token_file_without_both_keys_refuses_to_start(tmp_path: Path, text: str | None, reason: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
     """A server never starts half-protected: one error line, exit 2, nothing listening."""
     token = tmp_path / "token"
     if text is not None:
         token.write_text(text)
     flags, inference, _ = _addresses()
-    result = _mmsctl("serve", "start", "--token-file", str(token), *flags, "--timeout", "30")
-    assert result.returncode == 2, result.stderr
+    result = run_mmsctl(capsys, "serve", "start", "--token-file", str(token), *flags, "--timeout", "30")
+    assert result.code == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert lines[0].startswith(f"error: token file {token}") and reason in lines[0], lines
     assert all(line.startswith("hint: ") for line in lines[1:]) and "Traceback" not in result.stderr
@@ -219,7 +224,7 @@ def test_a_token_file_without_both_keys_refuses_to_start(tmp_path: Path, text: s
         httpx.get(f"http://127.0.0.1:{inference}/ping", timeout=2)
 
 
-def test_config_properties_are_used(tmp_path: Path, noop: Path) -> None:
+def test_config_properties_are_used(tmp_path: Path, noop: Path, capsys: pytest.CaptureFixture[str]) -> None:
     flags, inference, management = _addresses()
     props = tmp_path / "config.properties"
     props.write_text(
@@ -232,20 +237,20 @@ def test_config_properties_are_used(tmp_path: Path, noop: Path) -> None:
         "default_workers_per_model=2\n"
         "job_queue_size=7\n"
     )
-    result = _mmsctl("serve", "start", "--config", str(props))
-    assert result.returncode == 0, result.stderr
+    result = run_mmsctl(capsys, "serve", "start", "--config", str(props))
+    assert result.code == 0, result.stderr
     d = httpx.get(f"http://127.0.0.1:{management}/models/noop").json()
     assert len(d["workers"]) == 2 and d["queueStatus"]["capacity"] == 7
-    assert _mmsctl("serve", "stop", "--name", str(inference)).returncode == 0
+    assert run_mmsctl(capsys, "serve", "stop", "--name", str(inference)).code == 0
 
 
-def test_not_an_archive_names_the_model_once(tmp_path: Path) -> None:
+def test_not_an_archive_names_the_model_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The error used to read "model 'bad=/x/bad.jpg' failed to start: /x/bad.jpg: …"."""
     junk = tmp_path / "bad.jpg"
     junk.write_text("hello")
     flags, _, _ = _addresses()
-    result = _mmsctl("serve", "start", "--models", f"bad={junk}", *flags, "--timeout", "60")
-    assert result.returncode == 1
+    result = run_mmsctl(capsys, "serve", "start", "--models", f"bad={junk}", *flags, "--timeout", "60")
+    assert result.code == 1
     error = next(line for line in result.stderr.splitlines() if line.startswith("error:"))
     assert error == (f"error: server failed to start: start-up model 'bad': {junk}: not a model archive "
                      "(expected a .mar/.model zip, a .tar.gz or a folder)")

@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Iterator
 
@@ -18,6 +17,7 @@ import psutil
 import pytest
 
 from mmsctl.instances import Instance, InstanceState, process_start_time
+from tests.support.cli import CliResult, run_mmsctl
 from tests.support.mmsctl_server import make_handler_archive, make_noop_archive, running_mmsctl_server
 from tests.support.waiting import wait_until, wait_until_async
 
@@ -33,12 +33,13 @@ def handle(data, context):
 '''
 
 
-def _mmsctl(*args: str, state_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    if state_dir is not None:
-        env["MMSCTL_STATE_DIR"] = str(state_dir)
-    return subprocess.run([sys.executable, "-m", "mmsctl", *args], capture_output=True, text=True, timeout=120,
-                          env=env)
+def _mmsctl(capsys: pytest.CaptureFixture[str], *args: str, state_dir: Path | None = None) -> CliResult:
+    """``mmsctl ARGS…`` in-process (``serve stop|status`` signal and read the server; nothing here is about
+    the CLI's own process), with *state_dir* as MMSCTL_STATE_DIR for this call only."""
+    with pytest.MonkeyPatch.context() as mp:
+        if state_dir is not None:
+            mp.setenv("MMSCTL_STATE_DIR", str(state_dir))
+        return run_mmsctl(capsys, *args)
 
 
 def _gone(pid: int) -> bool:
@@ -97,25 +98,27 @@ def bystander() -> Iterator[subprocess.Popen[bytes]]:
 
 
 @pytest.mark.parametrize("recorded", ["other start time", "no start time"])
-def test_stop_never_signals_a_process_that_took_the_pid(bystander: subprocess.Popen[bytes], recorded: str) -> None:
+def test_stop_never_signals_a_process_that_took_the_pid(bystander: subprocess.Popen[bytes], recorded: str,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
     started = process_start_time(bystander.pid)
     assert started is not None
     Instance("stale").write_state(InstanceState(
         name="stale", pid=bystander.pid, status="ready", inference_url="http://127.0.0.1:1",
         process_start=started - 3600 if recorded == "other start time" else None))
-    stopped = _mmsctl("serve", "stop", "--name", "stale")
-    assert stopped.returncode == 0, stopped.stderr
+    stopped = _mmsctl(capsys, "serve", "stop", "--name", "stale")
+    assert stopped.code == 0, stopped.stderr
     assert stopped.stderr.strip() == "server stale had died (killed or crashed); marked died and cleaned up"
     assert bystander.poll() is None  # never signalled
-    rows = json.loads(_mmsctl("serve", "status", "-o", "json").stdout)
+    rows = json.loads(_mmsctl(capsys, "serve", "status", "-o", "json").stdout)
     assert [(r["name"], r["status"], r["pid"]) for r in rows] == [("stale", "died", None)]
     assert "is gone: it was killed or crashed" in rows[0]["error"]
-    again = _mmsctl("serve", "stop")
-    assert again.returncode != 0 and "no mmsctl server is running" in again.stderr
+    again = _mmsctl(capsys, "serve", "stop")
+    assert again.code != 0 and "no mmsctl server is running" in again.stderr
     assert bystander.poll() is None
 
 
-def test_a_server_killed_9_leaves_no_workers_and_status_says_it_died(tmp_path: Path) -> None:
+def test_a_server_killed_9_leaves_no_workers_and_status_says_it_died(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     store = tmp_path / "store"
     make_noop_archive(store / "noop")
     make_handler_archive(store / "stuck", STUCK_HANDLER, name="stuck")
@@ -146,10 +149,10 @@ def test_a_server_killed_9_leaves_no_workers_and_status_says_it_died(tmp_path: P
         wait_until(lambda: _gone(loading) and _gone(busy), timeout=30, what="both workers gone", interval=0.05)
 
         name = srv.instance_dir.name
-        stopped = _mmsctl("serve", "stop", "--name", name, state_dir=srv.state_dir)
-        assert stopped.returncode == 0, stopped.stderr
+        stopped = _mmsctl(capsys, "serve", "stop", "--name", name, state_dir=srv.state_dir)
+        assert stopped.code == 0, stopped.stderr
         assert "had died" in stopped.stderr
-        rows = json.loads(_mmsctl("serve", "status", "-o", "json", state_dir=srv.state_dir).stdout)
+        rows = json.loads(_mmsctl(capsys, "serve", "status", "-o", "json", state_dir=srv.state_dir).stdout)
         assert [(r["name"], r["status"], r["pid"]) for r in rows] == [(name, "died", None)]
 
 

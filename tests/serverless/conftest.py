@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
 from tests.support.archives import squeezenet_mar
+from tests.support.cli import run_here
 from tests.support.paths import REPO, SQUEEZENET_DIR, require_shared
 
 EVENTS = Path(__file__).with_name("events")
@@ -28,8 +30,8 @@ def mmsctl(*args: str, env: dict[str, str] | None = None, timeout: float = 120) 
 
 @pytest.fixture(scope="session")
 def squeezenet_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """squeezenet_v1.1.mar, built once for the session from the checkpoint in ../shared."""
+    """squeezenet_v1.1.mar, built once for the session from the checkpoint in ../shared (`mmsctl archive create`
+    in this process)."""
     checkpoint = require_shared(SQUEEZENET_DIR)
     out = tmp_path_factory.mktemp("mar")
-    run: Callable[..., subprocess.CompletedProcess[str]] = lambda *a: mmsctl(*a)  # noqa: E731
-    return squeezenet_mar(run, checkpoint, out)
+    return squeezenet_mar(functools.partial(run_here, cwd=REPO), checkpoint, out)
