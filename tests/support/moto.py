@@ -19,7 +19,7 @@ from typing import Iterator, Optional
 from tests.support._proc import any_free_port
 from tests.support.waiting import wait_until
 
-__all__ = ["AMAZON_IMAGE", "FAKE_AWS", "Moto", "moto_skip_reason", "running_moto"]
+__all__ = ["AMAZON_IMAGE", "FAKE_AWS", "Moto", "moto_skip_reason", "running_moto", "share_client_classes"]
 
 FAKE_AWS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -93,6 +93,33 @@ def moto_skip_reason() -> Optional[str]:
     except ImportError:
         found = False
     return None if found else f"moto's server is not installed for {sys.executable} (pip install 'moto[server]')"
+
+
+def share_client_classes() -> None:
+    """Build each boto3 client class once per test process, not once per client.
+
+    Every `mmsctl` command the tests run in-process opens its own session, as a command's process does, and
+    botocore builds a new client class for every client (a method and its docstring object for each
+    operation, ~700 for EC2): a third of the CPU of tests/cloud/test_fleet.py's process (py-spy). A class
+    holds only those methods, built from the service's model; the session, credentials, region, endpoint and
+    config live in each client (``cls(**client_args)``), so clients of every session can share it. Every
+    session here is a boto3 session (mmsctl's and the tests'), whose class hooks are the same.
+    """
+    from botocore.client import ClientCreator
+
+    if getattr(ClientCreator, "_tests_share_classes", False):
+        return
+    build = ClientCreator._create_client_class
+    built: dict[tuple[str, str], type] = {}
+
+    def create_client_class(self: ClientCreator, service_name: str, service_model: object) -> type:
+        key = (service_name, str(getattr(service_model, "api_version", "")))
+        if key not in built:
+            built[key] = build(self, service_name, service_model)
+        return built[key]
+
+    ClientCreator._create_client_class = create_client_class  # type: ignore[method-assign]
+    ClientCreator._tests_share_classes = True  # type: ignore[attr-defined]
 
 
 def running_moto(log: Path) -> Iterator[Moto]:
