@@ -100,7 +100,7 @@ def share_client_classes() -> None:
 
     Every `mmsctl` command the tests run in-process opens its own session, as a command's process does, and
     botocore builds a new client class for every client (a method and its docstring object for each
-    operation, ~700 for EC2): a third of the CPU of tests/cloud/test_fleet.py's process (py-spy). A class
+    operation, ~700 for EC2): a fifth of the CPU of tests/cloud/test_fleet.py's process (py-spy). A class
     holds only those methods, built from the service's model; the session, credentials, region, endpoint and
     config live in each client (``cls(**client_args)``), so clients of every session can share it. Every
     session here is a boto3 session (mmsctl's and the tests'), whose class hooks are the same.
