@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from tests.support.cli import CliResult, run_mmsctl
-from tests.support.fixtures_mms import mms_server, torchserve_with_noop  # noqa: F401
+from tests.support.fixtures_mms import mms_server, torchserve_server  # noqa: F401 - fixtures
 from tests.support.mms import MmsInstance, describe, register_model, unregister_model, wait_for_prediction
 from tests.support.mmsctl_server import make_noop_archive, running_mmsctl_server
 from tests.support.refserver import http_request
@@ -30,8 +30,9 @@ def mms(mms_server: MmsInstance, capsys: pytest.CaptureFixture[str]) -> MmsInsta
 
 
 @pytest.fixture(scope="module")
-def torchserve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TorchServeInstance]:
-    yield from torchserve_with_noop(tmp_path_factory, "ts-bench", enable_model_api=True, metrics_mode="prometheus")
+def torchserve(torchserve_server: TorchServeInstance) -> TorchServeInstance:  # noqa: F811
+    """The process's one TorchServe (token auth, the model API, Prometheus metrics, ``noop``)."""
+    return torchserve_server
 
 
 def _models(instance: Any, headers: dict[str, str] | None = None) -> list[str]:

@@ -67,8 +67,9 @@ def torchserve_with_noop(
 
 
 def one_torchserve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TorchServeInstance]:
-    """Body of the session fixture ``shared_torchserve``: token auth on, the model API enabled, ``noop`` loaded."""
-    yield from torchserve_with_noop(tmp_path_factory, "ts", enable_model_api=True)
+    """Body of the session fixture ``shared_torchserve``: token auth on, the model API enabled, Prometheus metrics,
+    ``noop`` loaded (a TorchServe start is ~6 CPU s: its JVM and a Python worker that imports torch)."""
+    yield from torchserve_with_noop(tmp_path_factory, "ts", enable_model_api=True, metrics_mode="prometheus")
 
 
 @pytest.fixture(scope="module")

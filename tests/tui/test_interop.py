@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -12,7 +12,7 @@ import pytest
 from mmsctl.client.contexts import Context
 from mmsctl.tui.source import HttpSource
 from tests.support.fixtures_mms import mms_server  # noqa: F401 - a fixture
-from tests.support.fixtures_mms import torchserve_with_noop
+from tests.support.fixtures_mms import torchserve_server  # noqa: F401 - a fixture
 from tests.support.mms import register_model, unregister_model, wait_for_prediction
 
 pytestmark = [pytest.mark.interop, pytest.mark.xdist_group("mms")]
@@ -53,8 +53,9 @@ def test_real_mms_shows_describe_and_no_metrics(mms_server: Any) -> None:  # noq
 
 
 @pytest.fixture(scope="module")
-def torchserve_metrics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    yield from torchserve_with_noop(tmp_path_factory, "ts-top", metrics_mode="prometheus")
+def torchserve_metrics(torchserve_server: Any) -> Any:  # noqa: F811
+    """The process's one TorchServe (token auth, Prometheus metrics, ``noop``)."""
+    return torchserve_server
 
 
 @pytest.mark.slow
