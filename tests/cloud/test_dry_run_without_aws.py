@@ -53,18 +53,13 @@ def test_a_real_launch_still_needs_a_region(capsys) -> None:
 def test_lambda_dry_runs_plan_without_region_or_credentials(capsys, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """build --push, deploy and destroy: the whole plan with placeholders, nothing reached AWS."""
-    from tests.support.mmsctl_server import make_noop_archive
+    from tests.cloud.lambda_support import noop_mar
 
     empty = tmp_path / "empty"
     empty.write_text("")
     for variable in ("AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):  # files that exist and say nothing
         monkeypatch.setenv(variable, str(empty))
-    # tests/cloud/lambda_support.py's noop_mar, its `mmsctl archive create` in this process
-    src = make_noop_archive(tmp_path / "noop-src", "noop")
-    made = run_mmsctl(capsys, "archive", "create", str(src), "--model-name", "noop", "--handler", "noop_service:handle",
-                      "--export-path", str(tmp_path), "--force")
-    assert made.code == 0, made.stderr
-    mar = tmp_path / "noop.mar"
+    mar = noop_mar(tmp_path)
     code, out, err = run_mmsctl(capsys, "lambda", "deploy", "kitten", "--model", str(mar), "--function-url",
                                 "--input-bucket", "kitten-in", "--output-bucket", "kitten-out", "--dry-run", "-o", "json")
     assert code == 0, err

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -19,9 +18,8 @@ from mmsctl.serverless.runtime import Runtime
 from mmsctl.serverless.served_model import ServedModel, load_model
 from mmsctl.serverless.settings import HandlerSettings
 from tests.support.moto import Moto
-from tests.cloud.lambda_support import pushed_image
+from tests.cloud.lambda_support import noop_mar, pushed_image
 from tests.support.cli import run_here, run_mmsctl
-from tests.support.mmsctl_server import make_noop_archive
 from tests.support.imageserver import serving_images
 from tests.support.paths import KITTEN_JPG, REPO, require_shared
 from tests.support.sigv4_standin import serving_function_url, verify
@@ -38,15 +36,9 @@ def served(squeezenet_archive: Path, tmp_path_factory: pytest.TempPathFactory) -
     model.close()
 
 
-def mmsctl_here(*args: str) -> subprocess.CompletedProcess[str]:
-    """``mmsctl ARGS`` in this process's environment, in REPO, as tests/serverless/conftest.py's ``mmsctl`` runs it
-    without *env*; in this process: no interpreter to start, no second MXNet to load."""
-    return run_here(*args, cwd=REPO)
-
-
 @pytest.fixture(scope="module")
 def expected(squeezenet_archive: Path) -> list[dict[str, Any]]:
-    done = mmsctl_here("predict", str(squeezenet_archive), str(require_shared(KITTEN_JPG)), "-o", "json")
+    done = run_here("predict", str(squeezenet_archive), str(require_shared(KITTEN_JPG)), "-o", "json", cwd=REPO)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -58,13 +50,7 @@ def _runtime(served: ServedModel) -> Runtime:
 
 @pytest.fixture(scope="module")
 def mar(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """tests/cloud/lambda_support.py's noop_mar, its `mmsctl archive create` in this process."""
-    folder = tmp_path_factory.mktemp("mar")
-    src = make_noop_archive(folder / "noop-src", "noop")
-    made = mmsctl_here("archive", "create", str(src), "--model-name", "noop", "--handler", "noop_service:handle",
-                       "--export-path", str(folder), "--force")
-    assert made.returncode == 0, made.stderr
-    return folder / "noop.mar"
+    return noop_mar(tmp_path_factory.mktemp("mar"))
 
 
 def _deploy(capsys: pytest.CaptureFixture[str], mar: Path, *args: str) -> None:
