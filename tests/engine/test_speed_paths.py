@@ -6,6 +6,7 @@ Each must give exactly the answers of the plain path; these tests compare the tw
 from __future__ import annotations
 
 import builtins
+import gc
 import json
 import os
 import subprocess
@@ -81,12 +82,17 @@ def test_a_wrapper_is_compiled_on_its_first_call_in_mxnets_namespace() -> None:
 @pytest.mark.parametrize("docs", [True, False], ids=["docs", "short-docs"])
 def test_mxnet_with_wrappers_compiled_on_first_call_works_as_with_all_compiled(docs: bool) -> None:
     """The same results and documentation with the wrappers compiled on first call and all at import
-    (MMSCTL_LAZY_OPS=0), unless the process asked to leave the documentation out (worker processes)."""
+    (MMSCTL_LAZY_OPS=0), unless the process asked to leave the documentation out (worker processes). Either
+    way the import runs with the garbage collector paused, and leaves it on."""
     probe = (
-        "import inspect\n"
+        "import gc, inspect\n"
+        "import mmsctl.errors, mmsctl.engine._lazy_ops\n"
         "from mmsctl.engine import mxnet_compat\n"
         + ("" if docs else "mxnet_compat.leave_out_operator_docs()\n")
-        + "mx = mxnet_compat.import_mxnet()\n"
+        + "runs = []\n"
+        "gc.callbacks.append(lambda phase, info: runs.append(phase) if phase == 'stop' else None)\n"
+        "mx = mxnet_compat.import_mxnet()\n"
+        "collections = len(runs)\n"
         "x = mx.nd.ones((2, 3)) * 2\n"
         "y = mx.sym.FullyConnected(mx.sym.var('d'), num_hidden=2, no_bias=True)\n"
         "ex = y.bind(mx.cpu(), {'d': x, 'fullyconnected0_weight': mx.nd.ones((2, 3))})\n"
@@ -94,18 +100,39 @@ def test_mxnet_with_wrappers_compiled_on_first_call_works_as_with_all_compiled(d
         "print(mx.nd.Convolution.__doc__.split(chr(10))[0])\n"
         "print(mx.sym.relu.__doc__.split(chr(10))[0])\n"
         "print(list(inspect.signature(mx.nd.Convolution).parameters) == ['args', 'kwargs'])\n"
+        "print(collections, gc.isenabled())\n"
     )
     runs = {lazy: subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
                                  env=dict(os.environ, MMSCTL_LAZY_OPS=lazy))
             for lazy in ("1", "0")}
     assert [r.returncode for r in runs.values()] == [0, 0], runs["1"].stderr[-2000:] + runs["0"].stderr[-2000:]
-    (result, conv, relu, lazy_sig), eager = runs["1"].stdout.splitlines(), runs["0"].stdout.splitlines()
+    (result, conv, relu, lazy_sig, lazy_gc), eager = runs["1"].stdout.splitlines(), runs["0"].stdout.splitlines()
     assert [result, conv, relu] == eager[:3] and (lazy_sig, eager[3]) == ("True", "False")
+    # ~120 collections when unpaused; at most the one that the paused allocations start on the way out
+    for collections, enabled in (lazy_gc.split(), eager[4].split()):
+        assert int(collections) <= 1 and enabled == "True", (lazy_gc, eager[4])
     assert result == "12.0 [[6.0, 6.0], [6.0, 6.0]] Convolution"
     if docs:
         assert (conv, relu) == ("Compute *N*-D convolution on *(N+2)*-D input.", "Computes rectified linear activation.")
     else:
         assert conv.startswith("MXNet operator Convolution (") and relu.startswith("MXNet operator relu (")
+
+
+def test_the_collector_pause_gives_back_the_callers_setting_even_on_an_error() -> None:
+    from mmsctl.engine.mxnet_compat import _collector_paused
+
+    assert gc.isenabled()
+    try:
+        gc.disable()  # a caller that manages the collector itself (a worker after fork, a benchmark)
+        with _collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    with pytest.raises(ImportError), _collector_paused():
+        assert not gc.isenabled()
+        raise ImportError("libmxnet.so: cannot open shared object file")
+    assert gc.isenabled()
 
 
 # -- worker pool ---------------------------------------------------------------------------------
