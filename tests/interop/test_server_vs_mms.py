@@ -12,7 +12,8 @@ from typing import Any, Callable
 import httpx
 import pytest
 
-from tests.support.mms import build_noop_mar, mms_skip_reason, running_mms
+from tests.support.fixtures_mms import mms_server  # noqa: F401  (fixture)
+from tests.support.mms import MmsInstance
 from tests.support.mmsctl_server import running_mmsctl_server
 from tests.support.waiting import wait_until
 
@@ -81,15 +82,12 @@ def _sequence(inference: str, management: str) -> list[tuple[str, tuple[int, Any
 
 
 @pytest.mark.slow
-def test_same_answers_as_mms(tmp_path: Path) -> None:
-    reason = mms_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    store = tmp_path / "store"
-    build_noop_mar(store, "noop")
-    with running_mms(tmp_path / "mms", model_store=store) as mms:
-        theirs = _sequence(mms.inference_url, mms.management_url)
-    with running_mmsctl_server(tmp_path / "ours", model_store=store) as ours:
+def test_same_answers_as_mms(mms_server: MmsInstance, tmp_path: Path) -> None:  # noqa: F811
+    """The sequence against this test process's one MMS (noop.mar in its store) and our server on the same store."""
+    left = httpx.get(f"{mms_server.management_url}/models", timeout=60).json()["models"]
+    assert left == [], f"an earlier test left models registered on the shared MMS: {left}"
+    theirs = _sequence(mms_server.inference_url, mms_server.management_url)
+    with running_mmsctl_server(tmp_path / "ours", model_store=mms_server.model_store) as ours:
         mine = _sequence(ours.inference_url, ours.management_url)
     differences = [(label, a, b) for (label, a), (_, b) in zip(theirs, mine) if a != b]
     assert not differences, "\n".join(f"{label}:\n  MMS:    {a}\n  mmsctl: {b}" for label, a, b in differences)

@@ -13,6 +13,7 @@ from typing import Iterator, Optional
 import pytest
 
 from mmsctl.archive import create_archive
+from tests.support.cli import run_here
 from tests.support.mmsctl_server import NOOP_HANDLER, ServerInfo, make_handler_archive, running_mmsctl_server
 
 LEAN_LINE = "(lean path)"
@@ -35,12 +36,12 @@ def _mar(tmp: Path, extra: str = "") -> Path:
 
 
 def mmsctl(*args: str, lean: bool = True, env: Optional[dict[str, str]] = None) -> subprocess.CompletedProcess[str]:
-    """The console entry in a fresh process (``python -m mmsctl`` runs it as the ``mmsctl`` script does)."""
-    full_env = dict(os.environ, **(env or {}))
+    """The console entry in a fresh process (``python -m mmsctl`` runs it as the ``mmsctl`` script does); with
+    *lean* False, the full CLI that the entry hands over to, run in this process (no interpreter to start)."""
     if not lean:
-        full_env["MMSCTL_NO_LEAN"] = "1"
+        return run_here(*args, env={**(env or {}), "MMSCTL_NO_LEAN": "1"})
     return subprocess.run([sys.executable, "-m", "mmsctl", *args], capture_output=True, text=True,
-                          env=full_env, timeout=120)
+                          env=dict(os.environ, **(env or {})), timeout=120)
 
 
 @pytest.fixture()

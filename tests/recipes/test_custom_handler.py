@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.recipes.conftest import RECIPES, RecipeRun, mmsctl_command
-from tests.support.mms import mms_skip_reason, predict, running_mms, wait_for_prediction
+from tests.support.fixtures_mms import mms_server  # noqa: F401  (fixture)
+from tests.support.mms import MmsInstance, predict, register_model, unregister_model, wait_for_prediction
 
 FOLDER = RECIPES / "custom-handler"
 
@@ -71,26 +72,26 @@ def test_settings_json_is_read_at_load_time(recipe: RecipeRun, tmp_path: Path) -
 
 @pytest.mark.interop
 @pytest.mark.xdist_group("mms")
-def test_the_recipe_archive_serves_in_real_mms(tmp_path: Path) -> None:
-    reason = mms_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    store = tmp_path / "store"
+def test_the_recipe_archive_serves_in_real_mms(mms_server: MmsInstance) -> None:  # noqa: F811
+    """The recipe's archive, made into this test process's one MMS's store, registered there and asked."""
     subprocess.run(
-        [*mmsctl_command().split(), *_create_adder(store)],
+        [*mmsctl_command().split(), *_create_adder(mms_server.model_store), "--force"],
         check=True,
         capture_output=True,
         timeout=60,
     )
-    with running_mms(tmp_path / "mms", model_store=store, models={"adder": "adder.mar"}) as mms:
-        first = wait_for_prediction(mms, "adder", b"1 2 3")
+    register_model(mms_server, "adder.mar", "adder")
+    try:
+        first = wait_for_prediction(mms_server, "adder", b"1 2 3")
         assert first.json() == {"sum": 6.0, "count": 3}
         reply = predict(
-            mms, "adder", b'{"numbers": [0.33333, 0.33333]}', content_type="application/json"
+            mms_server, "adder", b'{"numbers": [0.33333, 0.33333]}', content_type="application/json"
         )
         assert reply.status == 200
         assert reply.headers.get("content-type") == "application/json"
         assert reply.json() == {"sum": 0.6667, "count": 2}
-        bad = predict(mms, "adder", b"one two", content_type="text/plain")
+        bad = predict(mms_server, "adder", b"one two", content_type="text/plain")
         assert bad.status == 400
         assert bad.json()["message"] == "not a number: 'one'"
+    finally:
+        unregister_model(mms_server, "adder")
