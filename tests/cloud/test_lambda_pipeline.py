@@ -25,6 +25,7 @@ import pytest
 from tests.cloud.conftest import REPO, Moto, run_cli, run_cli_here
 from tests.cloud.lambda_support import pushed_image
 from tests.serverless.conftest import sample, squeezenet_archive  # noqa: F401 - the fixture
+from tests.support.cli import run_here
 from tests.support.imageserver import serving_images
 from tests.support.waiting import wait_until
 
@@ -46,8 +47,7 @@ def deployed(moto: Moto, squeezenet_archive: Path) -> Moto:  # noqa: F811
 
 @pytest.fixture(scope="module")
 def expected(squeezenet_archive: Path, kitten: Path) -> list[dict[str, Any]]:  # noqa: F811
-    proc = subprocess.run([sys.executable, "-m", "mmsctl", "predict", str(squeezenet_archive), str(kitten), "-o", "json"],
-                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    proc = run_here("predict", str(squeezenet_archive), str(kitten), "-o", "json", "--local", cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 

@@ -24,6 +24,7 @@ from mmsctl.serverless.served_model import ServedModel, load_model
 from mmsctl.serverless.settings import HandlerSettings
 from mmsctl.cloud.function.events import function_url_event
 from tests.photos.conftest import Answer, answer, assert_matches
+from tests.support.cli import run_here
 from tests.support.mmsctl_server import ServerInfo, running_mmsctl_server
 from tests.support.paths import REPO, SQUEEZENET_DIR, require_shared
 from tests.support.photos import Photo
@@ -99,8 +100,7 @@ def test_server_answers_like_a_full_decode(server: ServerInfo, corpus: list[Phot
 def test_predict_answers_like_a_full_decode(archive: Path, corpus: list[Photo], corpus_dir: Path,
                                             references: dict[str, Answer]) -> None:
     files = [str(corpus_dir / p.file) for p in corpus]
-    done = subprocess.run([sys.executable, "-m", "mmsctl", "predict", str(archive), *files, "-o", "json"],
-                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    done = run_here("predict", str(archive), *files, "-o", "json", cwd=REPO)
     assert done.returncode != 0 and "error: 1 of" in done.stderr  # the truncated one, as one line
     rows = {row["input"]: row for row in json.loads(done.stdout)}
     for photo in corpus:
