@@ -22,7 +22,7 @@ from typing import Any, Iterator, Optional
 import boto3
 import pytest
 
-from tests.cloud.conftest import REPO, Moto, run_cli, run_cli_here
+from tests.cloud.conftest import REPO, Moto, run_cli_here
 from tests.cloud.lambda_support import pushed_image
 from tests.serverless.conftest import sample, squeezenet_archive  # noqa: F401 - the fixture
 from tests.support.cli import run_here
@@ -70,7 +70,7 @@ def test_run_local_on_an_s3_put_writes_the_same_top5_as_predict(deployed: Moto, 
     s3.upload_file(str(kitten), "kitten-in", KEY)
     s3.put_object(Bucket="kitten-in", Key="incoming/broken.jpg", Body=b"not an image")
 
-    proc = run_cli(deployed, "lambda", "run-local", NAME, "--s3-put", f"s3://kitten-in/{KEY}")
+    proc = run_cli_here(deployed, "lambda", "run-local", NAME, "--s3-put", f"s3://kitten-in/{KEY}")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == {"processed": [
         {"input": f"s3://kitten-in/{KEY}", "output": f"s3://kitten-out/{OUT_KEY}", "status": 200}]}
@@ -86,7 +86,7 @@ def test_run_local_on_an_s3_put_writes_the_same_top5_as_predict(deployed: Moto, 
     event["Records"][0]["s3"]["object"].update(key="incoming%2Fbroken.jpg", size=12)
     event_file = tmp_path / "event.json"
     event_file.write_text(json.dumps(event))
-    bad = run_cli(deployed, "lambda", "run-local", NAME, str(event_file))
+    bad = run_cli_here(deployed, "lambda", "run-local", NAME, str(event_file))
     assert bad.returncode == 0, bad.stderr
     assert json.loads(bad.stdout)["processed"][0]["status"] == 400
     assert output("predictions/broken.jpg.error.json")["error"]["type"] == "BadRequestException"
@@ -98,13 +98,13 @@ def test_run_local_url_and_model_without_a_deployed_function(moto: Moto, squeeze
                                                              expected: list[dict[str, Any]]) -> None:
     shutil.copy(kitten, tmp_path / "kitten.jpg")
     with serving_images(tmp_path) as base:
-        proc = run_cli(moto, "lambda", "run-local", "scratch", "--model", str(squeezenet_archive),
-                       "--image-url", f"{base}/img/kitten.jpg", "--fetch-allow", "127.0.0.1")
+        proc = run_cli_here(moto, "lambda", "run-local", "scratch", "--model", str(squeezenet_archive),
+                            "--image-url", f"{base}/img/kitten.jpg", "--fetch-allow", "127.0.0.1")
     assert proc.returncode == 0, proc.stderr
     answer = json.loads(proc.stdout)
     assert answer["statusCode"] == 200 and json.loads(answer["body"]) == expected
 
-    missing = run_cli(moto, "lambda", "run-local", "nothing-here", "--image-url", "http://127.0.0.1:1/x.jpg")
+    missing = run_cli_here(moto, "lambda", "run-local", "nothing-here", "--image-url", "http://127.0.0.1:1/x.jpg")
     assert missing.returncode == 3 and missing.stderr.startswith("error: no function nothing-here in us-east-1")
 
 
@@ -184,7 +184,7 @@ def test_invoke_s3_waits_for_the_output_object(deployed: Moto, kitten: Path, exp
 
         [key] = wait_until(uploaded, timeout=60, what="the image uploaded to kitten-in")
         assert key.startswith("incoming/mmsctl-invoke-") and key.endswith("-kitten_small.jpg")
-        trigger = run_cli(deployed, "lambda", "run-local", NAME, "--s3-put", f"s3://kitten-in/{key}")
+        trigger = run_cli_here(deployed, "lambda", "run-local", NAME, "--s3-put", f"s3://kitten-in/{key}")
         assert trigger.returncode == 0, trigger.stderr
         out, err = waiting.communicate(timeout=60)
     finally:
