@@ -145,7 +145,10 @@ GC_THRESHOLDS = (10_000, 50, 100)
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from tests.support.shared_tls import share_default_tls
+
     gc.set_threshold(*GC_THRESHOLDS)
+    share_default_tls()
 
 
 @pytest.hookimpl(tryfirst=True)

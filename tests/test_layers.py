@@ -19,7 +19,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mmsctl"
 LAYERS: list[set[str]] = [
     {"exit_codes"},  # the numbers errors carry
     {"errors"},  # the MmsError tree
-    {"config", "tokens", "error_body", "names", "addresses"},  # settings, token files, the MMS error body, name=location, public addresses
+    # settings, token files, the MMS error body, name=location, public addresses, the shared CA store
+    {"config", "tokens", "error_body", "names", "addresses", "tls"},
     {"instances"},  # the local-instance registry (server writes, client and CLI read)
     {"engine"},  # running a model: handler contract, ServiceSpec, the worker runtime; the only mxnet
     {"archive"},  # .mar/.model/.tar.gz: packing (bundles the built-in handler), opening, ONNX import

@@ -210,7 +210,9 @@ class BaseApi:
     def _verify(self) -> Any:
         # Every call is relative to base_url and redirects are not followed, so a plain-http
         # server never needs TLS: skip loading the CA bundle (about 30 ms of every command).
-        return self.verify if self.base_url.lower().startswith("https:") else False
+        from mmsctl.tls import verify
+
+        return verify(self.verify) if self.base_url.lower().startswith("https:") else False
 
     def _client_options(self, transport: Any = None) -> dict[str, Any]:
         """Keyword arguments for ``httpx.Client`` and ``httpx.AsyncClient`` alike (*transport*

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from mmsctl import addresses
 from mmsctl.addresses import ENV_ALLOW, AllowList, Resolver, resolve
 from mmsctl.errors import DownloadError
+from mmsctl.tls import verify as shared_verify
 
 if TYPE_CHECKING:
     import ssl
@@ -134,7 +135,7 @@ def _pinned_client(url: str, allow: AllowList, resolver: Resolver, timeout: floa
                     continue
             return super().connect_tcp(str(judged[-1]), checked_port, *args, **kwargs)
 
-    transport = httpx.HTTPTransport(verify=True if tls is None else tls, trust_env=False)
+    transport = httpx.HTTPTransport(verify=shared_verify() if tls is None else tls, trust_env=False)
     pool = getattr(transport, "_pool", None)
     if not isinstance(pool, httpcore.ConnectionPool):  # fail closed if httpx changes its insides
         raise FetchError(500, "InternalServerException", "this httpx cannot pin a connection's address")

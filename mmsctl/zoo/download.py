@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional
 from urllib.parse import urlsplit
 
 from mmsctl.errors import DownloadError, causes
+from mmsctl.tls import verify as shared_verify
 from mmsctl.zoo import cache
 
 __all__ = ["DownloadOptions", "Unreachable", "download", "failure_reason"]
@@ -133,10 +134,12 @@ def _fetch_once(httpx: Any, url: str, part: Path, opts: DownloadOptions) -> str:
     hooks = {"request": [lambda request: _check_allowed(str(request.url), opts, redirected=True)]} \
         if opts.allow is not None else {}
     try:
+        trust_env = not _is_loopback(parts.hostname or "")
         with httpx.Client(
             timeout=timeout,
             follow_redirects=True,
-            trust_env=not _is_loopback(parts.hostname or ""),
+            trust_env=trust_env,
+            verify=shared_verify(trust_env=trust_env),
             headers={"User-Agent": _user_agent()},
             event_hooks=hooks,
         ) as client:

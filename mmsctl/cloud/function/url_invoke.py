@@ -22,6 +22,7 @@ from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.function import spec as names
 from mmsctl.cloud.function.invoke import MAX_PAYLOAD, MAX_SYNC_IMAGE, InvokeResult, TooBigToSend, content_type
 from mmsctl.errors import CloudError, InputNotFoundError, NotFoundError
+from mmsctl.tls import verify as shared_verify
 
 __all__ = ["ENV_FUNCTION_URL", "FunctionUrl", "NoFunctionUrl", "find_url", "invoke_url"]
 
@@ -86,7 +87,8 @@ def invoke_url(aws: AwsSession, target: FunctionUrl, method: str, query: str, bo
         headers.update(aws.sigv4_headers(method, url, body=body, headers=headers))
     start = time.monotonic()
     try:
-        with httpx.Client(timeout=httpx.Timeout(_TIMEOUT_S, connect=10.0), trust_env=False) as client:
+        with httpx.Client(timeout=httpx.Timeout(_TIMEOUT_S, connect=10.0), trust_env=False, verify=shared_verify()) \
+                as client:
             with client.stream(method, url, content=body, headers=headers) as response:
                 raw = b""
                 for chunk in response.iter_bytes():
