@@ -151,6 +151,15 @@ def pytest_configure(config: pytest.Config) -> None:
     share_default_tls()
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Freeze what the test process holds before pytest's own clean-up runs five full collections over it (its
+    unraisable-exception check, pytest 8.4): by then the heap is the whole run's (boto3's models, textual's and
+    mxnet's objects), and those collections were ~5 CPU s per test process, at the very end of the run
+    (py-spy). Every test's own unraisable exceptions were collected after it ran."""
+    gc.freeze()
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """In an xdist worker, the units with the most ``slow`` tests first, then the largest: a unit of one long
