@@ -106,12 +106,13 @@ def kitten_png() -> Path:
 @pytest.fixture(scope="session")
 def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moto]:
     """The one moto server of this test process (tests/support/moto.py), for every package that uses AWS."""
-    from tests.support.moto import moto_skip_reason, running_moto, share_client_classes
+    from tests.support.moto import moto_skip_reason, running_moto, share_client_classes, share_clients
 
     reason = moto_skip_reason()
     if reason:
         pytest.skip(reason)
     share_client_classes()
+    share_clients()
     yield from running_moto(tmp_path_factory.mktemp("moto") / "moto.log")
 
 

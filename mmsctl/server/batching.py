@@ -29,7 +29,7 @@ class Job:
 
     item: RequestItem
     future: "asyncio.Future[ResponseItem]"
-    enqueued: float = 0.0
+    enqueued: float = 0.0  #: time.perf_counter() when it was queued (the clock its latencies are timed with)
     started: float = field(default=0.0)
     #: The requests after *item* that go to the handler together with it.
     more: tuple[RequestItem, ...] = ()

@@ -404,7 +404,7 @@ class ModelManager:
         if not model.serving():
             raise ServiceUnavailable(self._unavailable(model) + ".")
         loop = asyncio.get_running_loop()
-        job = Job(item, loop.create_future(), loop.time(), more=more)
+        job = Job(item, loop.create_future(), time.perf_counter(), more=more)  # the clock Worker.serve times with
         try:
             model.enqueue(job)
         except asyncio.QueueFull:

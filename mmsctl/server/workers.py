@@ -186,7 +186,6 @@ class Worker:
         when the worker starts it.
         """
         m = self.model
-        loop = asyncio.get_running_loop()
         assert self.process is not None
         while True:
             if self.ahead:
@@ -198,7 +197,7 @@ class Worker:
                 batches = [jobs, *self._more_batches()]
                 self.process.send(_requests(batches))
             self.state = WorkerState.BUSY
-            started = loop.time()
+            started = time.perf_counter()  # not loop.time(): uvloop's is libuv's millisecond clock
             for batch in batches:
                 for job in batch:
                     job.started = started
@@ -213,7 +212,7 @@ class Worker:
                     for job in reversed(jobs):
                         m.queue.put_back(job)
                 return outcome
-            self.quick = loop.time() - started < PIPELINE_BELOW * len(batches)
+            self.quick = time.perf_counter() - started < PIPELINE_BELOW * len(batches)
             if not self.ahead:
                 self.state = WorkerState.READY
 
@@ -221,7 +220,6 @@ class Worker:
         """Wait for the worker's answer to *batches* (sent in one frame) and answer their jobs; None, or
         why the worker is finished ("timeout", "died")."""
         m = self.model
-        loop = asyncio.get_running_loop()
         assert self.process is not None
         items = _requests(batches)
         try:
@@ -235,7 +233,7 @@ class Worker:
         except WorkerExited:
             _fail(batches, m, ResponseItem.error(503, "ServiceUnavailableException", "Worker died."))
             return "died"
-        elapsed = (loop.time() - started) / len(batches)
+        elapsed = (time.perf_counter() - started) / len(batches)
         for jobs, outcome in zip(batches, outcomes):
             if isinstance(outcome, BatchFailed):
                 _answer_all(jobs, ResponseItem.error(503, "ServiceUnavailableException",

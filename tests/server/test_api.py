@@ -227,6 +227,26 @@ def test_prometheus_metrics(server: ServerInfo) -> None:
         assert name in text, name
 
 
+def test_latencies_are_timed_finer_than_the_event_loops_millisecond_clock(server: ServerInfo) -> None:
+    """The server runs on uvloop, whose loop.time() is libuv's millisecond clock: timed with it, a no-op's
+    ~0.1 ms batches were 0 or 1 ms each, and `bench` reported 0 ms of server time. Twenty of them now add up
+    to a sum that is no whole number of milliseconds."""
+    def sums() -> dict[str, float]:
+        text = httpx.get(f"{server.metrics_url}/metrics", timeout=10).text
+        return {line.split("{")[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                if line.startswith(("mmsctl_inference_latency_seconds_sum{", "mmsctl_queue_latency_seconds_sum{"))
+                and 'model="noop"' in line}
+
+    before = sums()
+    with httpx.Client(timeout=30) as client:
+        for _ in range(20):
+            assert client.post(f"{server.inference_url}/predictions/noop", content=b"t").status_code == 200
+    after = sums()
+    for name in ("mmsctl_inference_latency_seconds_sum", "mmsctl_queue_latency_seconds_sum"):
+        spent_ms = (after[name] - before.get(name, 0.0)) * 1000
+        assert spent_ms > 0 and abs(spent_ms - round(spent_ms)) > 1e-6, (name, spent_ms)
+
+
 def test_prometheus_client_is_loaded_at_the_first_scrape_not_at_start() -> None:
     """No module of the server imports it (~0.13 s of every start); the first exposition does."""
     probe = (

@@ -14,12 +14,13 @@ import sys
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 from tests.support._proc import any_free_port
 from tests.support.waiting import wait_until
 
-__all__ = ["AMAZON_IMAGE", "FAKE_AWS", "Moto", "moto_skip_reason", "running_moto", "share_client_classes"]
+__all__ = ["AMAZON_IMAGE", "FAKE_AWS", "Moto", "moto_skip_reason", "running_moto", "share_client_classes",
+           "share_clients"]
 
 FAKE_AWS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -120,6 +121,41 @@ def share_client_classes() -> None:
 
     ClientCreator._create_client_class = create_client_class  # type: ignore[method-assign]
     ClientCreator._tests_share_classes = True  # type: ignore[attr-defined]
+
+
+def share_clients() -> None:
+    """Give the in-process commands of a test process the clients an earlier one built with the same settings.
+
+    Each `mmsctl` command run in-process opens its own AwsSession, whose clients botocore builds afresh (its
+    endpoint resolver, event hooks and retry handler: ~7 % of the CPU of tests/cloud/test_fleet.py's process
+    after :func:`share_client_classes`; py-spy). A client is a stateless caller of one endpoint, so one built for
+    the same service, region, timeouts, retries, credentials, profile and ``AWS_*`` settings is the client a new
+    session would build; any change to them builds another. mmsctl attaches nothing to its clients (a test's
+    botocore Stubber is removed when its block ends).
+    """
+    from mmsctl.cloud.aws.session import AwsSession
+
+    if getattr(AwsSession, "_tests_share_clients", False):
+        return
+    build = AwsSession.client
+    built: dict[tuple[object, ...], Any] = {}
+
+    def client(self: AwsSession, service: str, region: Optional[str] = None, *, read_timeout: float = 60.0,
+               max_attempts: int = 4) -> Any:
+        boto = self._boto
+        if boto is None:
+            return build(self, service, region, read_timeout=read_timeout, max_attempts=max_attempts)
+        credentials = boto.get_credentials()
+        key = (service, region or self.region, read_timeout, max_attempts, self.profile,
+               credentials.get_frozen_credentials() if credentials is not None else None,
+               tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_"))))
+        if key not in built:
+            built[key] = build(self, service, region, read_timeout=read_timeout, max_attempts=max_attempts)
+        self._clients[(service, region or self.region, read_timeout, max_attempts)] = built[key]
+        return built[key]
+
+    AwsSession.client = client  # type: ignore[method-assign]
+    AwsSession._tests_share_clients = True  # type: ignore[attr-defined]
 
 
 def running_moto(log: Path) -> Iterator[Moto]:
