@@ -115,8 +115,8 @@ def boot(aws: Any, root: Path, models: list[str], wheels: Path, *, s3_endpoint: 
     script = render_user_data(UserDataSpec(models=plan.models, version=__version__, inference_port=ports[0],
                                            management_port=ports[1], assets=ref, paths=paths))
     no_index = {"PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_CONFIG_FILE": os.devnull}
-    return _run(root, script, ports, {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}, no_index,
-                timeout)
+    return _run(root, script, ports, {k: v for k, v in _instance_environ().items() if not k.startswith("PIP_")},
+                no_index, timeout)
 
 
 def boot_from_index(root: Path, model: str, wheel: Path, timeout: float = 600.0) -> BootRun:
@@ -130,7 +130,13 @@ def boot_from_index(root: Path, model: str, wheel: Path, timeout: float = 600.0)
     script = render_user_data(UserDataSpec(models=[ModelSpec(name, archive, "zoo")], version=__version__,
                                            pip_spec=str(wheel), inference_port=ports[0], management_port=ports[1],
                                            paths=_paths(root)))
-    return _run(root, script, ports, dict(os.environ), {}, timeout)
+    return _run(root, script, ports, _instance_environ(), {}, timeout)
+
+
+def _instance_environ() -> dict[str, str]:
+    """This process's environment as a booting instance would not have it: no Python path or home of a checkout
+    (with this suite's PYTHONPATH the instance's venv imported the checkout's mmsctl, not the wheel it installed)."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
 
 
 def _paths(root: Path) -> Any:
