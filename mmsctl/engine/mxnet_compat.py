@@ -213,9 +213,9 @@ _mx: Any = None
 def _collector_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while mxnet imports.
 
-    The import makes ~35,000 objects that live as long as the process, and Python runs ~120 collections
-    among them that free nothing: ~9 % of the import's CPU (0.08 of 0.9 s here), paid by every worker,
-    `predict` and Lambda cold start.
+    The import makes tens of thousands of objects that live as long as the process, and Python runs ~120
+    collections among them that free nothing: ~9 % of the import's CPU (0.08 of 0.9 s here), paid by every
+    worker, `predict` and Lambda cold start.
     """
     enabled = gc.isenabled()
     gc.disable()
