@@ -143,9 +143,12 @@ def share_clients() -> None:
     def client(self: AwsSession, service: str, region: Optional[str] = None, *, read_timeout: float = 60.0,
                max_attempts: int = 4) -> Any:
         boto = self._boto
+        try:
+            credentials = boto.get_credentials() if boto is not None else None
+        except Exception:  # noqa: BLE001 - a broken credential source: the command's own path reports it
+            boto = None
         if boto is None:
             return build(self, service, region, read_timeout=read_timeout, max_attempts=max_attempts)
-        credentials = boto.get_credentials()
         key = (service, region or self.region, read_timeout, max_attempts, self.profile,
                credentials.get_frozen_credentials() if credentials is not None else None,
                tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_"))))
