@@ -16,6 +16,7 @@ import pytest
 from mmsctl.cli.main import run
 from tests.engine.helpers import build_tiny_checkpoint, handler_archive, png_bytes
 from tests.support.cli import run_mmsctl
+from tests.support.imageserver import StandInServer
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +164,7 @@ def image_server(images: Path) -> Iterator[str]:
         def log_message(self, *a: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = StandInServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
@@ -270,7 +271,7 @@ def fake_server() -> Iterator[tuple[str, list]]:
         def log_message(self, *a: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = StandInServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}", seen

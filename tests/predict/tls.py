@@ -7,11 +7,10 @@ import ssl
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Iterator
 
-from tests.support.imageserver import _handler
+from tests.support.imageserver import StandInServer, _handler
 
 __all__ = ["TestCA", "make_ca", "serving_images_tls"]
 
@@ -73,9 +72,8 @@ def serving_images_tls(root: Path, ca: TestCA, seen: list[tuple[str, str]],
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(str(ca.cert_pem), str(ca.key_pem))
     context.sni_callback = lambda _sock, name, _ctx: sni.append(name)  # type: ignore[assignment,func-returns-value]
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(root, seen))
+    server = StandInServer(("127.0.0.1", 0), _handler(root, seen))
     server.socket = context.wrap_socket(server.socket, server_side=True)
-    server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
