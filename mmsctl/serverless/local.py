@@ -36,7 +36,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterator, Optional
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["Invocation", "LocalContext", "LocalFunction", "MAX_PAYLOAD", "main", "serve"]
+__all__ = ["Invocation", "InvokeServer", "LocalContext", "LocalFunction", "MAX_PAYLOAD", "main", "serve"]
 
 #: Lambda's limit for a synchronous request or response payload.
 MAX_PAYLOAD = 6 * 1024 * 1024
@@ -343,6 +343,22 @@ def _invoke_handler(function: LocalFunction, announce: Callable[[str], None]) ->
     return Handler
 
 
+class InvokeServer(ThreadingHTTPServer):
+    """The Invoke API's HTTP server: a thread per connection, quiet when a client drops its connection.
+
+    ``aws lambda invoke`` gives up at its read timeout and closes while the handler still runs; the reset then
+    reaches a connection's thread, and the stdlib server would print its traceback into the terminal that
+    serves. Any other error is printed as the stdlib prints it.
+    """
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
 def serve(function: LocalFunction, *, host: str = "127.0.0.1", port: int = 9000,
           announce: Callable[[str], None] = print, ready: Optional[Callable[[str], None]] = None) -> None:
     """Answer Lambda Invoke requests for *function* until interrupted.
@@ -350,8 +366,7 @@ def serve(function: LocalFunction, *, host: str = "127.0.0.1", port: int = 9000,
     Connections are served in parallel (a client holding one open cannot block the rest);
     invocations run one at a time, as in one execution environment.
     """
-    server = ThreadingHTTPServer((host, port), _invoke_handler(function, announce))
-    server.daemon_threads = True
+    server = InvokeServer((host, port), _invoke_handler(function, announce))
     url = f"http://{host}:{server.server_address[1]}"
     (ready or announce)(f"Invoke API for {function.function_name} on {url} "
                         f"(aws lambda invoke --endpoint-url {url} --function-name {function.function_name} out.json)")

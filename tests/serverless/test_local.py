@@ -10,6 +10,7 @@ import base64
 import json
 import sys
 import threading
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -82,11 +83,10 @@ def test_a_raising_handler_becomes_lambdas_error_payload(module: str) -> None:
 
 @pytest.fixture
 def endpoint(module: str) -> Iterator[str]:
-    from http.server import ThreadingHTTPServer
+    from mmsctl.serverless.local import InvokeServer
 
     fn = LocalFunction(f"{module}.echo", function_name="demo", timeout_s=3)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _invoke_handler(fn, lambda line: None))
-    server.daemon_threads = True
+    server = InvokeServer(("127.0.0.1", 0), _invoke_handler(fn, lambda line: None))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
@@ -136,3 +136,22 @@ def test_a_handler_past_its_timeout_is_reported_as_lambda_does(module: str) -> N
                             "errorMessage": f"RequestId: {result.request_id} Error: Task timed out after 0.30 seconds"}
     assert any(line.endswith(f"{result.request_id} Task timed out after 0.30 seconds") for line in result.logs)
     assert result.duration_ms == 300.0 and "Task timed out after 0.30 seconds" in result.log_text()
+
+
+def test_the_invoke_api_says_nothing_when_a_client_drops_its_connection(capsys: pytest.CaptureFixture[str]) -> None:
+    """`aws lambda invoke` gives up at its read timeout and closes: the reset in the connection's thread prints no
+    traceback in the terminal `run-local --serve` runs in; any other error still does."""
+    from mmsctl.serverless.local import InvokeServer
+
+    server = InvokeServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    try:
+        for error in (ConnectionResetError(104, "Connection reset by peer"), BrokenPipeError(32, "Broken pipe"),
+                      ValueError("a bug in a handler")):
+            try:
+                raise error
+            except Exception:  # noqa: BLE001 - as socketserver calls handle_error: inside the except
+                server.handle_error(None, ("127.0.0.1", 1))
+    finally:
+        server.server_close()
+    err = capsys.readouterr().err
+    assert err.count("Traceback") == 1 and "ValueError: a bug in a handler" in err and "reset" not in err
