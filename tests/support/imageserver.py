@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator
 
-__all__ = ["serving_images"]
+__all__ = ["StandInServer", "serving_images"]
 
 
 def _handler(root: Path, seen: list[tuple[str, str]]) -> type[BaseHTTPRequestHandler]:
