@@ -138,12 +138,15 @@ def test_a_handler_past_its_timeout_is_reported_as_lambda_does(module: str) -> N
     assert result.duration_ms == 300.0 and "Task timed out after 0.30 seconds" in result.log_text()
 
 
-def test_the_invoke_api_says_nothing_when_a_client_drops_its_connection(capsys: pytest.CaptureFixture[str]) -> None:
-    """`aws lambda invoke` gives up at its read timeout and closes: the reset in the connection's thread prints no
-    traceback in the terminal `run-local --serve` runs in; any other error still does."""
+@pytest.mark.parametrize("kind", ["invoke-api", "image-stand-in"])
+def test_a_server_says_nothing_when_a_client_drops_its_connection(kind: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """`aws lambda invoke` gives up at its read timeout and closes (run-local --serve's Invoke API); a fetch that
+    stops at its cap closes a connection the tests' image stand-in still serves. The reset in the connection's
+    thread prints no traceback (in the serving terminal, in the run's output); any other error still does."""
     from mmsctl.serverless.local import InvokeServer
+    from tests.support.imageserver import StandInServer
 
-    server = InvokeServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    server = (InvokeServer if kind == "invoke-api" else StandInServer)(("127.0.0.1", 0), BaseHTTPRequestHandler)
     try:
         for error in (ConnectionResetError(104, "Connection reset by peer"), BrokenPipeError(32, "Broken pipe"),
                       ValueError("a bug in a handler")):
