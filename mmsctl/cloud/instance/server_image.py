@@ -13,14 +13,24 @@ from typing import Any, Optional
 from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.instance.accelerators import EI_RETIRED_WARNING, AcceleratorChoice, check_ei_region
 from mmsctl.cloud.instance.ami import AmiChoice, resolve_ami
-from mmsctl.cloud.instance.userdata import AssetsRef, ModelSpec, ServerKind, UserDataSpec, render_user_data
+from mmsctl.cloud.instance.userdata import (
+    AssetsRef,
+    LifecycleHook,
+    ModelSpec,
+    ServerKind,
+    UserDataSpec,
+    render_user_data,
+)
 
-__all__ = ["INFERENCE_PORT", "MANAGEMENT_PORT", "METADATA_OPTIONS", "ServerImage", "server_image"]
+__all__ = ["INFERENCE_PORT", "MANAGEMENT_PORT", "METADATA_OPTIONS", "READY_PATH", "ServerImage", "server_image"]
 
 INFERENCE_PORT = 8080
 MANAGEMENT_PORT = 8081
 #: IMDSv2 only (a stolen-credential SSRF cannot read the role's keys with a plain GET).
 METADATA_OPTIONS = {"HttpTokens": "required", "HttpEndpoint": "enabled"}
+#: The mmsctl server's readiness: 200 only when every model it serves has a READY worker. It names no
+#: model, so one check holds for any model set (a rollout's old and new groups share one target group).
+READY_PATH = "/v2/health/ready"
 
 
 @dataclass(frozen=True)
@@ -53,6 +63,7 @@ def server_image(
     pip_spec: Optional[str] = None,
     management_host: str = "127.0.0.1",
     assets: Optional[AssetsRef] = None,
+    lifecycle_hook: Optional[LifecycleHook] = None,
 ) -> ServerImage:
     """Check the accelerator's region, render the boot script, and resolve the AMI.
 
@@ -72,7 +83,7 @@ def server_image(
     user_data = render_user_data(UserDataSpec(
         models=models, server=server, accelerator=accelerator.label, pip_spec=pip_spec,
         inference_port=INFERENCE_PORT, management_port=MANAGEMENT_PORT, management_host=management_host,
-        assets=assets,
+        assets=assets, lifecycle_hook=lifecycle_hook,
     ))
     return ServerImage(resolve_ami(aws, ami, accelerator), instance_type or accelerator.instance_type,
                        accelerator, user_data, warnings)

@@ -20,7 +20,7 @@ from urllib.parse import urlparse
 from mmsctl.errors import UsageError
 from mmsctl.names import model_location
 
-__all__ = ["MmsNeedsArchiveUrl", "ModelSpec", "UserDataSpec", "parse_models", "render_user_data", "server_kind"]
+__all__ = ["LifecycleHook", "MmsNeedsArchiveUrl", "ModelSpec", "UserDataSpec", "parse_models", "render_user_data", "server_kind"]
 
 ServerKind = Literal["mmsctl", "mms"]
 SERVERS: tuple[ServerKind, ...] = ("mmsctl", "mms")
@@ -131,6 +131,18 @@ class AssetsRef:
 
 
 @dataclass(frozen=True)
+class LifecycleHook:
+    """The Auto Scaling group and ``EC2_INSTANCE_LAUNCHING`` hook an instance completes once its server is ready.
+
+    A fleet's instances are held in ``Pending:Wait`` (``Warmed:Pending:Wait`` for a warm pool) until the
+    boot completes the action; an instance that is not a fleet member (``ec2 launch``) has none.
+    """
+
+    group: str
+    name: str
+
+
+@dataclass(frozen=True)
 class UserDataSpec:
     """Everything the boot script needs."""
 
@@ -147,6 +159,8 @@ class UserDataSpec:
     management_host: str = "127.0.0.1"
     #: Install from these assets (no package index); None: pip from the index (``pip_spec``, MMS).
     assets: Optional[AssetsRef] = None
+    #: The fleet's launching hook, completed at every boot once the server is ready (None: not a fleet member).
+    lifecycle_hook: Optional[LifecycleHook] = None
     paths: ScriptPaths = field(default_factory=ScriptPaths)
 
 
