@@ -8,14 +8,14 @@ import json
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import boto3
 import pytest
 
 from mmsctl.addresses import AllowList
 from mmsctl.serverless.runtime import Runtime
-from mmsctl.serverless.served_model import ServedModel, load_model
+from mmsctl.serverless.served_model import ServedModel
 from mmsctl.serverless.settings import HandlerSettings
 from tests.support.moto import Moto
 from tests.cloud.lambda_support import noop_mar, pushed_image
@@ -25,15 +25,6 @@ from tests.support.paths import KITTEN_JPG, REPO, require_shared
 from tests.support.sigv4_standin import serving_function_url, verify
 
 NAME = "kitten"
-
-
-@pytest.fixture(scope="module")
-def served(squeezenet_archive: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedModel]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MMSCTL_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-        model = load_model(HandlerSettings(model=str(squeezenet_archive)))
-    yield model
-    model.close()
 
 
 @pytest.fixture(scope="module")
