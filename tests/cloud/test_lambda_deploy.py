@@ -19,6 +19,7 @@ from unittest import mock
 import boto3
 import pytest
 
+from mmsctl.errors import CloudError
 from tests.cloud.conftest import FAKE_AWS, Moto, run_cli_here
 from tests.cloud.lambda_support import aws_calls_recorded, noop_mar, policy_doc, pushed_image, tags_of
 from tests.support.cli import CliResult, run_mmsctl
@@ -472,3 +473,66 @@ def test_a_deploy_that_fails_at_its_last_step_names_everything_it_made(moto: Mot
     rule = aws["events"].describe_rule(Name=f"mmsctl-{NAME}-warm")
     assert (rule["Arn"], rule["ScheduleExpression"]) == (theirs, "rate(1 hour)")
     assert aws["events"].list_targets_by_rule(Rule=f"mmsctl-{NAME}-warm")["Targets"] == []
+
+
+def _not_validated(arn: str) -> dict[str, Any]:
+    """AWS's answer to PutBucketNotificationConfiguration while S3 may not yet invoke the function (400)."""
+    from mmsctl.cloud.function.deploy.triggers import NOT_VALIDATED
+
+    return {"service_error_code": "InvalidArgument", "service_message": NOT_VALIDATED, "http_status_code": 400,
+            "service_error_meta": {"ArgumentName1": f"{arn}, null",
+                                   "ArgumentValue1": f"Not authorized to invoke function [{arn}]"}}
+
+
+def test_the_notification_is_put_again_while_s3_cannot_validate_the_new_permission(
+        moto: Moto, cli: Any, aws: dict[str, Any], mar: Path) -> None:
+    """S3 tests the function when the notification is put; a permission added a moment before may not have reached
+    it (moto never refuses: botocore's Stubber plays S3, its real code and message). Bounded; then one clear line."""
+    from botocore.stub import ANY, Stubber
+
+    from mmsctl.cloud.aws.session import open_session
+    from mmsctl.cloud.function.deploy.permissions import Permissions
+    from mmsctl.cloud.function.deploy.target import Target
+    from mmsctl.cloud.function.deploy.triggers import NotificationNotValidated, ensure_trigger
+    from mmsctl.cloud.function.spec import DeploySpec
+
+    pushed_image(NAME)
+    deploy(cli, "--model", str(mar), *PIPELINE)
+    arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{NAME}"
+    current = aws["s3"].get_bucket_notification_configuration(Bucket="kitten-in")
+    current.pop("ResponseMetadata")
+    sleeps: list[float] = []
+    target = Target(open_session(), DeploySpec(name=NAME, model=str(mar), input_bucket="kitten-in",
+                                               input_prefix="incoming/", suffixes=(".png",)), sleep=sleeps.append)
+    with Stubber(target.aws.client("s3")) as s3:
+        s3.add_response("get_bucket_notification_configuration", current, {"Bucket": "kitten-in"})
+        for _ in range(2):
+            s3.add_client_error("put_bucket_notification_configuration", **_not_validated(arn))
+        s3.add_response("put_bucket_notification_configuration", {},
+                        {"Bucket": "kitten-in", "NotificationConfiguration": ANY})
+        ensure_trigger(target, Permissions(target), None)
+        s3.assert_no_pending_responses()
+    assert sleeps == [1, 2]
+
+    sleeps.clear()
+    with Stubber(target.aws.client("s3")) as s3:
+        s3.add_response("get_bucket_notification_configuration", current, {"Bucket": "kitten-in"})
+        for _ in range(8):
+            s3.add_client_error("put_bucket_notification_configuration", **_not_validated(arn))
+        with pytest.raises(NotificationNotValidated) as refused:
+            ensure_trigger(target, Permissions(target), None)
+        s3.assert_no_pending_responses()
+    assert len(sleeps) == 7 and sum(sleeps) <= 60  # bounded
+    assert refused.value.message == (f"S3 refused the notifications of s3://kitten-in for {arn} 8 times: "
+                                     f"Not authorized to invoke function [{arn}]")
+    assert "mmsctl-s3" in (refused.value.hint or "")
+
+    sleeps.clear()  # any other refusal is not waited on
+    with Stubber(target.aws.client("s3")) as s3:
+        s3.add_response("get_bucket_notification_configuration", current, {"Bucket": "kitten-in"})
+        s3.add_client_error("put_bucket_notification_configuration", "InvalidArgument",
+                            "Configurations overlap. Configurations on the same bucket cannot share a common event "
+                            "type.", 400)
+        with pytest.raises(CloudError, match="Configurations overlap"):
+            ensure_trigger(target, Permissions(target), None)
+    assert sleeps == []
