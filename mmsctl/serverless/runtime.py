@@ -261,6 +261,18 @@ class Runtime:
         log.info("%s -> s3://%s/%s 200 (%.0f ms)", obj.uri, out_bucket, key, ms)
         return {"input": obj.uri, "output": f"s3://{out_bucket}/{key}", "status": 200}
 
+    def _owner(self, bucket: str) -> dict[str, str]:
+        """``ExpectedBucketOwner`` for a call on the input or output bucket, when the account is configured.
+
+        Bucket names are global, and the role's policy names buckets without an account: if a bucket of
+        the pipeline were deleted and its name taken by another account that lets anyone write, the
+        function would write there. S3 refuses (403) a call whose expected owner is not the bucket's.
+        """
+        s = self.settings
+        if s.bucket_owner and bucket in (s.input_bucket, s.output_bucket):
+            return {"ExpectedBucketOwner": s.bucket_owner}
+        return {}
+
     def _written(self, bucket: str, key: str, obj: S3Object) -> bool:
         """Whether *key* already holds this object's answer (same version / ETag): a retried event's record.
 
@@ -271,13 +283,13 @@ class Runtime:
         listing carries one, and is strongly consistent; only a key it returns is HEADed for its tag.
         """
         try:
-            listed = self.s3.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
+            listed = self.s3.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1, **self._owner(bucket))
         except Exception as exc:  # noqa: BLE001 - botocore's, translated
             raise _translated(exc, "list_objects_v2") from exc
         if [item.get("Key") for item in listed.get("Contents") or []][:1] != [key]:
             return False
         try:
-            head = self.s3.head_object(Bucket=bucket, Key=key)
+            head = self.s3.head_object(Bucket=bucket, Key=key, **self._owner(bucket))
         except Exception as exc:  # noqa: BLE001 - botocore's, translated
             raise _translated(exc, "head_object") from exc
         return bool(head.get("Metadata", {}).get(_SOURCE_META) == _source_tag(obj))
@@ -286,7 +298,7 @@ class Runtime:
         limit = self.settings.max_image_bytes
         if obj.size is not None and obj.size > limit:
             raise BadObject(413, "PayloadTooLargeException", f"{obj.size} bytes is more than the {limit} allowed")
-        params: dict[str, Any] = {"Bucket": obj.bucket, "Key": obj.key}
+        params: dict[str, Any] = {"Bucket": obj.bucket, "Key": obj.key, **self._owner(obj.bucket)}
         if obj.version_id:
             params["VersionId"] = obj.version_id
         try:
@@ -314,7 +326,7 @@ class Runtime:
         """Write an answer, tagged with the input it answers (so a retry can tell it is done)."""
         try:
             self.s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/json",
-                               Metadata={_SOURCE_META: _source_tag(source)})
+                               Metadata={_SOURCE_META: _source_tag(source)}, **self._owner(bucket))
         except Exception as exc:  # noqa: BLE001 - translated
             raise _translated(exc, "put_object") from exc
 

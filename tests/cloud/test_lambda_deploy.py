@@ -106,7 +106,8 @@ def test_deploy_creates_the_pipeline_with_least_privilege(moto: Moto, cli: Any, 
     assert config["Environment"]["Variables"] == {
         "MMSCTL_LAMBDA_MODEL": f"s3://{bucket}/models/noop.mar", "MMSCTL_LAMBDA_MODEL_VERSION": head["VersionId"],
         "MMSCTL_LAMBDA_INPUT_BUCKET": "kitten-in", "MMSCTL_LAMBDA_INPUT_PREFIX": "incoming/",
-        "MMSCTL_LAMBDA_OUTPUT_BUCKET": "kitten-out", "MMSCTL_LAMBDA_OUTPUT_PREFIX": "predictions/"}
+        "MMSCTL_LAMBDA_OUTPUT_BUCKET": "kitten-out", "MMSCTL_LAMBDA_OUTPUT_PREFIX": "predictions/",
+        "MMSCTL_LAMBDA_BUCKET_OWNER": ACCOUNT}  # the handler names it in every call on the pipeline's buckets
     assert fn["Tags"]["mmsctl:lambda"] == NAME
     arn = config["FunctionArn"]
 
@@ -536,3 +537,31 @@ def test_the_notification_is_put_again_while_s3_cannot_validate_the_new_permissi
         with pytest.raises(CloudError, match="Configurations overlap"):
             ensure_trigger(target, Permissions(target), None)
     assert sleeps == []
+
+
+def test_a_bucket_of_another_account_is_never_taken_for_ours(moto: Moto, aws: dict[str, Any],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bucket names are global. A bucket of another account that lets this one in answers HeadBucket with 200, and
+    may even carry our tag; moto has one account. S3 refuses (403) a call whose ExpectedBucketOwner is not the
+    bucket's: the policy stand-in plays that owner check (tests/support/s3_policy_standin.py)."""
+    from mmsctl.cloud.aws.session import open_session
+    from mmsctl.cloud.function.destroy import DestroyResult, _bucket
+    from mmsctl.cloud.function.resources import NotOurAccount, bucket_tags
+    from tests.support.s3_policy_standin import serving_s3_as_role
+
+    for bucket in ("their-photos", "kitten-out"):
+        aws["s3"].create_bucket(Bucket=bucket)
+        aws["s3"].put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": [{"Key": "mmsctl:lambda", "Value": NAME}]})
+    anything = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}
+    with serving_s3_as_role(moto.url, anything) as s3:
+        s3.owners["their-photos"] = "210987654321"
+        monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3.url)
+        session = open_session()
+        assert bucket_tags(session, "kitten-out") == {"mmsctl:lambda": NAME}
+        with pytest.raises(NotOurAccount, match="bucket their-photos exists and is not this account's"):
+            bucket_tags(session, "their-photos")  # deploy refuses it
+        result = DestroyResult(NAME, REGION)
+        _bucket(session, NAME, "their-photos", False, result)  # destroy leaves it alone, tag or not
+        assert result.kept == [{"kind": "bucket", "id": "their-photos", "why": "another account's now: not touched"}]
+        assert {d.owner for d in s3.seen} == {ACCOUNT} and ("s3:ListBucket", 403) in s3.actions()
+    assert sorted(b["Name"] for b in aws["s3"].list_buckets()["Buckets"]) == ["kitten-out", "their-photos"]

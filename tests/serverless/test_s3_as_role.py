@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 import boto3
 import pytest
@@ -22,11 +22,11 @@ from mmsctl.serverless.served_model import ServedModel
 from mmsctl.serverless.settings import HandlerSettings
 from tests.serverless.conftest import put_event as _event
 from tests.support.moto import Moto
-from tests.support.s3_policy_standin import S3AsRole, allowed, serving_s3_as_role
+from tests.support.s3_policy_standin import ACCOUNT, S3AsRole, allowed, serving_s3_as_role
 
 KEY = "incoming/cats/my kitten (1)+é.jpg"
 OUT_KEY = "predictions/cats/my kitten (1)+é.jpg.json"
-SCOPE = RoleScope("aws", "us-east-1", "123456789012", "kitten", model_bucket="models", model_key="models/sq.mar",
+SCOPE = RoleScope("aws", "us-east-1", ACCOUNT, "kitten", model_bucket="models", model_key="models/sq.mar",
                   input_bucket="in-bucket", input_prefix="incoming/", output_bucket="out-bucket",
                   output_prefix="predictions/")
 
@@ -46,9 +46,9 @@ def as_role(moto: Moto) -> Iterator[S3AsRole]:
         yield standin
 
 
-def _runtime(served: ServedModel, standin: S3AsRole) -> Runtime:
+def _runtime(served: ServedModel, standin: S3AsRole, owner: Optional[str] = ACCOUNT) -> Runtime:
     settings = HandlerSettings(model="(loaded)", input_bucket="in-bucket", input_prefix="incoming/",
-                               output_bucket="out-bucket", output_prefix="predictions/")
+                               output_bucket="out-bucket", output_prefix="predictions/", bucket_owner=owner)
     return Runtime(settings, served, lambda: boto3.client("s3", endpoint_url=standin.url))
 
 
@@ -82,6 +82,7 @@ def test_a_new_object_is_answered_and_a_retry_skips_it(served: ServedModel, s3: 
     assert doc["status"] == 200 and doc["result"][0]["class"] == "n02124075 Egyptian cat"
     assert as_role.actions() == [("s3:ListBucket", 200), ("s3:GetObjectVersion", 200), ("s3:PutObject", 200)]
     assert as_role.seen[0].context == {"s3:prefix": OUT_KEY, "s3:max-keys": "1"}
+    assert {d.owner for d in as_role.seen} == {ACCOUNT}  # every call names the buckets' account
 
     as_role.seen.clear()  # Lambda's retry of the same event: found by the listing, read, skipped
     retried = rt.handle(event)["processed"][0]
@@ -124,3 +125,18 @@ def test_a_role_without_a_needed_statement_fails_as_aws_would(served: ServedMode
     assert (refused, 403) in as_role.actions()
     written = [o["Key"] for o in s3.list_objects_v2(Bucket="out-bucket").get("Contents", [])]
     assert written == (["predictions/cats/my kitten (1)+é.jpg.error.json"] if dropped == "ReadInput" else [])
+
+
+def test_an_output_bucket_now_of_another_account_is_never_written(served: ServedModel, s3: Any, as_role: S3AsRole,
+                                                                 kitten_jpg: Path) -> None:
+    """Bucket names are global and the role's policy names no account: if the output bucket's name were taken by
+    an account that lets anyone write, only the expected owner the handler names stops the answer going there."""
+    event = _event(s3, KEY, kitten_jpg.read_bytes())
+    as_role.owners["out-bucket"] = "210987654321"
+    with pytest.raises(CloudError, match=r"1 of 1 object\(s\) failed and may succeed on retry: .*access denied"):
+        _runtime(served, as_role).handle(event)
+    assert ("s3:ListBucket", 403) in as_role.actions()
+    assert s3.list_objects_v2(Bucket="out-bucket").get("KeyCount") == 0
+
+    written = _runtime(served, as_role, owner=None).handle(event)  # without it, S3 would take the answer
+    assert written["processed"][0]["status"] == 200 and s3.list_objects_v2(Bucket="out-bucket")["KeyCount"] == 1

@@ -12,6 +12,7 @@ condition does not count. This stand-in plays both rules for the requests a func
 * ``PUT`` of an object: ``s3:PutObject``;
 * ``GET`` of a bucket (ListObjects, ListObjectsV2): ``s3:ListBucket`` with ``s3:prefix``,
   ``s3:delimiter`` and ``s3:max-keys`` taken from the request; ``?versions``: ``s3:ListBucketVersions``;
+  ``HEAD`` of a bucket (HeadBucket): ``s3:ListBucket``; ``?tagging``: ``s3:GetBucketTagging``;
 * ``x-amz-expected-bucket-owner``: 403 when the bucket's owner is another account.
 
 Anything else is answered 501, so a function that starts making another call shows up here
@@ -53,6 +54,7 @@ class Decision:
     action: str
     resource: str
     context: dict[str, str]
+    owner: Optional[str]  # the request's x-amz-expected-bucket-owner
     status: int  # what the caller got
 
 
@@ -126,8 +128,12 @@ def _judge(method: str, path: str, query: dict[str, str], headers: Any) -> Optio
         if method == "PUT":
             return "s3:PutObject", f"arn:aws:s3:::{bucket}/{key}", {}
         return None
+    if method == "HEAD" and not query:  # HeadBucket
+        return "s3:ListBucket", f"arn:aws:s3:::{bucket}", {}
     if method != "GET":
         return None
+    if set(query) == {"tagging"}:
+        return "s3:GetBucketTagging", f"arn:aws:s3:::{bucket}", {}
     if set(query) <= _LIST_PARAMS | {"versions", "key-marker", "version-id-marker"}:
         context = {f"s3:{name}": query[name] for name in ("prefix", "delimiter", "max-keys") if name in query}
         return ("s3:ListBucketVersions" if "versions" in query else "s3:ListBucket"), f"arn:aws:s3:::{bucket}", context
@@ -195,7 +201,8 @@ def _handler(state: S3AsRole, moto: str) -> type[BaseHTTPRequestHandler]:
                 return
             action, resource, context = judged
             answer = self._answer(action, resource, context, body)
-            state.seen.append(Decision(self.command, action, resource, context, answer.status))
+            state.seen.append(Decision(self.command, action, resource, context,
+                                       self.headers.get("x-amz-expected-bucket-owner"), answer.status))
             self._reply(answer.status, answer.body, answer.headers)
 
         def _answer(self, action: str, resource: str, context: dict[str, str], body: bytes) -> _Answer:
