@@ -9,7 +9,7 @@ itself, whose request has no ``s3:prefix``: a ``ListBucket`` granted under an ``
 condition does not count. This stand-in plays both rules for the requests a function makes:
 
 * ``GET``/``HEAD`` of an object: ``s3:GetObject`` (``s3:GetObjectVersion`` with ``versionId``);
-* ``PUT`` of an object: ``s3:PutObject``;
+* ``PUT`` of an object: ``s3:PutObject``; ``DELETE``: ``s3:DeleteObject`` (``s3:DeleteObjectVersion``);
 * ``GET`` of a bucket (ListObjects, ListObjectsV2): ``s3:ListBucket`` with ``s3:prefix``,
   ``s3:delimiter`` and ``s3:max-keys`` taken from the request; ``?versions``: ``s3:ListBucketVersions``;
   ``HEAD`` of a bucket (HeadBucket): ``s3:ListBucket``; ``?tagging``: ``s3:GetBucketTagging``;
@@ -127,6 +127,9 @@ def _judge(method: str, path: str, query: dict[str, str], headers: Any) -> Optio
             return ("s3:GetObjectVersion" if "versionId" in query else "s3:GetObject"), f"arn:aws:s3:::{bucket}/{key}", {}
         if method == "PUT":
             return "s3:PutObject", f"arn:aws:s3:::{bucket}/{key}", {}
+        if method == "DELETE":
+            return ("s3:DeleteObjectVersion" if "versionId" in query else "s3:DeleteObject"), \
+                f"arn:aws:s3:::{bucket}/{key}", {}
         return None
     if method == "HEAD" and not query:  # HeadBucket
         return "s3:ListBucket", f"arn:aws:s3:::{bucket}", {}
