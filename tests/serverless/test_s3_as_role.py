@@ -140,3 +140,23 @@ def test_an_output_bucket_now_of_another_account_is_never_written(served: Served
 
     written = _runtime(served, as_role, owner=None).handle(event)  # without it, S3 would take the answer
     assert written["processed"][0]["status"] == 200 and s3.list_objects_v2(Bucket="out-bucket")["KeyCount"] == 1
+
+
+@pytest.mark.parametrize("versioned", [True, False])
+def test_the_role_may_download_the_model_it_is_deployed_with(moto: Moto, tmp_path: Path, versioned: bool) -> None:
+    """The cold start's download (that version, when deploy pinned one) under the role deploy writes for it."""
+    from mmsctl.serverless.served_model import download_model
+
+    admin = boto3.client("s3")
+    admin.create_bucket(Bucket="models")
+    admin.put_bucket_versioning(Bucket="models", VersioningConfiguration={"Status": "Enabled"})
+    version = admin.put_object(Bucket="models", Key="models/sq.mar", Body=b"an archive")["VersionId"]
+    scope = RoleScope("aws", "us-east-1", ACCOUNT, "kitten", model_bucket="models", model_key="models/sq.mar",
+                      model_versioned=versioned)
+    with serving_s3_as_role(moto.url, permissions_policy(scope)) as standin:
+        role = boto3.client("s3", endpoint_url=standin.url)
+        got = download_model(role, "s3://models/models/sq.mar", version if versioned else None, tmp_path)
+        assert got.read_bytes() == b"an archive"
+        assert standin.actions() == [("s3:GetObjectVersion" if versioned else "s3:GetObject", 200)]
+        with pytest.raises(CloudError, match="cannot download the model"):  # nothing else in that bucket
+            download_model(role, "s3://models/models/other.mar", None, tmp_path)
