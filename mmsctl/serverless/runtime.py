@@ -11,6 +11,7 @@ are raised, after every record of the event was tried.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import time
@@ -42,6 +43,9 @@ log = logging.getLogger("mmsctl.lambda")
 
 #: S3 error codes that mean "this object cannot be read, now or later": answered with an error object.
 _PERMANENT_S3 = ("NoSuchKey", "NoSuchVersion", "AccessDenied", "InvalidObjectState", "NoSuchBucket", "404", "403")
+#: What a 403 on reading an input means: S3 hides a missing object from a caller that may not list the bucket.
+_DENIED_READ = ("gone since the event, or not readable by the function's role: S3 answers both with 403 "
+                "to a role that may not list the bucket")
 _MAX_TOP_K = 1000
 _MAX_JSON_BODY = 64 * 1024
 
@@ -257,13 +261,36 @@ class Runtime:
         log.info("%s -> s3://%s/%s 200 (%.0f ms)", obj.uri, out_bucket, key, ms)
         return {"input": obj.uri, "output": f"s3://{out_bucket}/{key}", "status": 200}
 
+    def _owner(self, bucket: str) -> dict[str, str]:
+        """``ExpectedBucketOwner`` for a call on the input or output bucket, when the account is configured.
+
+        Bucket names are global, and the role's policy names buckets without an account: if a bucket of
+        the pipeline were deleted and its name taken by another account that lets anyone write, the
+        function would write there. S3 refuses (403) a call whose expected owner is not the bucket's.
+        """
+        s = self.settings
+        if s.bucket_owner and bucket in (s.input_bucket, s.output_bucket):
+            return {"ExpectedBucketOwner": s.bucket_owner}
+        return {}
+
     def _written(self, bucket: str, key: str, obj: S3Object) -> bool:
-        """Whether *key* already holds this object's answer (same ETag / version): a retried event's record."""
+        """Whether *key* already holds this object's answer (same version / ETag): a retried event's record.
+
+        The key is looked for with ``ListObjectsV2`` (``Prefix`` the key itself, one key), not with a
+        ``HeadObject`` that may miss: S3 answers a HEAD of a missing key with 404 only to a caller
+        allowed ``s3:ListBucket`` on the whole bucket and with 403 to everyone else, while the role
+        may list only under the output prefix (a HEAD carries no ``s3:prefix`` to match it). A
+        listing carries one, and is strongly consistent; only a key it returns is HEADed for its tag.
+        """
         try:
-            head = self.s3.head_object(Bucket=bucket, Key=key)
-        except Exception as exc:  # noqa: BLE001 - botocore's, sorted below
-            if _s3_code(exc) in ("404", "NoSuchKey", "NotFound"):
-                return False
+            listed = self.s3.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1, **self._owner(bucket))
+        except Exception as exc:  # noqa: BLE001 - botocore's, translated
+            raise _translated(exc, "list_objects_v2") from exc
+        if [item.get("Key") for item in listed.get("Contents") or []][:1] != [key]:
+            return False
+        try:
+            head = self.s3.head_object(Bucket=bucket, Key=key, **self._owner(bucket))
+        except Exception as exc:  # noqa: BLE001 - botocore's, translated
             raise _translated(exc, "head_object") from exc
         return bool(head.get("Metadata", {}).get(_SOURCE_META) == _source_tag(obj))
 
@@ -271,7 +298,7 @@ class Runtime:
         limit = self.settings.max_image_bytes
         if obj.size is not None and obj.size > limit:
             raise BadObject(413, "PayloadTooLargeException", f"{obj.size} bytes is more than the {limit} allowed")
-        params: dict[str, Any] = {"Bucket": obj.bucket, "Key": obj.key}
+        params: dict[str, Any] = {"Bucket": obj.bucket, "Key": obj.key, **self._owner(obj.bucket)}
         if obj.version_id:
             params["VersionId"] = obj.version_id
         try:
@@ -287,8 +314,9 @@ class Runtime:
         except Exception as exc:  # noqa: BLE001 - botocore's, sorted below
             code = _s3_code(exc)
             if code in _PERMANENT_S3:
-                raise BadObject(404 if code in ("NoSuchKey", "NoSuchVersion", "404", "NoSuchBucket") else 403,
-                                code, f"cannot read {obj.uri}: {code}") from None
+                if code in ("NoSuchKey", "NoSuchVersion", "404", "NoSuchBucket"):
+                    raise BadObject(404, code, f"cannot read {obj.uri}: {code}") from None
+                raise BadObject(403, code, f"cannot read {obj.uri}: {code} ({_DENIED_READ})") from None
             raise _translated(exc, "get_object") from exc
         if len(data) > limit:
             raise BadObject(413, "PayloadTooLargeException", f"more than the {limit} bytes allowed")
@@ -298,20 +326,31 @@ class Runtime:
         """Write an answer, tagged with the input it answers (so a retry can tell it is done)."""
         try:
             self.s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/json",
-                               Metadata={_SOURCE_META: _source_tag(source)})
+                               Metadata={_SOURCE_META: _source_tag(source)}, **self._owner(bucket))
         except Exception as exc:  # noqa: BLE001 - translated
             raise _translated(exc, "put_object") from exc
 
 
 #: The output object's metadata key naming the input version it answers.
 _SOURCE_META = "mmsctl-source"
+#: The longest version id or ETag kept as it is in the metadata (longer ones are hashed).
+_MAX_TAG = 256
 #: Time kept back at the end of an invocation, on top of twice the slowest record so far.
 _RESERVE_MS = 1000
 
 
 def _source_tag(obj: S3Object) -> str:
-    """Which version of the input an answer is for: its version id, else its ETag, else its key."""
-    return (obj.version_id or obj.etag or obj.key).strip('"')[:256]
+    """Which version of the input an answer is for: its version id, else its ETag, else a hash of its key.
+
+    The value travels as an HTTP header (``x-amz-meta-mmsctl-source``), which botocore refuses before
+    sending unless it is ASCII; a hand-written event may name no version and no ETag, and any field of
+    it may hold anything. So what is not short printable ASCII is hashed, here, for writer and reader alike.
+    """
+    raw = (obj.version_id or obj.etag or "").strip('"')
+    if raw and len(raw) <= _MAX_TAG and raw.isascii() and raw.isprintable():
+        return raw
+    kind, text = ("sha256", raw) if raw else ("key-sha256", obj.key)
+    return f"{kind}:{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()}"
 
 
 class _Deadline:

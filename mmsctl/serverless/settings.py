@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Mapping, Optional
 
 from mmsctl.cloud.function.env import (
+    ENV_BUCKET_OWNER,
     ENV_FETCH_ALLOW,
     ENV_INPUT_BUCKET,
     ENV_INPUT_PREFIX,
@@ -52,6 +53,8 @@ class HandlerSettings:
     input_prefix: str = ""
     output_bucket: Optional[str] = None
     output_prefix: str = ""
+    #: The input and output buckets' account (12 digits), named in every call on them; None: not checked.
+    bucket_owner: Optional[str] = None
     max_image_bytes: int = _DEFAULT_MAX_BYTES
     max_pixels: int = _DEFAULT_MAX_PIXELS
     url_timeout: float = _DEFAULT_URL_TIMEOUT
@@ -83,6 +86,7 @@ class HandlerSettings:
             input_prefix=env.get(ENV_INPUT_PREFIX, ""),
             output_bucket=env.get(ENV_OUTPUT_BUCKET) or None,
             output_prefix=env.get(ENV_OUTPUT_PREFIX, ""),
+            bucket_owner=_account(env),
             max_image_bytes=int(_int(env, ENV_MAX_IMAGE_BYTES, _DEFAULT_MAX_BYTES, 1, _MAX_MAX_BYTES) or 0),
             max_pixels=int(_int(env, ENV_MAX_PIXELS, _DEFAULT_MAX_PIXELS, 1, _MAX_MAX_PIXELS) or 0),
             url_timeout=_float(env, ENV_URL_TIMEOUT, _DEFAULT_URL_TIMEOUT, 0.1, _MAX_URL_TIMEOUT),
@@ -116,6 +120,13 @@ def _float(env: Mapping[str, str], key: str, default: float, low: float, high: f
     if not low <= value <= high:  # also refuses nan
         raise ConfigError(f"{key}={value:g} is out of range ({low:g}..{high:g})")
     return value
+
+
+def _account(env: Mapping[str, str]) -> Optional[str]:
+    raw = env.get(ENV_BUCKET_OWNER, "").strip()
+    if raw and not (len(raw) == 12 and raw.isdigit() and raw.isascii()):
+        raise ConfigError(f"{ENV_BUCKET_OWNER}={raw[:40]!r} is not an AWS account id (12 digits)")
+    return raw or None
 
 
 def _allow(env: Mapping[str, str]) -> AllowList:

@@ -19,6 +19,7 @@ from unittest import mock
 import boto3
 import pytest
 
+from mmsctl.errors import CloudError
 from tests.cloud.conftest import FAKE_AWS, Moto, run_cli_here
 from tests.cloud.lambda_support import aws_calls_recorded, noop_mar, policy_doc, pushed_image, tags_of
 from tests.support.cli import CliResult, run_mmsctl
@@ -105,7 +106,8 @@ def test_deploy_creates_the_pipeline_with_least_privilege(moto: Moto, cli: Any, 
     assert config["Environment"]["Variables"] == {
         "MMSCTL_LAMBDA_MODEL": f"s3://{bucket}/models/noop.mar", "MMSCTL_LAMBDA_MODEL_VERSION": head["VersionId"],
         "MMSCTL_LAMBDA_INPUT_BUCKET": "kitten-in", "MMSCTL_LAMBDA_INPUT_PREFIX": "incoming/",
-        "MMSCTL_LAMBDA_OUTPUT_BUCKET": "kitten-out", "MMSCTL_LAMBDA_OUTPUT_PREFIX": "predictions/"}
+        "MMSCTL_LAMBDA_OUTPUT_BUCKET": "kitten-out", "MMSCTL_LAMBDA_OUTPUT_PREFIX": "predictions/",
+        "MMSCTL_LAMBDA_BUCKET_OWNER": ACCOUNT}  # the handler names it in every call on the pipeline's buckets
     assert fn["Tags"]["mmsctl:lambda"] == NAME
     arn = config["FunctionArn"]
 
@@ -472,3 +474,94 @@ def test_a_deploy_that_fails_at_its_last_step_names_everything_it_made(moto: Mot
     rule = aws["events"].describe_rule(Name=f"mmsctl-{NAME}-warm")
     assert (rule["Arn"], rule["ScheduleExpression"]) == (theirs, "rate(1 hour)")
     assert aws["events"].list_targets_by_rule(Rule=f"mmsctl-{NAME}-warm")["Targets"] == []
+
+
+def _not_validated(arn: str) -> dict[str, Any]:
+    """AWS's answer to PutBucketNotificationConfiguration while S3 may not yet invoke the function (400)."""
+    from mmsctl.cloud.function.deploy.triggers import NOT_VALIDATED
+
+    return {"service_error_code": "InvalidArgument", "service_message": NOT_VALIDATED, "http_status_code": 400,
+            "service_error_meta": {"ArgumentName1": f"{arn}, null",
+                                   "ArgumentValue1": f"Not authorized to invoke function [{arn}]"}}
+
+
+def test_the_notification_is_put_again_while_s3_cannot_validate_the_new_permission(
+        moto: Moto, cli: Any, aws: dict[str, Any], mar: Path) -> None:
+    """S3 tests the function when the notification is put; a permission added a moment before may not have reached
+    it (moto never refuses: botocore's Stubber plays S3, its real code and message). Bounded; then one clear line."""
+    from botocore.stub import ANY, Stubber
+
+    from mmsctl.cloud.aws.session import open_session
+    from mmsctl.cloud.function.deploy.permissions import Permissions
+    from mmsctl.cloud.function.deploy.target import Target
+    from mmsctl.cloud.function.deploy.triggers import NotificationNotValidated, ensure_trigger
+    from mmsctl.cloud.function.spec import DeploySpec
+
+    pushed_image(NAME)
+    deploy(cli, "--model", str(mar), *PIPELINE)
+    arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{NAME}"
+    current = aws["s3"].get_bucket_notification_configuration(Bucket="kitten-in")
+    current.pop("ResponseMetadata")
+    sleeps: list[float] = []
+    target = Target(open_session(), DeploySpec(name=NAME, model=str(mar), input_bucket="kitten-in",
+                                               input_prefix="incoming/", suffixes=(".png",)), sleep=sleeps.append)
+    with Stubber(target.aws.client("s3")) as s3:
+        s3.add_response("get_bucket_notification_configuration", current, {"Bucket": "kitten-in"})
+        for _ in range(2):
+            s3.add_client_error("put_bucket_notification_configuration", **_not_validated(arn))
+        s3.add_response("put_bucket_notification_configuration", {},
+                        {"Bucket": "kitten-in", "NotificationConfiguration": ANY})
+        ensure_trigger(target, Permissions(target), None)
+        s3.assert_no_pending_responses()
+    assert sleeps == [1, 2]
+
+    sleeps.clear()
+    with Stubber(target.aws.client("s3")) as s3:
+        s3.add_response("get_bucket_notification_configuration", current, {"Bucket": "kitten-in"})
+        for _ in range(8):
+            s3.add_client_error("put_bucket_notification_configuration", **_not_validated(arn))
+        with pytest.raises(NotificationNotValidated) as refused:
+            ensure_trigger(target, Permissions(target), None)
+        s3.assert_no_pending_responses()
+    assert len(sleeps) == 7 and sum(sleeps) <= 60  # bounded
+    assert refused.value.message == (f"S3 refused the notifications of s3://kitten-in for {arn} 8 times: "
+                                     f"Not authorized to invoke function [{arn}]")
+    assert "mmsctl-s3" in (refused.value.hint or "")
+
+    sleeps.clear()  # any other refusal is not waited on
+    with Stubber(target.aws.client("s3")) as s3:
+        s3.add_response("get_bucket_notification_configuration", current, {"Bucket": "kitten-in"})
+        s3.add_client_error("put_bucket_notification_configuration", "InvalidArgument",
+                            "Configurations overlap. Configurations on the same bucket cannot share a common event "
+                            "type.", 400)
+        with pytest.raises(CloudError, match="Configurations overlap"):
+            ensure_trigger(target, Permissions(target), None)
+    assert sleeps == []
+
+
+def test_a_bucket_of_another_account_is_never_taken_for_ours(moto: Moto, aws: dict[str, Any],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bucket names are global. A bucket of another account that lets this one in answers HeadBucket with 200, and
+    may even carry our tag; moto has one account. S3 refuses (403) a call whose ExpectedBucketOwner is not the
+    bucket's: the policy stand-in plays that owner check (tests/support/s3_policy_standin.py)."""
+    from mmsctl.cloud.aws.session import open_session
+    from mmsctl.cloud.function.destroy import DestroyResult, _bucket
+    from mmsctl.cloud.function.resources import NotOurAccount, bucket_tags
+    from tests.support.s3_policy_standin import serving_s3_as_role
+
+    for bucket in ("their-photos", "kitten-out"):
+        aws["s3"].create_bucket(Bucket=bucket)
+        aws["s3"].put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": [{"Key": "mmsctl:lambda", "Value": NAME}]})
+    anything = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}
+    with serving_s3_as_role(moto.url, anything) as s3:
+        s3.owners["their-photos"] = "210987654321"
+        monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3.url)
+        session = open_session()
+        assert bucket_tags(session, "kitten-out") == {"mmsctl:lambda": NAME}
+        with pytest.raises(NotOurAccount, match="bucket their-photos exists and is not this account's"):
+            bucket_tags(session, "their-photos")  # deploy refuses it
+        result = DestroyResult(NAME, REGION)
+        _bucket(session, NAME, "their-photos", False, result)  # destroy leaves it alone, tag or not
+        assert result.kept == [{"kind": "bucket", "id": "their-photos", "why": "another account's now: not touched"}]
+        assert {d.owner for d in s3.seen} == {ACCOUNT} and ("s3:ListBucket", 403) in s3.actions()
+    assert sorted(b["Name"] for b in aws["s3"].list_buckets()["Buckets"]) == ["kitten-out", "their-photos"]

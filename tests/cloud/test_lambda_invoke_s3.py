@@ -85,3 +85,27 @@ def test_invoke_s3_deletes_the_very_versions_it_wrote_unless_keep(pipeline: Any,
         bucket, key = uri.removeprefix("s3://").split("/", 1)
         assert [v.split("@")[0] for v in _everything(s3, bucket)] == [key], uri
     assert s3.get_object(Bucket="kitten-in", Key=kept["input"].split("/", 3)[3])["Body"].read() == image.read_bytes()
+
+
+def test_invoke_s3_waits_through_s3s_403_for_an_answer_not_written_yet(pipeline: Any, capsys, tmp_path: Path,
+                                                                      moto: Moto,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A caller that may read the answers but not list the output bucket gets 403, not 404, for an answer not yet
+    written (S3 hides absence; moto does not): the policy stand-in plays S3 for such a caller."""
+    from tests.support.s3_policy_standin import serving_s3_as_role
+
+    image = tmp_path / "k.jpg"
+    image.write_bytes(b"\xff\xd8\xff not really a jpeg: the stand-in does not look")
+    caller = {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": "s3:PutObject", "Resource": "arn:aws:s3:::kitten-in/incoming/*"},
+        {"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::kitten-out/predictions/*"},
+        {"Effect": "Allow", "Action": "s3:DeleteObjectVersion",
+         "Resource": ["arn:aws:s3:::kitten-in/incoming/*", "arn:aws:s3:::kitten-out/predictions/*"]}]}
+    with serving_s3_as_role(moto.url, caller) as standin:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_S3", standin.url)
+        code, out, err = run_mmsctl(capsys, "lambda", "invoke", NAME, "--s3", str(image), "--timeout", "60",
+                                    "-o", "json")
+    assert code == 0, err
+    assert json.loads(out)["result"] == ANSWER
+    assert ("s3:GetObject", 403) in standin.actions() and ("s3:GetObject", 200) in standin.actions()
+    assert _everything(pipeline, "kitten-in") == [] and _everything(pipeline, "kitten-out") == []

@@ -93,6 +93,31 @@ def test_run_local_on_an_s3_put_writes_the_same_top5_as_predict(deployed: Moto, 
     assert "[ERROR]" in bad.stderr and "Corrupted image input" in bad.stderr
 
 
+def test_run_local_on_a_hand_written_event_with_a_non_ascii_key(moto: Moto, squeezenet_archive: Path,  # noqa: F811
+                                                                 kitten: Path, tmp_path: Path) -> None:
+    """No eTag, no versionId, a key S3 would send URL-encoded: the answer's source tag (object metadata, which
+    botocore sends only as ASCII) is still written, and a second run finds it and skips the object."""
+    s3 = boto3.client("s3")
+    for bucket in ("photos-in", "photos-out"):
+        s3.create_bucket(Bucket=bucket)
+    s3.upload_file(str(kitten), "photos-in", "uploads/été.jpg")
+    event = {"Records": [{"eventSource": "aws:s3", "eventName": "ObjectCreated:Put",
+                          "s3": {"bucket": {"name": "photos-in"}, "object": {"key": "uploads/%C3%A9t%C3%A9.jpg"}}}]}
+    event_file = tmp_path / "event.json"
+    event_file.write_text(json.dumps(event))
+    args = ("lambda", "run-local", "scratch", "--model", str(squeezenet_archive), "--input-bucket", "photos-in",
+            "--output-bucket", "photos-out", str(event_file))
+    first = run_cli_here(moto, *args)
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout) == {"processed": [
+        {"input": "s3://photos-in/uploads/été.jpg", "output": "s3://photos-out/uploads/été.jpg.json", "status": 200}]}
+    tag = s3.head_object(Bucket="photos-out", Key="uploads/été.jpg.json")["Metadata"]["mmsctl-source"]
+    assert tag.isascii() and "été" not in tag
+    again = run_cli_here(moto, *args)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["processed"][0]["skipped"] is True
+
+
 def test_run_local_url_and_model_without_a_deployed_function(moto: Moto, squeezenet_archive: Path,  # noqa: F811
                                                              kitten: Path, tmp_path: Path,
                                                              expected: list[dict[str, Any]]) -> None:

@@ -8,14 +8,14 @@ import json
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import boto3
 import pytest
 
 from mmsctl.addresses import AllowList
 from mmsctl.serverless.runtime import Runtime
-from mmsctl.serverless.served_model import ServedModel, load_model
+from mmsctl.serverless.served_model import ServedModel
 from mmsctl.serverless.settings import HandlerSettings
 from tests.support.moto import Moto
 from tests.cloud.lambda_support import noop_mar, pushed_image
@@ -25,15 +25,6 @@ from tests.support.paths import KITTEN_JPG, REPO, require_shared
 from tests.support.sigv4_standin import serving_function_url, verify
 
 NAME = "kitten"
-
-
-@pytest.fixture(scope="module")
-def served(squeezenet_archive: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedModel]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MMSCTL_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-        model = load_model(HandlerSettings(model=str(squeezenet_archive)))
-    yield model
-    model.close()
 
 
 @pytest.fixture(scope="module")
@@ -152,3 +143,45 @@ def test_a_public_url_is_called_unsigned_and_cors_is_set(moto: Moto, capsys, mon
         code, _, err = run_mmsctl(capsys, "lambda", "deploy", NAME, "--model", "x.mar", "--function-url",
                                   "--cors", bad)
         assert code == 2 and "(--cors)" in err, (bad, err)
+
+
+def test_a_signed_request_never_goes_over_plain_http_to_another_host(
+        moto: Moto, capsys, monkeypatch: pytest.MonkeyPatch, served: ServedModel, mar: Path,  # noqa: F811
+        expected: list[dict[str, Any]]) -> None:
+    """A URL of plain http to a name that is not loopback (here one that DNS would send to the stand-in) is refused
+    before any lookup or connection: the signature and body would travel in the clear. Loopback http still works."""
+    import socket
+
+    from mmsctl.cloud.aws.session import PlainHttpRefused, refuse_plain_http
+
+    for fine in ("https://abc.lambda-url.us-east-1.on.aws/", "http://127.0.0.1:9000/", "http://127.8.0.1/",
+                 "http://[::1]:9000/", "http://localhost:9000/"):
+        refuse_plain_http(fine)
+    for bad in ("http://abc.lambda-url.us-east-1.on.aws/", "http://10.0.0.8/", "http://[::ffff:10.0.0.8]/",
+                "http://127.0.0.1.nip.io/", "ftp://127.0.0.1/", "https:///nohost"):
+        with pytest.raises(PlainHttpRefused):
+            refuse_plain_http(bad)
+
+    _deploy(capsys, mar)
+    kitten = str(require_shared(KITTEN_JPG))
+    lookups: list[str] = []
+    real_getaddrinfo = socket.getaddrinfo
+
+    def dns(host: Any, *args: Any, **kwargs: Any) -> Any:
+        lookups.append(str(host))
+        return real_getaddrinfo("127.0.0.1" if host == "fn.example.com" else host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", dns)
+    with serving_function_url(_runtime(served).handle) as url:
+        port = url.url.rsplit(":", 1)[1]
+        monkeypatch.setenv("MMSCTL_LAMBDA_FUNCTION_URL", f"http://fn.example.com:{port}")
+        code, _, err = run_mmsctl(capsys, "lambda", "invoke", NAME, "--url", kitten)
+        assert code == 2, err
+        assert err.startswith("error: refusing to send a signed request over plain http to fn.example.com"), err
+        assert "MMSCTL_LAMBDA_FUNCTION_URL" in err
+        assert url.seen == [] and "fn.example.com" not in lookups
+
+        monkeypatch.setenv("MMSCTL_LAMBDA_FUNCTION_URL", f"http://localhost:{port}")  # loopback: signed, served
+        code, out, err = run_mmsctl(capsys, "lambda", "invoke", NAME, "--url", kitten, "-o", "json")
+        assert code == 0, err
+        assert json.loads(out)["result"] == expected and [s.refused for s in url.seen] == [None]

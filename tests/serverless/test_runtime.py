@@ -1,6 +1,6 @@
 """The handler's runtime with the real SqueezeNet: HTTP requests, the keep-warm call, and S3 records on moto.
 
-One model is loaded for the module (as one Lambda container would); each test gets a
+One model is loaded for the session (as one Lambda container would: tests/serverless/conftest.py); each test gets a
 fresh runtime around it. Answers are compared with `mmsctl predict` on the same archive.
 """
 
@@ -11,31 +11,21 @@ import shutil
 import struct
 import zlib
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import boto3
 import pytest
 
 from mmsctl.errors import CloudError
-from mmsctl.cloud.function.events import WARM_EVENT, api_gateway_event, function_url_event, s3_put_event
+from mmsctl.cloud.function.events import WARM_EVENT, api_gateway_event, function_url_event
 from mmsctl.addresses import AllowList
-from mmsctl.serverless.served_model import ServedModel, load_model
+from mmsctl.serverless.served_model import ServedModel
 from mmsctl.serverless.runtime import Runtime
 from mmsctl.serverless.settings import HandlerSettings
 from tests.support.moto import Moto
-from tests.serverless.conftest import mmsctl, sample
+from tests.serverless.conftest import mmsctl, put_event as _event, sample
 from tests.support.imageserver import serving_images
 from tests.support.paths import KITTEN_JPG, require_shared
-
-
-@pytest.fixture(scope="module")
-def served(squeezenet_archive: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedModel]:
-    cache = tmp_path_factory.mktemp("cache")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MMSCTL_CACHE_DIR", str(cache))
-        model = load_model(HandlerSettings(model=str(squeezenet_archive)))
-    yield model
-    model.close()
 
 
 @pytest.fixture(scope="module")
@@ -149,15 +139,6 @@ def buckets(moto: Moto) -> Any:  # noqa: F811 - the fixture
         s3.create_bucket(Bucket=name)
     s3.put_bucket_versioning(Bucket="in-bucket", VersioningConfiguration={"Status": "Enabled"})
     return s3
-
-
-def _event(s3: Any, key: str, body: bytes) -> dict[str, Any]:
-    put = s3.put_object(Bucket="in-bucket", Key=key, Body=body)
-    event = sample("s3_put.json")  # AWS's sample, pointed at our object, key URL-encoded as S3 does
-    built = s3_put_event("in-bucket", key, size=len(body), etag=put["ETag"], version_id=put["VersionId"])
-    event["Records"][0]["s3"]["bucket"] = built["Records"][0]["s3"]["bucket"]
-    event["Records"][0]["s3"]["object"] = built["Records"][0]["s3"]["object"]
-    return event
 
 
 def _doc(s3: Any, key: str) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator
 
-__all__ = ["StandInServer", "serving_images"]
+__all__ = ["StandInServer", "serving", "serving_images"]
 
 
 def _handler(root: Path, seen: list[tuple[str, str]]) -> type[BaseHTTPRequestHandler]:
@@ -103,7 +103,14 @@ def serving_images(root: Path, seen: list[tuple[str, str]] | None = None) -> Ite
     """Serve *root* on a free loopback port; yields the base URL (no trailing slash).
 
     Each request's path and Host header are appended to *seen* when it is given."""
-    server = StandInServer(("127.0.0.1", 0), _handler(root, [] if seen is None else seen))
+    with serving(_handler(root, [] if seen is None else seen)) as url:
+        yield url
+
+
+@contextmanager
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A :class:`StandInServer` of *handler* on a free loopback port until the block ends; its base URL."""
+    server = StandInServer(("127.0.0.1", 0), handler)
     # shutdown() waits out one poll: 0.5 s by default, in every test that starts this server
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()

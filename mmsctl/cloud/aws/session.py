@@ -16,9 +16,10 @@ from typing import Any, Callable, Optional
 
 from mmsctl.cloud.aws.dryrun import Call, is_mutating, missing_code, placeholder_read, placeholder_response
 from mmsctl.cloud.aws.errors import NoRegion, ResourceNotFound, UnknownRegion, translate
-from mmsctl.errors import CloudError
+from mmsctl.errors import CloudError, ConfigError
 
-__all__ = ["AwsSession", "open_session", "partition", "region_description", "translate_error"]
+__all__ = ["AwsSession", "PlainHttpRefused", "loopback_host", "open_session", "partition", "refuse_plain_http",
+           "region_description", "translate_error"]
 
 _REGION_RE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d+$")
 
@@ -125,12 +126,17 @@ class AwsSession:
         """The headers that sign one HTTP request with Signature Version 4 (the session's credentials
         and region), as the AWS CLI signs it: ``Authorization``, ``X-Amz-Date``, the token if any.
 
+        Only for ``https``, or plain ``http`` to a loopback host (a local stand-in): a signed request
+        in the clear can be read and replayed (with its body) for the five minutes it stays valid.
+
         Raises:
+            PlainHttpRefused: *url* is plain http to another host, or not http(s); before any connection.
             NoCredentials: there are none to sign with.
         """
         from botocore.auth import SigV4Auth
         from botocore.awsrequest import AWSRequest
 
+        refuse_plain_http(url)
         credentials = self._boto.get_credentials() if self._boto is not None else None
         if credentials is None:
             from mmsctl.cloud.aws.errors import NoCredentials
@@ -188,6 +194,46 @@ def known_regions(boto_session: Any) -> set[str]:
     return regions
 
 
+class PlainHttpRefused(ConfigError):
+    """A request to sign would go over plain http to a host that is not loopback."""
+
+    reference = "cloud-plain-http"
+
+
+def loopback_host(host: str) -> bool:
+    """Whether *host* (a URL's host name, brackets off) is this machine: ``localhost`` or a loopback address."""
+    import ipaddress
+
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def refuse_plain_http(url: str) -> None:
+    """Refuse to sign a request for *url* unless it is https, or plain http to a loopback host.
+
+    Raises:
+        PlainHttpRefused: anything else (``http://`` to another host, another scheme).
+    """
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    scheme, host = parts.scheme.lower(), parts.hostname or ""
+    if scheme == "https" and host:
+        return
+    if scheme == "http" and loopback_host(host):
+        return
+    if scheme == "http":
+        raise PlainHttpRefused(f"refusing to send a signed request over plain http to {host}: anyone on the way "
+                               "could read it and replay it, body and all, for the five minutes it stays valid",
+                               hint="use its https:// URL; plain http is only for this machine (loopback)")
+    raise PlainHttpRefused(f"refusing to sign a request to {url[:100]!r}: only https:// URLs are signed",
+                           hint="use its https:// URL")
+
+
 def local_endpoint(service: str) -> Optional[str]:
     """The loopback endpoint *service* is pointed at (``AWS_ENDPOINT_URL_<SERVICE>`` or ``AWS_ENDPOINT_URL``),
     e.g. ``lambda run-local --serve``; None for AWS itself or any other host."""
@@ -195,8 +241,7 @@ def local_endpoint(service: str) -> Optional[str]:
     from urllib.parse import urlsplit
 
     url = os.environ.get(f"AWS_ENDPOINT_URL_{service.upper()}") or os.environ.get("AWS_ENDPOINT_URL") or ""
-    host = (urlsplit(url).hostname or "").lower()
-    return url if host in ("127.0.0.1", "::1", "localhost") else None
+    return url if loopback_host(urlsplit(url).hostname or "") else None
 
 
 def open_session(*, region: Optional[str] = None, profile: Optional[str] = None, dry_run: bool = False,

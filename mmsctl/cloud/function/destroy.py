@@ -21,7 +21,7 @@ from mmsctl.cloud.aws.errors import aws_code
 from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.aws.tags import LAMBDA_INPUT, LAMBDA_MODEL_BUCKET, LAMBDA_OUTPUT
 from mmsctl.cloud.function import spec as names
-from mmsctl.cloud.function.resources import as_dict, bucket_tags, function_or_none, ours
+from mmsctl.cloud.function.resources import NotOurAccount, as_dict, bucket_tags, function_or_none, ours
 from mmsctl.errors import CloudError
 
 __all__ = ["DestroyResult", "data_buckets", "destroy", "failure_queue"]
@@ -65,7 +65,7 @@ def data_buckets(aws: AwsSession, name: str) -> dict[str, int]:
         model_bucket = names.model_bucket_name(name, aws.account_id(), aws.region)
     found: dict[str, int] = {}
     for bucket in _buckets(aws, name, tags):
-        bucket_tag = bucket_tags(aws, bucket)
+        bucket_tag = _own_bucket_tags(aws, bucket)
         if bucket_tag is None or not ours(bucket_tag, name) or bucket == model_bucket:
             continue
         count = _count(aws, bucket)
@@ -223,8 +223,20 @@ def _tagged_buckets(aws: AwsSession, name: str) -> list[str]:
     return [str(r["ResourceARN"]).rsplit(":", 1)[-1] for r in found]
 
 
+def _own_bucket_tags(aws: AwsSession, bucket: str) -> Optional[dict[str, str]]:
+    """The bucket's tags; None where there is no such bucket, or it is now another account's (never touched)."""
+    try:
+        return bucket_tags(aws, bucket)
+    except NotOurAccount:
+        return None
+
+
 def _bucket(aws: AwsSession, name: str, bucket: str, keep_data: bool, result: DestroyResult) -> None:
-    found = bucket_tags(aws, bucket)
+    try:
+        found = bucket_tags(aws, bucket)
+    except NotOurAccount:
+        result.keep("bucket", bucket, "another account's now: not touched")
+        return
     if found is None:
         return
     if not ours(found, name):

@@ -15,6 +15,7 @@ from typing import Optional
 from mmsctl.errors import ConfigError
 
 __all__ = [
+    "ENV_BUCKET_OWNER",
     "ENV_INPUT_BUCKET",
     "ENV_INPUT_PREFIX",
     "ENV_MAX_IMAGE_BYTES",
@@ -43,6 +44,9 @@ ENV_INPUT_BUCKET = "MMSCTL_LAMBDA_INPUT_BUCKET"
 ENV_INPUT_PREFIX = "MMSCTL_LAMBDA_INPUT_PREFIX"
 ENV_OUTPUT_BUCKET = "MMSCTL_LAMBDA_OUTPUT_BUCKET"
 ENV_OUTPUT_PREFIX = "MMSCTL_LAMBDA_OUTPUT_PREFIX"
+#: The account that owns the input and output buckets: the handler's every call on them names it
+#: (``ExpectedBucketOwner``), so a bucket of that name in another account is refused, not written to.
+ENV_BUCKET_OWNER = "MMSCTL_LAMBDA_BUCKET_OWNER"
 ENV_MAX_IMAGE_BYTES = "MMSCTL_LAMBDA_MAX_IMAGE_BYTES"
 ENV_MAX_PIXELS = "MMSCTL_LAMBDA_MAX_PIXELS"
 ENV_URL_TIMEOUT = "MMSCTL_LAMBDA_URL_TIMEOUT"

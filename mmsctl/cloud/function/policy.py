@@ -76,8 +76,10 @@ def permissions_policy(scope: RoleScope) -> dict[str, Any]:
             "Resource": scope.s3_arn(scope.input_bucket, f"{scope.input_prefix}*"),
         })
     if scope.output_bucket:
-        # GetObject (HeadObject) on its own answers: a retried event skips the records already written.
-        # ListBucket under the prefix makes a missing answer a 404, not a 403 (S3 hides absence otherwise).
+        # A retried event skips the records already written: the handler lists the output key (ListBucket,
+        # which the listing's s3:prefix matches below), then HEADs (GetObject) only a key that is there.
+        # Not an unconditioned ListBucket: the role would see the whole output bucket, and a HEAD of a
+        # missing key carries no s3:prefix, so only that would turn its 403 into a 404.
         statements.append({
             "Sid": "WriteOutput",
             "Effect": "Allow",

@@ -17,6 +17,7 @@ from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.errors import CloudError
 
 __all__ = [
+    "NotOurAccount",
     "bucket_tags",
     "function_or_none",
     "lambda_tags",
@@ -47,24 +48,36 @@ def as_dict(found: Optional[Iterable[Mapping[str, str]]]) -> dict[str, str]:
     return tags.as_dict(found)
 
 
+class NotOurAccount(CloudError):
+    """A bucket of that name exists in another account (bucket names are global)."""
+
+    reference = "lambda-bucket-other-account"
+
+
 def bucket_tags(aws: AwsSession, bucket: str) -> Optional[dict[str, str]]:
     """The bucket's tags ({} if none); None if the bucket does not exist.
 
+    Both calls name this account as the owner (``ExpectedBucketOwner``): S3 answers 403 for a bucket
+    of another account even where that account lets this one in, so a bucket that is not the
+    account's is never taken for one of its own.
+
     Raises:
-        CloudError: the bucket belongs to another account (403), or S3 failed.
+        NotOurAccount: the bucket belongs to another account (403).
+        CloudError: S3 failed.
     """
+    owner: dict[str, Any] = {"ExpectedBucketOwner": aws.account_id()}
     try:
-        aws.call("s3", "head_bucket", Bucket=bucket)
+        aws.call("s3", "head_bucket", Bucket=bucket, **owner)
     except CloudError as exc:
         code = aws_code(exc)
         if code in ("404", "NoSuchBucket", "NotFound"):
             return None
         if code in ("403", "AccessDenied"):
-            raise CloudError(f"bucket {bucket} exists and is not yours (S3 answered 403)",
-                             hint="bucket names are global: choose another name") from exc
+            raise NotOurAccount(f"bucket {bucket} exists and is not this account's (S3 answered 403)",
+                                hint="bucket names are global: choose another name") from exc
         raise
     try:
-        return tags.as_dict(aws.call("s3", "get_bucket_tagging", Bucket=bucket).get("TagSet"))
+        return tags.as_dict(aws.call("s3", "get_bucket_tagging", Bucket=bucket, **owner).get("TagSet"))
     except CloudError as exc:
         if aws_code(exc) == "NoSuchTagSet":
             return {}

@@ -18,7 +18,7 @@ from typing import Any, Optional
 from urllib.parse import quote, urlencode
 
 from mmsctl.cloud.aws.errors import aws_code
-from mmsctl.cloud.aws.session import AwsSession
+from mmsctl.cloud.aws.session import AwsSession, PlainHttpRefused
 from mmsctl.cloud.function import spec as names
 from mmsctl.cloud.function.invoke import MAX_PAYLOAD, MAX_SYNC_IMAGE, InvokeResult, TooBigToSend, content_type
 from mmsctl.errors import CloudError, InputNotFoundError, NotFoundError
@@ -83,8 +83,13 @@ def invoke_url(aws: AwsSession, target: FunctionUrl, method: str, query: str, bo
 
     url = target.url.rstrip("/") + "/" + (f"?{query}" if query else "")
     headers = {"user-agent": "mmsctl", **headers}
-    if target.auth == "AWS_IAM":
-        headers.update(aws.sigv4_headers(method, url, body=body, headers=headers))
+    if target.auth == "AWS_IAM":  # refused before any connection unless https (or plain http to loopback)
+        try:
+            headers.update(aws.sigv4_headers(method, url, body=body, headers=headers))
+        except PlainHttpRefused as exc:
+            if os.environ.get(ENV_FUNCTION_URL):
+                exc.hint = f"{ENV_FUNCTION_URL} names it: give its https:// URL"
+            raise
     start = time.monotonic()
     try:
         with httpx.Client(timeout=httpx.Timeout(_TIMEOUT_S, connect=10.0), trust_env=False, verify=shared_verify()) \

@@ -100,7 +100,8 @@ def _scope(t: Target, model_uri: Optional[str], model_version: Optional[str],
         output_bucket=spec.output_bucket, output_prefix=spec.output_prefix, failure_arn=failure_arn)
 
 
-def _variables(spec: DeploySpec, model_uri: Optional[str], model_version: Optional[str]) -> dict[str, str]:
+def _variables(spec: DeploySpec, model_uri: Optional[str], model_version: Optional[str],
+               account: str) -> dict[str, str]:
     """The function's ``MMSCTL_LAMBDA_*`` environment (the contract in :mod:`mmsctl.cloud.function.env`)."""
     variables: dict[str, str] = {}
     if model_uri:
@@ -110,7 +111,8 @@ def _variables(spec: DeploySpec, model_uri: Optional[str], model_version: Option
     if spec.fetch_allow:
         variables[env.ENV_FETCH_ALLOW] = spec.fetch_allow
     if spec.input_bucket and spec.output_bucket:
-        variables.update({env.ENV_INPUT_BUCKET: spec.input_bucket, env.ENV_OUTPUT_BUCKET: spec.output_bucket})
+        variables.update({env.ENV_INPUT_BUCKET: spec.input_bucket, env.ENV_OUTPUT_BUCKET: spec.output_bucket,
+                          env.ENV_BUCKET_OWNER: account})
         if spec.input_prefix:
             variables[env.ENV_INPUT_PREFIX] = spec.input_prefix
         if spec.output_prefix:
@@ -170,7 +172,7 @@ def _deploy(t: Target, model_file: Optional[Path]) -> DeployResult:
     role_arn = ensure_role(t, _scope(t, model_uri, model_version, failure_arn(t)))
     ensure_log_group(t)
     previous_input = ((previous or {}).get("Tags") or {}).get(tags.LAMBDA_INPUT)
-    ensure_function(t, image, role_arn, _variables(spec, model_uri, model_version),
+    ensure_function(t, image, role_arn, _variables(spec, model_uri, model_version, t.account),
                     _function_tags(spec, model_bucket), previous)
     ensure_provisioned(t, current_alias(t) if previous is not None else None)
     ensure_concurrency(t, previous is not None)

@@ -10,9 +10,9 @@ from mmsctl.cloud.aws.errors import aws_code
 from mmsctl.cloud.function import spec as names
 from mmsctl.cloud.function.deploy.permissions import Permissions
 from mmsctl.cloud.function.deploy.target import Target
-from mmsctl.errors import CloudError, UsageError
+from mmsctl.errors import CloudError, UsageError, causes
 
-__all__ = ["NotificationOverlap", "check_no_overlap", "ensure_trigger"]
+__all__ = ["NOT_VALIDATED", "NotificationNotValidated", "NotificationOverlap", "check_no_overlap", "ensure_trigger"]
 
 
 class NotificationOverlap(UsageError):
@@ -21,7 +21,20 @@ class NotificationOverlap(UsageError):
 
     reference = "lambda-notification-overlap"
 
+
+class NotificationNotValidated(CloudError):
+    """S3 still could not check that it may invoke the function after every try (InvalidArgument)."""
+
+    reference = "lambda-notification-not-validated"
+
+
 _SID_S3 = "mmsctl-s3"
+#: S3's message (code InvalidArgument) when its test of a destination fails: for a function, until the
+#: permission AddPermission just gave s3.amazonaws.com has reached S3, or when there is none.
+NOT_VALIDATED = "Unable to validate the following destination configurations"
+#: Tries of PutBucketNotificationConfiguration while the permission propagates: waits of 1, 2, 4, 8, then
+#: 10 s, about 45 s in all.
+_NOTIFY_TRIES = 8
 
 
 def ensure_trigger(t: Target, permissions: Permissions, previous_input: Optional[str]) -> None:
@@ -65,9 +78,51 @@ def _set_notifications(t: Target, bucket: str, wanted: list[dict[str, Any]]) -> 
     config["LambdaFunctionConfigurations"] = [c for c in lambdas if c not in mine] + wanted
     if not config["LambdaFunctionConfigurations"]:
         del config["LambdaFunctionConfigurations"]
-    t.aws.call("s3", "put_bucket_notification_configuration", Bucket=bucket, NotificationConfiguration=config)
+    _put_notifications(t, bucket, config)
     action = "delete" if not wanted else ("update" if mine else "create")
     t.note(action, "s3-notification", f"s3://{bucket} ({len(wanted or mine)} suffix filters)")
+
+
+def _put_notifications(t: Target, bucket: str, config: dict[str, Any]) -> None:
+    """PutBucketNotificationConfiguration, tried again while S3 cannot yet validate the function (bounded).
+
+    S3 tests every destination when the configuration is put; a Lambda permission added a moment
+    before may not have reached it yet, and S3 then answers InvalidArgument with :data:`NOT_VALIDATED`.
+
+    Raises:
+        NotificationNotValidated: still refused after :data:`_NOTIFY_TRIES` tries.
+    """
+    from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+    retrying = Retrying(retry=retry_if_exception(_not_validated), stop=stop_after_attempt(_NOTIFY_TRIES),
+                        wait=wait_exponential(multiplier=1, max=10), sleep=t.sleep, reraise=True)
+    try:
+        for attempt in retrying:
+            with attempt:
+                t.aws.call("s3", "put_bucket_notification_configuration", Bucket=bucket,
+                           NotificationConfiguration=config)
+    except CloudError as exc:
+        if not _not_validated(exc):
+            raise
+        detail = "; ".join(_argument_values(exc)) or NOT_VALIDATED
+        raise NotificationNotValidated(
+            f"S3 refused the notifications of s3://{bucket} for {t.target_arn} {_NOTIFY_TRIES} times: {detail}",
+            hint=f"S3 may invoke the function only through its permission {_SID_S3} (`aws lambda get-policy "
+                 f"--function-name {t.name}`), which takes a moment to reach S3: run the deploy again") from exc
+
+
+def _not_validated(exc: BaseException) -> bool:
+    return isinstance(exc, CloudError) and aws_code(exc) == "InvalidArgument" and NOT_VALIDATED in exc.message
+
+
+def _argument_values(exc: BaseException) -> list[str]:
+    """S3's reasons for each refused destination (``ArgumentValue1``…: "Not authorized to invoke function [ARN]")."""
+    for cause in causes(exc):
+        response = getattr(cause, "response", None)
+        if isinstance(response, dict):
+            error = response.get("Error") or {}
+            return [str(v)[:300] for k, v in sorted(error.items()) if str(k).startswith("ArgumentValue")][:5]
+    return []
 
 
 def _normalised(configs: list[dict[str, Any]]) -> list[str]:
