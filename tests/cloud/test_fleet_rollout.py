@@ -176,6 +176,14 @@ def test_rolling_strategy_is_an_instance_refresh_that_pauses_minutes_not_an_hour
     shown = status["instance_refresh"]
     assert (shown["id"], shown["status"], shown["percent_complete"], shown["checkpoint_delay_s"],
             shown["checkpoints"], shown["to_version"]) == (REFRESH_ID, "InProgress", 50, 300, [50, 100], "2")
+    # A group on $Default is pinned to the default's number (1 here), not the latest (2): what it runs.
+    template_id = _group(aws, "mmsctl-fleet-rr")["LaunchTemplate"]["LaunchTemplateId"]
+    aws["asg"].update_auto_scaling_group(AutoScalingGroupName="mmsctl-fleet-rr", LaunchTemplate={
+        "LaunchTemplateId": template_id, "Version": "$Default"})
+    plan = json.loads(cli("fleet", "rollout", "rr", "-m", "squeezenet", "--strategy", "rolling", "--dry-run",
+                          "-o", "json").stdout)
+    pins = [c["parameters"]["LaunchTemplate"]["Version"] for c in plan["calls"] if c["operation"] == "UpdateAutoScalingGroup"]
+    assert pins == ["1"] and plan["rollout"]["from_version"] == "1"
 
     for args, message in [
         (["--checkpoint-delay", "25h"], "checkpoint_delay_s '25h' is longer than a day (--checkpoint-delay)"),

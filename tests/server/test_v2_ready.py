@@ -16,6 +16,7 @@ import pytest
 
 from mmsctl.cloud.instance.server_image import READY_PATH
 from tests.support.mmsctl_server import free_port, make_handler_archive, make_noop_archive, running_mmsctl_server
+from tests.support._proc import stop_process_group
 from tests.support.signals import popen
 from tests.support.waiting import wait_until
 
@@ -81,12 +82,7 @@ def gated_server(tmp_path: Path) -> Iterator[tuple[str, str, Path, "subprocess.P
     try:
         yield f"http://127.0.0.1:{ports[0]}", f"http://127.0.0.1:{ports[1]}", gate, proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop_process_group(proc)  # the server and its workers (one never finishes loading)
 
 
 def test_ready_means_every_start_up_model_has_a_ready_worker(

@@ -36,8 +36,9 @@ FAKE_AWS = {
 #: moto 5 stores the UserData of create_launch_template_version unparsed, and then fails (AssertionError, an
 #: XML error to the client) when a group launches from that version (`fleet rollout`). This is moto with that
 #: one method fixed the way create_launch_template already parses it. moto also drops CreateAutoScalingGroup's
-#: LifecycleHookSpecificationList and keeps a group's hooks after the group is deleted, where AWS makes the
-#: hooks with the group and deletes them with it: here it does as AWS does. And moto lists its own package folder
+#: LifecycleHookSpecificationList (AWS adds those hooks "before instances are launched", botocore's model says),
+#: and keeps a group's hooks after the group is deleted, so a group made again under the name (a rollout's
+#: green after a rollback) would show the old group's: here hooks are made with their group and go with it. And moto lists its own package folder
 #: (a listdir and ~150 isdir calls) for every request it routes: ~9 % of its CPU in tests/cloud/test_fleet.py
 #: (py-spy); the list never changes while it runs, so it is read once. Everything else is moto as it is.
 _PATCHED_MOTO = """
