@@ -558,10 +558,14 @@ def user_data_cmd(
     accelerator: Optional[str] = typer.Option(None, "--accelerator", metavar="KIND"),
     pip_spec: Optional[str] = typer.Option(None, "--pip-spec", metavar="REQ"),
 ) -> None:
-    """Print the boot script a fleet's launch template carries (management API on the private address)."""
+    """Print the boot script a fleet's launch template carries (management API on the private address, the
+    group's launch hook completed once the server is ready)."""
     from mmsctl.cli.userdata import write_user_data
+    from mmsctl.cloud.fleet.asg import LAUNCH_HOOK
+    from mmsctl.cloud.instance.userdata import LifecycleHook
 
-    write_user_data(models, server, eia, accelerator, pip_spec, management_host="0.0.0.0", prefix="fleet/<name>/")
+    write_user_data(models, server, eia, accelerator, pip_spec, management_host="0.0.0.0", prefix="fleet/<name>/",
+                    lifecycle_hook=LifecycleHook("mmsctl-fleet-<name>", LAUNCH_HOOK))
 
 
 @fleet_app.command("cost")

@@ -105,6 +105,14 @@ def _show(result: dict[str, Any], output: str) -> None:
         render_table(result["groups"], (Column("Group", "group"), Column("Role", "role"),
                                         Column("Version", "template_version"), Column("Healthy", "healthy"),
                                         Column("Desired", "desired"), Column("Models", "models")))
+        refresh = result.get("instance_refresh")
+        if refresh:
+            checkpoints = ", ".join(f"{c}%" for c in refresh.get("checkpoints") or []) or "none"
+            get_ui().message(
+                f"instance refresh {refresh['id']}: {refresh['status']}, {refresh.get('percent_complete')}% done, "
+                f"to version {refresh.get('to_version')}; checkpoints {checkpoints}, each a "
+                f"{refresh.get('checkpoint_delay_s')} s pause" + (f" ({refresh['status_reason']})"
+                                                                  if refresh.get("status_reason") else ""))
         return
     rows = [{"field": k, "value": v} for k, v in result.items() if v is not None]
     render_table(rows, (Column("Field", "field"), Column("Value", "value")))

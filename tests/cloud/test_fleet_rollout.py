@@ -98,7 +98,7 @@ def _instance_refresh(session: Any) -> Iterator[list[dict[str, Any]]]:
     """AWS's instance refresh, which moto lacks (it answers 500), on the client mmsctl shares with this test; every
     other call still goes to moto. StartInstanceRefresh is recorded (its parameters, as botocore validated them) and
     answered with an id; DescribeInstanceRefreshes answers for what was started in the shape of AWS's own example
-    (botocore's examples-1.json): in progress, half the group replaced, paused at the 50 % checkpoint."""
+    (botocore's examples-1.json, its reason too): in progress, half the group replaced."""
     from botocore.awsrequest import AWSResponse
 
     client, started = session.client("autoscaling"), []
@@ -114,7 +114,8 @@ def _instance_refresh(session: Any) -> Iterator[list[dict[str, Any]]]:
             "AutoScalingGroupName": last["AutoScalingGroupName"], "InstanceRefreshId": REFRESH_ID,
             "InstancesToUpdate": 1, "PercentageComplete": 50, "Preferences": last["Preferences"],
             "DesiredConfiguration": last["DesiredConfiguration"], "Status": "InProgress",
-            "StatusReason": "Waiting for 600 seconds at checkpoint 50 before continuing."}]}
+            "StatusReason": "Waiting for instances to warm up before continuing. For example: i-0645704820a8e83ff "
+                            "is warming up."}]}
 
     events = [("before-parameter-build.auto-scaling.StartInstanceRefresh", record),
               *((f"before-call.auto-scaling.{op}", answer) for op in ("StartInstanceRefresh", "DescribeInstanceRefreshes"))]
@@ -173,6 +174,9 @@ def test_rolling_strategy_is_an_instance_refresh_that_pauses_minutes_not_an_hour
         assert started[0]["DesiredConfiguration"]["LaunchTemplate"]["Version"] == "2"
         assert _group(aws, "mmsctl-fleet-rr")["LaunchTemplate"]["Version"] == "1"  # pinned: what a rollback restores
         status = json.loads(cli("fleet", "rollout", "rr", "--status", "-o", "json").stdout)
+        table = cli("fleet", "rollout", "rr", "--status")
+    assert (f"instance refresh {REFRESH_ID}: InProgress, 50% done, to version 2; checkpoints 50%, 100%, each a 300 s "
+            "pause (Waiting for instances to warm up before continuing.") in table.stderr
     shown = status["instance_refresh"]
     assert (shown["id"], shown["status"], shown["percent_complete"], shown["checkpoint_delay_s"],
             shown["checkpoints"], shown["to_version"]) == (REFRESH_ID, "InProgress", 50, 300, [50, 100], "2")
