@@ -71,8 +71,8 @@ def _wait(aws: Any, name: str, timeout: float) -> Any:
 def create_cmd(
     name: str = NameArg,
     models: List[str] = typer.Option([], "--models", "-m", help="name=location to serve (zoo name or https URL); "
-                                     "comma-separated or repeated. The first model's ping is the health check.",
-                                     metavar="NAME=LOCATION"),
+                                     "comma-separated or repeated. A member is healthy when every one has a ready "
+                                     "worker.", metavar="NAME=LOCATION"),
     accelerator: Optional[str] = typer.Option(None, "--accelerator", help="eia|inf1|inf2|g4dn|g5|none.",
                                               metavar="KIND"),
     eia: Optional[str] = typer.Option(None, "--eia", help="Elastic Inference accelerator (retired April 2024).",
@@ -103,8 +103,8 @@ def create_cmd(
     pip_spec: Optional[str] = typer.Option(None, "--pip-spec", help="What instances pip-install for --server mmsctl.",
                                            metavar="REQ"),
     health_check_path: Optional[str] = typer.Option(None, "--health-check-path", help="Override the target group's "
-                                                    "health check (default /ping/FIRST_MODEL; /ping for MMS).",
-                                                    metavar="PATH"),
+                                                    "health check (default /v2/health/ready: every model has a "
+                                                    "ready worker; /ping for MMS).", metavar="PATH"),
     instance_python: str = typer.Option("3.10", "--instance-python", metavar="X.Y", help="The AMI's python3: "
                                         "the wheels instances install are built for it."),
     warm_pool: int = typer.Option(0, "--warm-pool", metavar="N", help="Keep N instances booted and stopped "
@@ -159,6 +159,7 @@ def create_cmd(
              ("Instances", f"min {result.min_size}, desired {result.desired}, max {result.max_size}"),
              ("Instance type", result.instance_type), ("Accelerator", result.accelerator),
              ("Health check", f"GET {result.health_check_path} → 200"),
+             ("Lifecycle hook", _hook_line(result.lifecycle_hook)),
              ("Scaling", f"{result.target_requests_per_minute:g} requests/min per target"),
              ("Healthy", f"{data['health']['healthy']}/{data['health']['desired']}" if wait else None)])
     if not wait:
@@ -247,9 +248,26 @@ def _describe_fields(info: dict[str, Any]) -> None:
         ("Health check", f"GET {tg.get('health_check_path')} → {tg.get('matcher')} every {tg.get('interval_s')}s"
          if tg else None),
         ("Healthy targets", f"{tg.get('healthy')}/{tg.get('targets')}" if tg else None),
+        ("Lifecycle hook", _hook_line(info["lifecycle_hook"]) if info["min"] is not None else None),
+        ("Warm pool", _warm_line(info["warm_pool"])),
         ("Scaling", f"{policy.get('metric')} at {policy.get('target_requests_per_minute')}/min" if policy else None),
         ("Not ours (kept)", ", ".join(info["foreign"]) or None),
     ])
+
+
+def _hook_line(hook: Optional[dict[str, Any]]) -> str:
+    if not hook:
+        return "none: members serve before their boot is done (see the warning)"
+    return (f"{hook['name']}: a new instance joins (or enters the warm pool) once its server is ready; "
+            f"after {hook['heartbeat_timeout_s']} s without that, {hook['default_result']}")
+
+
+def _warm_line(pool: Optional[dict[str, Any]]) -> Optional[str]:
+    if not pool:
+        return None
+    states = ", ".join(f"{n} {state}" for state, n in (pool.get("lifecycle") or {}).items()) or "none yet"
+    reuse = ", reused on scale-in" if pool.get("reuse_on_scale_in") else ""
+    return f"{pool['min_size']} kept {str(pool.get('state') or '').lower()}{reuse}; instances: {states}"
 
 
 def _served_beyond_template(info: dict[str, Any], context: Optional[str]) -> dict[str, Any]:
@@ -280,6 +298,8 @@ def _served_beyond_template(info: dict[str, Any], context: Optional[str]) -> dic
 def _warn_drift(info: dict[str, Any]) -> None:
     """Members on an older launch template version, models served beyond the template: each with its fix."""
     ui, name = get_ui(), info["name"]
+    for note in info.get("notes") or []:
+        ui.warn(note)
     if info.get("drift"):
         ui.warn(f"{len(info['drift'])} member(s) on an older launch template version: {', '.join(info['drift'])}; "
                 f"`mmsctl fleet rollout {name} --strategy rolling` replaces them")
@@ -538,10 +558,14 @@ def user_data_cmd(
     accelerator: Optional[str] = typer.Option(None, "--accelerator", metavar="KIND"),
     pip_spec: Optional[str] = typer.Option(None, "--pip-spec", metavar="REQ"),
 ) -> None:
-    """Print the boot script a fleet's launch template carries (management API on the private address)."""
+    """Print the boot script a fleet's launch template carries (management API on the private address, the
+    group's launch hook completed once the server is ready)."""
     from mmsctl.cli.userdata import write_user_data
+    from mmsctl.cloud.fleet.asg import LAUNCH_HOOK
+    from mmsctl.cloud.instance.userdata import LifecycleHook
 
-    write_user_data(models, server, eia, accelerator, pip_spec, management_host="0.0.0.0", prefix="fleet/<name>/")
+    write_user_data(models, server, eia, accelerator, pip_spec, management_host="0.0.0.0", prefix="fleet/<name>/",
+                    lifecycle_hook=LifecycleHook("mmsctl-fleet-<name>", LAUNCH_HOOK))
 
 
 @fleet_app.command("cost")

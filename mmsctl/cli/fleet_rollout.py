@@ -20,7 +20,8 @@ __all__ = ["add_rollout", "persist_command", "persist_model"]
 _WORDS = CommandWords(
     flags={**CLOUD_WORDS.flags, "strategy": "--strategy", "min_healthy": "--min-healthy",
            "pip_spec": "--pip-spec", "instance_python": "--instance-python", "models": "--models", "finish": "--finish",
-           "rollback": "--rollback", "show_status": "--status", "auto_finish_s": "--auto-finish"},
+           "rollback": "--rollback", "show_status": "--status", "auto_finish_s": "--auto-finish",
+           "checkpoint_delay_s": "--checkpoint-delay"},
     hints=CLOUD_WORDS.hints,
 )
 
@@ -40,6 +41,9 @@ def rollout_cmd(
                                  "when healthy) or rolling (instance refresh of the one group).", metavar="S"),
     min_healthy: int = typer.Option(90, "--min-healthy", help="rolling: percent of the group kept in service.",
                                     metavar="PCT"),
+    checkpoint_delay: Optional[str] = typer.Option(None, "--checkpoint-delay", metavar="AFTER", help="rolling: "
+                                                   "the pause at 50 % and at 100 % replaced (e.g. 10m, the "
+                                                   "default; 0s to 24h)."),
     auto_finish: Optional[str] = typer.Option(None, "--auto-finish", metavar="AFTER", help="blue-green: after "
                                               "the shift, watch the new group for AFTER (e.g. 10m) and finish if it "
                                               "stayed healthy; else keep the old group for --rollback."),
@@ -77,7 +81,9 @@ def rollout_cmd(
                                      instance_type=instance_type, ami=ami, pip_spec=pip_spec, strategy=strategy,
                                      instance_python=instance_python,
                                      min_healthy=min_healthy, timeout=wait_timeout,
-                                     auto_finish_s=_seconds(auto_finish) if auto_finish is not None else None)
+                                     auto_finish_s=_seconds(auto_finish) if auto_finish is not None else None,
+                                     checkpoint_delay_s=(_seconds(checkpoint_delay, "checkpoint_delay_s")
+                                                         if checkpoint_delay is not None else None))
         result = rollout.start(aws, req)
     if dry_run:
         render_calls(aws, output, {"rollout": result})
@@ -85,10 +91,10 @@ def rollout_cmd(
     _show(result, output)
 
 
-def _seconds(text: str) -> float:
+def _seconds(text: str, what: str = "auto_finish_s") -> float:
     from mmsctl.loadtest.sweep import parse_duration
 
-    return parse_duration(text, "auto_finish_s")
+    return parse_duration(text, what)
 
 
 def _show(result: dict[str, Any], output: str) -> None:
@@ -99,6 +105,14 @@ def _show(result: dict[str, Any], output: str) -> None:
         render_table(result["groups"], (Column("Group", "group"), Column("Role", "role"),
                                         Column("Version", "template_version"), Column("Healthy", "healthy"),
                                         Column("Desired", "desired"), Column("Models", "models")))
+        refresh = result.get("instance_refresh")
+        if refresh:
+            checkpoints = ", ".join(f"{c}%" for c in refresh.get("checkpoints") or []) or "none"
+            get_ui().message(
+                f"instance refresh {refresh['id']}: {refresh['status']}, {refresh.get('percent_complete')}% done, "
+                f"to version {refresh.get('to_version')}; checkpoints {checkpoints}, each a "
+                f"{refresh.get('checkpoint_delay_s')} s pause" + (f" ({refresh['status_reason']})"
+                                                                  if refresh.get("status_reason") else ""))
         return
     rows = [{"field": k, "value": v} for k, v in result.items() if v is not None]
     render_table(rows, (Column("Field", "field"), Column("Value", "value")))

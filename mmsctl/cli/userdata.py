@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 from mmsctl.cli.render import get_ui
+
+if TYPE_CHECKING:
+    from mmsctl.cloud.instance.userdata import LifecycleHook
 
 
 def write_user_data(models: List[str], server: str, eia: Optional[str], accelerator: Optional[str],
                     pip_spec: Optional[str], *, management_host: Optional[str] = None,
-                    prefix: str = "ec2/<name>/") -> None:
+                    prefix: str = "ec2/<name>/", lifecycle_hook: "Optional[LifecycleHook]" = None) -> None:
     """Render the script (no AWS call) and write it to stdout as it is, bash for a human to read.
 
     *management_host* is where the management API listens: the default (loopback) for `ec2 launch`,
     ``0.0.0.0`` for a fleet's members, whose load balancer and fan-out reach it on the private address.
     Without a pip spec the mmsctl server boots from the asset bucket: the bucket, region and *prefix*
-    are placeholders here (launch and create fill them in).
+    are placeholders here (launch and create fill them in). A fleet member's script completes its group's
+    *lifecycle_hook*.
     """
     from mmsctl.cloud.instance.accelerators import choose
     from mmsctl.cloud.instance.userdata import UserDataSpec, parse_models, render_user_data, server_kind
@@ -24,7 +28,8 @@ def write_user_data(models: List[str], server: str, eia: Optional[str], accelera
     kind = server_kind(server)
     choice = choose(accelerator, eia)
     parsed = parse_models(models)
-    spec = UserDataSpec(models=parsed, server=kind, accelerator=choice.label, pip_spec=pip_spec)
+    spec = UserDataSpec(models=parsed, server=kind, accelerator=choice.label, pip_spec=pip_spec,
+                        lifecycle_hook=lifecycle_hook)
     if kind == "mmsctl" and not pip_spec:  # what launch and create send: the assets form, no package index
         from mmsctl.cloud.instance.assets import plan_assets
         from mmsctl.cloud.instance.userdata import AssetsRef

@@ -230,7 +230,7 @@ def v2_api(models: Iterable[str] = ()) -> dict[str, Any]:
                               ["200"])},
         "/v2/health/live": {"get": _v2_op("serverLive", "Whether the server is live.", [], {"type": "object"},
                                           ["200"])},
-        "/v2/health/ready": {"get": _v2_op("serverReady", "Whether every model has a ready worker.", [],
+        "/v2/health/ready": {"get": _v2_op("serverReady", "Whether every start-up model has a ready worker.", [],
                                            {"type": "object"}, ["200", "503"])},
         "/v2/repository/index": {"post": _v2_op("repositoryIndex", "Every model and its state (Triton's model "
                                                 "repository extension).", [], {"type": "array", "items": {}},

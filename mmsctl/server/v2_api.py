@@ -69,10 +69,16 @@ class V2Api:
         return _json({"live": True})
 
     async def ready(self, request: web.Request) -> web.Response:
-        """Ready: not draining, and every model with workers to keep has one READY."""
+        """Ready: not draining, and every start-up model with workers to keep has one READY.
+
+        A model registered later does not count: a load balancer checks this path, and one added by hand
+        whose workers fail would otherwise have every member replaced (by members without it).
+        """
         if self.traffic.draining:
             raise ServiceUnavailable("The server is shutting down.", retry_after=1)
-        missing = [m.name for m in self.manager.models.values() if m.min_workers > 0 and not m.ready_workers()]
+        startup = self.manager.startup_models
+        missing = [m.name for m in self.manager.models.values()
+                   if m.name in startup and m.min_workers > 0 and not m.ready_workers()]
         if missing:
             raise ServiceUnavailable(f"No worker is ready for model: {', '.join(sorted(missing))}"[:300])
         return _json({"ready": True})

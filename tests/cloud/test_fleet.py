@@ -88,7 +88,7 @@ def test_create_makes_the_exact_resource_graph(aws: dict[str, Any]) -> None:
     ec2, elb, asg, iam = aws["ec2"], aws["elb"], aws["asg"], aws["iam"]
     out = _create(aws, "prod", "-m", "squeezenet", "-m", "r18=https://models.example.com/resnet-18.mar",
                   "--min", "2", "--max", "6", "--target-requests-per-instance", "12.5", "--key-name", "me")
-    assert out["health_check_path"] == "/ping/squeezenet"
+    assert out["health_check_path"] == "/v2/health/ready"  # names no model: holds for any model set
     assert out["target_requests_per_minute"] == 750.0
     lb = _lb(aws, "prod")
     assert out["endpoint"] == f"http://{lb['DNSName']}"
@@ -113,7 +113,7 @@ def test_create_makes_the_exact_resource_graph(aws: dict[str, Any]) -> None:
     assert len({z["ZoneName"] for z in lb["AvailabilityZones"]}) >= 2
     tg = _tg(aws, "prod")
     assert (tg["Protocol"], tg["Port"], tg["TargetType"], tg["VpcId"]) == ("HTTP", 8080, "instance", lb["VpcId"])
-    assert (tg["HealthCheckProtocol"], tg["HealthCheckPath"], tg["Matcher"]["HttpCode"]) == ("HTTP", "/ping/squeezenet", "200")
+    assert (tg["HealthCheckProtocol"], tg["HealthCheckPath"], tg["Matcher"]["HttpCode"]) == ("HTTP", "/v2/health/ready", "200")
     assert (tg["HealthCheckIntervalSeconds"], tg["HealthyThresholdCount"], tg["UnhealthyThresholdCount"]) == (15, 2, 3)
     attributes = {a["Key"]: a["Value"] for a in elb.describe_target_group_attributes(
         TargetGroupArn=tg["TargetGroupArn"])["Attributes"]}
@@ -132,7 +132,8 @@ def test_create_makes_the_exact_resource_graph(aws: dict[str, Any]) -> None:
     assert data["IamInstanceProfile"]["Arn"] == profile["Arn"]
     assert [r["RoleName"] for r in profile["Roles"]] == ["mmsctl-fleet-prod"]
     assert sorted(iam.list_role_policies(RoleName="mmsctl-fleet-prod")["PolicyNames"]) == [
-        "mmsctl-boot-assets", "mmsctl-session-manager"]
+        "mmsctl-boot-assets", "mmsctl-complete-lifecycle", "mmsctl-session-manager"]
+    _assert_completes_only_its_groups(iam, "prod")
     script = base64.b64decode(data["UserData"]).decode()
     assert "--management-address http://0.0.0.0:8081" in script and "--inference-address http://0.0.0.0:8080" in script
     assert ("--models squeezenet=/opt/mmsctl/assets/models/squeezenet.mar "
@@ -149,6 +150,13 @@ def test_create_makes_the_exact_resource_graph(aws: dict[str, Any]) -> None:
     assert (group["HealthCheckType"], group["HealthCheckGracePeriod"]) == ("ELB", 2 * (60 + 90))  # asg.py
     assert group["TargetGroupARNs"] == [tg["TargetGroupArn"]]
     assert group["LaunchTemplate"]["LaunchTemplateId"] == template["LaunchTemplateId"]
+    # The launch hook, made with the group (before its first instance): held until the boot completes it.
+    [hook] = asg.describe_lifecycle_hooks(AutoScalingGroupName="mmsctl-fleet-prod")["LifecycleHooks"]
+    assert {k: hook[k] for k in ("LifecycleHookName", "LifecycleTransition", "HeartbeatTimeout", "DefaultResult")} == {
+        "LifecycleHookName": "mmsctl-server-ready", "LifecycleTransition": "autoscaling:EC2_INSTANCE_LAUNCHING",
+        "HeartbeatTimeout": 1800, "DefaultResult": "ABANDON"}
+    assert ec2.describe_launch_template_versions(LaunchTemplateId=template["LaunchTemplateId"])[
+        "LaunchTemplateVersions"][0]["VersionDescription"] == "mmsctl fleet prod; boot completes mmsctl-server-ready"
     assert set(group["VPCZoneIdentifier"].split(",")) == {z["SubnetId"] for z in lb["AvailabilityZones"]}
     [policy] = asg.describe_policies(AutoScalingGroupName="mmsctl-fleet-prod")["ScalingPolicies"]
     tracking = policy["TargetTrackingConfiguration"]
@@ -172,6 +180,17 @@ def test_create_makes_the_exact_resource_graph(aws: dict[str, Any]) -> None:
 
 
 ACCOUNT = "123456789012"
+
+
+def _assert_completes_only_its_groups(iam: Any, name: str) -> None:
+    """The instances may complete a lifecycle action on the fleet's two group names (blue/green) and nothing else:
+    autoscaling:CompleteLifecycleAction's one resource type is autoScalingGroup, whose ARN is
+    ``…:autoScalingGroup:${GroupId}:autoScalingGroupName/${GroupFriendlyName}`` (Service Authorization Reference)."""
+    doc = iam.get_role_policy(RoleName=f"mmsctl-fleet-{name}", PolicyName="mmsctl-complete-lifecycle")["PolicyDocument"]
+    prefix = f"arn:aws:autoscaling:us-east-1:{ACCOUNT}:autoScalingGroup:*:autoScalingGroupName/"
+    assert doc["Statement"] == [{"Sid": "CompleteOwnLaunch", "Effect": "Allow",
+                                 "Action": ["autoscaling:CompleteLifecycleAction"],
+                                 "Resource": [f"{prefix}mmsctl-fleet-{name}", f"{prefix}mmsctl-fleet-{name}-green"]}]
 
 
 def _assert_assets(aws: dict[str, Any], bucket: str, prefix: str, models: list[str]) -> None:
@@ -262,7 +281,8 @@ def test_dry_run_lists_every_call_and_changes_nothing(aws: dict[str, Any]) -> No
         ("s3", "CreateBucket"), ("s3", "PutPublicAccessBlock"), ("s3", "PutBucketEncryption"),
         ("s3", "PutBucketVersioning"), ("s3", "PutBucketTagging"), ("s3", "PutObject"), ("s3", "PutObject"),
         ("s3", "PutObject"),  # the model, the wheels (not built for a plan), the manifest
-        ("iam", "CreateRole"), ("iam", "PutRolePolicy"), ("iam", "PutRolePolicy"), ("iam", "CreateInstanceProfile"),
+        ("iam", "CreateRole"), ("iam", "PutRolePolicy"), ("iam", "PutRolePolicy"), ("iam", "PutRolePolicy"),
+        ("iam", "CreateInstanceProfile"),
         ("iam", "AddRoleToInstanceProfile"),
         ("ec2", "CreateSecurityGroup"), ("ec2", "AuthorizeSecurityGroupIngress"),
         ("ec2", "CreateSecurityGroup"),
@@ -278,7 +298,11 @@ def test_dry_run_lists_every_call_and_changes_nothing(aws: dict[str, Any]) -> No
                for c in plan["calls"] if not c["mutating"]]
     assert len(lookups) == len(set(lookups))  # each question once: GetRole and GetInstanceProfile were listed twice
     by_op = {c["operation"]: c["parameters"] for c in plan["calls"]}
-    assert by_op["CreateTargetGroup"]["HealthCheckPath"] == "/ping/squeezenet"
+    assert by_op["CreateTargetGroup"]["HealthCheckPath"] == "/v2/health/ready"
+    # the hook is part of the group's creation: it exists before the group's first launch
+    assert by_op["CreateAutoScalingGroup"]["LifecycleHookSpecificationList"] == [{
+        "LifecycleHookName": "mmsctl-server-ready", "LifecycleTransition": "autoscaling:EC2_INSTANCE_LAUNCHING",
+        "HeartbeatTimeout": 1800, "DefaultResult": "ABANDON"}]
     assert by_op["PutScalingPolicy"]["TargetTrackingConfiguration"]["TargetValue"] == 600.0
     assert by_op["CreateLaunchTemplate"]["LaunchTemplateData"]["UserData"].startswith("<shell script (base64)")
     assert plan["fleet"]["endpoint"].startswith("http://<new dns name of mmsctl-fleet-plan>")
@@ -324,7 +348,8 @@ def test_wait_returns_the_endpoint_when_targets_are_healthy(aws: dict[str, Any])
                    "--min", "2", "--desired", "3", "--max", "4", "--wait", "--wait-timeout", "60")
     assert proc.code == 0, proc.stderr
     endpoint = f"http://{_lb(aws, 'web')['DNSName']}"
-    assert f"Endpoint        {endpoint}" in proc.stdout and "Healthy         3/3" in proc.stdout
+    assert re.search(rf"Endpoint +{endpoint}\n", proc.stdout) and re.search(r"Healthy +3/3\n", proc.stdout)
+    assert re.search(r"Lifecycle hook +mmsctl-server-ready: a new instance joins", proc.stdout)
     assert "web: 3/3 targets healthy" in proc.stderr
     health = aws["elb"].describe_target_health(TargetGroupArn=_tg(aws, "web")["TargetGroupArn"])
     assert sorted(h["TargetHealth"]["State"] for h in health["TargetHealthDescriptions"]) == ["healthy"] * 3
@@ -372,12 +397,16 @@ def test_list_describe_members_and_scale(aws: dict[str, Any]) -> None:
     assert [(f["name"], f["in_service"], f["min"], f["max"], f["models"]) for f in listed] == [
         ("prod", 2, 2, 5, "squeezenet=squeezenet")]
     desc = json.loads(cli("fleet", "describe", "prod", "-o", "json").stdout)
-    assert desc["target_group"]["health_check_path"] == "/ping/squeezenet" and desc["target_group"]["healthy"] == 2
+    assert desc["target_group"]["health_check_path"] == "/v2/health/ready" and desc["target_group"]["healthy"] == 2
+    assert desc["lifecycle_hook"] == {"name": "mmsctl-server-ready", "transition": "autoscaling:EC2_INSTANCE_LAUNCHING",
+                                      "heartbeat_timeout_s": 1800, "default_result": "ABANDON"}
+    assert desc["warm_pool"] is None and desc["notes"] == []
     assert desc["scaling_policy"]["metric"] == "ALBRequestCountPerTarget"
     assert {g["component"] for g in desc["security_groups"]} == {
         "fleet-lb-security-group", "fleet-instance-security-group", "fleet-admin-security-group"}
     table = cli("fleet", "describe", "prod")
-    assert "GET /ping/squeezenet → 200 every 15s" in table.stdout and "HTTP:80 forward" in table.stdout
+    assert "GET /v2/health/ready → 200 every 15s" in table.stdout and "HTTP:80 forward" in table.stdout
+    assert "mmsctl-server-ready: a new instance joins (or enters the warm pool) once its server is ready" in table.stdout
     # No saved context reaches the members' management API: the fan-out comparison says it was not made.
     assert desc["drift"] == [] and desc["beyond_template"]["checked"] is False
     assert ("models registered by fan-out: not checked (no saved context names fleet prod; "
@@ -443,7 +472,7 @@ def test_destroy_leaves_nothing_tagged_and_twice_is_a_no_op(aws: dict[str, Any])
                        "DeleteLoadBalancer", "DeleteTargetGroup", "DeleteLaunchTemplate",
                        "RevokeSecurityGroupIngress", "RevokeSecurityGroupEgress", "DeleteSecurityGroup",
                        "DeleteSecurityGroup", "DeleteSecurityGroup", "RemoveRoleFromInstanceProfile",
-                       "DeleteInstanceProfile", "DeleteRolePolicy", "DeleteRolePolicy", "DeleteRole",
+                       "DeleteInstanceProfile", "DeleteRolePolicy", "DeleteRolePolicy", "DeleteRolePolicy", "DeleteRole",
                        "DeleteObjects"]  # the fleet's asset prefix
     assert len(_nothing_tagged(aws, "prod")) > 10  # the dry run deleted nothing
 
@@ -615,7 +644,7 @@ def test_an_elastic_inference_fleet_shares_ec2s_endpoint_and_keeps_cleanup_off_i
         "SecurityGroups"][0]["GroupId"]
     assert data["SecurityGroupIds"] == [_groups(aws, "ei")["fleet-instance-security-group"]["GroupId"], ei_sg]
     assert sorted(iam.list_role_policies(RoleName="mmsctl-fleet-ei")["PolicyNames"]) == [
-        "mmsctl-boot-assets", "mmsctl-elastic-inference-connect", "mmsctl-session-manager"]
+        "mmsctl-boot-assets", "mmsctl-complete-lifecycle", "mmsctl-elastic-inference-connect", "mmsctl-session-manager"]
     refused = cli("ec2", "cleanup")
     assert refused.code == 9 and "fleet(s) ei use the Elastic Inference endpoint" in refused.stderr
     assert cli("fleet", "destroy", "ei").code == 0
@@ -634,6 +663,10 @@ def test_a_warm_pool_keeps_booted_instances_stopped(aws: dict[str, Any]) -> None
     assert (pool["MinSize"], pool["PoolState"], pool["InstanceReusePolicy"]) == (2, "Stopped", {"ReuseOnScaleIn": True})
     desc = json.loads(cli("fleet", "describe", "warm", "-o", "json").stdout)
     assert desc["warm_pool"]["min_size"] == 2 and desc["warm_pool"]["state"] == "Stopped"
+    # the hook that makes the pool serve: each instance enters it only after its boot completed the action
+    assert desc["lifecycle_hook"]["name"] == "mmsctl-server-ready" and desc["notes"] == []
+    table = cli("fleet", "describe", "warm").stdout
+    assert re.search(r"Warm pool +2 kept stopped, reused on scale-in; instances: none yet", table)  # moto lists none
     latest = str(desc["launch_templates"][0]["latest_version"])
     assert {i["template_version"] for i in desc["instances"]} <= {latest, "$Latest"} and desc["drift"] == []
     too_big = cli("fleet", "create", "w2", "-m", "squeezenet", "--max", "3", "--warm-pool", "5")
@@ -641,3 +674,58 @@ def test_a_warm_pool_keeps_booted_instances_stopped(aws: dict[str, Any]) -> None
     gone = cli("fleet", "destroy", "warm", "-o", "json")
     assert gone.code == 0, gone.stderr
     assert aws["asg"].describe_auto_scaling_groups(AutoScalingGroupNames=["mmsctl-fleet-warm"])["AutoScalingGroups"] == []
+    assert aws["asg"].describe_lifecycle_hooks(AutoScalingGroupName="mmsctl-fleet-warm")["LifecycleHooks"] == []
+
+
+def test_what_aws_shows_of_the_launch_lifecycle(moto: Moto) -> None:
+    """The lifecycle moto does not run (it puts every instance InService at once and lists no warm-pool instance),
+    as AWS answers it, through botocore's Stubber (AWS's shapes: botocore's examples, the DescribeWarmPool reference):
+    an instance held by the hook (Pending:Wait), one booting into the pool (Warmed:Pending:Wait), one ready and
+    stopped there, one whose boot abandoned (Terminating). What `fleet describe` and `--wait` make of them."""
+    from botocore.stub import Stubber
+
+    from mmsctl.cli.fleet import _hook_line, _warm_line
+    from mmsctl.cloud.aws.session import open_session
+    from mmsctl.cloud.fleet import asg
+    from mmsctl.cloud.fleet.query import FleetHealth, not_in_service
+
+    template = {"LaunchTemplateId": "lt-0a20c965061f64abc", "LaunchTemplateName": "mmsctl-fleet-g", "Version": "1"}
+
+    def member(iid: str, state: str) -> dict[str, Any]:
+        return {"InstanceId": iid, "InstanceType": "c5.xlarge", "AvailabilityZone": "us-east-1a",
+                "LifecycleState": state, "HealthStatus": "Healthy", "LaunchTemplate": template,
+                "ProtectedFromScaleIn": False}
+
+    session = open_session()
+    with Stubber(session.client("autoscaling")) as stub:
+        stub.add_response("describe_warm_pool", {
+            "WarmPoolConfiguration": {"MinSize": 2, "PoolState": "Stopped",
+                                      "InstanceReusePolicy": {"ReuseOnScaleIn": True}},
+            "Instances": [member("i-0b5e5e7521cfaa46c", "Warmed:Pending:Wait"),
+                          member("i-0e21af9dcfb7aa6bf", "Warmed:Stopped")]}, {"AutoScalingGroupName": "mmsctl-fleet-g"})
+        stub.add_response("describe_lifecycle_hooks", {"LifecycleHooks": [{
+            "AutoScalingGroupName": "mmsctl-fleet-g", "DefaultResult": "ABANDON", "GlobalTimeout": 172800,
+            "HeartbeatTimeout": 1800, "LifecycleHookName": "mmsctl-server-ready",
+            "LifecycleTransition": "autoscaling:EC2_INSTANCE_LAUNCHING"}]},
+            {"AutoScalingGroupName": "mmsctl-fleet-g", "LifecycleHookNames": ["mmsctl-server-ready"]})
+        stub.add_response("describe_auto_scaling_groups", {"AutoScalingGroups": [{
+            "AutoScalingGroupName": "mmsctl-fleet-g", "MinSize": 2, "MaxSize": 4, "DesiredCapacity": 3,
+            "DefaultCooldown": 300, "AvailabilityZones": ["us-east-1a"], "HealthCheckType": "ELB",
+            "CreatedTime": "2026-12-06T05:13:01Z", "LaunchTemplate": template,
+            "Instances": [member("i-0598c7d356eba48d7", "InService"), member("i-0c8f3a7e0d5a1b2c3", "Pending:Wait"),
+                          member("i-0f3b1c2d4e5f60718", "Terminating")]}]},
+            {"AutoScalingGroupNames": ["mmsctl-fleet-g"]})
+        pool = asg.warm_pool_of(session, "mmsctl-fleet-g")
+        hook = asg.launch_hook_of(session, "mmsctl-fleet-g")
+        group = asg.find_group(session, "mmsctl-fleet-g")
+        stub.assert_no_pending_responses()
+    assert pool is not None and pool["lifecycle"] == {"Warmed:Pending:Wait": 1, "Warmed:Stopped": 1}
+    assert _warm_line(pool) == "2 kept stopped, reused on scale-in; instances: 1 Warmed:Pending:Wait, 1 Warmed:Stopped"
+    assert hook == {"name": "mmsctl-server-ready", "transition": "autoscaling:EC2_INSTANCE_LAUNCHING",
+                    "heartbeat_timeout_s": 1800, "default_result": "ABANDON"}
+    assert _hook_line(hook).endswith("after 1800 s without that, ABANDON")
+    state = FleetHealth(desired=3, in_service=1, targets=[{"id": "i-0598c7d356eba48d7", "state": "healthy"}],
+                        pending=not_in_service(group or {}))
+    assert not state.ready and state.not_ready() == [
+        "i-0c8f3a7e0d5a1b2c3: Pending:Wait (its boot has not completed the launch hook)",
+        "i-0f3b1c2d4e5f60718: Terminating"]

@@ -87,10 +87,19 @@ def test_a_bench_run_with_nothing_served_is_refused(capsys, tmp_path: Path) -> N
     assert r.code == 2 and "not a saved mmsctl bench run" in one_error_line(r)
 
 
-def test_user_data_listens_for_management_on_the_private_address(capsys) -> None:
+def test_user_data_listens_for_management_on_the_private_address(capsys, monkeypatch) -> None:
+    from mmsctl.cloud.instance import userdata
+
+    specs = []
+    render = userdata.render_user_data
+    monkeypatch.setattr(userdata, "render_user_data", lambda spec: specs.append(spec) or render(spec))
     r = run_mmsctl(capsys, "fleet", "user-data", "-m", "squeezenet")
     assert r.code == 0
+    # what the launch template carries: the boot completes its group's launch hook
+    hook = specs[0].lifecycle_hook
+    assert (hook.group, hook.name) == ("mmsctl-fleet-<name>", "mmsctl-server-ready")
     assert "--management-address http://0.0.0.0:8081" in r.stdout
     assert "--models squeezenet=/opt/mmsctl/assets/models/squeezenet.mar" in r.stdout  # from the asset bucket
     ec2 = run_mmsctl(capsys, "ec2", "user-data", "-m", "squeezenet")
     assert "--management-address http://127.0.0.1:8081" in ec2.stdout  # a single instance keeps it on loopback
+    assert specs[-1].lifecycle_hook is None  # and is no group's member

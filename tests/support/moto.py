@@ -35,7 +35,10 @@ FAKE_AWS = {
 
 #: moto 5 stores the UserData of create_launch_template_version unparsed, and then fails (AssertionError, an
 #: XML error to the client) when a group launches from that version (`fleet rollout`). This is moto with that
-#: one method fixed the way create_launch_template already parses it. And moto lists its own package folder
+#: one method fixed the way create_launch_template already parses it. moto also drops CreateAutoScalingGroup's
+#: LifecycleHookSpecificationList (AWS adds those hooks "before instances are launched", botocore's model says),
+#: and keeps a group's hooks after the group is deleted, so a group made again under the name (a rollout's
+#: green after a rollback) would show the old group's: here hooks are made with their group and go with it. And moto lists its own package folder
 #: (a listdir and ~150 isdir calls) for every request it routes: ~9 % of its CPU in tests/cloud/test_fleet.py
 #: (py-spy); the list never changes while it runs, so it is read once. Everything else is moto as it is.
 _PATCHED_MOTO = """
@@ -50,6 +53,22 @@ def create_version(self, data, description):
         data["UserData"] = parse_user_data(data["UserData"])
     return _create_version(self, data, description)
 lt.LaunchTemplate.create_version = create_version
+from moto.autoscaling import models as asm, responses as asr
+_create_group = asr.AutoScalingResponse.create_auto_scaling_group
+def create_auto_scaling_group(self):
+    answer = _create_group(self)
+    for hook in self._get_params().get("LifecycleHookSpecificationList") or []:
+        self.autoscaling_backend.create_lifecycle_hook(
+            hook["LifecycleHookName"], self._get_param("AutoScalingGroupName"), hook["LifecycleTransition"],
+            int(hook.get("HeartbeatTimeout") or 3600), hook.get("DefaultResult") or "ABANDON")
+    return answer
+asr.AutoScalingResponse.create_auto_scaling_group = create_auto_scaling_group
+_delete_group = asm.AutoScalingBackend.delete_auto_scaling_group
+def delete_auto_scaling_group(self, group_name):
+    _delete_group(self, group_name)
+    for key in [k for k, h in self.lifecycle_hooks.items() if h.auto_scaling_group_name == group_name]:
+        del self.lifecycle_hooks[key]
+asm.AutoScalingBackend.delete_auto_scaling_group = delete_auto_scaling_group
 from moto import backends
 _modules = tuple(backends.list_of_moto_modules())
 backends.list_of_moto_modules = lambda: iter(_modules)

@@ -6,9 +6,9 @@
                                      admin: no rules; its members may reach the management port
                                      instances: 8080 from lb only, 8081 from admin only, 22 from --ssh-cidr
     launch template                  what `ec2 launch` boots (AMI, type, boot script, EI), IMDSv2
-    target group                     HTTP :8080, health check GET <the model's ping>
+    target group                     HTTP :8080, health check GET /v2/health/ready (/ping for MMS)
     load balancer + listeners        HTTP :80 (HTTPS :443 and a redirect with --certificate-arn)
-    auto scaling group               over the subnets, ELB health checks
+    auto scaling group               over the subnets, ELB health checks, the launch lifecycle hook
     target-tracking policy           ALBRequestCountPerTarget
 
 Everything is tagged ``mmsctl:fleet=NAME``. If a step fails, what was made stays
@@ -19,13 +19,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Optional
-from urllib.parse import quote
 
 from mmsctl.cloud.aws import tags
 from mmsctl.cloud.aws.iam import SESSION_MANAGER_POLICY, ensure_instance_role
 from mmsctl.cloud.aws.network import Network, resolve_network
 from mmsctl.cloud.aws.security_groups import Rule, check_ssh_sources, create_security_group, restrict_egress
-from mmsctl.cloud.aws.session import AwsSession
+from mmsctl.cloud.aws.session import AwsSession, partition
 from mmsctl.cloud.fleet import asg, elb
 from mmsctl.cloud.fleet.names import IAM_PATH, FleetNames, check_name
 from mmsctl.cloud.fleet.query import find_resources
@@ -35,19 +34,21 @@ from mmsctl.cloud.instance.server_image import (
     INFERENCE_PORT,
     MANAGEMENT_PORT,
     METADATA_OPTIONS,
+    READY_PATH,
     ServerImage,
     server_image,
 )
 from mmsctl.cloud.aws.asset_bucket import bucket_name
 from mmsctl.cloud.instance.assets import AssetPlan, plan_assets, stage_assets
-from mmsctl.cloud.instance.userdata import AssetsRef, ModelSpec, ServerKind
+from mmsctl.cloud.instance.userdata import AssetsRef, LifecycleHook, ModelSpec, ServerKind
 from mmsctl.cloud.instance.wheelhouse import build_wheelhouse, check_python
 from mmsctl.errors import CloudError, MmsError, UsageError
 
-__all__ = ["CreateResult", "FleetRequest", "create", "health_check_path"]
+__all__ = ["CreateResult", "FleetRequest", "create", "health_check_path", "launch_hook", "lifecycle_policy"]
 
 SESSION_MANAGER_POLICY_NAME = "mmsctl-session-manager"
 ASSETS_POLICY_NAME = "mmsctl-boot-assets"
+LIFECYCLE_POLICY_NAME = "mmsctl-complete-lifecycle"
 #: Requests per second per instance is what `mmsctl bench` measures; AWS's metric counts per minute.
 MAX_TARGET_RPS = 100_000.0
 
@@ -108,19 +109,29 @@ class FleetRequest:
 
 
 def health_check_path(req: FleetRequest) -> str:
-    """The target group's check: the first model's own ping on mmsctl servers.
+    """The target group's check: the mmsctl server's readiness on mmsctl servers.
 
-    mmsctl answers ``/ping/MODEL`` with 503 while the model has no ready worker, so
-    the balancer stops sending it traffic and the ELB health check has the group
-    replace the instance. MMS 1.1.11 answers every ``/ping…`` with 200, even
-    ``{"status": "Unhealthy"}``, so for ``--server mms`` the check can only see the
-    front end answer (docs/fleet.md).
+    mmsctl answers ``/v2/health/ready`` with 503 while a model it booted with has no
+    ready worker, so the balancer stops sending it traffic and the ELB health check
+    has the group replace the instance. The path names no model, so one check holds
+    for any model set: a rollout's old and new groups share the target group. MMS
+    1.1.11 answers every ``/ping…`` with 200, even ``{"status": "Unhealthy"}``, so for
+    ``--server mms`` the check can only see the front end answer (docs/fleet.md).
     """
     if req.health_check_path:
         return req.health_check_path
-    if req.server == "mmsctl":
-        return "/ping/" + quote(req.models[0].name, safe="")
-    return "/ping"
+    return READY_PATH if req.server == "mmsctl" else "/ping"
+
+
+def lifecycle_policy(aws: AwsSession, names: FleetNames) -> dict[str, Any]:
+    """The role's permission to complete the launch action on the fleet's two group names (blue/green)."""
+    return asg.complete_lifecycle_policy(partition(aws.region), aws.region, aws.account_id(), names.group_names)
+
+
+def launch_hook() -> dict[str, Any]:
+    """What the launch hook every fleet group gets does, as shown to users."""
+    return {"name": asg.LAUNCH_HOOK, "heartbeat_timeout_s": asg.LAUNCH_HOOK_TIMEOUT_S,
+            "default_result": asg.LAUNCH_HOOK_DEFAULT}
 
 
 @dataclass
@@ -134,6 +145,7 @@ class CreateResult:
     accelerator: str
     ami: str
     health_check_path: str
+    lifecycle_hook: dict[str, Any]
     listeners: list[dict[str, Any]]
     min_size: int
     max_size: int
@@ -147,7 +159,8 @@ class CreateResult:
         return {
             "name": self.name, "region": self.region, "endpoint": self.endpoint,
             "instance_type": self.instance_type, "accelerator": self.accelerator, "ami": self.ami,
-            "health_check_path": self.health_check_path, "listeners": self.listeners,
+            "health_check_path": self.health_check_path, "lifecycle_hook": self.lifecycle_hook,
+            "listeners": self.listeners,
             "min": self.min_size, "max": self.max_size, "desired": self.desired,
             "target_requests_per_minute": self.target_requests_per_minute,
             "resources": self.resources, "reused": self.reused, "warnings": self.warnings,
@@ -177,7 +190,8 @@ def create(aws: AwsSession, req: FleetRequest) -> CreateResult:
     plan, ref = _assets(aws, req)
     image = server_image(aws, req.accelerator, models=plan.models if plan else req.models, server=req.server,
                          ami=req.ami, instance_type=req.instance_type, pip_spec=req.pip_spec,
-                         management_host="0.0.0.0", assets=ref)
+                         management_host="0.0.0.0", assets=ref,
+                         lifecycle_hook=LifecycleHook(FleetNames(req.name).auto_scaling_group, asg.LAUNCH_HOOK))
     network = resolve_network(aws, req.subnets)
     made: list[dict[str, str]] = []
     reused: list[str] = []
@@ -225,7 +239,8 @@ def _create(aws: AwsSession, req: FleetRequest, names: FleetNames, image: Server
     return CreateResult(
         name=req.name, region=aws.region, endpoint=elb.endpoint_url(balancer.dns_name, bool(req.certificate_arn)),
         instance_type=image.instance_type, accelerator=req.accelerator.label, ami=image.ami.image_id,
-        health_check_path=balancer.health_check_path, listeners=[li.to_dict() for li in balancer.listeners],
+        health_check_path=balancer.health_check_path, lifecycle_hook=launch_hook(),
+        listeners=[li.to_dict() for li in balancer.listeners],
         min_size=req.min_size, max_size=req.max_size, desired=desired, target_requests_per_minute=per_minute,
         resources=made, reused=reused, warnings=list(image.warnings),
     )
@@ -260,7 +275,8 @@ class _Build:
     def role(self) -> str:
         """1. The instances' role and profile (its ARN): first, so IAM has propagated by the time the group launches."""
         names = self.names
-        policies: dict[str, Any] = {SESSION_MANAGER_POLICY_NAME: SESSION_MANAGER_POLICY}
+        policies: dict[str, Any] = {SESSION_MANAGER_POLICY_NAME: SESSION_MANAGER_POLICY,
+                                    LIFECYCLE_POLICY_NAME: lifecycle_policy(self.aws, names)}
         if self.req.accelerator.is_ei:
             policies[EI_POLICY_NAME] = EI_POLICY
         if self.asset_policy is not None:
@@ -339,7 +355,7 @@ class _Build:
             data["ElasticInferenceAccelerators"] = image.ei_request()
         template = self.aws.call(
             "ec2", "create_launch_template", LaunchTemplateName=names.launch_template,
-            VersionDescription=f"mmsctl fleet {self.req.name}", LaunchTemplateData=data,
+            VersionDescription=f"mmsctl fleet {self.req.name}; {asg.LAUNCH_HOOK_MARK}", LaunchTemplateData=data,
             TagSpecifications=[tags.tag_spec("launch-template", self.tagged(
                 tags.FLEET_LAUNCH_TEMPLATE, names.launch_template))])["LaunchTemplate"]
         template_id = str(template["LaunchTemplateId"])
@@ -373,7 +389,8 @@ class _Build:
                          subnet_ids=self.network.subnet_ids, target_group_arn=balancer.target_group_arn,
                          min_size=req.min_size, max_size=req.max_size, desired=desired, grace_s=req.grace_s,
                          group_tags=self.tagged(tags.FLEET_AUTO_SCALING_GROUP, names.base, facts))
-        self.made.append({"kind": "auto-scaling-group", "id": names.auto_scaling_group})
+        self.made += [{"kind": "auto-scaling-group", "id": names.auto_scaling_group},
+                      {"kind": "lifecycle-hook", "id": f"{names.auto_scaling_group} {asg.LAUNCH_HOOK}"}]
         if req.warm_pool:
             asg.put_warm_pool(self.aws, names.auto_scaling_group, req.warm_pool)
             self.made.append({"kind": "warm-pool", "id": f"{names.auto_scaling_group} ({req.warm_pool} stopped)"})

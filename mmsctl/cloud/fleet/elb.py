@@ -32,6 +32,7 @@ __all__ = [
     "find_target_group",
     "listeners_of",
     "resource_label",
+    "set_health_check_path",
     "tags_of",
     "target_health",
 ]
@@ -80,6 +81,11 @@ def create_target_group(aws: AwsSession, *, name: str, vpc_id: str, port: int, h
     aws.call("elbv2", "modify_target_group_attributes", TargetGroupArn=arn, Attributes=[
         {"Key": "deregistration_delay.timeout_seconds", "Value": str(DEREGISTRATION_DELAY_S)}])
     return arn
+
+
+def set_health_check_path(aws: AwsSession, target_group_arn: str, path: str) -> None:
+    """Point the target group's health check at *path* (the rest of the check stays)."""
+    aws.call("elbv2", "modify_target_group", TargetGroupArn=target_group_arn, HealthCheckPath=path)
 
 
 def create_load_balancer(aws: AwsSession, *, name: str, subnet_ids: list[str], security_group_id: str,

@@ -16,6 +16,7 @@ from mmsctl.cloud.aws.errors import ResourceNotFound
 from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.fleet import asg, elb
 from mmsctl.cloud.fleet.names import FleetNames, check_name
+from mmsctl.cloud.instance.server_image import READY_PATH
 from mmsctl.errors import RequestTimeout
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "health",
     "list_fleets",
     "members",
+    "not_in_service",
     "wait_healthy",
 ]
 
@@ -188,11 +190,13 @@ def list_fleets(aws: AwsSession) -> list[dict[str, Any]]:
 
 @dataclass
 class FleetHealth:
-    """The group's size against the balancer's view of its targets."""
+    """The group's size against the balancer's view of its targets, and the group's instances not in service
+    (``Pending:Wait``: held by the launch hook until their boot completes it)."""
 
     desired: int
     in_service: int
     targets: list[dict[str, Any]]
+    pending: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def healthy(self) -> int:
@@ -203,9 +207,24 @@ class FleetHealth:
         """Every instance the group wants is a healthy target (and there is at least one)."""
         return self.healthy >= max(self.desired, 1)
 
+    def not_ready(self) -> list[str]:
+        """``i-…: unhealthy (reason)`` for each target not healthy, ``i-…: Pending:Wait`` for each instance
+        the group holds before it is a target."""
+        return ([f"{t['id']}: {t['state']}" + (f" ({t['reason']})" if t.get("reason") else "")
+                 for t in self.targets if t.get("state") != "healthy"]
+                + [f"{i['id']}: {i['lifecycle']}" + (" (its boot has not completed the launch hook)"
+                                                      if str(i["lifecycle"]).endswith(":Wait") else "")
+                   for i in self.pending])
+
     def to_dict(self) -> dict[str, Any]:
         return {"desired": self.desired, "in_service": self.in_service, "healthy": self.healthy,
-                "targets": self.targets}
+                "targets": self.targets, "pending": self.pending}
+
+
+def not_in_service(group: dict[str, Any]) -> list[dict[str, Any]]:
+    """The group's instances that are not ``InService``, with their lifecycle state (DescribeAutoScalingGroups)."""
+    return [{"id": str(i.get("InstanceId")), "lifecycle": i.get("LifecycleState")}
+            for i in group.get("Instances") or [] if i.get("LifecycleState") != "InService"]
 
 
 def health(aws: AwsSession, name: str) -> FleetHealth:
@@ -220,6 +239,7 @@ def health(aws: AwsSession, name: str) -> FleetHealth:
         desired=int(group.get("DesiredCapacity") or 0),
         in_service=sum(1 for i in group.get("Instances", []) if i.get("LifecycleState") == "InService"),
         targets=elb.target_health(aws, str(found.target_group["TargetGroupArn"])),
+        pending=not_in_service(group),
     )
 
 
@@ -241,8 +261,7 @@ def wait_healthy(aws: AwsSession, name: str, *, timeout: float = 1200.0,
             return state
         left = deadline - clock()
         if left <= 0:
-            unhealthy = [f"{t['id']}: {t['state']}" + (f" ({t['reason']})" if t.get("reason") else "")
-                         for t in state.targets if t.get("state") != "healthy"]
+            unhealthy = state.not_ready()
             raise RequestTimeout(
                 f"fleet {name}: {state.healthy} of {state.desired} targets healthy after {timeout:g}s"
                 + (f"; {', '.join(unhealthy)}" if unhealthy else ""),
@@ -294,6 +313,21 @@ def _rules(group: dict[str, Any], key: str, by_id: dict[str, str]) -> list[str]:
     return lines
 
 
+def _notes(found: FleetResources, hook: Optional[dict[str, Any]]) -> list[str]:
+    """What a fleet made by an older mmsctl lacks, each with what fixes it (a rollout does both)."""
+    notes = []
+    if found.group is not None and hook is None:
+        notes.append(f"the group has no launch lifecycle hook: a member joins the balancer before its server "
+                     f"is ready, and a warm-pool instance is stopped before its boot ends (it never serves); "
+                     f"`mmsctl fleet rollout {found.name}` gives the new group one")
+    path = str((found.target_group or {}).get("HealthCheckPath") or "")
+    server = tags.as_dict((found.group or {}).get("Tags")).get(tags.SERVER)
+    if path.startswith("/ping/") and server != "mms":
+        notes.append(f"the health check {path} names a model: members whose models do not include it never "
+                     f"turn healthy; `mmsctl fleet rollout {found.name}` moves it to {READY_PATH}")
+    return notes
+
+
 def describe(aws: AwsSession, name: str) -> dict[str, Any]:
     """Everything about one fleet: size, members and their health, balancer, health check, policy, groups."""
     found = _require(aws, name)
@@ -317,6 +351,7 @@ def describe(aws: AwsSession, name: str) -> dict[str, Any]:
     tg = found.target_group or {}
     policy = (found.policies[0] if found.policies else {}).get("TargetTrackingConfiguration") or {}
     by_id = {str(g["GroupId"]): str(g.get("GroupName")) for g in found.security_groups}
+    hook = asg.launch_hook_of(aws, str(group["AutoScalingGroupName"])) if found.group else None
     return {
         "name": name, "region": aws.region, "endpoint": found.endpoint, "status": group.get("Status") or (
             "active" if found.group else "incomplete"),
@@ -350,6 +385,8 @@ def describe(aws: AwsSession, name: str) -> dict[str, Any]:
                               "latest_version": t.get("LatestVersionNumber")} for t in found.launch_templates],
         "iam_role": (found.role or {}).get("Arn"), "instance_profile": (found.instance_profile or {}).get("Arn"),
         "warm_pool": asg.warm_pool_of(aws, str(group["AutoScalingGroupName"])) if found.group else None,
+        "lifecycle_hook": hook,
+        "notes": _notes(found, hook),
         "drift": drift,  # members on an older launch template version than the latest
         "foreign": found.foreign,
     }

@@ -7,17 +7,21 @@ Blue/green (the default)::
                        └──────────rollback────────────┴──▶ none (new group deleted, old one serving)
 
 * start: a new launch template version (from the current one, with the new boot script, AMI, type);
-  the serving group is pinned to its own version number, and a second group (the other of
-  ``NAME``/``NAME-green``) on the new version is registered with the same target group.
+  the serving group is pinned to its own version number, the role may complete the launch hook, a
+  health check that names a model moves to the server's readiness (it must hold for the old and the
+  new model set alike), and a second group (the other of ``NAME``/``NAME-green``) on the new version,
+  with the launch hook, is registered with the same target group.
 * shifted: only when every instance of the new group is a healthy target, the old group is detached
   from the target group. It keeps running (tagged ``old``) so ``--rollback`` is instant.
 * finish deletes the old group; rollback re-attaches it and deletes the new one.
 
-``--strategy rolling`` replaces the instances of the one group in place with an instance refresh.
+``--strategy rolling`` replaces the instances of the one group in place with an instance refresh
+(refresh.py).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
@@ -25,9 +29,10 @@ from typing import Any, Callable, Optional
 from mmsctl.cloud.aws import tags
 from mmsctl.cloud.aws.errors import ResourceNotFound
 from mmsctl.cloud.aws.session import AwsSession
-from mmsctl.cloud.fleet import asg, elb
+from mmsctl.cloud.fleet import asg, elb, refresh
 from mmsctl.cloud.fleet.query import ROLLOUT_ROLE, FleetResources, find_resources
-from mmsctl.cloud.instance.userdata import ModelSpec, ServerKind
+from mmsctl.cloud.instance.server_image import READY_PATH
+from mmsctl.cloud.instance.userdata import LifecycleHook, ModelSpec, ServerKind
 from mmsctl.errors import CloudError, RequestTimeout, UsageError
 
 __all__ = ["RolloutRequest", "finish", "rollback", "start", "status", "template_models"]
@@ -35,8 +40,6 @@ __all__ = ["RolloutRequest", "finish", "rollback", "start", "status", "template_
 STRATEGIES = ("blue-green", "rolling")
 #: Instance refresh: the share of the group kept in service while instances are replaced.
 DEFAULT_MIN_HEALTHY = 90
-#: Instance refresh pauses at these shares of the group replaced (the last must be 100).
-CHECKPOINTS = [50, 100]
 #: The AMI's python3 the wheels are built for when the fleet does not record one (fleet create's default).
 INSTANCE_PYTHON = "3.10"
 
@@ -57,6 +60,13 @@ class RolloutRequest:
     timeout: float = 1200.0
     #: blue/green: after the shift, watch the new group this long and finish if it stayed healthy.
     auto_finish_s: Optional[float] = None
+    #: rolling: the pause at each checkpoint (None: refresh.CHECKPOINT_DELAY_S).
+    checkpoint_delay_s: Optional[float] = None
+
+    @property
+    def checkpoint_delay(self) -> int:
+        """The rolling refresh's pause at each checkpoint, in whole seconds (AWS's unit)."""
+        return int(round(refresh.CHECKPOINT_DELAY_S if self.checkpoint_delay_s is None else self.checkpoint_delay_s))
 
     def check(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -64,6 +74,10 @@ class RolloutRequest:
                              param="strategy")
         if self.auto_finish_s is not None and (self.strategy != "blue-green" or not 0 <= self.auto_finish_s <= 86400):
             raise UsageError("auto-finish is for a blue/green rollout, after 0 s to a day", param="auto_finish_s")
+        if self.checkpoint_delay_s is not None and (
+                self.strategy != "rolling" or not 0 <= self.checkpoint_delay_s <= refresh.MAX_CHECKPOINT_DELAY_S):
+            raise UsageError(f"a checkpoint delay is for a rolling rollout, 0 s to "
+                             f"{refresh.MAX_CHECKPOINT_DELAY_S // 3600} hours", param="checkpoint_delay_s")
         if not 0 <= self.min_healthy <= 100:
             raise UsageError("the minimum healthy percentage must be 0 to 100", param="min_healthy")
         if not (self.models or self.instance_type or self.ami or self.pip_spec):
@@ -84,9 +98,10 @@ def _role(group: Optional[dict[str, Any]]) -> Optional[str]:
 
 
 def render_template_data(aws: AwsSession, found: FleetResources, req: RolloutRequest,
-                         current: dict[str, Any]) -> dict[str, Any]:
-    """What changes in the new template version: the boot script for the models, AMI, type (the one place
-    a rollout renders user data; the rest is copied from the current version by AWS)."""
+                         current: dict[str, Any], group: str) -> dict[str, Any]:
+    """What changes in the new template version: the boot script for the models, AMI, type, completing the
+    launch hook of *group* (the group the version is for), the one place a rollout renders user data; the
+    rest is copied from the current version by AWS."""
     from mmsctl.cloud.instance.accelerators import choose
     from mmsctl.cloud.instance.server_image import server_image
 
@@ -99,7 +114,8 @@ def render_template_data(aws: AwsSession, found: FleetResources, req: RolloutReq
     image = server_image(aws, accelerator, models=staged_models, server=server,
                          ami=req.ami or current.get("ImageId"),
                          instance_type=req.instance_type or current.get("InstanceType"),
-                         pip_spec=req.pip_spec, management_host="0.0.0.0", assets=ref)
+                         pip_spec=req.pip_spec, management_host="0.0.0.0", assets=ref,
+                         lifecycle_hook=LifecycleHook(group, asg.LAUNCH_HOOK))
     return {"ImageId": image.ami.image_id, "InstanceType": image.instance_type,
             "UserData": image.user_data_base64(), "_models": ",".join(m.arg for m in models)}
 
@@ -130,24 +146,60 @@ def _assets_ref(aws: AwsSession, found: FleetResources, req: RolloutRequest, mod
     return plan.models, AssetsRef(bucket_name(aws.account_id(), aws.region), plan.prefix, aws.region, python)
 
 
-def _new_version(aws: AwsSession, found: FleetResources, req: RolloutRequest) -> tuple[str, str, str]:
-    """Pin the serving group to its version, then make the new one: (template id, old version, new version)."""
+def _pin(aws: AwsSession, found: FleetResources) -> tuple[str, str]:
+    """Pin the serving group to the number of the version it runs (an instance refresh rolls back only to a
+    version number; scale-outs keep booting what it runs); (template id, that version)."""
     template = found.launch_templates[0]
     template_id = str(template["LaunchTemplateId"])
     group = found.group or {}
     current = str((group.get("LaunchTemplate") or {}).get("Version") or "$Latest")
     if not current.isdigit():
-        current = str(template.get("LatestVersionNumber"))
+        current = str(template.get("DefaultVersionNumber" if current == "$Default" else "LatestVersionNumber"))
         aws.call("autoscaling", "update_auto_scaling_group", AutoScalingGroupName=group["AutoScalingGroupName"],
                  LaunchTemplate={"LaunchTemplateId": template_id, "Version": current})
+    return template_id, current
+
+
+def _new_version(aws: AwsSession, found: FleetResources, req: RolloutRequest, template_id: str, current: str,
+                 for_group: str) -> tuple[str, dict[str, Any]]:
+    """The new version, for *for_group*: (its number, the current version as AWS describes it)."""
     versions = aws.call("ec2", "describe_launch_template_versions", LaunchTemplateId=template_id,
                         Versions=[current])["LaunchTemplateVersions"]
-    data = render_template_data(aws, found, req, versions[0].get("LaunchTemplateData") or {} if versions else {})
+    described = dict(versions[0]) if versions else {}
+    data = render_template_data(aws, found, req, described.get("LaunchTemplateData") or {}, for_group)
     models = data.pop("_models")
     answer = aws.call("ec2", "create_launch_template_version", LaunchTemplateId=template_id, SourceVersion=current,
-                      VersionDescription=f"mmsctl rollout: {models}"[:255], LaunchTemplateData=data)
+                      VersionDescription=f"{asg.LAUNCH_HOOK_MARK}; mmsctl rollout: {models}"[:255],
+                      LaunchTemplateData=data)
     version = str((answer.get("LaunchTemplateVersion") or {}).get("VersionNumber", "<new version>"))
-    return template_id, current, version
+    return version, described
+
+
+def _grant_lifecycle(aws: AwsSession, found: FleetResources) -> None:
+    """The role's permission to complete the launch hook, for a fleet made before it had one (else a no-op)."""
+    from mmsctl.cloud.fleet.create import LIFECYCLE_POLICY_NAME, lifecycle_policy
+
+    wanted = lifecycle_policy(aws, found.names)
+    try:
+        have = aws.call("iam", "get_role_policy", RoleName=found.names.role, PolicyName=LIFECYCLE_POLICY_NAME)
+        if have.get("PolicyDocument") == wanted:
+            return
+    except ResourceNotFound:
+        pass
+    aws.call("iam", "put_role_policy", RoleName=found.names.role, PolicyName=LIFECYCLE_POLICY_NAME,
+             PolicyDocument=json.dumps(wanted))
+
+
+def _ready_check(aws: AwsSession, found: FleetResources) -> Optional[str]:
+    """Move a health check that names a model (``/ping/MODEL``, what fleets were made with before) to the mmsctl
+    server's readiness, which holds for any model set; what changed, or None. MMS fleets keep ``/ping``."""
+    tg = found.target_group or {}
+    path = str(tg.get("HealthCheckPath") or "")
+    server = tags.as_dict((found.group or {}).get("Tags")).get(tags.SERVER)
+    if server == "mms" or not path.startswith("/ping/"):
+        return None
+    elb.set_health_check_path(aws, str(tg["TargetGroupArn"]), READY_PATH)
+    return f"{path} -> {READY_PATH} (a check that names a model fails every instance whose models drop it)"
 
 
 def start(aws: AwsSession, req: RolloutRequest, *, sleep: Callable[[float], None] = time.sleep,
@@ -164,21 +216,33 @@ def start(aws: AwsSession, req: RolloutRequest, *, sleep: Callable[[float], None
         raise CloudError(f"fleet {req.name!r} has a rollout in progress ({_role(found.rollout_group) or 'open'}: "
                          f"group {found.rollout_group['AutoScalingGroupName']})",
                          hint="finish it or roll it back first", params=("finish", "rollback"))
-    template_id, old, new = _new_version(aws, found, req)
-    group = found.group or {}
+    serving = str((found.group or {})["AutoScalingGroupName"])
+    target = serving if req.strategy == "rolling" else found.names.other_group(serving)
+    template_id, old = _pin(aws, found)
+    new, current = _new_version(aws, found, req, template_id, old, target)
     result: dict[str, Any] = {"name": req.name, "strategy": req.strategy, "template": template_id,
                               "from_version": old, "to_version": new}
+    if found.role is not None:
+        _grant_lifecycle(aws, found)
+    moved = _ready_check(aws, found)  # before any instance of the new version registers with the target group
+    if moved:
+        result["health_check"] = moved
     if req.strategy == "rolling":
-        result["instance_refresh"] = start_refresh(aws, str(group["AutoScalingGroupName"]), template_id, new,
-                                                   req.min_healthy)
-        result["state"] = "refreshing"
+        result.update(refresh.start(aws, serving, template_id, new, min_healthy=req.min_healthy,
+                                    checkpoint_delay_s=req.checkpoint_delay, current=current))
         return result
+    return _blue_green(aws, found, req, template_id, new, result, sleep, clock)
+
+
+def _blue_green(aws: AwsSession, found: FleetResources, req: RolloutRequest, template_id: str, new: str,
+                result: dict[str, Any], sleep: Callable[[float], None], clock: Callable[[], float]) -> dict[str, Any]:
+    """The second group on the new version, the wait for its targets, the shift (and ``--auto-finish``)."""
     green = _launch_green(aws, found, template_id, new, req)
     result["group"] = green
     _wait_green(aws, found, green, req.timeout, sleep, clock)
     _shift(aws, found, green)
     result["state"] = "shifted"
-    result["old_group"] = group["AutoScalingGroupName"]
+    result["old_group"] = (found.group or {})["AutoScalingGroupName"]
     if req.auto_finish_s is not None and not aws.dry_run:
         unhealthy = _watch(aws, found, green, req.auto_finish_s, sleep, clock)
         if unhealthy is None:
@@ -202,19 +266,10 @@ def _watch(aws: AwsSession, found: FleetResources, green: str, seconds: float,
         sleep(min(15.0, left))
 
 
-def start_refresh(aws: AwsSession, group: str, template_id: str, version: str, min_healthy: int) -> str:
-    """The group's instance refresh onto *version*, rolled back by AWS if it fails; its id."""
-    answer = aws.call(
-        "autoscaling", "start_instance_refresh", AutoScalingGroupName=group, Strategy="Rolling",
-        DesiredConfiguration={"LaunchTemplate": {"LaunchTemplateId": template_id, "Version": version}},
-        Preferences={"MinHealthyPercentage": min_healthy, "CheckpointPercentages": list(CHECKPOINTS),
-                     "AutoRollback": True, "SkipMatching": True})
-    return str(answer.get("InstanceRefreshId", ""))
-
-
 def _launch_green(aws: AwsSession, found: FleetResources, template_id: str, version: str,
                   req: RolloutRequest) -> str:
-    """The second group: same subnets, sizes, grace and target group, on the new version; its name."""
+    """The second group: same subnets, sizes, grace, warm pool and target group, on the new version, with the
+    launch hook from its first instance; its name."""
     group = found.group or {}
     old_name = str(group["AutoScalingGroupName"])
     green = found.names.other_group(old_name)
@@ -226,15 +281,13 @@ def _launch_green(aws: AwsSession, found: FleetResources, template_id: str, vers
         group_tags[tags.INSTANCE_TYPE] = req.instance_type
     if req.instance_python:
         group_tags[tags.INSTANCE_PYTHON] = req.instance_python
-    tg_arn = str((found.target_group or {})["TargetGroupArn"])
-    aws.call("autoscaling", "create_auto_scaling_group", AutoScalingGroupName=green,
-             LaunchTemplate={"LaunchTemplateId": template_id, "Version": version},
-             MinSize=int(group["MinSize"]), MaxSize=int(group["MaxSize"]),
-             DesiredCapacity=int(group["DesiredCapacity"]), VPCZoneIdentifier=group.get("VPCZoneIdentifier", ""),
-             TargetGroupARNs=[tg_arn], HealthCheckType="ELB",
-             HealthCheckGracePeriod=int(group.get("HealthCheckGracePeriod") or 0),
-             Tags=[{"ResourceId": green, "ResourceType": "auto-scaling-group", "Key": k, "Value": str(v)[:256],
-                    "PropagateAtLaunch": False} for k, v in group_tags.items()])
+    group_tags.pop(refresh.INSTANCE_REFRESH, None)
+    asg.create_group(aws, name=green, launch_template_id=template_id, version=version,
+                     subnet_ids=[s for s in str(group.get("VPCZoneIdentifier") or "").split(",") if s],
+                     target_group_arn=str((found.target_group or {})["TargetGroupArn"]),
+                     min_size=int(group["MinSize"]), max_size=int(group["MaxSize"]),
+                     desired=int(group["DesiredCapacity"]), grace_s=int(group.get("HealthCheckGracePeriod") or 0),
+                     group_tags=group_tags)
     warm = asg.warm_pool_of(aws, old_name)
     if warm and warm.get("min_size"):
         asg.put_warm_pool(aws, green, int(warm["min_size"]))
@@ -347,8 +400,12 @@ def status(aws: AwsSession, name: str) -> dict[str, Any]:
                      "template_version": (g.get("LaunchTemplate") or {}).get("Version"),
                      "desired": desired, "healthy": healthy,
                      "models": tags.as_dict(g.get("Tags")).get(tags.MODELS)})
-    return {"name": name, "state": state, "groups": rows}
-
+    result: dict[str, Any] = {"name": name, "state": state, "groups": rows}
+    serving = found.group or {}
+    refresh_id = tags.as_dict(serving.get("Tags")).get(refresh.INSTANCE_REFRESH)
+    if refresh_id:  # the instance refresh the last rolling rollout started
+        result["instance_refresh"] = refresh.last_refresh(aws, str(serving["AutoScalingGroupName"]), refresh_id)
+    return result
 
 
 def template_models(name: str, region: Optional[str]) -> list[str]:
