@@ -100,10 +100,11 @@ def _release_freed() -> None:
 _trim: Any = None
 
 
-def serve(conn: Connection, *, cap_memory: bool = False) -> int:
+def serve(conn: Connection, *, own_process: bool = False) -> int:
     """Load the model the parent names, then answer batches until EXIT or end of file.
 
-    With *cap_memory* (a worker process, not a caller's own), the process's data memory is capped first.
+    With *own_process* (a worker process, not a caller's own), the process's data memory is capped first, and a
+    tagged worker's output carries its tag (:func:`_log_as`: the process's logging and standard streams).
     """
     try:
         kind, payload = conn.recv()
@@ -112,11 +113,12 @@ def serve(conn: Connection, *, cap_memory: bool = False) -> int:
     if kind != LOAD:
         return 2
     spec, tag = payload
-    if cap_memory and spec.gpu_id is None:  # CUDA maps host memory of its own: no cap on a GPU
+    if own_process and spec.gpu_id is None:  # CUDA maps host memory of its own: no cap on a GPU
         _limit_memory()
     if tag:
         tag = f"{tag[:-1]} pid {os.getpid()}]" if tag.endswith("]") else f"{tag} (pid {os.getpid()})"
-        _log_as(tag)
+        if own_process:
+            _log_as(tag)
     service, reply = _load(spec, tag)
     try:
         conn.send(reply)
@@ -230,7 +232,7 @@ def main(argv: list[str]) -> None:
     leave_out_operator_docs()  # nobody reads them here
     conn = Connection(int(argv[0]))
     try:
-        code = serve(conn, cap_memory=True)
+        code = serve(conn, own_process=True)
     finally:
         conn.close()
         sys.stdout.flush()
