@@ -33,6 +33,8 @@ DEFAULT_MAX_ARCHIVE_MEMBERS = 10_000
 #: ``server.log`` is rotated past this size, keeping this many old files (``server.log.1`` ...).
 DEFAULT_LOG_MAX_SIZE = 10 * 1024**2
 DEFAULT_LOG_BACKUPS = 5
+#: ``default_service_handler``: a module or a ``.py`` file, and optionally ``:function``.
+_HANDLER = re.compile(r"[^:\s]+(:[A-Za-z_]\w*)?")
 #: Memory one worker takes at least (the interpreter, mxnet, a small model): the default worker limit's unit.
 _WORKER_MEMORY = 256 * 1024**2
 
@@ -185,6 +187,9 @@ class ServerConfig:
             raise ConfigError(
                 f"default_workers_per_model ({self.default_workers_per_model}) is over the worker limit "
                 f"({self.workers_allowed})", hint="raise the worker_limit setting, or start fewer workers")
+        if self.default_service_handler is not None and not _HANDLER.fullmatch(self.default_service_handler):
+            raise ConfigError(f"default_service_handler must be module[:function] or /path/to/file.py[:function], "
+                              f"got {self.default_service_handler!r}")
         for pattern in self.allowed_urls:
             try:
                 re.compile(pattern)

@@ -110,6 +110,9 @@ def test_mms_request_and_handler_keys(tmp_path: Path) -> None:
     props.write_text("decode_input_request=no\n")
     with pytest.raises(ConfigError, match="decode_input_request must be true or false"):
         load_properties(props)
+    props.write_text("default_service_handler=service:handle:twice\n")
+    with pytest.raises(ConfigError, match="default_service_handler must be"):
+        load_properties(props).validate()
 
 
 @pytest.mark.parametrize("text, register, startup", [
