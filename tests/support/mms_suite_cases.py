@@ -343,53 +343,33 @@ def case_error_batch(s: Session) -> None:
 
 
 # -- negative cases ----------------------------------------------------------------------------------------
-def case_invalid_root_request(s: Session) -> None:
-    expect_error(s.inference.get("/"), 405, ERROR_METHOD_NOT_ALLOWED)
+#: The Java test's negative cases that are one request and the error it gets: (case, API, method, path, code,
+#: message), in its order.
+ONE_REQUEST_ERRORS = [
+    ("testInvalidRootRequest", "inference", "GET", "/", 405, ERROR_METHOD_NOT_ALLOWED),
+    ("testInvalidInferenceUri", "inference", "GET", "/InvalidUrl", 404, ERROR_NOT_FOUND),
+    ("testInvalidPredictionsUri", "inference", "GET", "/predictions", 404, ERROR_NOT_FOUND),
+    ("testInvalidDescribeModel", "inference", "OPTIONS", "/predictions/InvalidModel", 404,
+     "Model not found: InvalidModel"),
+    ("testPredictionsModelNotFound", "inference", "GET", "/predictions/InvalidModel", 404,
+     "Model not found: InvalidModel"),
+    ("testInvalidManagementUri", "management", "GET", "/InvalidUrl", 404, ERROR_NOT_FOUND),
+    ("testInvalidModelsMethod", "management", "PUT", "/models", 405, ERROR_METHOD_NOT_ALLOWED),
+    ("testInvalidModelMethod", "management", "POST", "/models/noop", 405, ERROR_METHOD_NOT_ALLOWED),
+    ("testDescribeModelNotFound", "management", "GET", "/models/InvalidModel", 404, "Model not found: InvalidModel"),
+    ("testRegisterModelMissingUrl", "management", "POST", "/models", 400, "Parameter url is required."),
+    ("testRegisterModelInvalidRuntime", "management", "POST", "/models?url=InvalidUrl&runtime=InvalidRuntime", 400,
+     "Invalid RuntimeType value: InvalidRuntime"),
+    ("testRegisterModelNotFound", "management", "POST", "/models?url=InvalidUrl", 404,
+     "Model not found in model store: InvalidUrl"),
+]
 
 
-def case_invalid_inference_uri(s: Session) -> None:
-    expect_error(s.inference.get("/InvalidUrl"), 404, ERROR_NOT_FOUND)
+def _one_request(name: str, api: str, method: str, path: str, code: int, message: str) -> Case:
+    def run(s: Session) -> None:
+        expect_error((s.inference if api == "inference" else s.management).request(method, path), code, message)
 
-
-def case_invalid_predictions_uri(s: Session) -> None:
-    expect_error(s.inference.get("/predictions"), 404, ERROR_NOT_FOUND)
-
-
-def case_invalid_describe_model(s: Session) -> None:
-    expect_error(s.inference.options("/predictions/InvalidModel"), 404, "Model not found: InvalidModel")
-
-
-def case_predictions_model_not_found(s: Session) -> None:
-    expect_error(s.inference.get("/predictions/InvalidModel"), 404, "Model not found: InvalidModel")
-
-
-def case_invalid_management_uri(s: Session) -> None:
-    expect_error(s.management.get("/InvalidUrl"), 404, ERROR_NOT_FOUND)
-
-
-def case_invalid_models_method(s: Session) -> None:
-    expect_error(s.management.put("/models"), 405, ERROR_METHOD_NOT_ALLOWED)
-
-
-def case_invalid_model_method(s: Session) -> None:
-    expect_error(s.management.post("/models/noop"), 405, ERROR_METHOD_NOT_ALLOWED)
-
-
-def case_describe_model_not_found(s: Session) -> None:
-    expect_error(s.management.get("/models/InvalidModel"), 404, "Model not found: InvalidModel")
-
-
-def case_register_model_missing_url(s: Session) -> None:
-    expect_error(s.management.post("/models"), 400, "Parameter url is required.")
-
-
-def case_register_model_invalid_runtime(s: Session) -> None:
-    expect_error(_register(s, "url=InvalidUrl&runtime=InvalidRuntime"), 400,
-                 "Invalid RuntimeType value: InvalidRuntime")
-
-
-def case_register_model_not_found(s: Session) -> None:
-    expect_error(_register(s, "url=InvalidUrl"), 404, "Model not found in model store: InvalidUrl")
+    return Case(name, "main", run)
 
 
 def case_register_model_conflict(s: Session) -> None:
@@ -534,18 +514,7 @@ CASES: list[Case] = [
     _case(case_prediction_custom_error_code),
     _case(case_metric_manager),
     _case(case_error_batch),
-    _case(case_invalid_root_request),
-    _case(case_invalid_inference_uri),
-    _case(case_invalid_predictions_uri),
-    _case(case_invalid_describe_model),
-    _case(case_predictions_model_not_found),
-    _case(case_invalid_management_uri),
-    _case(case_invalid_models_method),
-    _case(case_invalid_model_method),
-    _case(case_describe_model_not_found),
-    _case(case_register_model_missing_url),
-    _case(case_register_model_invalid_runtime),
-    _case(case_register_model_not_found),
+    *(_one_request(*row) for row in ONE_REQUEST_ERRORS),
     _case(case_register_model_conflict),
     _case(case_register_model_malformed_url),
     _case(case_register_model_connection_failed),

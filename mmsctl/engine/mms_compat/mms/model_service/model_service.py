@@ -67,16 +67,10 @@ class SingleNodeService(ModelService):
     """A service of one model: ``inference`` is ``_preprocess``, ``_inference`` and ``_postprocess`` in turn."""
 
     def inference(self, data: list[Any]) -> Any:
-        started = time.time()
-        data = self._preprocess(data)
-        inferred = time.time()
-        data = self._inference(data)
-        postprocessed = time.time()
-        data = self._postprocess(data)
-        ended = time.time()
-        log.info("preprocess time: %.2f", (inferred - started) * 1000)
-        log.info("inference time: %.2f", (postprocessed - inferred) * 1000)
-        log.info("postprocess time: %.2f", (ended - postprocessed) * 1000)
+        for stage in (self._preprocess, self._inference, self._postprocess):
+            started = time.time()
+            data = stage(data)
+            log.info("%s time: %.2f", stage.__name__[1:], (time.time() - started) * 1000)
         return data
 
     def _inference(self, data: Any) -> Any:

@@ -56,16 +56,9 @@ def _signature_of(model_dir: str, manifest: dict[str, Any]) -> Any:
         raise Exception(f"Failed to open model signature file: {path}") from None
 
 
-def _labels(model_dir: str) -> Optional[list[str]]:
-    path = os.path.join(model_dir, "synset.txt")
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as fh:
-        return [line.strip() for line in fh]
-
-
-class MXNetBaseService(SingleNodeService):
-    """A symbolic MXNet checkpoint, bound for inference at batch size 1 (``labels`` from ``synset.txt``)."""
+class _MXNetService(SingleNodeService):
+    """What both MXNet services have: the model's name, its MXNet context, its signature, ``labels`` from
+    ``synset.txt`` (where the archive has one), ``ping`` (MXNet's version)."""
 
     def __init__(self, model_name: str, model_dir: str, manifest: dict[str, Any], gpu: Any = None) -> None:
         super().__init__(model_name, model_dir, manifest, gpu)
@@ -74,6 +67,27 @@ class MXNetBaseService(SingleNodeService):
         self.param_filename: Optional[str] = None
         self.ctx = mx.gpu(int(gpu)) if gpu is not None else mx.cpu()
         self._signature = _signature_of(model_dir, manifest)
+
+    def _read_labels(self, model_dir: str) -> None:
+        path = os.path.join(model_dir, "synset.txt")
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as fh:
+                self.labels = [line.strip() for line in fh]
+
+    def ping(self) -> Any:
+        return _mx().__version__
+
+    @property
+    def signature(self) -> Any:
+        return self._signature
+
+
+class MXNetBaseService(_MXNetService):
+    """A symbolic MXNet checkpoint, bound for inference at batch size 1 (``labels`` from ``synset.txt``)."""
+
+    def __init__(self, model_name: str, model_dir: str, manifest: dict[str, Any], gpu: Any = None) -> None:
+        super().__init__(model_name, model_dir, manifest, gpu)
+        mx = _mx()
         names, shapes = [], []
         for spec in self._signature["inputs"]:
             # batch size 1, and 1 for every 0 in the shape, in the signature itself (its check reads them so)
@@ -91,9 +105,7 @@ class MXNetBaseService(SingleNodeService):
         self.mx_model = mx.mod.Module(symbol=sym, context=self.ctx, data_names=names, label_names=None)
         self.mx_model.bind(for_training=False, data_shapes=shapes)
         self.mx_model.set_params(arg_params, aux_params, allow_missing=True, allow_extra=True)
-        labels = _labels(model_dir)
-        if labels is not None:
-            self.labels = labels
+        self._read_labels(model_dir)
 
     def _preprocess(self, data: Any) -> Any:
         return [_mx().nd.array(item) for item in data]
@@ -112,26 +124,14 @@ class MXNetBaseService(SingleNodeService):
                     array.wait_to_read()
         return outputs
 
-    def ping(self) -> Any:
-        return _mx().__version__
 
-    @property
-    def signature(self) -> Any:
-        return self._signature
-
-
-class GluonImperativeBaseService(SingleNodeService):
+class GluonImperativeBaseService(_MXNetService):
     """A Gluon network given as *net*, its parameters loaded from the manifest's ``Model.Parameters``."""
 
     def __init__(self, model_name: str, model_dir: str, manifest: dict[str, Any], net: Any = None,
                  gpu: Any = None) -> None:
         super().__init__(model_name, model_dir, manifest, gpu)
-        mx = _mx()
-        self.model_name = model_name
-        self.param_filename: Optional[str] = None
-        self.ctx = mx.gpu(int(gpu)) if gpu is not None else mx.cpu()
         self.net = net
-        self._signature = _signature_of(model_dir, manifest)
         try:
             self.param_filename = manifest["Model"]["Parameters"]
             if self.param_filename or self.net is not None:
@@ -140,9 +140,7 @@ class GluonImperativeBaseService(SingleNodeService):
                 log.info("No parameters file given for this imperative service")
         except Exception:  # noqa: BLE001 - no parameters to load: the network as given, as MMS does
             log.info("Failed to parse epoch from param file, setting epoch to 0")
-        labels = _labels(model_dir)
-        if labels is not None:
-            self.labels = labels
+        self._read_labels(model_dir)
 
     def _preprocess(self, data: Any) -> Any:
         return None
@@ -153,10 +151,3 @@ class GluonImperativeBaseService(SingleNodeService):
     def _inference(self, data: Any) -> Any:
         check_input_shape(data, self.signature)
         return None
-
-    def ping(self) -> Any:
-        return _mx().__version__
-
-    @property
-    def signature(self) -> Any:
-        return self._signature
