@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -12,6 +13,7 @@ import pytest
 from tests.support.error_bodies import is_error_body
 from tests.support.mmsctl_server import ServerInfo
 from tests.support.paths import MMS_OPENAPI_DIR, require_shared
+from tests.support.waiting import wait_until
 
 
 def _mms_error(resp: httpx.Response, status: int, type_: str) -> dict:
@@ -284,3 +286,9 @@ def test_a_version_in_the_path_must_be_the_models_version(server) -> None:
         assert resp.status_code == 404, resp.text
         assert resp.json()["type"] == "ModelVersionNotFoundException"
     assert httpx.get(f"{mgmt}/models/noop", timeout=10).status_code == 200  # not unregistered
+
+
+def test_what_a_worker_prints_reaches_the_log_with_the_worker_named(server: ServerInfo) -> None:
+    assert httpx.post(f"{server.inference_url}/predictions/noop", content=b"spam:2", timeout=30).status_code == 200
+    tagged = re.compile(r"^\[noop W-\d+ pid \d+\] 00000001 x+$", re.MULTILINE)  # each line names its worker
+    wait_until(lambda: tagged.search(server.log_text()), timeout=10, what="the worker's tagged line in the log")
