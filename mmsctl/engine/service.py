@@ -377,7 +377,7 @@ def _start_handler(spec: ServiceSpec, context: Context) -> LoadedHandler:
         )
     handler_name, handler_file = _locate_handler(chosen, root, override=spec.handler_override is not None)
     if chosen:
-        provide_mms(root, legacy=False)  # a handler that raises mms.service.PredictionException, say
+        provide_mms(root, legacy=False, handler_file=handler_file)  # one raising mms.service.PredictionException
     _preload_mxnet(handler_name, root, handler_file)
     _check_network_memory(spec, handler_name)
     return load_handler(handler_name, root, context, handler_file=handler_file)

@@ -75,6 +75,7 @@ def test_only_a_model_whose_code_imports_mms_gets_it(tmp_path: Path) -> None:
     (helper / "service.py").write_text("from helper import handle\n")
     assert imports_mms(helper) and provide_mms(helper, legacy=False) is True
     assert sys.path[-1] == str(FOLDER)  # last: anything installed later still wins
+    assert imports_mms(plain, handler_file=helper / "helper.py")  # a --handler file from elsewhere counts too
 
 
 def test_a_module_of_mms_that_mmsctl_does_not_provide_is_named(tmp_path: Path) -> None:

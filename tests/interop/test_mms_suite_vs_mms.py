@@ -2,7 +2,9 @@
 
 The replay of tests/server/test_mms_suite.py (the same cases, model store and config.properties) against
 the server it was written from: a behaviour mmsctl copies is checked against MMS itself, including our
-equivalents of MMS's test models, and each kept difference's MMS side.
+equivalents of MMS's test models, and each kept difference's MMS side. It starts its own MMS servers with the
+suite's helpers (``running_mms``) rather than the test process's shared one: the suite needs MMS's test
+config (its start-up models, no ``default_workers_per_model``) and two variants of it.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Optional
 
 __all__ = ["FOLDER", "imports_mms", "provide_mms"]
 
@@ -30,8 +31,19 @@ _MAX_FILES = 500
 _MAX_BYTES = 1 << 20
 
 
-def imports_mms(root: Path) -> bool:
-    """Whether a ``.py`` file of the model folder *root* imports ``mms`` (its first 500 files, 1 MiB each)."""
+def _file_imports_mms(path: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return bool(_IMPORT.search(fh.read(_MAX_BYTES)))
+    except OSError:
+        return False
+
+
+def imports_mms(root: Path, handler_file: Optional[Path] = None) -> bool:
+    """Whether a ``.py`` file of the model folder *root* (its first 500, 1 MiB each), or the handler file chosen
+    from elsewhere, imports ``mms``."""
+    if handler_file is not None and _file_imports_mms(str(handler_file)):
+        return True
     seen = 0
     for folder, dirs, files in os.walk(root):
         dirs[:] = [d for d in dirs if d not in ("__pycache__", "mms") and not d.startswith(".")]
@@ -41,22 +53,19 @@ def imports_mms(root: Path) -> bool:
             seen += 1
             if seen > _MAX_FILES:
                 return False
-            try:
-                with open(os.path.join(folder, name), "rb") as fh:
-                    if _IMPORT.search(fh.read(_MAX_BYTES)):
-                        return True
-            except OSError:
-                continue
+            if _file_imports_mms(os.path.join(folder, name)):
+                return True
     return False
 
 
-def provide_mms(root: Path, *, legacy: bool) -> bool:
-    """Make ``import mms`` find this implementation for the model in *root*, if its code needs it and no other
-    ``mms`` is importable; whether it is on the import path now."""
+def provide_mms(root: Path, *, legacy: bool, handler_file: Optional[Path] = None) -> bool:
+    """Make ``import mms`` find this implementation for the model in *root* (with its *handler_file* from
+    elsewhere, if any), if its code needs it and no other ``mms`` is importable; whether it is on the import
+    path now."""
     folder = str(FOLDER)
     if folder in sys.path:
         return True
-    if not (legacy or imports_mms(root)) or importlib.util.find_spec("mms") is not None:
+    if not (legacy or imports_mms(root, handler_file)) or importlib.util.find_spec("mms") is not None:
         return False
     sys.path.append(folder)
     return True
