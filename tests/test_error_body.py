@@ -23,3 +23,11 @@ def test_parser_accepts_status_bodies_text_and_garbage() -> None:
     assert parse_error_body(b"") == (None, None)
     assert parse_error_body(b"\xff\xfe") == (None, "\ufffd\ufffd")
     assert parse_error_body(b"[" * 100_000) == (None, "[" * 300)  # too deep for the JSON parser: text
+
+
+def test_a_cause_is_a_fourth_key_that_parses_after_the_message() -> None:
+    raw = error_body(500, "InternalServerException", "Failed to start workers", 'model "m": no weights')
+    assert json.loads(raw) == {"code": 500, "type": "InternalServerException", "message": "Failed to start workers",
+                               "cause": 'model "m": no weights'}
+    assert parse_error_body(raw) == ("InternalServerException", 'Failed to start workers: model "m": no weights')
+    assert "cause" not in json.loads(error_body(404, "ModelNotFoundException", "x"))

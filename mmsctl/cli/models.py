@@ -158,8 +158,9 @@ def register_model(
     max_batch_delay: Optional[int] = typer.Option(
         None, "--max-batch-delay", min=0, help="Milliseconds to wait to fill a batch.", metavar="MS"
     ),
-    initial_workers: Optional[int] = typer.Option(
-        None, "--initial-workers", min=0, help="Workers to start (server default: 0 on MMS and TorchServe).", metavar="N"
+    initial_workers: int = typer.Option(
+        1, "--initial-workers", min=0, metavar="N",
+        help="Workers to start (0: none, which MMS, TorchServe and mmsctl's server also do without it).",
     ),
     response_timeout: Optional[int] = typer.Option(
         None, "--response-timeout", min=1,

@@ -77,7 +77,8 @@ def start(
     metrics_address: Optional[str] = typer.Option(None, "--metrics-address", metavar="URL",
                                                   help="Metrics address."),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", min=0, metavar="N",
-                                          help="Workers per start-up model (default_workers_per_model)."),
+                                          help="Workers per start-up model and per register without "
+                                          "initial_workers (default_workers_per_model; unset: 1 and 0)."),
     worker_limit: Optional[int] = typer.Option(
         None, "--worker-limit", min=1, metavar="N",
         help="Most worker processes of all models together (worker_limit; default: 4 per core, "

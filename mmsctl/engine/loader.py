@@ -39,9 +39,9 @@ __all__ = ["LoadedHandler", "ModuleScope", "load_handler", "split_handler"]
 
 log = logging.getLogger("mmsctl.engine")
 
-_LEGACY_HINT = (
-    "legacy MMS 0.4 services import the `mms` package: install multi-model-server==1.1.11 in this "
-    "environment, or convert the archive with `model-archiver --convert`"
+_MMS_HINT = (
+    "mmsctl provides MMS's service classes (mms.model_service.*, mms.service, mms.utils.mxnet.*) but not this "
+    "module: install multi-model-server==1.1.11 in this environment (its `mms` package is then used instead)"
 )
 
 
@@ -128,7 +128,7 @@ def split_handler(handler: str) -> tuple[str, Optional[str]]:
 def _import_error(what: str, exc: BaseException) -> HandlerError:
     missing = getattr(exc, "name", None) if isinstance(exc, ImportError) else None
     if missing and missing.split(".")[0] == "mms":
-        return HandlerError(f"{what} needs the `mms` package, which is not installed", hint=_LEGACY_HINT)
+        return HandlerError(f"{what} needs `{missing}`, which is not installed", hint=_MMS_HINT)
     return HandlerError(f"{what} failed to import: {type(exc).__name__}: {exc}")
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional
@@ -28,6 +29,7 @@ import mmsctl
 from mmsctl.engine import mxnet_compat
 from mmsctl.engine.context import Context, MetricsStore, RequestProcessor
 from mmsctl.engine.loader import LoadedHandler, load_handler, load_legacy_handler, split_handler
+from mmsctl.engine.mms_compat import provide_mms
 from mmsctl.engine.protocol import RequestItem, ResponseItem
 from mmsctl.engine.spec import ServiceSpec
 from mmsctl.errors import EngineError, HandlerError, NoHandlerError
@@ -309,7 +311,6 @@ def load_service(
     *,
     server_name: str = "mmsctl",
     server_version: str = mmsctl.__version__,
-    decode_input: bool = True,
 ) -> ModelService:
     """Start the handler of an (extracted) model folder.
 
@@ -317,7 +318,6 @@ def load_service(
         spec: the folder, the handler and the batch size and GPU to run with
             (:meth:`mmsctl.archive.ModelArchive.service_spec` makes one for an archive).
         server_name, server_version: what ``context.system_properties`` reports.
-        decode_input: parse JSON and text bodies (MMS's ``MMS_DECODE_INPUT_REQUEST``).
 
     Returns:
         A started :class:`ModelService`.
@@ -340,14 +340,30 @@ def load_service(
     manifest = _read_manifest(root, legacy) or spec.manifest
     context = Context(name, str(root), manifest, spec.batch_size, spec.gpu_id, server_version, server_name)
     loaded = _start_legacy(spec, context) if legacy else _start_handler(spec, context)
-    return ModelService(loaded, context, decode_input=decode_input)
+    return ModelService(loaded, context, decode_input=spec.decode_input)
 
 
 def _start_legacy(spec: ServiceSpec, context: Context) -> LoadedHandler:
+    """A legacy 0.x service, over MMS's service classes: mmsctl's own (:mod:`~mmsctl.engine.mms_compat`, which
+    import mxnet through mmsctl when a service needs it), or an installed ``mms`` (whose classes import it)."""
     if not spec.handler:
         raise HandlerError("legacy archive names no service file (Model.Service in MANIFEST.json)")
-    mxnet_compat.import_mxnet()  # legacy services are mxnet services (mms.model_service)
-    return load_legacy_handler(spec.handler, Path(spec.root), context.manifest, context)
+    root = Path(spec.root)
+    if not provide_mms(root, legacy=True) or _imports_mxnet(root / spec.handler):
+        mxnet_compat.import_mxnet()
+    return load_legacy_handler(spec.handler, root, context.manifest, context)
+
+
+_MXNET_IMPORT = re.compile(rb"^[ \t]*(?:import|from)[ \t]+mxnet\b", re.MULTILINE)
+
+
+def _imports_mxnet(source: Path) -> bool:
+    """Whether the file *source* (``.py`` added where missing) imports mxnet itself."""
+    try:
+        with open(source if source.suffix == ".py" else source.with_name(source.name + ".py"), "rb") as fh:
+            return bool(_MXNET_IMPORT.search(fh.read()))
+    except OSError:
+        return False
 
 
 def _start_handler(spec: ServiceSpec, context: Context) -> LoadedHandler:
@@ -360,6 +376,8 @@ def _start_handler(spec: ServiceSpec, context: Context) -> LoadedHandler:
             hint="give it a handler (module:function) in its manifest",
         )
     handler_name, handler_file = _locate_handler(chosen, root, override=spec.handler_override is not None)
+    if chosen:
+        provide_mms(root, legacy=False, handler_file=handler_file)  # one raising mms.service.PredictionException
     _preload_mxnet(handler_name, root, handler_file)
     _check_network_memory(spec, handler_name)
     return load_handler(handler_name, root, context, handler_file=handler_file)

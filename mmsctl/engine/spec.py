@@ -33,6 +33,8 @@ class ServiceSpec:
             (the file on disk wins where there is one).
         batch_size: the most requests per batch (``context.system_properties["batch_size"]``).
         gpu_id: run on this GPU; None: the CPU.
+        decode_input: JSON and text bodies reach the handler parsed (MMS's ``decode_input_request``);
+            False: every body as a ``bytearray``.
     """
 
     root: Path
@@ -43,6 +45,7 @@ class ServiceSpec:
     manifest: Optional[dict[str, Any]] = field(default=None, hash=False)
     batch_size: int = 1
     gpu_id: Optional[int] = None
+    decode_input: bool = True
 
     @property
     def chosen_handler(self) -> Optional[str]:

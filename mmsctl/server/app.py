@@ -158,14 +158,15 @@ class Server:
                     None, functools.partial(resolve_archive, location, self.config, trusted=True))
                 model_name = name or archive.model_name or Path(location.rstrip("/")).name.split(".")[0]
                 model = Model.from_archive(model_name, location, archive,
+                                           default_handler=self.config.default_service_handler,
                                            response_timeout=self.config.default_response_timeout,
                                            queue_size=self.config.job_queue_size)
                 self.manager.startup_models.add(model_name)
-                await self.manager.register(model, self.config.default_workers_per_model, synchronous=False,
+                await self.manager.register(model, self.config.startup_workers, synchronous=False,
                                             timeout=self.config.worker_start_timeout)
             except ApiException as exc:
                 self.manager.startup_models.discard(name or "")
-                raise ServerError(f"start-up model {name or location!r}: {exc.message}") from None
+                raise ServerError(f"start-up model {name or location!r}: {exc.detail}") from None
             models.append((name or location, model))
         for _, model in models:
             await self.manager.launched(model)
@@ -177,11 +178,11 @@ class Server:
 
         for label, model in models:
             try:
-                await self.manager.await_workers(model, self.config.default_workers_per_model,
+                await self.manager.await_workers(model, self.config.startup_workers,
                                                  self.config.worker_start_timeout)
             except ApiException as exc:
                 self.manager.startup_models.discard(model.name)
-                raise ServerError(f"start-up model {label!r}: {exc.message}") from None
+                raise ServerError(f"start-up model {label!r}: {exc.detail}") from None
             log.info("start-up model %s ready", model.name)
 
     async def main_loop(self) -> None:

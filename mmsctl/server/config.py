@@ -33,6 +33,8 @@ DEFAULT_MAX_ARCHIVE_MEMBERS = 10_000
 #: ``server.log`` is rotated past this size, keeping this many old files (``server.log.1`` ...).
 DEFAULT_LOG_MAX_SIZE = 10 * 1024**2
 DEFAULT_LOG_BACKUPS = 5
+#: ``default_service_handler``: a module or a ``.py`` file, and optionally ``:function``.
+_HANDLER = re.compile(r"[^:\s]+(:[A-Za-z_]\w*)?")
 #: Memory one worker takes at least (the interpreter, mxnet, a small model): the default worker limit's unit.
 _WORKER_MEMORY = 256 * 1024**2
 
@@ -61,7 +63,9 @@ class ServerConfig:
     model_store: Optional[str] = None
     #: Start-up models: ``name=location`` or ``location`` entries (``load_models`` / ``--models``).
     load_models: list[str] = field(default_factory=list)
-    default_workers_per_model: int = 1
+    #: Workers of a model registered without ``initial_workers``, and of each start-up model. None (not set):
+    #: 0 for a register, as MMS does, and 1 for a start-up model (MMS starts one per CPU core there).
+    default_workers_per_model: Optional[int] = None
     job_queue_size: int = DEFAULT_JOB_QUEUE_SIZE
     max_request_size: int = DEFAULT_MAX_REQUEST_SIZE
     #: Seconds a worker may take for one batch before it is killed and restarted.
@@ -69,6 +73,10 @@ class ServerConfig:
     number_of_gpu: int = 0
     #: Regular expressions a register ``url`` must match to be downloaded (http/https); none: local only.
     allowed_urls: list[str] = field(default_factory=list)
+    #: Whether JSON and text request bodies reach handlers decoded (MMS's ``decode_input_request``); else as bytes.
+    decode_input_request: bool = True
+    #: The handler (``module:function``) of a model whose archive names none (MMS's ``default_service_handler``).
+    default_service_handler: Optional[str] = None
     #: Bearer-token file (plain token, or TorchServe ``key_file.json``); None: no auth.
     token_file: Optional[str] = None
     #: OpenMP/MKL threads per worker (``serve start`` takes ``OMP_NUM_THREADS`` where it is set).
@@ -102,6 +110,16 @@ class ServerConfig:
     extra: dict[str, str] = field(default_factory=dict)
 
     # -- derived -----------------------------------------------------------------------------
+    @property
+    def register_workers(self) -> int:
+        """Workers of a model registered without ``initial_workers``: ``default_workers_per_model``, else 0."""
+        return self.default_workers_per_model or 0
+
+    @property
+    def startup_workers(self) -> int:
+        """Workers of each start-up model: ``default_workers_per_model``, else 1."""
+        return 1 if self.default_workers_per_model is None else self.default_workers_per_model
+
     @property
     def instance_name(self) -> str:
         """The per-instance folder name: ``--name``, else the inference port."""
@@ -155,7 +173,8 @@ class ServerConfig:
                     "worker_threads", "worker_limit", "max_image_pixels", "max_archive_size",
                     "max_archive_members", "log_max_size", "log_backups", "max_buffered_bytes", "max_model_memory"):
             value = getattr(self, key)
-            if value is None and key in ("worker_limit", "max_buffered_bytes", "max_model_memory"):
+            if value is None and key in ("worker_limit", "max_buffered_bytes", "max_model_memory",
+                                         "default_workers_per_model"):
                 continue
             minimum = 0 if key in ("default_workers_per_model", "log_backups") else 1
             if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
@@ -164,10 +183,13 @@ class ServerConfig:
             value = getattr(self, key)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= 86400:
                 raise ConfigError(f"{key} must be a number of seconds between 0 and 86400, got {value!r}")
-        if self.default_workers_per_model > self.workers_allowed:
+        if self.startup_workers > self.workers_allowed:
             raise ConfigError(
                 f"default_workers_per_model ({self.default_workers_per_model}) is over the worker limit "
                 f"({self.workers_allowed})", hint="raise the worker_limit setting, or start fewer workers")
+        if self.default_service_handler is not None and not _HANDLER.fullmatch(self.default_service_handler):
+            raise ConfigError(f"default_service_handler must be module[:function] or /path/to/file.py[:function], "
+                              f"got {self.default_service_handler!r}")
         for pattern in self.allowed_urls:
             try:
                 re.compile(pattern)
@@ -256,6 +278,15 @@ def _float(props: dict[str, str], key: str, path: Path) -> Optional[float]:
         raise ConfigError(f"{path}: {key} must be a number of seconds, got {props[key]!r}") from None
 
 
+def _bool(props: dict[str, str], key: str, path: Path) -> bool:
+    """``true`` or ``false`` in any case, as Java's ``Boolean.parseBoolean`` reads them (anything else is refused
+    rather than read as false)."""
+    value = props[key].strip().lower()
+    if value not in ("true", "false"):
+        raise ConfigError(f"{path}: {key} must be true or false, got {props[key]!r}")
+    return value == "true"
+
+
 def load_properties(path: Path, base: Optional[ServerConfig] = None) -> ServerConfig:
     """Apply an MMS ``config.properties`` file on top of *base* (defaults if None)."""
     try:
@@ -287,6 +318,10 @@ def load_properties(path: Path, base: Optional[ServerConfig] = None) -> ServerCo
         seconds = _float(props, key, path)
         if seconds is not None:
             setattr(cfg, key, seconds)
+    if props.get("decode_input_request", "").strip():
+        cfg.decode_input_request = _bool(props, "decode_input_request", path)
+    if props.get("default_service_handler", "").strip():
+        cfg.default_service_handler = props["default_service_handler"].strip()
     if props.get("allowed_urls"):
         cfg.allowed_urls = [u.strip() for u in props["allowed_urls"].split(",") if u.strip()]
     if props.get("key_file") or props.get("token_file"):

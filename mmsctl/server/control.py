@@ -24,18 +24,20 @@ __all__ = ["build_config", "print_logs", "prune_instances", "start_background", 
            "stop_instances"]
 
 
-def _model_spec(spec: str) -> str:
+def _model_spec(spec: str, model_store: Optional[str] = None) -> str:
     """Make a local path in ``name=location`` absolute (the server runs elsewhere); zoo names and
     URLs stay as they are (:func:`mmsctl.names.model_location`: ``squeezenet`` is the zoo's even
     with a ``./squeezenet`` folder here). A zoo model is served under the name typed
-    (``--models squeezenet`` answers on /predictions/squeezenet, as ``ec2 launch`` does)."""
+    (``--models squeezenet`` answers on /predictions/squeezenet, as ``ec2 launch`` does); a word that
+    names an entry of *model_store* is that entry, named as MMS names it: by its manifest."""
     where = model_location(spec)
     location = where.value
     if where.kind == "path":
         path = Path(location).expanduser()
         if path.exists():
             location = str(path.resolve())
-    name = where.name or (location if where.kind == "zoo" else None)
+    in_store = model_store is not None and (Path(model_store) / location).exists()
+    name = where.name or (location if where.kind == "zoo" and not in_store else None)
     return f"{name}={location}" if name else location
 
 
@@ -59,10 +61,10 @@ def build_config(*, models: list[str], model_store: Optional[Path], config_file:
         if value:
             setattr(config, key, value)
     if models:
-        config.load_models = [_model_spec(m) for m in models]
+        config.load_models = [_model_spec(m, config.model_store) for m in models]
         config.extra.pop("load_all_models", None)
     else:
-        config.load_models = [_model_spec(m) for m in config.load_models]
+        config.load_models = [_model_spec(m, config.model_store) for m in config.load_models]
     if workers is not None:
         config.default_workers_per_model = workers
     if worker_limit is not None:

@@ -18,14 +18,24 @@ __all__ = [
 
 
 class ApiException(ServerError):
-    """An error answered to an HTTP client."""
+    """An error answered to an HTTP client: its status, MMS's type and message, and why (``cause``, the body's
+    fourth key) where the message is MMS's fixed text."""
 
     status = 500
     type_name = "InternalServerException"
 
-    def __init__(self, message: str, *, retry_after: Optional[int] = None) -> None:
+    def __init__(self, message: str, *, retry_after: Optional[int] = None, cause: Optional[str] = None,
+                 status: Optional[int] = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.cause = cause
+        if status is not None:
+            self.status = status
+
+    @property
+    def detail(self) -> str:
+        """The message with its cause, for a log line or a CLI error."""
+        return f"{self.message}: {self.cause}" if self.cause else self.message
 
 
 class BadRequest(ApiException):

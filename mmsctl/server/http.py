@@ -46,9 +46,10 @@ def status_response(message: str, status: int = 200, reason: Optional[str] = Non
     return json_response({"status": message}, status, reason)
 
 
-def error_response(status: int, type_: str, message: str) -> web.Response:
-    """MMS's error body ``{"code", "type", "message"}``."""
-    return web.Response(status=status, body=error_body(status, type_, message), content_type="application/json")
+def error_response(status: int, type_: str, message: str, cause: Optional[str] = None) -> web.Response:
+    """MMS's error body ``{"code", "type", "message"}`` (and ``cause``, where there is one)."""
+    return web.Response(status=status, body=error_body(status, type_, message, cause),
+                        content_type="application/json")
 
 
 def web_response(item: ResponseItem) -> web.Response:

@@ -151,7 +151,7 @@ class ManagementApi:
         batch_size = int_param(p, "batch_size", 1, minimum=1, maximum=self.config.job_queue_size,
                                over=" (job_queue_size)")
         max_batch_delay = int_param(p, "max_batch_delay", 100, minimum=0, maximum=MAX_BATCH_DELAY_MS)
-        workers = int_param(p, "initial_workers", self.config.default_workers_per_model, minimum=0,
+        workers = int_param(p, "initial_workers", self.config.register_workers, minimum=0,
                             maximum=limit, over=" (worker_limit)")
         synchronous = bool_param(p, "synchronous", True)
         response_timeout = _response_timeout(p, self.config.default_response_timeout)
@@ -159,7 +159,8 @@ class ManagementApi:
         name = _model_name(str(p.get("model_name") or archive.model_name or Path(url.rstrip("/")).name.split(".")[0]))
         handler = _handler_in(archive, str(p["handler"])) if p.get("handler") else None
         model = Model.from_archive(
-            name, url, archive, handler=handler, batch_size=batch_size,
+            name, url, archive, handler=handler, default_handler=self.config.default_service_handler,
+            batch_size=batch_size,
             runtime=str(runtime).lower() if runtime else None, max_batch_delay=max_batch_delay,
             response_timeout=response_timeout, queue_size=self.config.job_queue_size,
         )
@@ -227,7 +228,7 @@ class ManagementApi:
         if error is None:
             return status_response("Workers scaled")
         if model.last_error and model.failures:
-            raise InternalServerError(f"Failed to start workers: {error}")
+            raise self.manager.workers_failed(model, error)
         return status_response("Workers scaling in progress...", 210, "Partial Success")
 
     async def unregister(self, request: web.Request) -> web.Response:

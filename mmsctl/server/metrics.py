@@ -180,6 +180,7 @@ class ServerMetrics:
             ("MemoryUsed", "Megabytes", (vm.total - vm.available) / 2**20),
             ("MemoryAvailable", "Megabytes", vm.available / 2**20),
             ("MemoryUtilization", "Percent", vm.percent),
+            ("DiskUsage", "Gigabytes", disk.used / 2**30),
             ("DiskAvailable", "Gigabytes", disk.free / 2**30),
             ("DiskUtilization", "Percent", disk.percent),
         ]

@@ -62,7 +62,7 @@ def _error_for(exc: Exception, max_request_size: int) -> web.Response:
 
 def _error_response_for(exc: Exception, max_request_size: int) -> web.Response:
     if isinstance(exc, ApiException):
-        response = error_response(exc.status, exc.type_name, exc.message)
+        response = error_response(exc.status, exc.type_name, exc.message, exc.cause)
         if exc.retry_after:
             response.headers["Retry-After"] = str(exc.retry_after)
         if exc.status == 401:

@@ -84,6 +84,16 @@ def _in_store(path: Path, store: Path, text: str) -> Location:
     return Location("path", str(real))
 
 
+def _well_formed(url: str) -> bool:
+    """Whether an http(s) URL has a host, and a port number in range where it names one."""
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # raises ValueError for a port that is not a number in range
+    except ValueError:
+        return False
+    return bool(parts.hostname)
+
+
 def normalise_location(url: str, config: ServerConfig, *, trusted: bool = False) -> Location:
     """Read a register ``url`` once into what will be opened, or refuse it.
 
@@ -95,6 +105,7 @@ def normalise_location(url: str, config: ServerConfig, *, trusted: bool = False)
     Raises:
         BadRequest: empty, control characters, a scheme other than http(s)/file, or a URL that
             ``allowed_urls`` does not match.
+        ModelNotFound: (also) an http(s) URL without a host or with a bad port (MMS's ``Invalid model url``).
         BadRequest: (also) the model store itself (``url=.``), or a path in it that a symlink
             leads out of it.
         ModelNotFound: a relative path that climbs out, a path outside the model store, or
@@ -109,6 +120,8 @@ def normalise_location(url: str, config: ServerConfig, *, trusted: bool = False)
     if scheme:
         name = scheme.group(1).lower()
         if name in ("http", "https"):
+            if not _well_formed(text):
+                raise ModelNotFound(f"Invalid model url: {text}")  # MMS's answer, whatever allowed_urls says
             if not url_allowed(text, config):
                 allowed = ", ".join(config.allowed_urls) or "none"
                 raise BadRequest(f"URL not allowed: {text} (allowed_urls: {allowed})")
@@ -142,8 +155,13 @@ def normalise_location(url: str, config: ServerConfig, *, trusted: bool = False)
 
 
 def _fetch(location: Location, config: ServerConfig) -> Path:
-    """The archive on disk for a URL or zoo name (downloads run through ``allowed_urls``)."""
+    """The archive on disk for a URL or zoo name (downloads run through ``allowed_urls``).
+
+    A failed download is MMS's 400 ``Failed to download model from: URL`` (``, code: N`` for an HTTP error
+    status), with the reason in the body's ``cause``.
+    """
     from mmsctl.errors import MmsError, NotFoundError, ZooError
+    from mmsctl.zoo.download import DownloadStatusError
     from mmsctl.zoo.resolve import resolve_name, resolve_url
 
     def allow(url: str) -> bool:
@@ -158,7 +176,8 @@ def _fetch(location: Location, config: ServerConfig) -> Path:
         where = "model store" if config.model_store else "model zoo"
         raise ModelNotFound(f"Model not found in {where}: {location.value}") from None
     except ZooError as exc:
-        raise DownloadFailed(f"Failed to download model from: {location.value}: {exc.message}") from None
+        code = f", code: {exc.status}" if isinstance(exc, DownloadStatusError) else ""
+        raise DownloadFailed(f"Failed to download model from: {location.value}{code}", cause=exc.message) from None
     except MmsError as exc:
         raise InvalidModel(exc.message) from None
     return Path(resolved.path)

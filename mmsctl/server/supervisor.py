@@ -15,12 +15,15 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from mmsctl.engine.protocol import RequestItem, ResponseItem
 from mmsctl.server.batching import Job
 from mmsctl.server.config import ServerConfig
 from mmsctl.server.workers import Model, Worker, WorkerStartError, WorkerState
+
+if TYPE_CHECKING:
+    from mmsctl.server.errors import ApiException
 
 __all__ = ["BACK_OFF", "ModelManager"]
 
@@ -81,14 +84,21 @@ class ModelManager:
         """Wait until *workers* workers of *model* are READY; if they cannot be, the model is removed again.
 
         Raises:
-            InternalServerError: the workers could not start.
+            InternalServerError: the workers could not start (see :meth:`workers_failed`).
         """
-        from mmsctl.server.errors import InternalServerError
-
         error = await self.wait_for_workers(model, workers, timeout)
         if error:
             await self.unregister(model.name, 0)
-            raise InternalServerError(f'Failed to start workers for model "{model.name}": {error}')
+            raise self.workers_failed(model, error)
+
+    @staticmethod
+    def workers_failed(model: Model, error: str) -> ApiException:
+        """MMS's answer when workers cannot start: 500 ``Failed to start workers`` (507 when the load ran out of
+        memory), with why in the body's ``cause``."""
+        from mmsctl.server.errors import InternalServerError
+
+        status = model.last_error_status if error == model.last_error else 500
+        return InternalServerError("Failed to start workers", cause=f'model "{model.name}": {error}', status=status)
 
     @staticmethod
     async def launched(model: Model) -> None:
@@ -128,8 +138,9 @@ class ModelManager:
         served: dict[str, dict[str, Any]] = {}
         for name, m in self.models.items():
             root = Path(m.spec.root)
-            if root.parent.name != "extracted" or len(root.name) != 32 or m.spec.gpu_id is not None:
-                continue  # a folder, or not the cached extraction of an archive file
+            if root.parent.name != "extracted" or len(root.name) != 32 or m.spec.gpu_id is not None \
+                    or not self.config.decode_input_request:
+                continue  # a folder, not the cached extraction of an archive file, or not what predict runs
             served[name] = {"archive": root.name, "handler": m.spec.chosen_handler or "",
                             "override": m.spec.handler_override is not None, "mkldnn": started_with(name)}
         self._update_state(served=served)
@@ -206,7 +217,8 @@ class ModelManager:
             log.error("%s W-%s failed to start: %s", model.name, worker.id, error)
             model.forget(worker)
             killed_on_purpose = worker.stop_event.is_set()  # a scale down or unregister, not a failure
-            model.worker_failed_to_start(error, on_purpose=killed_on_purpose)
+            model.worker_failed_to_start(error, on_purpose=killed_on_purpose,
+                                         status=exc.status if isinstance(exc, WorkerStartError) else 500)
             self._after_worker_exit(model, crashed=not killed_on_purpose)
             return "load_failed"
         log.info("%s W-%s READY (pid %s)", model.name, worker.id, worker.pid)

@@ -48,7 +48,12 @@ class WorkerState(str, enum.Enum):
 
 
 class WorkerStartError(Exception):
-    """A worker process that could not load its model."""
+    """A worker process that could not load its model; *status* is what a request waiting for it is answered
+    (507 when the load ran out of memory, as MMS answers, else 500)."""
+
+    def __init__(self, message: str, status: int = 500) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class Worker:
@@ -92,7 +97,8 @@ class Worker:
         m = self.model
         try:
             self.process = await AsyncWorkerProcess.start(
-                replace(m.spec, gpu_id=self.gpu_id), threads=config.worker_threads, tag=f"[{m.name} W-{self.id}]",
+                replace(m.spec, gpu_id=self.gpu_id, decode_input=config.decode_input_request),
+                threads=config.worker_threads, tag=f"[{m.name} W-{self.id}]",
                 env={"MMSCTL_MAX_IMAGE_PIXELS": str(config.max_image_pixels),
                      "MMSCTL_MAX_MODEL_MEMORY": str(config.model_memory_allowed)})
         finally:
@@ -108,7 +114,7 @@ class Worker:
             raise WorkerStartError(f"worker exited while loading the model (exit code {code}); see the server log") from None
         if failure is not None:
             await self.process.exit_code()
-            raise WorkerStartError(failure.message)
+            raise WorkerStartError(failure.message, 507 if failure.out_of_memory else 500)
         self.state = WorkerState.READY
 
     async def exit_code(self) -> Optional[int]:
@@ -311,6 +317,8 @@ class Model:
     #: Worker exits in a row (crash or failed start) since one last became READY: the back-off index.
     failures: int = 0
     last_error: Optional[str] = None
+    #: The status a request waiting for workers is answered when the last start failed (507: out of memory).
+    last_error_status: int = 500
     #: The last worker start failed and none has become READY since: requests are answered 503 at once.
     start_failed: bool = False
     next_worker: int = 0
@@ -325,16 +333,21 @@ class Model:
 
     @classmethod
     def from_archive(cls, name: str, url: str, archive: ModelArchive, *, handler: Optional[str] = None,
-                     batch_size: int = 1, runtime: Optional[str] = None, **settings: Any) -> "Model":
+                     default_handler: Optional[str] = None, batch_size: int = 1, runtime: Optional[str] = None,
+                     **settings: Any) -> "Model":
         """A model registered from an opened archive.
 
         A register ``handler`` replaces the manifest's one and is looked up inside the archive
         only: unlike ``predict --handler``, a request can never make the server import a file
-        from elsewhere on its disk.
+        from elsewhere on its disk. An archive that names no handler runs the server's
+        *default_handler* (``default_service_handler``, the operator's: a module of the archive, or a
+        ``.py`` file anywhere), where there is one.
         """
         spec = archive.service_spec(name=name, batch_size=batch_size)
         if handler:
             spec = replace(spec, handler=handler, legacy=False)
+        elif default_handler and not spec.handler:
+            spec = replace(spec, handler_override=default_handler, legacy=False)
         manifest = archive.manifest
         return cls(name=name, url=url, spec=spec, version=manifest.model_version or "1.0",
                    runtime=runtime or manifest.runtime or "python", engine=manifest.engine_name or None,
@@ -407,9 +420,10 @@ class Model:
         self.failures, self.start_failed = 0, False
         self.notify()
 
-    def worker_failed_to_start(self, error: str, *, on_purpose: bool) -> None:
-        """A worker did not load; unless it was stopped *on_purpose*, requests are refused until one does."""
-        self.last_error = error
+    def worker_failed_to_start(self, error: str, *, on_purpose: bool, status: int = 500) -> None:
+        """A worker did not load (*status*: 507 when it ran out of memory); unless it was stopped *on_purpose*,
+        requests are refused until one does."""
+        self.last_error, self.last_error_status = error, status
         if not on_purpose:
             self.start_failed = True
 

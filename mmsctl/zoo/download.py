@@ -21,7 +21,7 @@ from mmsctl.errors import DownloadError, causes
 from mmsctl.tls import verify as shared_verify
 from mmsctl.zoo import cache
 
-__all__ = ["DownloadOptions", "Unreachable", "download", "failure_reason"]
+__all__ = ["DownloadOptions", "DownloadStatusError", "Unreachable", "download", "failure_reason"]
 
 #: HTTP statuses worth another try (like pip's retry list).
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -32,6 +32,16 @@ class Unreachable(DownloadError):
     """The host cannot be reached at all: no DNS, no route, connect timeout."""
 
     reference = "download-unreachable"
+
+
+class DownloadStatusError(DownloadError):
+    """The server answered with an HTTP error status (``status``)."""
+
+    reference = "download-status"
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -147,7 +157,7 @@ def _fetch_once(httpx: Any, url: str, part: Path, opts: DownloadOptions) -> str:
                 status = response.status_code
                 if status >= 400:
                     reason = response.reason_phrase or ""
-                    error = DownloadError(f"download failed: HTTP {status} {reason} for {url}".rstrip())
+                    error = DownloadStatusError(f"download failed: HTTP {status} {reason} for {url}".rstrip(), status)
                     if status in RETRY_STATUSES:
                         raise _Transient(error)
                     raise error

@@ -107,6 +107,20 @@ def test_serve_start_keeps_a_word_for_the_zoo_and_makes_a_path_absolute(here: Pa
     assert config.load_models == ["squeezenet=squeezenet", folder, f"sq={folder}", "r=https://h/m.mar"]
 
 
+def test_a_start_up_model_found_in_the_model_store_is_named_by_its_manifest(here: Path, tmp_path: Path) -> None:
+    """``load_models=noop-v0.1`` names the model after its manifest (``noop_v0.1``), as MMS does; a zoo word that
+    is not in the store keeps its name."""
+    from mmsctl.server.control import build_config
+
+    store = tmp_path / "store"
+    (store / "noop-v0.1").mkdir(parents=True)
+    props = tmp_path / "config.properties"
+    props.write_text(f"model_store={store}\nload_models=noop-v0.1,squeezenet,mine=noop-v0.1\n")
+    config = build_config(models=[], model_store=None, config_file=props, inference_address=None,
+                          management_address=None, metrics_address=None, workers=None, token_file=None, name=None)
+    assert config.load_models == ["noop-v0.1", "squeezenet=squeezenet", "mine=noop-v0.1"]
+
+
 def test_ec2_launch_sends_the_zoo_name_and_refuses_the_folder(here: Path, capsys, monkeypatch) -> None:
     monkeypatch.setenv("HOME", str(here))  # no AWS config: the dry run plans without looking
     code, out, err = run_mmsctl(capsys, "ec2", "launch", "--models", "squeezenet", "--dry-run", "-o", "json")

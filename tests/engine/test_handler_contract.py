@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from mmsctl.engine.protocol import Parameter, RequestItem
-from mmsctl.engine.spec import ServiceSpec
 from mmsctl.errors import EngineError, HandlerError
 from tests.engine.helpers import body_item, handler_archive, load
 
@@ -202,20 +201,6 @@ def test_handler_override_from_a_file(tmp_path: Path) -> None:
     archive = handler_archive(tmp_path / "m", {}, handler="absent:handle")
     svc = load(archive, handler_override=str(other))
     assert svc.handle([body_item("1", b"")])[0].body == b"mine"
-
-
-def test_legacy_service_without_mms_gives_a_hint(tmp_path: Path) -> None:
-    root = tmp_path / "legacy"
-    root.mkdir()
-    (root / "MANIFEST.json").write_text(json.dumps({"Model": {"Service": "svc.py", "Signature": "signature.json"}}))
-    (root / "svc.py").write_text(
-        "from mms.model_service.mxnet_vision_service import MXNetVisionService\n"
-        "class S(MXNetVisionService):\n    pass\n"
-    )
-    with pytest.raises(HandlerError) as info:
-        load(ServiceSpec(root, "legacy", "svc.py"))
-    assert "needs the `mms` package" in str(info.value)
-    assert "multi-model-server" in (info.value.hint or "")
 
 
 def test_gpu_on_a_cpu_build_is_a_clear_error(tmp_path: Path) -> None:

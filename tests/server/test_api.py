@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
 import httpx
 import pytest
 
+from tests.support.error_bodies import is_error_body
 from tests.support.mmsctl_server import ServerInfo
 from tests.support.paths import MMS_OPENAPI_DIR, require_shared
+from tests.support.waiting import wait_until
 
 
 def _mms_error(resp: httpx.Response, status: int, type_: str) -> dict:
     assert resp.status_code == status, resp.text
     body = resp.json()
-    assert set(body) == {"code", "type", "message"}
+    assert is_error_body(body), body
     assert body["code"] == status and body["type"] == type_
     assert resp.headers.get("x-request-id")
     return body
@@ -203,7 +206,8 @@ def test_register_handler_that_fails_to_load(server: ServerInfo) -> None:
     resp = httpx.post(f"{server.management_url}/models", params={"url": "broken", "initial_workers": "1"},
                       timeout=60)
     body = _mms_error(resp, 500, "InternalServerException")
-    assert "cannot load" in body["message"] or "missing weights" in body["message"]
+    assert body["message"] == "Failed to start workers"  # MMS's text; why is the cause
+    assert "cannot load" in body["cause"] and "missing weights" in body["cause"]
     # the failed model is not left registered
     _mms_error(httpx.get(f"{server.management_url}/models/broken"), 404, "ModelNotFoundException")
 
@@ -282,3 +286,9 @@ def test_a_version_in_the_path_must_be_the_models_version(server) -> None:
         assert resp.status_code == 404, resp.text
         assert resp.json()["type"] == "ModelVersionNotFoundException"
     assert httpx.get(f"{mgmt}/models/noop", timeout=10).status_code == 200  # not unregistered
+
+
+def test_what_a_worker_prints_reaches_the_log_with_the_worker_named(server: ServerInfo) -> None:
+    assert httpx.post(f"{server.inference_url}/predictions/noop", content=b"spam:2", timeout=30).status_code == 200
+    tagged = re.compile(r"^\[noop W-\d+ pid \d+\] 00000001 x+$", re.MULTILINE)  # each line names its worker
+    wait_until(lambda: tagged.search(server.log_text()), timeout=10, what="the worker's tagged line in the log")

@@ -98,3 +98,31 @@ def test_bad_limits_name_the_key(tmp_path: Path, text: str, fragment: str) -> No
     props.write_text(text)
     with pytest.raises(ConfigError, match=fragment):
         load_properties(props).validate()
+
+
+def test_mms_request_and_handler_keys(tmp_path: Path) -> None:
+    props = tmp_path / "config.properties"
+    props.write_text("decode_input_request=FALSE\ndefault_service_handler = service:handle\n")
+    cfg = load_properties(props).validate()
+    assert (cfg.decode_input_request, cfg.default_service_handler) == (False, "service:handle")
+    assert "decode_input_request" not in cfg.extra and ServerConfig.from_json(cfg.to_json()) == cfg
+    assert ServerConfig().decode_input_request is True and ServerConfig().default_service_handler is None
+    props.write_text("decode_input_request=no\n")
+    with pytest.raises(ConfigError, match="decode_input_request must be true or false"):
+        load_properties(props)
+    props.write_text("default_service_handler=service:handle:twice\n")
+    with pytest.raises(ConfigError, match="default_service_handler must be"):
+        load_properties(props).validate()
+
+
+@pytest.mark.parametrize("text, register, startup", [
+    ("", 0, 1),  # not set: MMS's register starts no worker; a start-up model gets one
+    ("default_workers_per_model=0\n", 0, 0),
+    ("default_workers_per_model=2\n", 2, 2),
+])
+def test_default_workers_per_model_for_a_register_and_a_start_up_model(
+        tmp_path: Path, text: str, register: int, startup: int) -> None:
+    props = tmp_path / "config.properties"
+    props.write_text(text)
+    cfg = load_properties(props).validate()
+    assert (cfg.register_workers, cfg.startup_workers) == (register, startup)

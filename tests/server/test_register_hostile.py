@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from tests.archive.hostile import GIB, gnu_header, hostile_tgz
+from tests.support.error_bodies import error_text, is_error_body
 from tests.support.mmsctl_server import ServerInfo, make_noop_archive, running_mmsctl_server
 
 #: The server's peak RSS after the register (about 50 MB here; issue 22 saw 3.25 GB).
@@ -58,9 +59,9 @@ def _register(srv: ServerInfo, url: str, **params: str) -> httpx.Response:
 def _refused(resp: httpx.Response, fragment: str, type_: str = "BadRequestException") -> str:
     assert resp.status_code == 400, resp.text
     body = resp.json()
-    assert set(body) == {"code", "type", "message"} and (body["code"], body["type"]) == (400, type_), body
-    assert fragment in body["message"], body
-    return str(body["message"])
+    assert is_error_body(body) and (body["code"], body["type"]) == (400, type_), body
+    assert fragment in error_text(body), body
+    return error_text(body)
 
 
 def _models(srv: ServerInfo) -> list[str]:

@@ -17,6 +17,7 @@ from mmsctl.server.config import ServerConfig
 from mmsctl.server.errors import ApiException
 from mmsctl.server.store import normalise_location
 from tests.support.http_mirror import Mirror, serving_folder
+from tests.support.error_bodies import error_text, is_error_body
 from tests.support.mmsctl_server import ServerInfo, make_noop_archive, running_mmsctl_server
 
 
@@ -65,7 +66,7 @@ def _register(srv: ServerInfo, url: str, **params: str) -> httpx.Response:
 def _refused(resp: httpx.Response, status: int, fragment: str) -> None:
     assert resp.status_code == status, resp.text
     body = resp.json()
-    assert set(body) == {"code", "type", "message"} and fragment in body["message"], body
+    assert is_error_body(body) and fragment in error_text(body), body
 
 
 @pytest.mark.parametrize("prefix", [" ", "\t", "\n", "x=", "noop=", " x="])

@@ -109,15 +109,17 @@ def build_noop_mar(export_dir: Path, name: str = "noop", *, handler_source: str 
     )
 
 
-def _write_config(path: Path, inference_port: int, management_port: int, workers: int, extra: dict[str, Any]) -> None:
+def _write_config(path: Path, inference_port: int, management_port: int, workers: Optional[int],
+                  extra: dict[str, Any]) -> None:
     props = {
         "inference_address": f"http://127.0.0.1:{inference_port}",
         "management_address": f"http://127.0.0.1:{management_port}",
-        "default_workers_per_model": str(workers),
         "default_response_timeout": "120",
         "unregister_model_timeout": "60",
         "async_logging": "true",
     }
+    if workers is not None:
+        props["default_workers_per_model"] = str(workers)
     props.update({k: str(v) for k, v in extra.items()})
     path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
@@ -128,7 +130,7 @@ def running_mms(
     *,
     model_store: Path,
     models: Optional[dict[str, str]] = None,
-    workers: int = 1,
+    workers: Optional[int] = 1,
     extra_config: Optional[dict[str, Any]] = None,
     start_timeout: float = 120.0,
 ) -> Iterator[MmsInstance]:
@@ -139,7 +141,7 @@ def running_mms(
         model_store: the ``--model-store`` folder.
         models: ``{name: file-or-url}`` for ``--models``. Waiting for their workers or a first
             prediction is the caller's job (:func:`wait_for_prediction`).
-        workers: ``default_workers_per_model``.
+        workers: ``default_workers_per_model`` (None: not set, as in MMS's own test config).
         extra_config: more ``config.properties`` keys.
         start_timeout: seconds to wait for ``/ping``.
     """

@@ -18,13 +18,16 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import TYPE_CHECKING, Iterator, Optional
 
 # Below the kernel's ephemeral range (32768+): a port taken from it can be handed to another test's outgoing
 # connection between the pick and the server's bind ("address already in use", seen under the full suite).
 from tests.support._proc import free_port, free_ports
 from tests.support.signals import popen
 from tests.support.waiting import wait_until
+
+if TYPE_CHECKING:
+    from mmsctl.server.config import ServerConfig
 
 __all__ = ["ServerInfo", "ServerStartError", "free_port", "make_handler_archive", "make_noop_archive",
            "running_mmsctl_server"]
@@ -138,6 +141,8 @@ def running_mmsctl_server(
     workers: int = 1,
     token: Optional[str] = None,
     extra_config: Optional[dict] = None,
+    properties: Optional[dict[str, str]] = None,
+    environ: Optional[dict[str, Optional[str]]] = None,
     start_timeout: float = 120.0,
     stop_timeout: float = 30.0,
 ) -> Iterator[ServerInfo]:
@@ -150,10 +155,15 @@ def running_mmsctl_server(
         workers: workers per start-up model (``default_workers_per_model``).
         token: if set, both APIs require ``Authorization: Bearer <token>``.
         extra_config: more ServerConfig fields (e.g. ``{"job_queue_size": 5}``).
+        properties: an MMS ``config.properties`` instead (its keys; the addresses are added): the server is
+            configured from that file as ``serve start --config FILE --model-store STORE`` does, and *models*,
+            *workers* and *extra_config* are not used.
+        environ: the server's environment, changed: a value is set, None removes the variable.
     """
     for attempt in range(_START_ATTEMPTS):
         try:
-            proc, info = _start(Path(tmp_dir), model_store, models, workers, token, extra_config, start_timeout)
+            proc, info = _start(Path(tmp_dir), model_store, models, workers, token, extra_config, start_timeout,
+                                properties, environ)
         except _PortTaken:
             if attempt == _START_ATTEMPTS - 1:
                 raise
@@ -163,6 +173,18 @@ def running_mmsctl_server(
         yield info
     finally:
         _stop(proc, stop_timeout)
+
+
+def _from_properties(path: Path, ports: list[int], properties: dict[str, str], model_store: Optional[Path],
+                     name: str) -> "ServerConfig":
+    """The settings ``serve start --config PATH --model-store STORE --name NAME`` makes of *properties*."""
+    from mmsctl.server.control import build_config
+
+    addresses = {f"{api}_address": f"http://127.0.0.1:{port}"
+                 for api, port in zip(("inference", "management", "metrics"), ports)}
+    path.write_text("".join(f"{key}={value}\n" for key, value in {**addresses, **properties}.items()))
+    return build_config(models=[], model_store=model_store, config_file=path, inference_address=None,
+                        management_address=None, metrics_address=None, workers=None, token_file=None, name=name)
 
 
 #: Starts tried when a port picked turns out taken by the time the server binds it.
@@ -175,6 +197,7 @@ class _PortTaken(ServerStartError):
 
 def _start(tmp_dir: Path, model_store: Optional[Path], models: Optional[dict[str, str]], workers: int,
            token: Optional[str], extra_config: Optional[dict], start_timeout: float,
+           properties: Optional[dict[str, str]] = None, environ: Optional[dict[str, Optional[str]]] = None,
            ) -> "tuple[subprocess.Popen[bytes], ServerInfo]":
     """Start the server on freshly picked ports and wait until it is ready."""
     from mmsctl.server.config import ServerConfig
@@ -189,17 +212,20 @@ def _start(tmp_dir: Path, model_store: Optional[Path], models: Optional[dict[str
     if token:
         token_file = tmp_dir / f"token-{ports[0]}"
         token_file.write_text(token)
-    config = ServerConfig(
-        inference_address=f"http://127.0.0.1:{ports[0]}",
-        management_address=f"http://127.0.0.1:{ports[1]}",
-        metrics_address=f"http://127.0.0.1:{ports[2]}",
-        model_store=str(model_store) if model_store else None,
-        load_models=[f"{k}={v}" for k, v in (models or {}).items()],
-        default_workers_per_model=workers,
-        token_file=str(token_file) if token_file else None,
-        name=name,
-        **settings,
-    )
+    if properties is not None:
+        config = _from_properties(tmp_dir / f"config-{ports[0]}.properties", ports, properties, model_store, name)
+    else:
+        config = ServerConfig(
+            inference_address=f"http://127.0.0.1:{ports[0]}",
+            management_address=f"http://127.0.0.1:{ports[1]}",
+            metrics_address=f"http://127.0.0.1:{ports[2]}",
+            model_store=str(model_store) if model_store else None,
+            load_models=[f"{k}={v}" for k, v in (models or {}).items()],
+            default_workers_per_model=workers,
+            token_file=str(token_file) if token_file else None,
+            name=name,
+            **settings,
+        )
     instance_dir = state_dir / "instances" / name
     instance_dir.mkdir(parents=True, exist_ok=True)
     config_file = instance_dir / "config.json"
@@ -208,6 +234,11 @@ def _start(tmp_dir: Path, model_store: Optional[Path], models: Optional[dict[str
     env = dict(os.environ)
     env["MMSCTL_STATE_DIR"] = str(state_dir)
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    for key, value in (environ or {}).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
     with open(log_file, "ab") as log:
         proc = popen(
             [sys.executable, "-m", "mmsctl.server", str(config_file)],

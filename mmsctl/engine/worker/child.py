@@ -5,6 +5,8 @@ worker stops), a thread that ends the process when the parent goes, then :func:`
 connection FD: the spec arrives, the process's data memory is capped
 (:func:`mmsctl.engine.memory.limit_this_process`, before mxnet loads; not on a GPU), the model
 loads, batches are answered. After its first batches the worker gives freed heap back to the system.
+A worker the parent names (a server's: ``[model W-9000]``) writes every line with that name and its pid
+(:func:`_log_as`), so its output in the server's log says which worker wrote it.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def _load(spec: ServiceSpec, tag: Optional[str]) -> tuple[Optional[ModelService]
     except BaseException as exc:  # noqa: BLE001 - every load failure is reported to the parent
         failure = LoadFailure.of(exc)
         if tag:
-            print(f"{tag} model failed to load: {failure.message}", file=sys.stderr, flush=True)
+            print(f"model failed to load: {failure.message}", file=sys.stderr, flush=True)  # tagged by _log_as
             if not isinstance(exc, MmsError):
                 traceback.print_exc(file=sys.stderr)
         return None, (LOAD_FAILED, failure)
@@ -62,7 +64,7 @@ def _answer(service: ModelService, batch: list[RequestItem], tag: Optional[str])
         responses = service.handle(batch)
     except BaseException as exc:  # noqa: BLE001 - the batch fails, the worker lives on
         if tag:
-            print(f"{tag} batch failed: {describe(exc)}", file=sys.stderr, flush=True)
+            print(f"batch failed: {describe(exc)}", file=sys.stderr, flush=True)  # tagged by _log_as
         return FAILED, describe(exc)
     detail = service.last_exception
     return RESULT, BatchResult(responses, f"{type(detail).__name__}: {detail}" if detail is not None else None)
@@ -98,10 +100,11 @@ def _release_freed() -> None:
 _trim: Any = None
 
 
-def serve(conn: Connection, *, cap_memory: bool = False) -> int:
+def serve(conn: Connection, *, own_process: bool = False) -> int:
     """Load the model the parent names, then answer batches until EXIT or end of file.
 
-    With *cap_memory* (a worker process, not a caller's own), the process's data memory is capped first.
+    With *own_process* (a worker process, not a caller's own), the process's data memory is capped first, and a
+    tagged worker's output carries its tag (:func:`_log_as`: the process's logging and standard streams).
     """
     try:
         kind, payload = conn.recv()
@@ -110,10 +113,12 @@ def serve(conn: Connection, *, cap_memory: bool = False) -> int:
     if kind != LOAD:
         return 2
     spec, tag = payload
-    if cap_memory and spec.gpu_id is None:  # CUDA maps host memory of its own: no cap on a GPU
+    if own_process and spec.gpu_id is None:  # CUDA maps host memory of its own: no cap on a GPU
         _limit_memory()
     if tag:
         tag = f"{tag[:-1]} pid {os.getpid()}]" if tag.endswith("]") else f"{tag} (pid {os.getpid()})"
+        if own_process:
+            _log_as(tag)
     service, reply = _load(spec, tag)
     try:
         conn.send(reply)
@@ -142,6 +147,45 @@ def serve(conn: Connection, *, cap_memory: bool = False) -> int:
         if service is not None:
             service.close()
     return 0
+
+
+class _Tagged:
+    """A text stream whose every line starts with the worker's tag (what ``print`` writes, and tracebacks)."""
+
+    def __init__(self, stream: Any, tag: str) -> None:
+        self._stream = stream
+        self._tag = tag + " "
+        self._line_start = True
+
+    def write(self, text: str) -> int:
+        pieces = []
+        for line in text.splitlines(keepends=True):
+            pieces.append(self._tag + line if self._line_start else line)
+            self._line_start = line.endswith(("\n", "\r"))
+        self._stream.write("".join(pieces))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:  # flush, fileno, encoding, buffer: the stream's own
+        return getattr(self._stream, name)
+
+
+def _log_as(tag: str) -> None:
+    """Everything this worker writes carries *tag* (``[model W-9000 pid 4242]``): Python logging at INFO, as MMS's
+    workers log (a handler's ``logging.info`` reaches the server's log), in the server's own line format; and
+    each line of ``print`` output and of tracebacks."""
+    import logging
+
+    class Tagged(logging.Formatter):
+        def format(self, record: logging.LogRecord) -> str:  # the lines of a traceback carry the tag too
+            return super().format(record).replace("\n", "\n" + tag + " ")
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(Tagged("%(asctime)s [%(levelname)s] " + tag.replace("%", "%%") + " %(name)s - %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+    sys.stdout = _Tagged(sys.stdout, tag)
+    sys.stderr = _Tagged(sys.stderr, tag)
 
 
 def _exit_with_parent(fd: int) -> None:
@@ -188,7 +232,7 @@ def main(argv: list[str]) -> None:
     leave_out_operator_docs()  # nobody reads them here
     conn = Connection(int(argv[0]))
     try:
-        code = serve(conn, cap_memory=True)
+        code = serve(conn, own_process=True)
     finally:
         conn.close()
         sys.stdout.flush()

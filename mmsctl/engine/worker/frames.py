@@ -58,19 +58,22 @@ def describe(exc: BaseException) -> str:
 
 @dataclass(frozen=True)
 class LoadFailure:
-    """Why a worker could not load its model: the mmsctl error's class name, message, hint and param."""
+    """Why a worker could not load its model: the mmsctl error's class name, message, hint and param, and whether
+    the load ran out of memory (a ``MemoryError`` among its causes: MMS answers 507 for it)."""
 
     kind: str
     message: str
     hint: Optional[str] = None
     param: Optional[str] = None
+    out_of_memory: bool = False
 
     @classmethod
     def of(cls, exc: BaseException) -> LoadFailure:
         """An mmsctl error as it is; anything else (user code) as a HandlerError."""
+        memory = any(isinstance(cause, MemoryError) for cause in errors.causes(exc))
         if isinstance(exc, MmsError):
-            return cls(type(exc).__name__, describe(exc), exc.hint, exc.param)
-        return cls(HandlerError.__name__, describe(exc))
+            return cls(type(exc).__name__, describe(exc), exc.hint, exc.param, memory)
+        return cls(HandlerError.__name__, describe(exc), out_of_memory=memory)
 
     def error(self) -> MmsError:
         """The error to raise in the parent, of the type the worker raised (an EngineError at least)."""

@@ -1,0 +1,1 @@
+"""``mms.metrics``: what a handler reports through ``context.metrics``."""

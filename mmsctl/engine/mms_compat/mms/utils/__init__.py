@@ -1,0 +1,1 @@
+"""``mms.utils``: helpers of MMS's legacy services."""
