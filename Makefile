@@ -10,7 +10,7 @@ MMS_VENV ?= .venv-mms
 TS_VENV  ?= .venv-ts
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-lowest coverage check install install-test reference-servers boot-wheels clean bench
+.PHONY: demo test test-lowest aws-e2e coverage check install install-test reference-servers boot-wheels clean bench
 
 $(BIN)/mmsctl: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +68,13 @@ $(LOWEST_VENV)/.ok: $(VENV)/.test-deps pyproject.toml scripts/lowest_venv.py
 
 test-lowest: $(LOWEST_VENV)/.ok
 	PYTHONDONTWRITEBYTECODE= MMSCTL_TEST_SDK_FLOOR=1 $(LOWEST_VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS) $(AWS_TESTS)
+
+# The whole AWS path on a real account, then all of it removed (scripts/aws_e2e.py; docs/aws.md, "Proving it on a
+# real account"): it prints what it makes and an estimate, asks first, and does nothing without MMSCTL_E2E=1 and
+# credentials. E2E_ARGS: e.g. --yes --region eu-west-1 --instance-type c5.xlarge.
+E2E_ARGS ?=
+aws-e2e: install
+	$(BIN)/python scripts/aws_e2e.py $(E2E_ARGS)
 
 # The same suite with coverage (pytest-cov, settings in pyproject.toml) of mmsctl/ in the test processes: the
 # client, CLI, TUI, engine, archive, zoo and cloud code the tests call in-process. On Python 3.11 coverage's
