@@ -94,8 +94,8 @@ class StepFailed(Exception):
     """A step of the run did not do what it should; the message says what."""
 
 
-class Abandoned(Exception):
-    """Ctrl-C during the teardown, twice: stop removing."""
+class Abandoned(BaseException):
+    """Ctrl-C during the teardown, twice: stop removing (not an Exception, so no part of the teardown catches it)."""
 
 
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]

@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -125,6 +127,32 @@ def test_a_failed_step_still_removes_everything(e2e: list[str]) -> None:
     assert "skipped: the stand-in serves no function URL" in said  # no MMSCTL_LAMBDA_FUNCTION_URL here
     assert "==> teardown: fleet destroy e2e-abc123" in said and "everything it made is gone" in said
     assert _left() == NOTHING
+
+
+def test_sigterm_is_a_ctrl_c_and_a_second_ctrl_c_stops_the_teardown(e2e: list[str]) -> None:
+    def terminated(args: Sequence[str]) -> Any:
+        if list(args[:2]) == ["lambda", "deploy"]:
+            done = in_process(args)
+            os.kill(os.getpid(), signal.SIGTERM)  # `kill`, or the CI runner stopping the job
+            return done
+        return in_process(args)
+
+    out = io.StringIO()
+    assert aws_e2e.main(e2e, runner=terminated, teardown_runner=in_process, out=out) == 130
+    assert "interrupted: removing what the run made" in out.getvalue() and _left() == NOTHING
+
+    def impatient(args: Sequence[str]) -> Any:
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C at each teardown command: the second stops it
+        return in_process(args)
+
+    out = io.StringIO()
+    assert aws_e2e.main(e2e, runner=terminated, teardown_runner=impatient, out=out) == 130
+    said = out.getvalue()
+    assert "the teardown goes on (Ctrl-C again stops it" in said
+    assert "left behind by run abc123 (`MMSCTL_E2E=1 scripts/aws_e2e.py --teardown abc123` tries again)" in said
+    # the first Ctrl-C let `lambda destroy` finish; the second stopped the teardown at its next command
+    assert _left()["functions"] == [] and "==> teardown: fleet destroy" not in said
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
 
 
 def test_teardown_alone_finds_a_run_by_its_names_and_tags(e2e: list[str]) -> None:
