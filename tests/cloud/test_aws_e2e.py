@@ -8,12 +8,10 @@ is a stand-in that checks SigV4 as AWS does and runs the real handler, nothing w
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import os
 import signal
-import sys
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -25,13 +23,10 @@ from tests.cloud.lambda_support import pushed_image
 from tests.serverless.conftest import squeezenet_archive  # noqa: F401 - the fixture
 from tests.support.cli import run_here
 from tests.support.moto import AMAZON_IMAGE
+from tests.support.scripts import load_script
 from tests.support.sigv4_standin import StandIn, serving_function_url
 
-_spec = importlib.util.spec_from_file_location("aws_e2e", REPO / "scripts" / "aws_e2e.py")
-assert _spec is not None and _spec.loader is not None
-aws_e2e = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = aws_e2e  # dataclasses look their module up while the class is made
-_spec.loader.exec_module(aws_e2e)
+aws_e2e = load_script("aws_e2e")
 
 RUN = "abc123"
 FUNCTION = f"mmsctl-e2e-{RUN}"

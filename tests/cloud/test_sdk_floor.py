@@ -8,20 +8,16 @@ every call sent to moto; tests/support/planned_calls.py does the same for the ca
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.util
 import os
 from pathlib import Path
 
 import pytest
 
 from mmsctl.cloud.aws.session import AwsSession
-from tests.support.paths import REPO
 from tests.support.planned_calls import planned_call_errors, problems
+from tests.support.scripts import load_script
 
-_spec = importlib.util.spec_from_file_location("lowest_venv", REPO / "scripts" / "lowest_venv.py")
-assert _spec is not None and _spec.loader is not None
-lowest_venv = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(lowest_venv)
+lowest_venv = load_script("lowest_venv")
 
 #: Set by `make test-lowest` (read at import: each test's environment is cleaned of MMSCTL_*).
 AT_THE_FLOOR = os.environ.get("MMSCTL_TEST_SDK_FLOOR") == "1"
