@@ -160,9 +160,12 @@ class Run:
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
 
-    def mmsctl(self, *args: str) -> "subprocess.CompletedProcess[str]":
+    def mmsctl(self, *args: str, show: bool = True) -> "subprocess.CompletedProcess[str]":
+        """``mmsctl ARGS``; what it prints is shown indented (*show*), a non-zero exit is a failed step."""
         self.say(f"    $ mmsctl {' '.join(args)}")
         done = self.mmsctl_runner(list(args))
+        if show and done.stdout:
+            self.say("\n".join(f"      {line}" for line in done.stdout.rstrip().splitlines()))
         if done.returncode != 0:
             said = (done.stderr or "").strip().splitlines()
             raise StepFailed(f"`mmsctl {' '.join(args[:2])}` exited {done.returncode}"
@@ -170,7 +173,7 @@ class Run:
         return done
 
     def json(self, *args: str) -> Any:
-        return json.loads(self.mmsctl(*args, "-o", "json").stdout)
+        return json.loads(self.mmsctl(*args, "-o", "json", show=False).stdout)
 
     def step(self, title: str, action: Callable[[], Optional[str]]) -> None:
         """Run *action*; what it returns is a note (an adapted or skipped step says why)."""
@@ -273,8 +276,7 @@ def _launch(run: Run) -> Optional[str]:
     if plan.stand_in:
         run.json(*args)
         return "adapted: instances do not boot on the stand-in; not waiting for /ping"
-    launched = run.json(*args, "--allow-cidr", str(plan.allow_cidr), "--wait")
-    run.say(f"    serving at {launched['instances'][0].get('inference_url')}")
+    run.mmsctl(*args, "--allow-cidr", str(plan.allow_cidr), "--wait")
     return None
 
 
@@ -559,17 +561,20 @@ def main(argv: Sequence[str] = (), *, runner: Optional[Runner] = None, teardown_
     args.run_id = args.teardown or args.run_id
     try:
         plan = make_plan(args, out)
+        stop = preflight(plan, bool(args.teardown))
+        if stop:
+            return _usage(stop, out)
+        if not args.teardown:
+            describe_plan(plan, out)
+        if not confirm(args.yes, stdin, out):
+            print("nothing was made", file=out)
+            return EXIT_USAGE
     except MmsError as exc:
         print(f"error: {exc.message}", file=out)
         return exc.exit_code
-    stop = preflight(plan, bool(args.teardown))
-    if stop:
-        return _usage(stop, out)
-    if not args.teardown:
-        describe_plan(plan, out)
-    if not confirm(args.yes, stdin, out):
-        print("nothing was made", file=out)
-        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted: nothing was made", file=out)
+        return EXIT_INTERRUPTED
     status = 0 if args.teardown else run_steps(plan, runner or subprocess_runner(), out)
     return finish(plan, teardown_runner or subprocess_runner(detached=True), out, status)
 
@@ -602,7 +607,7 @@ def run_steps(plan: Plan, runner: Runner, out: TextIO) -> int:
 
 
 def finish(plan: Plan, runner: Runner, out: TextIO, status: int) -> int:
-    """The teardown (a first Ctrl-C does not stop it, a second does); the run's final exit status."""
+    """The teardown (a first Ctrl-C or SIGTERM does not stop it, a second does); the run's final exit status."""
     pressed: list[int] = []
 
     def patient(signum: int, frame: Any) -> None:
@@ -611,13 +616,14 @@ def finish(plan: Plan, runner: Runner, out: TextIO, status: int) -> int:
             raise Abandoned
         print("the teardown goes on (Ctrl-C again stops it, leaving what is not removed yet)", file=out, flush=True)
 
-    previous = signal.signal(signal.SIGINT, patient)
+    previous = {sig: signal.signal(sig, patient) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         left = teardown(plan, runner, out)
     except Abandoned:
         left = ["the teardown was stopped before it finished"]
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     if left:
         print(f"left behind by run {plan.run_id} (`MMSCTL_E2E=1 scripts/aws_e2e.py --teardown {plan.run_id}` "
               "tries again):", file=out)

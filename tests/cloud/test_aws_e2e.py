@@ -9,7 +9,6 @@ is a stand-in that checks SigV4 as AWS does and runs the real handler, nothing w
 from __future__ import annotations
 
 import io
-import json
 import os
 import signal
 from pathlib import Path
@@ -94,7 +93,9 @@ def test_the_whole_run_on_moto_proves_each_part_and_leaves_nothing(e2e: list[str
     said = out.getvalue()
     assert status == 0, said
     # the plan and its estimate came first, then every step, each adapted step saying how
-    assert said.index("Estimate (not a measurement): about 41 minutes and $") < said.index("==> lambda deploy")
+    minutes, dollars, _ = aws_e2e.estimate("t3.medium")
+    assert said.index(f"Estimate (not a measurement): about {minutes:.0f} minutes and ${dollars:.2f}") < said.index(
+        "==> lambda deploy")
     for step in ("lambda deploy mmsctl-e2e-abc123", "one image through the S3 pipeline", "ec2 launch",
                  "fleet create e2e-abc123 --warm-pool 1 --wait", "fleet rollout e2e-abc123", "fleet scale"):
         assert f"==> {step}" in said
@@ -193,8 +194,13 @@ def test_the_estimate_is_the_phases_at_the_bundled_prices() -> None:
     volume = aws_e2e.ROOT_VOLUME_GIB * aws_e2e.GP3_PER_GIB_MONTH / 730
     expected = sum(hours[p.what] * (p.instances * (0.0416 + volume) + (0.0225 if p.balancer else 0))
                    for p in aws_e2e.PHASES)
-    assert minutes == 41 and expected < dollars < expected + 0.01  # Lambda's few calls: fractions of a cent
+    assert minutes == sum(p.minutes for p in aws_e2e.PHASES)
+    assert expected < dollars < expected + 0.01  # Lambda's few calls: fractions of a cent
+    # docs/aws.md quotes the same figures
+    page = (REPO / "docs" / "aws.md").read_text()
+    assert f"about **{minutes:.0f} minutes**" in page and f"about **${dollars:.2f}** with t3.medium" in page
+    assert f"${aws_e2e.estimate('c5.xlarge')[1]:.2f} with `--instance-type c5.xlarge`" in page
+    assert f"${aws_e2e.estimate('g5.xlarge')[1]:.2f} with g5.xlarge" in page
     assert "t3.medium $0.0416/h" in notes[-1]
     _, _, unknown = aws_e2e.estimate("x9.huge")
     assert unknown[0] == "no bundled price for x9.huge: its instance-hours are left out"
-    json.dumps(notes)
