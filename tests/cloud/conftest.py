@@ -6,11 +6,13 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 from tests.support.cli import run_here
 from tests.support.moto import FAKE_AWS, Moto
+from tests.support.planned_calls import check_planned_calls, planned_call_errors
 
 __all__ = ["FAKE_AWS", "REPO", "Moto", "run_cli", "run_cli_here"]
 
@@ -51,3 +53,14 @@ def instance_assets(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     archive = noop_mar(tmp_path_factory.mktemp("zoo"), "squeezenet")
     target.write_bytes(archive.read_bytes())
     return wheels
+
+
+@pytest.fixture(autouse=True)
+def planned_calls_are_well_formed() -> Iterator[None]:
+    """Each call a dry run only lists passes botocore's parameter validation, as each call sent to moto does
+    (tests/support/planned_calls.py; under `make test-lowest`, the oldest botocore pyproject.toml allows)."""
+    check_planned_calls()
+    planned_call_errors()
+    yield
+    found = planned_call_errors()
+    assert not found, "planned AWS calls botocore would refuse:\n" + "\n".join(found)

@@ -40,8 +40,10 @@ def test_the_table_says_which_calls_it_would_look_up(capsys) -> None:
     code, out, err = run_mmsctl(capsys, "ec2", "launch", "--eia", "medium", "--dry-run")
     assert code == 0, err
     rows = [line.split() for line in out.splitlines()[1:]]
-    # the account names the asset bucket, then the AMI; the S3 puts come before the instances
-    assert [r[2:5] for r in rows[:2]] == [["GetCallerIdentity", "would", "look"], ["GetParameter", "would", "look"]]
+    # whether EI's endpoint service is offered, the account (it names the asset bucket), then the AMI; the S3
+    # puts come before the instances
+    assert [r[2:5] for r in rows[:3]] == [["DescribeVpcEndpointServices", "would", "look"],
+                                          ["GetCallerIdentity", "would", "look"], ["GetParameter", "would", "look"]]
     assert rows[-1][2:5] == ["RunInstances", "would", "run"] and any(r[2] == "PutObject" for r in rows)
 
 

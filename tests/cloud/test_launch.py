@@ -46,6 +46,17 @@ def _our_groups(ec2: Any) -> list[dict[str, Any]]:
         "SecurityGroups"]
 
 
+#: Connect on the account's accelerators in the region, nothing else (not the EI guide's iam:*/ec2:* reads).
+EI_CONNECT_ONLY = {"Version": "2012-10-17", "Statement": [{
+    "Sid": "ElasticInferenceConnect", "Effect": "Allow", "Action": "elastic-inference:Connect",
+    "Resource": "arn:aws:elastic-inference:us-east-1:123456789012:elastic-inference-accelerator/*"}]}
+
+
+def _policy(iam: Any, role: str, name: str) -> dict[str, Any]:
+    doc = iam.get_role_policy(RoleName=role, PolicyName=name)["PolicyDocument"]
+    return json.loads(doc) if isinstance(doc, str) else doc
+
+
 def _instances(ec2: Any, **kw: Any) -> list[dict[str, Any]]:
     return [i for r in ec2.describe_instances(**kw)["Reservations"] for i in r["Instances"]]
 
@@ -75,15 +86,8 @@ def test_launch_eia_creates_endpoint_group_role_and_tagged_instance(aws: dict[st
                     for r in p["IpRanges"]}
     assert server_rules == {(8080, "203.0.113.0/24"), (22, "203.0.113.0/24")}
 
-    # The role and instance profile, allowing elastic-inference:Connect.
-    profile = iam.get_instance_profile(InstanceProfileName="mmsctl-ei")["InstanceProfile"]
-    assert [r["RoleName"] for r in profile["Roles"]] == ["mmsctl-ei"]
-    policy = iam.get_role_policy(RoleName="mmsctl-ei", PolicyName="mmsctl-elastic-inference-connect")
-    doc = policy["PolicyDocument"]
-    doc = json.loads(doc) if isinstance(doc, str) else doc
-    assert "elastic-inference:Connect" in doc["Statement"][0]["Action"]
-    trust = iam.get_role(RoleName="mmsctl-ei")["Role"]["AssumeRolePolicyDocument"]
-    assert "ec2.amazonaws.com" in json.dumps(trust)
+    # No shared EI role: the launch's own role (below) carries EI's policy.
+    assert iam.list_roles(PathPrefix="/mmsctl/")["Roles"] == []
 
     # The instance: tags record what was asked (moto, like retired EI, does not echo the accelerator).
     [inst] = _instances(ec2, InstanceIds=[out["instances"][0]["id"]])
@@ -98,6 +102,7 @@ def test_launch_eia_creates_endpoint_group_role_and_tagged_instance(aws: dict[st
     role = own["Roles"][0]["RoleName"]
     assert sorted(iam.list_role_policies(RoleName=role)["PolicyNames"]) == [
         "mmsctl-boot-assets", "mmsctl-elastic-inference-connect", "mmsctl-session-manager"]
+    assert _policy(iam, role, "mmsctl-elastic-inference-connect") == EI_CONNECT_ONLY
     read = iam.get_role_policy(RoleName=role, PolicyName="mmsctl-boot-assets")["PolicyDocument"]
     read = json.loads(read) if isinstance(read, str) else read
     assert read["Statement"][0]["Resource"][0].endswith(":::mmsctl-assets-123456789012-us-east-1/ec2/"
@@ -118,13 +123,19 @@ def test_launch_twice_reuses_endpoint_group_and_role(aws: dict[str, Any]) -> Non
     ec2, iam = aws["ec2"], aws["iam"]
     first = _launch(aws, "--eia", "eia2.large")
     second = _launch(aws, "--eia", "eia2.large")
-    # EI's 5, then the asset bucket, the uploaded assets, the launch's role and profile
-    assert len(first["created"]) == 9 and second["created"] == []
-    assert len(second["reused"]) == 9
+    # the two groups and EI's endpoint, then the asset bucket, the uploaded assets, the launch's role and profile
+    assert len(first["created"]) == 7 and second["created"] == []
+    assert len(second["reused"]) == 7
     assert len(ec2.describe_vpc_endpoints()["VpcEndpoints"]) == 1
     assert len(_our_groups(ec2)) == 2
-    assert [r["RoleName"] for r in iam.list_roles(PathPrefix="/mmsctl/")["Roles"]] == ["mmsctl-ei"]
+    assert iam.list_roles(PathPrefix="/mmsctl/")["Roles"] == []
     assert len(_instances(ec2, Filters=[{"Name": "tag:mmsctl:accelerator", "Values": ["eia2.large"]}])) == 2
+    # Without assets (--pip-spec) the instance has no role of its own: the shared EI role, Connect only.
+    third = _launch(aws, "--eia", "eia2.large", "--pip-spec", "mmsctl==0.1.0")
+    assert third["created"] == ["iam role mmsctl-ei", "instance profile mmsctl-ei"]
+    assert _policy(iam, "mmsctl-ei", "mmsctl-elastic-inference-connect") == EI_CONNECT_ONLY
+    [inst] = _instances(ec2, InstanceIds=[third["instances"][0]["id"]])
+    assert inst["IamInstanceProfile"]["Arn"].endswith(":instance-profile/mmsctl/mmsctl-ei")
 
 
 def test_other_accelerators_need_no_ei_resources(aws: dict[str, Any]) -> None:
@@ -150,10 +161,11 @@ def test_dry_run_prints_calls_and_changes_nothing(aws: dict[str, Any]) -> None:
     plan = json.loads(proc.stdout)
     planned = [c["operation"] for c in plan["calls"] if not c["executed"]]
     ei = ["CreateSecurityGroup", "AuthorizeSecurityGroupIngress", "CreateSecurityGroup",
-          "AuthorizeSecurityGroupIngress", "CreateVpcEndpoint", "CreateRole", "PutRolePolicy",
-          "CreateInstanceProfile", "AddRoleToInstanceProfile"]
-    assert planned[:9] == ei and planned[9:14] == ["CreateBucket", "PutPublicAccessBlock", "PutBucketEncryption",
+          "AuthorizeSecurityGroupIngress", "CreateVpcEndpoint"]
+    assert planned[:5] == ei and planned[5:10] == ["CreateBucket", "PutPublicAccessBlock", "PutBucketEncryption",
                                                   "PutBucketVersioning", "PutBucketTagging"]
+    # EC2 is asked first whether the region still offers EI's endpoint service
+    assert [c["operation"] for c in plan["calls"]][0] == "DescribeVpcEndpointServices"
     assert planned[-7:] == ["CreateRole", "PutRolePolicy", "PutRolePolicy", "PutRolePolicy", "CreateInstanceProfile",
                             "AddRoleToInstanceProfile", "RunInstances"]  # the launch's role: session, assets, EI
     assert all(c["mutating"] is False for c in plan["calls"] if c["executed"])
@@ -218,8 +230,7 @@ def test_cleanup_removes_ours_and_nothing_else(aws: dict[str, Any]) -> None:
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert sorted(d["kind"] for d in report["deleted"]) == [
-        "iam-role", "instance-profile", "security-group", "security-group",
-        "vpc-endpoint"]  # EI's role; the launch's role and prefix went with its instance
+        "security-group", "security-group", "vpc-endpoint"]  # the launch's role and prefix went with its instance
     assert report["kept"] == [{"kind": "iam-role", "id": "theirs"}]
     assert [e for e in ec2.describe_vpc_endpoints()["VpcEndpoints"] if e["State"] != "deleted"] == []
     assert _our_groups(ec2) == []

@@ -7,5 +7,7 @@
     iam.py              instance roles and profiles
     network.py          VPC and subnet choice
     security_groups.py  groups and their rules
+    made.py             one line of what a command created that also names the resource (``Made``)
+    undo.py             delete what a command made when a later step of it fails
     prices.py           bundled prices (``prices.json``), the Pricing API, cost per 100k requests
 """

@@ -194,6 +194,8 @@ def placeholder_read(service: str, operation: str, params: dict[str, Any]) -> Op
         vpc = _filter(params, "vpc-id") or "<default VPC>"
         return {"Subnets": [{"SubnetId": f"<default subnet {n}>", "VpcId": vpc, "AvailabilityZone": f"<zone {n}>"}
                             for n in (1, 2)]}
+    if operation == "describe_vpc_endpoint_services":
+        return {"ServiceNames": list(params.get("ServiceNames", []))}
     if operation == "get_caller_identity":
         return {"Account": "<account>"}
     if operation == "get_authorization_token":

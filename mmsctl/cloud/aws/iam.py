@@ -14,6 +14,7 @@ from typing import Any, Mapping, Optional
 from mmsctl.cloud.aws import tags
 from mmsctl.cloud.aws.errors import ResourceNotFound
 from mmsctl.cloud.aws.session import AwsSession
+from mmsctl.cloud.aws.made import Made
 
 __all__ = [
     "EC2_TRUST",
@@ -64,7 +65,7 @@ def ensure_instance_role(
     except ResourceNotFound:
         aws.call("iam", "create_role", RoleName=role_name, Path=path, AssumeRolePolicyDocument=json.dumps(EC2_TRUST),
                  Description=description, Tags=tags.tag_list(role_tags))
-        created.append(f"iam role {role_name}")
+        created.append(Made(f"iam role {role_name}", kind="iam-role", id=role_name))
     for policy_name, document in policies.items():
         aws.call("iam", "put_role_policy", RoleName=role_name, PolicyName=policy_name,
                  PolicyDocument=json.dumps(document))
@@ -74,7 +75,7 @@ def ensure_instance_role(
     except ResourceNotFound:
         profile = aws.call("iam", "create_instance_profile", InstanceProfileName=profile_name, Path=path,
                            Tags=tags.tag_list(profile_tags))["InstanceProfile"]
-        created.append(f"instance profile {profile_name}")
+        created.append(Made(f"instance profile {profile_name}", kind="instance-profile", id=profile_name))
     if not any(r.get("RoleName") == role_name for r in profile.get("Roles", [])):
         aws.call("iam", "add_role_to_instance_profile", InstanceProfileName=profile_name, RoleName=role_name)
     return str(profile["Arn"])

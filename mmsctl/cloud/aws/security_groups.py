@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from mmsctl.cloud.aws import tags
 from mmsctl.cloud.aws.network import Placement
 from mmsctl.cloud.aws.session import AwsSession
+from mmsctl.cloud.aws.made import Made
 from mmsctl.errors import CloudError, UsageError
 
 #: Narrower than this, a source is someone's network; this wide or wider, it is "anyone" (a /7 is 33 M addresses).
@@ -104,7 +105,7 @@ def ensure_security_group(
             "ec2", "create_security_group", GroupName=name, Description=description, VpcId=placement.vpc_id,
             TagSpecifications=[tags.tag_spec("security-group", tags.base_tags(component, name))],
         )["GroupId"])
-        created.append(f"security group {group_id} ({name})")
+        created.append(Made(f"security group {group_id} ({name})", kind="security-group", id=group_id))
         existing = set()
     missing = [(port, cidr) for port in ports for cidr in cidrs if (port, cidr) not in existing]
     if missing:

@@ -16,7 +16,7 @@ from mmsctl.cloud.aws.asset_bucket import bucket_name
 from mmsctl.cloud.aws.iam import SESSION_MANAGER_POLICY, ensure_instance_role
 from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.instance.assets import AssetPlan, plan_assets, stage_assets
-from mmsctl.cloud.instance.ei import EI_POLICY, EI_POLICY_NAME
+from mmsctl.cloud.instance.ei import EI_POLICY_NAME, ei_policy
 from mmsctl.cloud.instance.userdata import AssetsRef, ModelSpec
 from mmsctl.cloud.instance.wheelhouse import build_wheelhouse, check_python
 from mmsctl.errors import UsageError
@@ -69,7 +69,7 @@ def stage_launch_assets(aws: AwsSession, assets: LaunchAssets, *, ei: bool, crea
                    f"{len(staged.unchanged)} unchanged")
     policies: dict[str, Any] = {SESSION_MANAGER_POLICY_NAME: SESSION_MANAGER_POLICY, ASSETS_POLICY_NAME: staged.policy}
     if ei:
-        policies[EI_POLICY_NAME] = EI_POLICY
+        policies[EI_POLICY_NAME] = ei_policy(aws)
     role = role_name(assets.name)
     owned = tags.base_tags(ROLE_COMPONENT, role)
     return ensure_instance_role(aws, role_name=role, profile_name=role, path=IAM_PATH,

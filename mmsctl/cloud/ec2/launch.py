@@ -8,20 +8,21 @@ deleted (:mod:`.destroy`).
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from mmsctl.cloud.aws import tags
 from mmsctl.cloud.aws.errors import ElasticInferenceRetired
-from mmsctl.cloud.aws.network import resolve_placement
+from mmsctl.cloud.aws.network import Placement, resolve_placement
 from mmsctl.cloud.aws.security_groups import check_ssh_sources, ensure_security_group
 from mmsctl.cloud.aws.session import AwsSession
-from mmsctl.cloud.ec2.assets import launch_name, plan_launch_assets, stage_launch_assets
+from mmsctl.cloud.aws.undo import undo
+from mmsctl.cloud.ec2.assets import LaunchAssets, launch_name, plan_launch_assets, stage_launch_assets
 from mmsctl.cloud.ec2.query import instance_row
 from mmsctl.cloud.ec2.spec import LaunchRequest, LaunchResult
 from mmsctl.cloud.instance.accelerators import check_ei_region
-from mmsctl.cloud.instance.ei import ensure_ei_resources
-from mmsctl.cloud.instance.server_image import INFERENCE_PORT, METADATA_OPTIONS, server_image
-from mmsctl.errors import CloudError, UsageError
+from mmsctl.cloud.instance.ei import check_ei_service, ensure_ei_instance_profile, ensure_ei_network
+from mmsctl.cloud.instance.server_image import INFERENCE_PORT, METADATA_OPTIONS, ServerImage, server_image
+from mmsctl.errors import CloudError, MmsError, UsageError
 
 __all__ = ["SERVER_SG_NAME", "launch"]
 
@@ -31,8 +32,13 @@ SERVER_SG_NAME = "mmsctl-server"
 def launch(aws: AwsSession, req: LaunchRequest, *, sleep: Callable[[float], None] = time.sleep) -> LaunchResult:
     """Find or create what the instances need, then run them with the boot script.
 
+    A launch that fails after it made something (an endpoint EC2 will not make, a refused RunInstances)
+    deletes what it made before it raises (never what it found and reused), and its error says what went
+    and what stays.
+
     Raises:
         UnsupportedRegion: Elastic Inference in a region where it never existed.
+        ElasticInferenceRetired: the region no longer offers EI's endpoint service (asked before anything is made).
         CloudError: AWS refused a call (credentials, access, quota, …).
     """
     choice = req.accelerator
@@ -41,6 +47,8 @@ def launch(aws: AwsSession, req: LaunchRequest, *, sleep: Callable[[float], None
     req.allow_cidrs = check_ssh_sources(req.allow_cidrs, allow_world=req.allow_world_ssh, param="allow_cidrs")
     if choice.is_ei and not aws.region.startswith("<"):
         check_ei_region(aws.region)  # before the wheels and the models are prepared here
+    if choice.is_ei:
+        check_ei_service(aws)
     name = launch_name(req.name, req.models)
     assets = plan_launch_assets(aws, name, req.models, req.instance_python) if req.uses_assets else None
     image = server_image(aws, choice, models=assets.plan.models if assets else req.models, server=req.server,
@@ -49,6 +57,20 @@ def launch(aws: AwsSession, req: LaunchRequest, *, sleep: Callable[[float], None
     placement = resolve_placement(aws, req.subnet)
     created: list[str] = []
     reused: list[str] = []
+    try:
+        params = _prepare(aws, req, name, assets, image, placement, created, reused)
+        reservation = _run_instances(aws, params, ei=choice.is_ei, sleep=sleep)
+    except MmsError as exc:
+        raise _undone(aws, exc, created, sleep) from exc.__cause__
+    rows = [instance_row(i) for i in reservation.get("Instances", [])]
+    return LaunchResult(rows, image.ami, placement, image.instance_type, choice.label, created, reused,
+                        image.warnings)
+
+
+def _prepare(aws: AwsSession, req: LaunchRequest, name: str, assets: Optional[LaunchAssets], image: ServerImage,
+             placement: Placement, created: list[str], reused: list[str]) -> dict[str, Any]:
+    """Find or create the groups, EI's endpoint, the assets and the role; the RunInstances parameters."""
+    choice = req.accelerator
     server_sg = ensure_security_group(
         aws, placement, name=SERVER_SG_NAME, component=tags.SERVER_SECURITY_GROUP,
         description="mmsctl: model server inference API and SSH",
@@ -58,12 +80,11 @@ def launch(aws: AwsSession, req: LaunchRequest, *, sleep: Callable[[float], None
     group_ids = [server_sg]
     params: dict[str, Any] = {}
     if choice.is_ei:
-        ei = ensure_ei_resources(aws, placement)
-        created += ei.created
-        reused += ei.reused
+        ei = ensure_ei_network(aws, placement, created, reused)
         group_ids.append(ei.security_group_id)
-        params["IamInstanceProfile"] = {"Arn": ei.instance_profile_arn}
         params["ElasticInferenceAccelerators"] = image.ei_request()
+        if assets is None:  # with assets the launch's own role carries the EI policy
+            params["IamInstanceProfile"] = {"Arn": ensure_ei_instance_profile(aws, created, reused)}
     if assets is not None:
         params["IamInstanceProfile"] = {"Arn": stage_launch_assets(aws, assets, ei=choice.is_ei, created=created,
                                                                    reused=reused)}
@@ -81,10 +102,22 @@ def launch(aws: AwsSession, req: LaunchRequest, *, sleep: Callable[[float], None
     )
     if req.key_name:
         params["KeyName"] = req.key_name
-    reservation = _run_instances(aws, params, ei=choice.is_ei, sleep=sleep)
-    rows = [instance_row(i) for i in reservation.get("Instances", [])]
-    return LaunchResult(rows, image.ami, placement, image.instance_type, choice.label, created, reused,
-                        image.warnings)
+    return params
+
+
+def _undone(aws: AwsSession, exc: MmsError, created: list[str], sleep: Callable[[float], None]) -> MmsError:
+    """*exc*, after deleting what this launch made; its message says what went and what stays."""
+    if aws.dry_run or not created:
+        return exc
+    removed, kept = undo(aws, created, sleep=sleep)
+    said = [exc.message]
+    if removed:
+        said.append(f"removed what this launch made: {', '.join(removed)}")
+    if kept:
+        said.append(f"kept: {', '.join(kept)} (the next launch reuses them; `mmsctl ec2 cleanup` removes all but "
+                    "the asset bucket once no mmsctl instance runs)")
+    exc.message = "; ".join(said)
+    return exc
 
 
 def _run_instances(aws: AwsSession, params: dict[str, Any], *, ei: bool,

@@ -29,7 +29,7 @@ from mmsctl.cloud.fleet import asg, elb
 from mmsctl.cloud.fleet.names import IAM_PATH, FleetNames, check_name
 from mmsctl.cloud.fleet.query import find_resources
 from mmsctl.cloud.instance.accelerators import AcceleratorChoice, check_ei_region
-from mmsctl.cloud.instance.ei import EI_POLICY, EI_POLICY_NAME, ensure_ei_network
+from mmsctl.cloud.instance.ei import EI_POLICY_NAME, ei_policy, ensure_ei_network
 from mmsctl.cloud.instance.server_image import (
     INFERENCE_PORT,
     MANAGEMENT_PORT,
@@ -278,7 +278,7 @@ class _Build:
         policies: dict[str, Any] = {SESSION_MANAGER_POLICY_NAME: SESSION_MANAGER_POLICY,
                                     LIFECYCLE_POLICY_NAME: lifecycle_policy(self.aws, names)}
         if self.req.accelerator.is_ei:
-            policies[EI_POLICY_NAME] = EI_POLICY
+            policies[EI_POLICY_NAME] = ei_policy(self.aws)
         if self.asset_policy is not None:
             policies[ASSETS_POLICY_NAME] = self.asset_policy
         profile_arn = ensure_instance_role(
