@@ -47,6 +47,7 @@ INSTANCE_COLUMNS = (
     Column("Instance", "id"),
     Column("Name", "name"),
     Column("State", "state"),
+    Column("Boot", "boot"),
     Column("Type", "type"),
     Column("Accelerator", "accelerator"),
     Column("Public IP", "public_ip"),
@@ -211,14 +212,15 @@ def describe_cmd(
     profile: Optional[str] = ProfileOpt,
     output: str = OutputOpt,
 ) -> None:
-    """Show one mmsctl instance: state, addresses, accelerator, models, groups, role, tags."""
+    """Show one mmsctl instance: state, its boot (what it reported, its console's last boot lines), addresses,
+    accelerator, models, groups, role, tags."""
     check_output(output)
     from mmsctl.cloud.ec2.query import describe_instance
 
     info = describe_instance(aws_session(region, profile), instance_id)
     if not render_data(info, output):
-        rows = [{"field": k, "value": v if not isinstance(v, dict) else ", ".join(f"{a}={b}" for a, b in v.items())}
-                for k, v in info.items()]
+        rows = [{"field": k, "value": ", ".join(f"{a}={b}" for a, b in v.items()) if isinstance(v, dict)
+                 else "\n".join(v) if k == "boot_log" and v else v} for k, v in info.items()]
         render_table(rows, (Column("Field", "field"), Column("Value", "value")))
 
 

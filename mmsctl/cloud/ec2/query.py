@@ -12,6 +12,7 @@ from typing import Any, Callable
 from mmsctl.cloud.aws import tags
 from mmsctl.cloud.aws.errors import ResourceNotFound
 from mmsctl.cloud.aws.session import AwsSession
+from mmsctl.cloud.instance.boot_status import boot_status, console_lines
 from mmsctl.cloud.instance.server_image import INFERENCE_PORT
 from mmsctl.cloud.instance.tunnels import ssh_host_block
 from mmsctl.errors import CloudError
@@ -32,7 +33,8 @@ _LIVE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
 
 
 def instance_row(instance: dict[str, Any]) -> dict[str, Any]:
-    """One instance as the flat record ``list``/``describe`` print."""
+    """One instance as the flat record ``list``/``describe`` print (``boot``: what the instance reported of its
+    boot, :mod:`~mmsctl.cloud.instance.boot_status`)."""
     t = tags.as_dict(instance.get("Tags"))
     public = instance.get("PublicIpAddress")
     launched = instance.get("LaunchTime")
@@ -40,6 +42,7 @@ def instance_row(instance: dict[str, Any]) -> dict[str, Any]:
         "id": instance.get("InstanceId"),
         "name": t.get("Name"),
         "state": (instance.get("State") or {}).get("Name"),
+        "boot": boot_status(instance).text,
         "type": instance.get("InstanceType"),
         "accelerator": t.get(tags.ACCELERATOR, "none"),
         "public_ip": public,
@@ -85,7 +88,8 @@ def require_managed(instances: list[dict[str, Any]]) -> None:
 
 
 def describe_instance(aws: AwsSession, instance_id: str) -> dict[str, Any]:
-    """Everything worth knowing about one instance: the list row plus tags, groups, role, EI association."""
+    """Everything worth knowing about one instance: the list row plus tags, groups, role, EI association, and the
+    boot's last lines on its console."""
     instances = get_instances(aws, [instance_id])
     require_managed(instances)
     inst = instances[0]
@@ -99,6 +103,7 @@ def describe_instance(aws: AwsSession, instance_id: str) -> dict[str, Any]:
                            for a in inst.get("ElasticInferenceAcceleratorAssociations", [])] or None,
         public_dns=inst.get("PublicDnsName") or None,
         tags=tags.as_dict(inst.get("Tags")),
+        boot_log=console_lines(aws, instance_id) or None,
     )
     return row
 

@@ -38,8 +38,8 @@ from mmsctl.cloud.instance.server_image import (
     ServerImage,
     server_image,
 )
-from mmsctl.cloud.aws.asset_bucket import bucket_name
-from mmsctl.cloud.instance.assets import AssetPlan, plan_assets, stage_assets
+from mmsctl.cloud.instance.assets import AssetPlan, assets_ref, plan_assets, stage_assets
+from mmsctl.cloud.instance.boot_status import BOOT_STATUS_POLICY, BOOT_STATUS_POLICY_NAME
 from mmsctl.cloud.instance.userdata import AssetsRef, ModelSpec, ServerKind
 from mmsctl.cloud.instance.wheelhouse import build_wheelhouse, check_python
 from mmsctl.errors import CloudError, MmsError, UsageError
@@ -199,7 +199,7 @@ def _assets(aws: AwsSession, req: FleetRequest) -> tuple[Optional[AssetPlan], Op
     python = check_python(req.instance_python)
     wheelhouse = None if aws.dry_run else build_wheelhouse(python)
     plan = plan_assets(req.models, FleetNames(req.name).asset_prefix, wheelhouse=wheelhouse, dry_run=aws.dry_run)
-    return plan, AssetsRef(bucket_name(aws.account_id(), aws.region), plan.prefix, aws.region, python)
+    return plan, assets_ref(aws, plan, python)
 
 
 def _create(aws: AwsSession, req: FleetRequest, names: FleetNames, image: ServerImage, network: Network,
@@ -260,7 +260,8 @@ class _Build:
     def role(self) -> str:
         """1. The instances' role and profile (its ARN): first, so IAM has propagated by the time the group launches."""
         names = self.names
-        policies: dict[str, Any] = {SESSION_MANAGER_POLICY_NAME: SESSION_MANAGER_POLICY}
+        policies: dict[str, Any] = {SESSION_MANAGER_POLICY_NAME: SESSION_MANAGER_POLICY,
+                                    BOOT_STATUS_POLICY_NAME: BOOT_STATUS_POLICY}
         if self.req.accelerator.is_ei:
             policies[EI_POLICY_NAME] = EI_POLICY
         if self.asset_policy is not None:

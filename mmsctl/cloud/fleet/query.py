@@ -16,6 +16,7 @@ from mmsctl.cloud.aws.errors import ResourceNotFound
 from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.fleet import asg, elb
 from mmsctl.cloud.fleet.names import FleetNames, check_name
+from mmsctl.cloud.instance.boot_status import boot_status
 from mmsctl.errors import RequestTimeout
 
 __all__ = [
@@ -305,6 +306,7 @@ def describe(aws: AwsSession, name: str) -> dict[str, Any]:
     described = _instances(aws, sorted(states))
     instances = [{
         "id": iid, "lifecycle": states[iid].get("LifecycleState"), "health": states[iid].get("HealthStatus"),
+        "boot": boot_status(described.get(iid, {})).text,
         "target": (targets.get(iid) or {}).get("state"), "zone": states[iid].get("AvailabilityZone"),
         "private_ip": described.get(iid, {}).get("PrivateIpAddress"),
         "public_ip": described.get(iid, {}).get("PublicIpAddress"),
