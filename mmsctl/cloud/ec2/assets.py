@@ -15,7 +15,7 @@ from mmsctl.cloud.aws import tags
 from mmsctl.cloud.aws.iam import SESSION_MANAGER_POLICY, ensure_instance_role
 from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.instance.assets import AssetPlan, assets_ref, plan_assets, stage_assets
-from mmsctl.cloud.instance.boot_status import BOOT_STATUS_POLICY, BOOT_STATUS_POLICY_NAME
+from mmsctl.cloud.instance.boot_status import BOOT_STATUS_POLICY_NAME, boot_status_policy
 from mmsctl.cloud.instance.ei import EI_POLICY, EI_POLICY_NAME
 from mmsctl.cloud.instance.userdata import AssetsRef, ModelSpec
 from mmsctl.cloud.instance.wheelhouse import build_wheelhouse, check_python
@@ -68,7 +68,8 @@ def stage_launch_assets(aws: AwsSession, assets: LaunchAssets, *, ei: bool, crea
     (created if staged.uploaded else reused).append(f"assets s3://{staged.ref.bucket}/{assets.plan.prefix}: {len(staged.uploaded)} uploaded, "
                    f"{len(staged.unchanged)} unchanged")
     policies: dict[str, Any] = {SESSION_MANAGER_POLICY_NAME: SESSION_MANAGER_POLICY, ASSETS_POLICY_NAME: staged.policy,
-                                BOOT_STATUS_POLICY_NAME: BOOT_STATUS_POLICY}
+                                BOOT_STATUS_POLICY_NAME: boot_status_policy(
+                                    aws.region, {"Name": assets.name, tags.MANAGED: "true"})}
     if ei:
         policies[EI_POLICY_NAME] = EI_POLICY
     role = role_name(assets.name)

@@ -39,7 +39,7 @@ from mmsctl.cloud.instance.server_image import (
     server_image,
 )
 from mmsctl.cloud.instance.assets import AssetPlan, assets_ref, plan_assets, stage_assets
-from mmsctl.cloud.instance.boot_status import BOOT_STATUS_POLICY, BOOT_STATUS_POLICY_NAME
+from mmsctl.cloud.instance.boot_status import BOOT_STATUS_POLICY_NAME, boot_status_policy
 from mmsctl.cloud.instance.userdata import AssetsRef, ModelSpec, ServerKind
 from mmsctl.cloud.instance.wheelhouse import build_wheelhouse, check_python
 from mmsctl.errors import CloudError, MmsError, UsageError
@@ -261,7 +261,8 @@ class _Build:
         """1. The instances' role and profile (its ARN): first, so IAM has propagated by the time the group launches."""
         names = self.names
         policies: dict[str, Any] = {SESSION_MANAGER_POLICY_NAME: SESSION_MANAGER_POLICY,
-                                    BOOT_STATUS_POLICY_NAME: BOOT_STATUS_POLICY}
+                                    BOOT_STATUS_POLICY_NAME: boot_status_policy(
+                                        self.aws.region, {tags.FLEET: self.req.name})}
         if self.req.accelerator.is_ei:
             policies[EI_POLICY_NAME] = EI_POLICY
         if self.asset_policy is not None:

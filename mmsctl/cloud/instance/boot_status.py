@@ -2,43 +2,53 @@
 
 The boot script's agent tags the instance at every boot: ``ready`` once the server answers, or
 ``failed: STEP: LINE`` (the step that failed and its last log line, at most 256 characters). The instance
-role may do exactly that (:data:`BOOT_STATUS_POLICY`): CreateTags on the instance the request comes from,
-with that one key. ``ec2 list``/``describe`` and ``fleet describe`` read it; a running instance without the tag
-is still booting (or has no role that may tag it: ``ec2 launch --pip-spec`` or ``--server mms`` without EI).
-``ec2 describe`` also shows the last ``mmsctl-init`` lines of the instance's console output
-(:func:`console_lines`), which the boot writes whether or not it may tag.
+role may do that and nothing more (:func:`boot_status_policy`): CreateTags with that one key and the agent's two
+forms of value, on the instances of its own launch or fleet (their launch tags), from an instance (credentials
+taken off it carry no ``ec2:SourceInstanceARN``). IAM documents no condition key that names the target of a call
+as the calling instance, so a member may mark a sibling's status, never anything else. ``ec2 list``/``describe``
+and ``fleet describe`` read it; a running instance without the tag is still booting (or has no role that may
+tag it: ``ec2 launch --pip-spec`` or ``--server mms`` without EI). ``ec2 describe`` also shows the last
+``mmsctl-init`` lines of the instance's console output (:func:`console_lines`), which the boot writes whether
+or not it may tag.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from mmsctl.cloud.aws import tags
-from mmsctl.cloud.aws.session import AwsSession
+from mmsctl.cloud.aws.session import AwsSession, partition
 
-__all__ = ["BOOT_STATUS_POLICY", "BOOT_STATUS_POLICY_NAME", "BOOT_TAG", "BootStatus", "boot_status", "boot_statuses",
+__all__ = ["BOOT_STATUS_POLICY_NAME", "BOOT_TAG", "boot_status_policy", "BootStatus", "boot_status", "boot_statuses",
            "console_lines"]
 
 BOOT_TAG = "mmsctl:boot"
 BOOT_STATUS_POLICY_NAME = "mmsctl-boot-status"
-#: CreateTags on the calling instance only (``${ec2:SourceInstanceARN}``: the instance a role's credentials were
-#: delivered to; a request from anywhere else leaves the variable unresolved and the statement matches nothing),
-#: with the key mmsctl:boot only and the agent's two forms of value.
-BOOT_STATUS_POLICY: dict[str, Any] = {
-    "Version": "2012-10-17",
-    "Statement": [{
-        "Sid": "TagOwnBootStatus",
-        "Effect": "Allow",
-        "Action": "ec2:CreateTags",
-        "Resource": "${ec2:SourceInstanceARN}",
-        "Condition": {
-            "ForAllValues:StringEquals": {"aws:TagKeys": [BOOT_TAG]},
-            "StringLike": {f"aws:RequestTag/{BOOT_TAG}": ["ready", "failed: *"]},
-        },
-    }],
-}
+
+
+def boot_status_policy(region: str, owner: Mapping[str, str]) -> dict[str, Any]:
+    """The instance role's permission to report its boot: ``ec2:CreateTags`` of ``mmsctl:boot`` (``ready`` or
+    ``failed: …``) on instances that carry every tag of *owner* from their launch (``mmsctl:fleet=NAME``; a
+    launch's ``Name`` and ``mmsctl:managed``), from an instance only."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [{
+            "Sid": "TagOwnBootStatus",
+            "Effect": "Allow",
+            "Action": "ec2:CreateTags",
+            "Resource": f"arn:{partition(region)}:ec2:*:*:instance/*",
+            "Condition": {
+                "StringEquals": {f"ec2:ResourceTag/{key}": value for key, value in owner.items()},
+                "ForAllValues:StringEquals": {"aws:TagKeys": [BOOT_TAG]},
+                "StringLike": {f"aws:RequestTag/{BOOT_TAG}": ["ready", "failed: *"]},
+                "ArnLike": {"ec2:SourceInstanceARN": f"arn:{partition(region)}:ec2:*:*:instance/*"},
+            },
+        }],
+    }
+
+
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 
 

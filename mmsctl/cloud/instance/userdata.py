@@ -206,7 +206,7 @@ def render_user_data(spec: UserDataSpec) -> str:
         fetch_assets=_fetch_part(spec.assets),
         pip_install=_pip_part(spec, server.pip_requirements),
         server_label=server.label,
-        model_list=", ".join(m.arg for m in spec.models) or "(no models; register them later)",
+        model_list=", ".join(m.name for m in spec.models) or "(no models; register them later)",
         accelerator=spec.accelerator,
         version=version,
         accelerator_note=_accelerator_note(spec.accelerator),
