@@ -79,7 +79,7 @@ def boot_status(instance: dict[str, Any]) -> BootStatus:
         return BootStatus("ready")
     if value.startswith("failed:"):
         step, _, line = value[len("failed:"):].strip().partition(": ")
-        return BootStatus("failed", step or "?", line or "-")
+        return BootStatus("failed", step.strip() or "?", line.strip() or "-")
     state = (instance.get("State") or {}).get("Name")
     return BootStatus("booting" if state in (None, "pending", "running") else "unknown")
 
@@ -94,10 +94,8 @@ def boot_statuses(aws: AwsSession, instance_ids: list[str]) -> dict[str, BootSta
 
 def console_lines(aws: AwsSession, instance_id: str, *, limit: int = 5) -> list[str]:
     """The last *limit* ``mmsctl-init:`` lines of the instance's console output (GetConsoleOutput, the latest
-    64 KB on instance types that keep it), printable and bounded; [] when there are none or it cannot be read."""
-    import base64
-    import binascii
-
+    64 KB on instance types that keep it; botocore decodes its base64), printable and bounded; [] when there are
+    none or it cannot be read."""
     from mmsctl.errors import CloudError
 
     try:
@@ -105,8 +103,8 @@ def console_lines(aws: AwsSession, instance_id: str, *, limit: int = 5) -> list[
             answer = aws.call("ec2", "get_console_output", InstanceId=instance_id, Latest=True)
         except CloudError:  # Latest is for Nitro instance types only: the buffer posted at the last transition
             answer = aws.call("ec2", "get_console_output", InstanceId=instance_id)
-        text = base64.b64decode(answer.get("Output") or "").decode("utf-8", "replace")
-    except (CloudError, binascii.Error, ValueError):
+    except CloudError:
         return []
+    text = str(answer.get("Output") or "")
     lines = [_UNPRINTABLE.sub(" ", line).strip()[:300] for line in text.splitlines() if "mmsctl-init:" in line]
     return lines[-limit:]
