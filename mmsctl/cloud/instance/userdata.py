@@ -5,6 +5,12 @@ template is ``userdata.sh`` beside this module, filled with ``@@{name}``
 markers so shell ``${VARS}`` stay untouched. Model arguments are shell-quoted
 once, into ``/opt/mmsctl/run-server.sh``, which systemd runs without
 re-parsing them.
+
+It carries the agent (``boot-agent.py.txt``, standard-library Python, compressed: EC2 takes 16 KB of user
+data) and its settings (``boot.json``: the readiness URL, the lifecycle hook, the assets and their manifest's
+sha256). The agent fetches the assets, and at this and every later boot (``mmsctl-ready.service``) waits
+until the server is ready and reports the boot: the instance's ``mmsctl:boot`` tag, the hook's CONTINUE; a
+step that fails is reported with its last log line and ABANDONs the hook.
 """
 
 from __future__ import annotations
