@@ -287,6 +287,36 @@ def test_the_report_tags_the_instance_and_completes_the_hook(
         "Version": "2011-01-01"}]
 
 
+def test_the_wait_is_for_readiness_not_for_ping(agent: types.ModuleType, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str], console: Path) -> None:
+    """The mmsctl server answers /ping while its models load; the boot is reported only once READY_PATH answers
+    200 (every model with a READY worker), and as failed when it never does within the wait."""
+    from mmsctl.cloud.instance.server_image import READY_PATH
+    from tests.support.boot_standins import _Quiet, _serving
+
+    asked: list[str] = []
+
+    class Server(_Quiet):
+        def do_GET(self) -> None:  # noqa: N802
+            asked.append(self.path)
+            ready = self.path == READY_PATH and asked.count(READY_PATH) >= 3
+            self.answer(200 if self.path == "/ping" or ready else 503, "")
+
+    monkeypatch.setattr(agent.time, "sleep", lambda s: None)
+    with _serving(Server) as url, serving_imds(KEYS) as imds, serving_query_api(KEYS) as api:
+        for name in ("IMDS", "AUTOSCALING", "EC2"):
+            monkeypatch.setenv(f"MMSCTL_{name}_ENDPOINT", imds if name == "IMDS" else api.url)
+        assert agent.ready({"ready": url + READY_PATH, "wait_s": 30, "hook": None}) == 0
+        assert asked == [READY_PATH] * 3 and [c["Tag.1.Value"] for c in api.actions("CreateTags")] == ["ready"]
+        now = [0.0]
+        monkeypatch.setattr(agent.time, "monotonic", lambda: now.__setitem__(0, now[0] + 1) or now[0])
+        asked.clear()
+        assert agent.ready({"ready": url + "/never", "wait_s": 5, "hook": None}) == 1
+    assert len(asked) == 4 and api.actions("CreateTags")[-1]["Tag.1.Value"].startswith(
+        "failed: server: not ready (GET http://127.0.0.1:")
+    assert "server ready at" in capsys.readouterr().out
+
+
 def test_a_failure_is_reported_once_bounded(agent: types.ModuleType, monkeypatch: pytest.MonkeyPatch,
                                             capsys: pytest.CaptureFixture[str], console: Path) -> None:
     """`failed STEP LINE`: the console line, the tag (control characters out, 256 characters at most), ABANDON."""

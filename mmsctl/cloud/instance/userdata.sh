@@ -8,7 +8,7 @@
 # Progress: @@{log_file}   Server log: journalctl -u mmsctl
 set -Eeuo pipefail
 exec 3>&1 4>&2 > >(tee -a @@{log_file}) 2>&1
-TEE=$!
+TEE=${!:-} STEP=start
 echo "mmsctl-init: start $(date -u +%FT%TZ) t=$(date +%s.%N)"
 @@{accelerator_note}
 APP_DIR=@@{app_dir}
@@ -22,7 +22,7 @@ failed() {  # the failing step and its last log line: on the console, in the ins
     local rc=$? line
     trap - ERR
     exec 1>&3 2>&4
-    for _ in $(seq 1 50); do kill -0 "$TEE" 2>/dev/null || break; sleep 0.1; done
+    for _ in $(seq 1 50); do [ -n "$TEE" ] && kill -0 "$TEE" 2>/dev/null || break; sleep 0.1; done
     line=$(awk '/^mmsctl-init: step /{l=""; next} NF{l=$0} END{print l}' @@{log_file})
     python3 "$APP_DIR/boot.py" failed "$STEP" "${line:-$BASH_COMMAND exited $rc}" 2>&1 | tee -a @@{log_file} ||
         echo "mmsctl-init: FAILED at $STEP: $line" | tee -a @@{console}
