@@ -24,6 +24,9 @@ CLOUD_WORDS = CommandWords(
         ("cloud-ami-parameter-not-found", "pass --ami ami-… or --ami resolve:ssm:/your/parameter"),
         ("cloud-no-bundled-price", "pass --price DOLLARS_PER_HOUR, or --live to ask the AWS Pricing API"),
         ("mms-needs-archive-url", "use --server mmsctl, which resolves zoo names itself"),
+        ("cloud-ami-python", lambda exc: f"pass --instance-python {getattr(exc, 'found', '')}"
+         if getattr(exc, "found", "") in ("3.9", "3.10", "3.11", "3.12")
+         else "pass --ami with an image whose python3 is 3.9 to 3.12"),
     ),
 )
 _EC2_WORDS = CommandWords(

@@ -24,7 +24,7 @@ from mmsctl.cloud.instance.userdata import (
 )
 from mmsctl.errors import UsageError
 
-__all__ = ["INFERENCE_PORT", "MANAGEMENT_PORT", "METADATA_OPTIONS", "READY_PATH", "ServerImage", "server_image"]
+__all__ = ["INFERENCE_PORT", "MANAGEMENT_PORT", "AmiPythonMismatch", "METADATA_OPTIONS", "READY_PATH", "ServerImage", "server_image"]
 
 INFERENCE_PORT = 8080
 MANAGEMENT_PORT = 8081
@@ -101,14 +101,20 @@ def _check_python(ami: AmiChoice, python: str) -> list[str]:
     named = f"AMI {ami.image_id}" + (f" ({ami.name})" if ami.name else "")
     if stated is None:
         return [f"{named} does not say which Python it has; the boot checks that its python3 is {python}, the "
-                "wheels' (--instance-python), and fails at its first step if not"]
+                "wheels' Python, and fails at its first step if not"]
     release, found = stated
     if found != python:
-        raise UsageError(f"{named} is {release}, whose python3 is {found}; the wheels are for {python}",
-                         params=("instance_python", "ami"),
-                         hint=f"pass --instance-python {found}" if found in _WHEEL_PYTHONS
-                         else "pass --ami with an image whose python3 is 3.9 to 3.12")
+        raise AmiPythonMismatch(f"{named} is {release}, whose python3 is {found}; the wheels are for {python}",
+                                found, params=("instance_python", "ami"))
     return []
 
 
-_WHEEL_PYTHONS = ("3.9", "3.10", "3.11", "3.12")
+class AmiPythonMismatch(UsageError):
+    """The AMI states another python3 than the wheels are built for (*found*: that Python); the CLI's hint names
+    the flag that fixes it."""
+
+    reference = "cloud-ami-python"
+
+    def __init__(self, message: str, found: str, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.found = found
