@@ -117,11 +117,11 @@ def test_a_signed_request_never_goes_over_plain_http_to_another_host(
 def test_a_redirect_is_not_followed(agent: types.ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """S3's 301 for another region (or anything's Location) ends the fetch there, naming S3's code; the signed
     headers never reach the other host."""
-    from tests.support.boot_standins import _Quiet, _serving
+    from tests.support.boot_standins import QuietHandler, serving_handler
 
     seen: list[str] = []
 
-    class Redirect(_Quiet):
+    class Redirect(QuietHandler):
         def do_GET(self) -> None:  # noqa: N802
             seen.append(self.path)
             body = ("<Error><Code>PermanentRedirect</Code><Message>The bucket you are attempting to access must be "
@@ -133,7 +133,7 @@ def test_a_redirect_is_not_followed(agent: types.ModuleType, monkeypatch: pytest
             self.end_headers()
             self.wfile.write(body)
 
-    with _serving(Redirect) as url:
+    with serving_handler(Redirect) as url:
         monkeypatch.setenv("MMSCTL_S3_ENDPOINT", url)
         with pytest.raises(agent.Refused, match="HTTP 301 PermanentRedirect"):
             agent.download(KEYS, agent.s3_url("b", "k", "us-east-1"), "us-east-1", str(tmp_path / "o"), 10, "s3://b/k")
@@ -292,18 +292,18 @@ def test_the_wait_is_for_readiness_not_for_ping(agent: types.ModuleType, monkeyp
     """The mmsctl server answers /ping while its models load; the boot is reported only once READY_PATH answers
     200 (every model with a READY worker), and as failed when it never does within the wait."""
     from mmsctl.cloud.instance.server_image import READY_PATH
-    from tests.support.boot_standins import _Quiet, _serving
+    from tests.support.boot_standins import QuietHandler, serving_handler
 
     asked: list[str] = []
 
-    class Server(_Quiet):
+    class Server(QuietHandler):
         def do_GET(self) -> None:  # noqa: N802
             asked.append(self.path)
             ready = self.path == READY_PATH and asked.count(READY_PATH) >= 3
             self.answer(200 if self.path == "/ping" or ready else 503, "")
 
     monkeypatch.setattr(agent.time, "sleep", lambda s: None)
-    with _serving(Server) as url, serving_imds(KEYS) as imds, serving_query_api(KEYS) as api:
+    with serving_handler(Server) as url, serving_imds(KEYS) as imds, serving_query_api(KEYS) as api:
         for name in ("IMDS", "AUTOSCALING", "EC2"):
             monkeypatch.setenv(f"MMSCTL_{name}_ENDPOINT", imds if name == "IMDS" else api.url)
         assert agent.ready({"ready": url + READY_PATH, "wait_s": 30, "hook": None}) == 0

@@ -32,7 +32,8 @@ from urllib.parse import parse_qsl
 
 from tests.support.sigv4_standin import verify
 
-__all__ = ["INSTANCE_ID", "QueryApi", "boot_again", "running", "serving_imds", "serving_query_api", "write_shims"]
+__all__ = ["INSTANCE_ID", "QueryApi", "QuietHandler", "boot_again", "running", "serving_handler", "serving_imds",
+           "serving_query_api", "write_shims"]
 
 INSTANCE_ID = "i-0123456789abcdef0"
 _SYSTEMCTL = r'''#!/bin/bash
@@ -128,7 +129,7 @@ def serving_imds(credentials: dict[str, str], role: str = "mmsctl-fleet-boot", *
                base + "iam/security-credentials/" + role: json.dumps({"Code": "Success", "Type": "AWS-HMAC",
                                                                         **credentials})}
 
-    class Handler(_Quiet):
+    class Handler(QuietHandler):
         def do_PUT(self) -> None:  # noqa: N802
             ok = self.path == "/latest/api/token" and self.headers.get("X-aws-ec2-metadata-token-ttl-seconds")
             self.answer(200 if ok else 400, token if ok else "")
@@ -139,7 +140,7 @@ def serving_imds(credentials: dict[str, str], role: str = "mmsctl-fleet-boot", *
             else:
                 self.answer(200 if self.path in answers else 404, answers.get(self.path, ""))
 
-    with _serving(Handler) as url:
+    with serving_handler(Handler) as url:
         yield url
 
 
@@ -178,7 +179,7 @@ def serving_query_api(credentials: dict[str, str], *, region: str = "us-east-1",
     CreateTags goes on to *ec2_url* (moto), so the tag is there for ``mmsctl ec2 list`` to read."""
     state = QueryApi("")
 
-    class Handler(_Quiet):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:  # noqa: N802
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             headers = {k.lower(): v for k, v in self.headers.items()}
@@ -203,12 +204,14 @@ def serving_query_api(credentials: dict[str, str], *, region: str = "us-east-1",
                 self.answer(200, f"<{action}Response><ResponseMetadata><RequestId>standin</RequestId>"
                                  f"</ResponseMetadata></{action}Response>")
 
-    with _serving(Handler) as url:
+    with serving_handler(Handler) as url:
         state.url = url
         yield state
 
 
-class _Quiet(BaseHTTPRequestHandler):
+class QuietHandler(BaseHTTPRequestHandler):
+    """A stand-in's handler: HTTP/1.1, no request log, `answer(status, body)`."""
+
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002
@@ -223,7 +226,8 @@ class _Quiet(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def _serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+def serving_handler(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """*handler* on a free loopback port (its URL), until the block ends."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     # shutdown() waits out one poll: 0.5 s by default, in every test that starts this server
