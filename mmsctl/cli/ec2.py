@@ -24,6 +24,9 @@ CLOUD_WORDS = CommandWords(
         ("cloud-ami-parameter-not-found", "pass --ami ami-… or --ami resolve:ssm:/your/parameter"),
         ("cloud-no-bundled-price", "pass --price DOLLARS_PER_HOUR, or --live to ask the AWS Pricing API"),
         ("mms-needs-archive-url", "use --server mmsctl, which resolves zoo names itself"),
+        ("cloud-ami-python", lambda exc: f"pass --instance-python {getattr(exc, 'found', '')}"
+         if getattr(exc, "found", "") in ("3.9", "3.10", "3.11", "3.12")
+         else "pass --ami with an image whose python3 is 3.9 to 3.12"),
     ),
 )
 _EC2_WORDS = CommandWords(
@@ -47,6 +50,7 @@ INSTANCE_COLUMNS = (
     Column("Instance", "id"),
     Column("Name", "name"),
     Column("State", "state"),
+    Column("Boot", "boot"),
     Column("Type", "type"),
     Column("Accelerator", "accelerator"),
     Column("Public IP", "public_ip"),
@@ -162,15 +166,18 @@ def launch_cmd(
         ids = [str(r["id"]) for r in rows]
         ui.message(f"waiting for {', '.join(ids)} to run…")
         rows = wait_for_instances(aws, ids)
-        _wait_servers(rows, wait_timeout)
+        _wait_servers(aws, rows, wait_timeout)
     if not render_data({**result.to_dict(), "instances": rows}, output):
         render_table(rows, INSTANCE_COLUMNS, wide=output == "wide")
     if not wait:
         ui.message("the server starts a few minutes after boot; `mmsctl ec2 launch --wait` waits for it")
 
 
-def _wait_servers(rows: list[dict[str, Any]], timeout: float) -> None:
-    from mmsctl.cloud.ec2.query import wait_for_server
+def _wait_servers(aws: Any, rows: list[dict[str, Any]], timeout: float) -> None:
+    """Until each server is ready: its readiness URL answers, or the instance reports its boot (a boot that
+    failed ends the wait at once, with the step and its line)."""
+    from mmsctl.cloud.ec2.query import boot_of, wait_for_server
+    from mmsctl.cloud.instance.userdata import READY_PATHS
     from mmsctl.errors import CloudError
 
     ui = get_ui()
@@ -178,9 +185,15 @@ def _wait_servers(rows: list[dict[str, Any]], timeout: float) -> None:
         url = row.get("inference_url") or (f"http://{row['private_ip']}:8080" if row.get("private_ip") else None)
         if url is None:
             raise CloudError(f"{row['id']} has no IP address to check its server at")
-        ui.message(f"waiting for the server at {url}/ping …")
-        if not wait_for_server(url, timeout=timeout):
-            raise CloudError(f"{row['id']} is running but its server did not answer {url}/ping "
+        path = READY_PATHS.get(str(row.get("server")), "/ping")
+        ui.message(f"waiting for the server at {url}{path} …")
+        try:
+            ready = wait_for_server(url, timeout=timeout, path=path, boot=boot_of(aws, str(row["id"])))
+        except CloudError as exc:
+            exc.message = f"{row['id']}: {exc.message}"
+            raise
+        if not ready:
+            raise CloudError(f"{row['id']} is running but its server did not answer {url}{path} "
                              f"within {timeout:g}s",
                              hint="is your address in --allow-cidr? progress: /var/log/mmsctl-init.log on the host")
         row["server_ready"] = True
@@ -211,14 +224,15 @@ def describe_cmd(
     profile: Optional[str] = ProfileOpt,
     output: str = OutputOpt,
 ) -> None:
-    """Show one mmsctl instance: state, addresses, accelerator, models, groups, role, tags."""
+    """Show one mmsctl instance: state, its boot (what it reported, its console's last boot lines), addresses,
+    accelerator, models, groups, role, tags."""
     check_output(output)
     from mmsctl.cloud.ec2.query import describe_instance
 
     info = describe_instance(aws_session(region, profile), instance_id)
     if not render_data(info, output):
-        rows = [{"field": k, "value": v if not isinstance(v, dict) else ", ".join(f"{a}={b}" for a, b in v.items())}
-                for k, v in info.items()]
+        rows = [{"field": k, "value": ", ".join(f"{a}={b}" for a, b in v.items()) if isinstance(v, dict)
+                 else "\n".join(v) if k == "boot_log" and v else v} for k, v in info.items()]
         render_table(rows, (Column("Field", "field"), Column("Value", "value")))
 
 

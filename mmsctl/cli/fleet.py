@@ -221,7 +221,7 @@ def describe_cmd(name: str = NameArg, region: Optional[str] = RegionOpt, profile
         get_ui().out.print()
         render_table(info["instances"], (
             Column("Instance", "id"), Column("Template", "template_version"), Column("Lifecycle", "lifecycle"),
-            Column("Health", "health"), Column("Target", "target"), Column("Zone", "zone"),
+            Column("Boot", "boot"), Column("Health", "health"), Column("Target", "target"), Column("Zone", "zone"),
             Column("Private IP", "private_ip"), Column("Public IP", "public_ip", wide=True)), wide=output == "wide")
     if info["security_groups"]:
         get_ui().out.print()
@@ -230,6 +230,8 @@ def describe_cmd(name: str = NameArg, region: Optional[str] = RegionOpt, profile
             Column("Security group", "name"), Column("Id", "id", wide=True), Column("Ingress", "ingress"),
             Column("Egress", "egress")), wide=output == "wide")
     _warn_drift(info)
+    for failed in (i for i in info["instances"] if str(i.get("boot", "")).startswith("failed:")):
+        get_ui().warn(f"{failed['id']}: boot {failed['boot']}")
 
 
 def _describe_fields(info: dict[str, Any]) -> None:

@@ -4,6 +4,7 @@ list/describe/members/scale, and a destroy that leaves nothing tagged."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -132,17 +133,17 @@ def test_create_makes_the_exact_resource_graph(aws: dict[str, Any]) -> None:
     assert data["IamInstanceProfile"]["Arn"] == profile["Arn"]
     assert [r["RoleName"] for r in profile["Roles"]] == ["mmsctl-fleet-prod"]
     assert sorted(iam.list_role_policies(RoleName="mmsctl-fleet-prod")["PolicyNames"]) == [
-        "mmsctl-boot-assets", "mmsctl-complete-lifecycle", "mmsctl-session-manager"]
+        "mmsctl-boot-assets", "mmsctl-boot-status", "mmsctl-complete-lifecycle", "mmsctl-session-manager"]
     _assert_completes_only_its_groups(iam, "prod")
     script = base64.b64decode(data["UserData"]).decode()
     assert "--management-address http://0.0.0.0:8081" in script and "--inference-address http://0.0.0.0:8080" in script
     assert ("--models squeezenet=/opt/mmsctl/assets/models/squeezenet.mar "
             "--models r18=https://models.example.com/resnet-18.mar") in script
     assert '"$VENV/bin/pip" install --no-index --no-compile --find-links "$APP_DIR/assets/wheelhouse" mmsctl==' in script
-    assert "apt-get update" in script.split("if ! python3 -c", 1)[1].split("fi\n", 1)[0]  # only when missing
+    assert "apt-get -o DPkg::Lock::Timeout=600 update" in script.split("if ! python3 -c", 1)[1].split("fi\n", 1)[0]
     bucket = f"mmsctl-assets-{ACCOUNT}-us-east-1"
-    assert f"python3 - {bucket} fleet/prod/ us-east-1 /opt/mmsctl/assets <<'MMSCTL_PY'" in script
-    _assert_assets(aws, bucket, "fleet/prod/", ["models/squeezenet.mar"])
+    assert '"bucket": "%s", "dest": "/opt/mmsctl/assets"' % bucket in script and 'boot.py" fetch' in script
+    _assert_assets(aws, bucket, "fleet/prod/", ["models/*/squeezenet.mar"])
 
     # The group over the subnets, with ELB health checks, and its target-tracking policy.
     group = _asg(aws, "prod")
@@ -204,18 +205,37 @@ def _assert_assets(aws: dict[str, Any], bucket: str, prefix: str, models: list[s
     assert s3.get_bucket_versioning(Bucket=bucket)["Status"] == "Enabled"
     assert {t["Key"]: t["Value"] for t in s3.get_bucket_tagging(Bucket=bucket)["TagSet"]}["mmsctl:managed"] == "true"
     keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"])
-    assert [k for k in keys if k.startswith(prefix)] == sorted([prefix + "manifest.json", *(prefix + m for m in models)])
-    assert [k for k in keys if k.startswith("wheels/")] == [
-        "wheels/mmsctl-0.1.0-py3-none-any.whl", "wheels/numpy-1.26.4-cp310-cp310-manylinux2014_x86_64.whl"]
-    manifest = json.loads(s3.get_object(Bucket=bucket, Key=prefix + "manifest.json")["Body"].read())
-    for item in manifest["assets"]:
+    manifest = _manifest(aws, bucket, prefix)
+    assert sorted(_unhashed(k) for k in keys if k.startswith(prefix)) == sorted(
+        [prefix + "manifests/*.json", *(prefix + m for m in models)])
+    assert sorted(_unhashed(k) for k in keys if k.startswith("wheels/")) == [
+        "wheels/*/mmsctl-0.1.0-py3-none-any.whl", "wheels/*/numpy-1.26.4-cp310-cp310-manylinux2014_x86_64.whl"]
+    for item in manifest["assets"]:  # each under a key that names its sha256
         head = s3.head_object(Bucket=bucket, Key=item["key"])
-        assert head["Metadata"]["sha256"] == item["sha256"] and len(item["sha256"]) == 64
+        assert head["Metadata"]["sha256"] == item["sha256"] and item["sha256"] in item["key"]
     role = prefix.split("/")[1]
     doc = aws["iam"].get_role_policy(RoleName=f"mmsctl-fleet-{role}", PolicyName="mmsctl-boot-assets")["PolicyDocument"]
     [statement] = doc["Statement"]
     assert (statement["Sid"], statement["Effect"], statement["Action"]) == ("ReadBootAssets", "Allow", ["s3:GetObject"])
     assert statement["Resource"][:2] == [f"arn:aws:s3:::{bucket}/{prefix}*", f"arn:aws:s3:::{bucket}/wheels/*"]
+
+
+def _unhashed(key: str) -> str:
+    """*key* with the sha256 it names as ``*``."""
+    return re.sub(r"[0-9a-f]{64}", "*", key)
+
+
+def _manifest(aws: dict[str, Any], bucket: str, prefix: str) -> dict[str, Any]:
+    """The manifest the fleet's launch template pins (its sha256 is in the boot script's settings)."""
+    [template] = aws["ec2"].describe_launch_templates(
+        Filters=[{"Name": f"tag:{FLEET}", "Values": [prefix.split("/")[1]]}])["LaunchTemplates"]
+    data = aws["ec2"].describe_launch_template_versions(LaunchTemplateId=template["LaunchTemplateId"])[
+        "LaunchTemplateVersions"][0]["LaunchTemplateData"]
+    settings = base64.b64decode(data["UserData"]).decode().split("boot.json\" <<'MMSCTL_EOF'\n", 1)[1]
+    digest = json.loads(settings.split("\n", 1)[0])["assets"]["manifest_sha256"]
+    body = boto3.client("s3").get_object(Bucket=bucket, Key=f"{prefix}manifests/{digest}.json")["Body"].read()
+    assert hashlib.sha256(body).hexdigest() == digest
+    return dict(json.loads(body))
 
 
 def test_assets_upload_only_what_changed_and_go_with_the_fleet(aws: dict[str, Any], tmp_path: Path) -> None:
@@ -227,14 +247,16 @@ def test_assets_upload_only_what_changed_and_go_with_the_fleet(aws: dict[str, An
     first = _create(aws, "one", "-m", "squeezenet", "--min", "1")
     assert [r["name"] for r in first["resources"] if r["kind"] == "assets"] == ["3 uploaded, 0 unchanged"]
     s3.create_bucket(Bucket="my-models")
-    s3.put_object(Bucket="my-models", Key="prod/resnet.mar", Body=b"not read here")
+    s3.put_object(Bucket="my-models", Key="prod/resnet.mar", Body=b"read once here")
     mine = noop_mar(tmp_path, "mine")
     second = _create(aws, "two", "-m", f"own={mine}", "-m", "r=s3://my-models/prod/resnet.mar", "--min", "1")
     assert [r["name"] for r in second["resources"] if r["kind"] == "assets"] == ["1 uploaded, 2 unchanged"]
     bucket = f"mmsctl-assets-{ACCOUNT}-us-east-1"
-    _assert_assets(aws, bucket, "fleet/two/", ["models/own.mar"])
-    manifest = json.loads(s3.get_object(Bucket=bucket, Key="fleet/two/manifest.json")["Body"].read())
-    assert manifest["s3"] == [{"uri": "s3://my-models/prod/resnet.mar", "dest": "models/r.mar"}]
+    _assert_assets(aws, bucket, "fleet/two/", ["models/*/own.mar"])
+    manifest = _manifest(aws, bucket, "fleet/two/")
+    assert manifest["s3"] == [{"uri": "s3://my-models/prod/resnet.mar", "dest": "models/r.mar", "region": "us-east-1",
+                               "style": "virtual", "size": 14,
+                               "sha256": hashlib.sha256(b"read once here").hexdigest()}]  # unversioned: hashed
     doc = aws["iam"].get_role_policy(RoleName="mmsctl-fleet-two", PolicyName="mmsctl-boot-assets")["PolicyDocument"]
     assert doc["Statement"][0]["Resource"][-1] == "arn:aws:s3:::my-models/prod/resnet.mar"
 
@@ -242,10 +264,10 @@ def test_assets_upload_only_what_changed_and_go_with_the_fleet(aws: dict[str, An
     assert gone.code == 0, gone.stderr
     assert any(d["kind"] == "assets" for d in json.loads(gone.stdout)["deleted"])
     left = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"])
-    assert not any(k.startswith("fleet/two/") for k in left) and "fleet/one/manifest.json" in left
+    assert not any(k.startswith("fleet/two/") for k in left) and any(k.startswith("fleet/one/manifests/") for k in left)
     assert any(k.startswith("wheels/") for k in left)
     assert s3.list_object_versions(Bucket=bucket, Prefix="fleet/two/").get("Versions", []) == []
-    assert s3.get_object(Bucket="my-models", Key="prod/resnet.mar")["Body"].read() == b"not read here"
+    assert s3.get_object(Bucket="my-models", Key="prod/resnet.mar")["Body"].read() == b"read once here"
 
 
 def test_https_internal_and_ssh(aws: dict[str, Any]) -> None:
@@ -282,6 +304,7 @@ def test_dry_run_lists_every_call_and_changes_nothing(aws: dict[str, Any]) -> No
         ("s3", "PutBucketVersioning"), ("s3", "PutBucketTagging"), ("s3", "PutObject"), ("s3", "PutObject"),
         ("s3", "PutObject"),  # the model, the wheels (not built for a plan), the manifest
         ("iam", "CreateRole"), ("iam", "PutRolePolicy"), ("iam", "PutRolePolicy"), ("iam", "PutRolePolicy"),
+        ("iam", "PutRolePolicy"),
         ("iam", "CreateInstanceProfile"),
         ("iam", "AddRoleToInstanceProfile"),
         ("ec2", "CreateSecurityGroup"), ("ec2", "AuthorizeSecurityGroupIngress"),
@@ -472,7 +495,8 @@ def test_destroy_leaves_nothing_tagged_and_twice_is_a_no_op(aws: dict[str, Any])
                        "DeleteLoadBalancer", "DeleteTargetGroup", "DeleteLaunchTemplate",
                        "RevokeSecurityGroupIngress", "RevokeSecurityGroupEgress", "DeleteSecurityGroup",
                        "DeleteSecurityGroup", "DeleteSecurityGroup", "RemoveRoleFromInstanceProfile",
-                       "DeleteInstanceProfile", "DeleteRolePolicy", "DeleteRolePolicy", "DeleteRolePolicy", "DeleteRole",
+                       "DeleteInstanceProfile", "DeleteRolePolicy", "DeleteRolePolicy", "DeleteRolePolicy", "DeleteRolePolicy",
+                       "DeleteRole",
                        "DeleteObjects"]  # the fleet's asset prefix
     assert len(_nothing_tagged(aws, "prod")) > 10  # the dry run deleted nothing
 
@@ -644,7 +668,8 @@ def test_an_elastic_inference_fleet_shares_ec2s_endpoint_and_keeps_cleanup_off_i
         "SecurityGroups"][0]["GroupId"]
     assert data["SecurityGroupIds"] == [_groups(aws, "ei")["fleet-instance-security-group"]["GroupId"], ei_sg]
     assert sorted(iam.list_role_policies(RoleName="mmsctl-fleet-ei")["PolicyNames"]) == [
-        "mmsctl-boot-assets", "mmsctl-complete-lifecycle", "mmsctl-elastic-inference-connect", "mmsctl-session-manager"]
+        "mmsctl-boot-assets", "mmsctl-boot-status", "mmsctl-complete-lifecycle", "mmsctl-elastic-inference-connect",
+        "mmsctl-session-manager"]
     refused = cli("ec2", "cleanup")
     assert refused.code == 9 and "fleet(s) ei use the Elastic Inference endpoint" in refused.stderr
     assert cli("fleet", "destroy", "ei").code == 0

@@ -10,9 +10,10 @@ import re
 from contextlib import contextmanager
 from typing import Any, Iterator
 
+import boto3
 import pytest
 
-from tests.cloud.test_fleet import _create, _tg, aws, cli  # noqa: F401 - fixtures
+from tests.cloud.test_fleet import PARAM, _create, _tg, aws, cli  # noqa: F401 - fixtures
 
 BLUE, GREEN = "mmsctl-fleet-ro", "mmsctl-fleet-ro-green"
 
@@ -31,6 +32,9 @@ def _user_data(aws: dict[str, Any], template_id: str, version: str) -> str:
 @pytest.mark.slow
 def test_blue_green_rollout_finish_rollback_and_refusal(aws: dict[str, Any]) -> None:
     cli = aws["cli"]
+    # an AMI that does not say which Python it has (the default one, Ubuntu 22.04's, says 3.10: not 3.11)
+    image = aws["ec2"].register_image(Name="team-base-image", Description="")["ImageId"]
+    boto3.client("ssm").put_parameter(Name=PARAM, Value=image, Type="String", Overwrite=True)
     _create(aws, "ro", "-m", "squeezenet", "--min", "1", "--max", "3", "--warm-pool", "1", "--health-check-grace", "450",
             "--instance-python", "3.11")
     tg_arn = _tg(aws, "ro")["TargetGroupArn"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +102,7 @@ def test_launch_eia_creates_endpoint_group_role_and_tagged_instance(aws: dict[st
     assert inst["IamInstanceProfile"]["Arn"] == own["Arn"] and own["Path"] == "/mmsctl-ec2/"
     role = own["Roles"][0]["RoleName"]
     assert sorted(iam.list_role_policies(RoleName=role)["PolicyNames"]) == [
-        "mmsctl-boot-assets", "mmsctl-elastic-inference-connect", "mmsctl-session-manager"]
+        "mmsctl-boot-assets", "mmsctl-boot-status", "mmsctl-elastic-inference-connect", "mmsctl-session-manager"]
     assert _policy(iam, role, "mmsctl-elastic-inference-connect") == EI_CONNECT_ONLY
     read = iam.get_role_policy(RoleName=role, PolicyName="mmsctl-boot-assets")["PolicyDocument"]
     read = json.loads(read) if isinstance(read, str) else read
@@ -109,7 +110,8 @@ def test_launch_eia_creates_endpoint_group_role_and_tagged_instance(aws: dict[st
                                                         "mmsctl-squeezenet-r18/*")
     keys = [o["Key"] for o in boto3.client("s3").list_objects_v2(
         Bucket="mmsctl-assets-123456789012-us-east-1", Prefix="ec2/")["Contents"]]
-    assert sorted(keys) == ["ec2/mmsctl-squeezenet-r18/manifest.json", "ec2/mmsctl-squeezenet-r18/models/squeezenet.mar"]
+    assert sorted(re.sub("[0-9a-f]{64}", "*", k) for k in keys) == [
+        "ec2/mmsctl-squeezenet-r18/manifests/*.json", "ec2/mmsctl-squeezenet-r18/models/*/squeezenet.mar"]
     assert {g["GroupId"] for g in inst["SecurityGroups"]} == {ei_sg["GroupId"],
                                                              groups["server-security-group"]["GroupId"]}
     raw = ec2.describe_instance_attribute(InstanceId=inst["InstanceId"], Attribute="userData")["UserData"]["Value"]
@@ -148,7 +150,7 @@ def test_other_accelerators_need_no_ei_resources(aws: dict[str, Any]) -> None:
     # no EI role: only the launch's own, which reads its boot assets
     [role] = iam.list_roles(PathPrefix="/mmsctl-ec2/")["Roles"]
     assert sorted(iam.list_role_policies(RoleName=role["RoleName"])["PolicyNames"]) == [
-        "mmsctl-boot-assets", "mmsctl-session-manager"]
+        "mmsctl-boot-assets", "mmsctl-boot-status", "mmsctl-session-manager"]
     for inst in _instances(ec2, InstanceIds=[i["id"] for i in out["instances"]]):
         assert _tags(inst)["mmsctl:accelerator"] == "g5"
 
@@ -166,8 +168,9 @@ def test_dry_run_prints_calls_and_changes_nothing(aws: dict[str, Any]) -> None:
                                                   "PutBucketVersioning", "PutBucketTagging"]
     # EC2 is asked first whether the region still offers EI's endpoint service
     assert [c["operation"] for c in plan["calls"]][0] == "DescribeVpcEndpointServices"
-    assert planned[-7:] == ["CreateRole", "PutRolePolicy", "PutRolePolicy", "PutRolePolicy", "CreateInstanceProfile",
-                            "AddRoleToInstanceProfile", "RunInstances"]  # the launch's role: session, assets, EI
+    assert planned[-8:] == ["CreateRole", "PutRolePolicy", "PutRolePolicy", "PutRolePolicy", "PutRolePolicy",
+                            "CreateInstanceProfile", "AddRoleToInstanceProfile", "RunInstances"]
+    # the launch's role: session, assets, boot status, EI
     assert all(c["mutating"] is False for c in plan["calls"] if c["executed"])
     run = next(c for c in plan["calls"] if c["operation"] == "RunInstances")["parameters"]
     assert run["ElasticInferenceAccelerators"] == [{"Type": "eia1.medium", "Count": 1}]

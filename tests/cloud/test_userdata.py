@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
+from typing import Any
 
 import pytest
 
 from mmsctl.cloud.instance.userdata import (
     EC2_USER_DATA_LIMIT,
+    READY_WAIT_S,
     AssetsRef,
+    LifecycleHook,
     UserDataSpec,
+    agent_source,
     parse_models,
     render_user_data,
 )
@@ -118,16 +123,70 @@ def test_without_assets_only_what_the_instance_reaches_itself() -> None:
             render_user_data(UserDataSpec(models=parse_models([value]), pip_spec="mmsctl==0.1.0"))
 
 
+def _settings(script: str) -> dict[str, Any]:
+    """The agent's boot.json as the script writes it."""
+    return dict(json.loads(script.split("boot.json\" <<'MMSCTL_EOF'\n", 1)[1].split("\n", 1)[0]))
+
+
 def test_with_assets_the_script_fetches_and_installs_without_an_index() -> None:
     models = parse_models(["own=/opt/mmsctl/assets/models/own.mar"])
-    script = render_user_data(UserDataSpec(models=models, version="9.9.9",
-                                           assets=AssetsRef("mmsctl-assets-1-us-east-1", "fleet/p/", "us-east-1")))
-    assert "python3 - mmsctl-assets-1-us-east-1 fleet/p/ us-east-1 /opt/mmsctl/assets <<'MMSCTL_PY'" in script
-    assert "X-aws-ec2-metadata-token" in script  # IMDSv2, the instance role's keys
+    script = render_user_data(UserDataSpec(models=models, version="9.9.9", assets=AssetsRef(
+        "mmsctl-assets-1-us-east-1", "fleet/p/", "us-east-1", "3.10", "ab" * 32)))
+    assert _settings(script)["assets"] == {"bucket": "mmsctl-assets-1-us-east-1", "prefix": "fleet/p/",
+                                           "region": "us-east-1", "dest": "/opt/mmsctl/assets",
+                                           "manifest_sha256": "ab" * 32}
+    assert 'step fetch\npython3 "$APP_DIR/boot.py" fetch' in script
+    assert "metadata-token" in agent_source()  # IMDSv2, the instance role's keys
     assert '"$VENV/bin/pip" install --no-index --no-compile --find-links "$APP_DIR/assets/wheelhouse" mmsctl==9.9.9' in script
     assert "pip install --upgrade pip" not in script and "--models own=/opt/mmsctl/assets/models/own.mar" in script
-    assert len(script.encode()) < EC2_USER_DATA_LIMIT // 2  # room for many models
+    # the wheels' Python is checked first: a wrong AMI fails in a second, not after the packages
+    assert script.index("step python") < script.index("step packages") < script.index("step fetch")
     _bash_syntax_ok(script)
+
+
+def test_the_script_reports_every_boot_to_the_hook_and_waits_for_readiness() -> None:
+    """The agent is carried compressed and unpacks to the agent; boot.json names the hook and what "ready" is;
+    the readiness unit is enabled for every later boot; apt waits for the dpkg lock, bounded."""
+    import base64
+    import gzip
+
+    hook = LifecycleHook("mmsctl-fleet-p", "mmsctl-fleet-p-launching")
+    script = render_user_data(UserDataSpec(models=parse_models(["squeezenet"]), lifecycle_hook=hook))
+    blob = script.split('base64 -d <<\'MMSCTL_EOF\' | gunzip > "$APP_DIR/boot.py"\n', 1)[1].split("\nMMSCTL_EOF", 1)[0]
+    assert gzip.decompress(base64.b64decode(blob)).decode() == agent_source()
+    assert _settings(script) == {"console": "/dev/console", "wait_s": READY_WAIT_S, "assets": None,
+                                 "hook": {"group": "mmsctl-fleet-p", "name": "mmsctl-fleet-p-launching"},
+                                 "ready": "http://127.0.0.1:8080/v2/health/ready"}
+    assert "hook mmsctl-fleet-p-launching of group mmsctl-fleet-p" in script  # the header says so
+    assert "ExecStart=/usr/bin/env python3 /opt/mmsctl/boot.py ready" in script
+    assert "After=network-online.target mmsctl.service" in script
+    assert "systemctl enable mmsctl-ready.service\nsystemctl enable --now mmsctl.service" in script
+    assert script.rstrip().endswith('python3 "$APP_DIR/boot.py" ready || exit 1')
+    assert script.count("apt-get -o DPkg::Lock::Timeout=600 ") == 2
+    assert render_user_data(UserDataSpec(models=parse_models(["squeezenet"]))) == render_user_data(
+        UserDataSpec(models=parse_models(["squeezenet"])))  # the same spec, the same bytes (gzip without a date)
+    mms = render_user_data(UserDataSpec(models=parse_models([f"r18={URL}"]), server="mms"))
+    assert _settings(mms)["ready"] == "http://127.0.0.1:8080/ping" and _settings(mms)["hook"] is None
+    _bash_syntax_ok(script)
+
+
+def test_the_largest_script_leaves_room_for_models() -> None:
+    """EC2 takes 16 KB of user data: what the script needs besides its models (assets, a hook, MMS's longer
+    install lines) leaves most of it to them, and a script over the limit is refused before any AWS call."""
+    hook = LifecycleHook("mmsctl-fleet-abcdefghijklmnopqrs-green", "mmsctl-fleet-abcdefghijklmnopqrs-launching")
+    assets = AssetsRef("mmsctl-assets-123456789012-ap-southeast-2", "fleet/abcdefghijklmnopqrs/", "ap-southeast-2",
+                       "3.12", "ab" * 32)
+    bare = max(len(render_user_data(UserDataSpec(assets=assets, lifecycle_hook=hook, accelerator="eia2.xlarge",
+                                                 management_host="0.0.0.0")).encode()),
+               len(render_user_data(UserDataSpec(server="mms", lifecycle_hook=hook, accelerator="eia2.xlarge")).encode()))
+    assert bare < 11 * 1024, bare
+    one = parse_models([f"m{'x' * 60}=/opt/mmsctl/assets/models/m{'x' * 60}.mar"])
+    with_one = len(render_user_data(UserDataSpec(models=one, assets=assets, lifecycle_hook=hook)).encode())
+    per_model = with_one - len(render_user_data(UserDataSpec(assets=assets, lifecycle_hook=hook)).encode())
+    assert (EC2_USER_DATA_LIMIT - bare) // per_model >= 25  # long names: 25 models at least
+    many = parse_models([f"m{i}{'x' * 60}=/opt/mmsctl/assets/models/m{i}.mar" for i in range(60)])
+    with pytest.raises(UsageError, match="EC2 allows 16384"):
+        render_user_data(UserDataSpec(models=many, assets=assets, lifecycle_hook=hook))
 
 
 def test_the_printed_script_is_the_assets_form_unless_a_pip_spec(capsys) -> None:
@@ -137,12 +196,14 @@ def test_the_printed_script_is_the_assets_form_unless_a_pip_spec(capsys) -> None
 
     fleet = run_mmsctl(capsys, "fleet", "user-data", "-m", "squeezenet", "-m", "own=./own.mar")
     assert fleet.code == 0, fleet.stderr
-    assert "python3 - '<asset-bucket>' 'fleet/<name>/' '<region>' /opt/mmsctl/assets <<'MMSCTL_PY'" in fleet.stdout
+    assert _settings(fleet.stdout)["assets"] == {"bucket": "<asset-bucket>", "prefix": "fleet/<name>/",
+                                                 "region": "<region>", "dest": "/opt/mmsctl/assets",
+                                                 "manifest_sha256": "<manifest-sha256>"}
     assert "--models own=/opt/mmsctl/assets/models/own.mar" in fleet.stdout
     assert '--no-index --no-compile --find-links "$APP_DIR/assets/wheelhouse"' in fleet.stdout
     _bash_syntax_ok(fleet.stdout)
     ec2 = run_mmsctl(capsys, "ec2", "user-data", "-m", "squeezenet")
-    assert "'ec2/<name>/'" in ec2.stdout
+    assert _settings(ec2.stdout)["assets"]["prefix"] == "ec2/<name>/"
     index = run_mmsctl(capsys, "ec2", "user-data", "-m", "squeezenet", "--pip-spec", "mmsctl==0.1.0")
     assert index.code == 0 and "--models squeezenet=squeezenet" in index.stdout
     assert "<asset-bucket>" not in index.stdout and "--no-index" not in index.stdout

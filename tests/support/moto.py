@@ -79,13 +79,16 @@ main(sys.argv[1:])
 
 #: The AMIs the server knows. moto's own ~1,300 in us-east-1 (its default, "latest" and ECS-optimized lists) are
 #: built again for every backend at each reset, which was most of its CPU in tests/cloud/test_fleet.py; the
-#: tests need one Amazon image.
+#: tests need one Amazon image: the Deep Learning AMI mmsctl picks by default (Ubuntu 22.04, python3 3.10, the
+#: wheels' default Python: `ec2 launch` refuses an AMI that says it has another).
 _AMIS = [{
-    "ami_id": "ami-0e5c3a1b2d4f60789", "name": "amzn2-ami-kernel-5.10-hvm-2.0.20241001.0-x86_64-gp2",
-    "description": "Amazon Linux 2 Kernel 5.10 AMI 2.0.20241001.0 x86_64 HVM gp2", "owner_id": "137112412989",
-    "public": True, "state": "available", "image_location": "amazon/amzn2-ami-kernel-5.10-hvm-2.0.20241001.0-x86_64-gp2",
+    "ami_id": "ami-0e5c3a1b2d4f60789", "name": "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) 20241001",
+    "description": "Supported EC2 instances: G4dn, G5, G6, Gr6, G6e, P4d, P4de, P5, P5e. Release notes: "
+                   "https://docs.aws.amazon.com/dlami/latest/devguide/appendix-ami-release-notes.html",
+    "owner_id": "898082745236", "public": True, "state": "available",
+    "image_location": "amazon/Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) 20241001",
     "architecture": "x86_64", "virtualization_type": "hvm", "hypervisor": "xen", "image_type": "machine",
-    "root_device_type": "ebs", "root_device_name": "/dev/xvda", "sriov": "simple",
+    "root_device_type": "ebs", "root_device_name": "/dev/sda1", "sriov": "simple",
 }]
 #: The one image the tests' moto knows (a reset keeps it).
 AMAZON_IMAGE = _AMIS[0]["ami_id"]

@@ -1,10 +1,12 @@
 """The private bucket an instance boots from: one per account and region, ``mmsctl-assets-ACCOUNT-REGION``.
 
 ``ec2 launch`` and ``fleet create`` put what an instance needs under a prefix of their own
-(``fleet/NAME/``, ``ec2/NAME/``): the models and ``manifest.json``, which lists them and the
-wheels (mmsctl's and its dependencies', shared by all under ``wheels/``) with their sha256. The bucket blocks public
-access, encrypts by default (SSE-S3), keeps versions and is tagged ``mmsctl:managed``; an object
-is uploaded only when its sha256 changed, so the second fleet of a version uploads only its
+(``fleet/NAME/``, ``ec2/NAME/``): the models and a manifest, which lists them and the wheels (mmsctl's and its
+dependencies', shared by all under ``wheels/``) with their sha256. Every key names its content's sha256
+(``models/SHA256/FILE``, ``manifests/SHA256.json``): what one launch template version boots is never
+overwritten by a later rollout or launch, and its user data pins the manifest by that sha256. The bucket blocks
+public access, encrypts by default (SSE-S3), keeps versions and is tagged ``mmsctl:managed``; an object
+is uploaded only when it is not there yet, so the second fleet of a version uploads only its
 models. The instance role may read exactly its prefix.
 """
 
@@ -21,10 +23,11 @@ from mmsctl.cloud.aws.errors import aws_code
 from mmsctl.cloud.aws.session import AwsSession, partition
 from mmsctl.errors import CloudError
 
-__all__ = ["Asset", "MANIFEST", "WHEELS", "bucket_name", "delete_owned_prefix", "delete_prefix", "ensure_bucket", "read_statement", "sha256_of",
-           "upload"]
+__all__ = ["Asset", "MANIFESTS", "WHEELS", "bucket_name", "delete_owned_prefix", "delete_prefix", "ensure_bucket",
+           "manifest_document", "manifest_key", "read_statement", "sha256_of", "upload"]
 
-MANIFEST = "manifest.json"
+#: Under a prefix: one manifest per content, ``manifests/SHA256.json``.
+MANIFESTS = "manifests/"
 #: Wheels are shared by every prefix (a wheel's file name names its version): uploaded once per account and region.
 WHEELS = "wheels/"
 _BATCH = 1000
@@ -39,6 +42,7 @@ class Asset:
     path: Path
     sha256: str
     dest: str
+    size: int = 0
 
 
 def sha256_of(path: Path) -> str:
@@ -91,9 +95,23 @@ def _create(aws: AwsSession, bucket: str) -> None:
         tags.base_tags("asset-bucket", bucket))})
 
 
+def manifest_document(assets: list[Asset], extra: Optional[dict[str, Any]] = None) -> bytes:
+    """The manifest an instance fetches: every asset's key, sha256, size and place on the instance (and *extra*:
+    the ``s3://`` models read in place). The same assets make the same bytes, so its sha256 can be rendered into
+    user data before it is uploaded."""
+    document = {"assets": [{"key": a.key, "sha256": a.sha256, "dest": a.dest, "size": a.size} for a in assets],
+                **(extra or {})}
+    return json.dumps(document, indent=1, sort_keys=True).encode("utf-8")
+
+
+def manifest_key(prefix: str, document: bytes) -> str:
+    return f"{prefix}{MANIFESTS}{hashlib.sha256(document).hexdigest()}.json"
+
+
 def upload(aws: AwsSession, bucket: str, prefix: str, assets: list[Asset],
-           extra: Optional[dict[str, Any]] = None) -> tuple[list[str], list[str]]:
-    """Put each asset unless the object there has the same sha256, then the manifest; (uploaded, unchanged) keys."""
+           manifest: bytes) -> tuple[list[str], list[str]]:
+    """Put each asset unless the object there has the same sha256, then the *manifest* document under its
+    sha256; (uploaded, unchanged) keys."""
     uploaded, unchanged = [], []
     for asset in assets:
         key = asset.key
@@ -115,9 +133,8 @@ def upload(aws: AwsSession, bucket: str, prefix: str, assets: list[Asset],
             aws.call("s3", "put_object", Bucket=bucket, Key=key, Body=fh, Metadata={"sha256": asset.sha256},
                      read_timeout=600.0)
         uploaded.append(key)
-    manifest = {"assets": [{"key": a.key, "sha256": a.sha256, "dest": a.dest} for a in assets], **(extra or {})}
-    aws.call("s3", "put_object", Bucket=bucket, Key=prefix + MANIFEST, ContentType="application/json",
-             Body=json.dumps(manifest, indent=1, sort_keys=True).encode("utf-8"))
+    aws.call("s3", "put_object", Bucket=bucket, Key=manifest_key(prefix, manifest), ContentType="application/json",
+             Body=manifest)
     return uploaded, unchanged
 
 
@@ -139,14 +156,19 @@ def delete_prefix(aws: AwsSession, bucket: str, prefix: str) -> int:
     return len(entries)
 
 
-def read_statement(bucket: str, prefix: str, region: str, in_place: list[str]) -> dict[str, Any]:
+def read_statement(bucket: str, prefix: str, region: str, in_place: list[str],
+                   versioned: Optional[list[str]] = None) -> dict[str, Any]:
     """The instance role's permission: read its prefix and the shared wheels (and the ``s3://`` models used
-    where they are)."""
+    where they are; the pinned version of those in *versioned*: GetObject with a versionId is
+    s3:GetObjectVersion)."""
     part = partition(region)
     resources = [f"arn:{part}:s3:::{bucket}/{prefix}*", f"arn:{part}:s3:::{bucket}/{WHEELS}*"]
     resources += [f"arn:{part}:s3:::{uri.removeprefix('s3://')}" for uri in in_place]
-    return {"Version": "2012-10-17", "Statement": [
-        {"Sid": "ReadBootAssets", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": resources}]}
+    statements = [{"Sid": "ReadBootAssets", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": resources}]
+    if versioned:
+        statements.append({"Sid": "ReadPinnedModelVersions", "Effect": "Allow", "Action": ["s3:GetObjectVersion"],
+                           "Resource": [f"arn:{part}:s3:::{uri.removeprefix('s3://')}" for uri in versioned]})
+    return {"Version": "2012-10-17", "Statement": statements}
 
 
 def delete_owned_prefix(aws: AwsSession, prefix: str) -> tuple[str, int]:

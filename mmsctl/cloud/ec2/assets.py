@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from mmsctl.cloud.aws import tags
-from mmsctl.cloud.aws.asset_bucket import bucket_name
 from mmsctl.cloud.aws.iam import SESSION_MANAGER_POLICY, ensure_instance_role
 from mmsctl.cloud.aws.session import AwsSession
-from mmsctl.cloud.instance.assets import AssetPlan, plan_assets, stage_assets
+from mmsctl.cloud.instance.assets import AssetPlan, assets_ref, plan_assets, stage_assets
+from mmsctl.cloud.instance.boot_status import BOOT_STATUS_POLICY_NAME, boot_status_policy
 from mmsctl.cloud.instance.ei import EI_POLICY_NAME, ei_policy
 from mmsctl.cloud.instance.userdata import AssetsRef, ModelSpec
 from mmsctl.cloud.instance.wheelhouse import build_wheelhouse, check_python
@@ -57,17 +57,19 @@ def plan_launch_assets(aws: AwsSession, name: str, models: list[ModelSpec],
     python = check_python(python)
     wheelhouse = None if aws.dry_run else build_wheelhouse(python)
     plan = plan_assets(models, asset_prefix(name), wheelhouse=wheelhouse, dry_run=aws.dry_run)
-    return LaunchAssets(name, plan, AssetsRef(bucket_name(aws.account_id(), aws.region), plan.prefix, aws.region,
-                                              python))
+    return LaunchAssets(name, plan, assets_ref(aws, plan, python))
 
 
 def stage_launch_assets(aws: AwsSession, assets: LaunchAssets, *, ei: bool, created: list[str],
                         reused: list[str]) -> str:
-    """Upload what changed, then the launch's role (read its prefix; EI when asked); the profile's ARN."""
+    """Upload what changed, then the launch's role (read its prefix, tag itself with its boot status; EI when
+    asked); the profile's ARN."""
     staged = stage_assets(aws, assets.plan, assets.ref.python, created, reused)
     (created if staged.uploaded else reused).append(f"assets s3://{staged.ref.bucket}/{assets.plan.prefix}: {len(staged.uploaded)} uploaded, "
                    f"{len(staged.unchanged)} unchanged")
-    policies: dict[str, Any] = {SESSION_MANAGER_POLICY_NAME: SESSION_MANAGER_POLICY, ASSETS_POLICY_NAME: staged.policy}
+    policies: dict[str, Any] = {SESSION_MANAGER_POLICY_NAME: SESSION_MANAGER_POLICY, ASSETS_POLICY_NAME: staged.policy,
+                                BOOT_STATUS_POLICY_NAME: boot_status_policy(
+                                    aws.region, {"Name": assets.name, tags.MANAGED: "true"})}
     if ei:
         policies[EI_POLICY_NAME] = ei_policy(aws)
     role = role_name(assets.name)

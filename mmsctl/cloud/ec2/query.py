@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from mmsctl.cloud.aws import tags
 from mmsctl.cloud.aws.errors import ResourceNotFound
 from mmsctl.cloud.aws.session import AwsSession
+from mmsctl.cloud.instance.boot_status import BootStatus, boot_status, boot_statuses, console_lines
 from mmsctl.cloud.instance.server_image import INFERENCE_PORT
 from mmsctl.cloud.instance.tunnels import ssh_host_block
 from mmsctl.errors import CloudError
 
 __all__ = [
+    "boot_of",
     "describe_instance",
     "get_instances",
     "instance_row",
@@ -32,7 +34,8 @@ _LIVE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
 
 
 def instance_row(instance: dict[str, Any]) -> dict[str, Any]:
-    """One instance as the flat record ``list``/``describe`` print."""
+    """One instance as the flat record ``list``/``describe`` print (``boot``: what the instance reported of its
+    boot, :mod:`~mmsctl.cloud.instance.boot_status`)."""
     t = tags.as_dict(instance.get("Tags"))
     public = instance.get("PublicIpAddress")
     launched = instance.get("LaunchTime")
@@ -40,6 +43,7 @@ def instance_row(instance: dict[str, Any]) -> dict[str, Any]:
         "id": instance.get("InstanceId"),
         "name": t.get("Name"),
         "state": (instance.get("State") or {}).get("Name"),
+        "boot": boot_status(instance).text,
         "type": instance.get("InstanceType"),
         "accelerator": t.get(tags.ACCELERATOR, "none"),
         "public_ip": public,
@@ -85,7 +89,8 @@ def require_managed(instances: list[dict[str, Any]]) -> None:
 
 
 def describe_instance(aws: AwsSession, instance_id: str) -> dict[str, Any]:
-    """Everything worth knowing about one instance: the list row plus tags, groups, role, EI association."""
+    """Everything worth knowing about one instance: the list row plus tags, groups, role, EI association, and the
+    boot's last lines on its console."""
     instances = get_instances(aws, [instance_id])
     require_managed(instances)
     inst = instances[0]
@@ -99,6 +104,7 @@ def describe_instance(aws: AwsSession, instance_id: str) -> dict[str, Any]:
                            for a in inst.get("ElasticInferenceAcceleratorAssociations", [])] or None,
         public_dns=inst.get("PublicDnsName") or None,
         tags=tags.as_dict(inst.get("Tags")),
+        boot_log=console_lines(aws, instance_id) or None,
     )
     return row
 
@@ -127,22 +133,38 @@ def wait_for_instances(aws: AwsSession, ids: list[str], *, timeout: float = 900.
     return [instance_row(i) for i in get_instances(aws, ids)]
 
 
-def wait_for_server(url: str, *, timeout: float, interval: float = 5.0,
-                    clock: Callable[[], float] = time.monotonic,
+def wait_for_server(url: str, *, timeout: float, interval: float = 5.0, path: str = "/ping",
+                    boot: Optional[Callable[[], BootStatus]] = None, clock: Callable[[], float] = time.monotonic,
                     sleep: Callable[[float], None] = time.sleep) -> bool:
-    """Poll ``<url>/ping`` until it answers 200 (True) or *timeout* passes (False)."""
+    """Poll ``<url><path>`` until it answers 200, or *boot* (what the instance reports) says ``ready`` (True), or
+    *timeout* passes (False).
+
+    Raises:
+        CloudError: the instance reported that its boot failed (the step and its log line).
+    """
     import httpx
 
     deadline = clock() + timeout
     while True:
+        reported = boot() if boot is not None else None
+        if reported is not None and reported.state == "failed":
+            raise CloudError(f"the boot failed at {reported.step}: {reported.line}",
+                             hint="`mmsctl ec2 describe INSTANCE_ID` shows the boot's last lines on its console")
+        if reported is not None and reported.state == "ready":
+            return True
         try:
-            if httpx.get(f"{url.rstrip('/')}/ping", timeout=min(5.0, max(timeout, 0.1))).status_code == 200:
+            if httpx.get(f"{url.rstrip('/')}{path}", timeout=min(5.0, max(timeout, 0.1))).status_code == 200:
                 return True
         except httpx.HTTPError:
             pass
         if clock() + interval > deadline:
             return False
         sleep(interval)
+
+
+def boot_of(aws: AwsSession, instance_id: str) -> Callable[[], BootStatus]:
+    """What *instance_id* reports of its boot, asked again at each call (for :func:`wait_for_server`)."""
+    return lambda: boot_statuses(aws, [instance_id]).get(instance_id) or BootStatus("booting")
 
 
 def ssh_config(aws: AwsSession, instance_ids: list[str], *, identity_dir: str = "~/.ssh") -> str:

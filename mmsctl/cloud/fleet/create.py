@@ -38,8 +38,8 @@ from mmsctl.cloud.instance.server_image import (
     ServerImage,
     server_image,
 )
-from mmsctl.cloud.aws.asset_bucket import bucket_name
-from mmsctl.cloud.instance.assets import AssetPlan, plan_assets, stage_assets
+from mmsctl.cloud.instance.assets import AssetPlan, assets_ref, plan_assets, stage_assets
+from mmsctl.cloud.instance.boot_status import BOOT_STATUS_POLICY_NAME, boot_status_policy
 from mmsctl.cloud.instance.userdata import AssetsRef, LifecycleHook, ModelSpec, ServerKind
 from mmsctl.cloud.instance.wheelhouse import build_wheelhouse, check_python
 from mmsctl.errors import CloudError, MmsError, UsageError
@@ -213,7 +213,7 @@ def _assets(aws: AwsSession, req: FleetRequest) -> tuple[Optional[AssetPlan], Op
     python = check_python(req.instance_python)
     wheelhouse = None if aws.dry_run else build_wheelhouse(python)
     plan = plan_assets(req.models, FleetNames(req.name).asset_prefix, wheelhouse=wheelhouse, dry_run=aws.dry_run)
-    return plan, AssetsRef(bucket_name(aws.account_id(), aws.region), plan.prefix, aws.region, python)
+    return plan, assets_ref(aws, plan, python)
 
 
 def _create(aws: AwsSession, req: FleetRequest, names: FleetNames, image: ServerImage, network: Network,
@@ -276,7 +276,9 @@ class _Build:
         """1. The instances' role and profile (its ARN): first, so IAM has propagated by the time the group launches."""
         names = self.names
         policies: dict[str, Any] = {SESSION_MANAGER_POLICY_NAME: SESSION_MANAGER_POLICY,
-                                    LIFECYCLE_POLICY_NAME: lifecycle_policy(self.aws, names)}
+                                    LIFECYCLE_POLICY_NAME: lifecycle_policy(self.aws, names),
+                                    BOOT_STATUS_POLICY_NAME: boot_status_policy(
+                                        self.aws.region, {tags.FLEET: self.req.name})}
         if self.req.accelerator.is_ei:
             policies[EI_POLICY_NAME] = ei_policy(self.aws)
         if self.asset_policy is not None:

@@ -16,6 +16,7 @@ from mmsctl.cloud.aws.errors import ResourceNotFound
 from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.fleet import asg, elb
 from mmsctl.cloud.fleet.names import FleetNames, check_name
+from mmsctl.cloud.instance.boot_status import boot_status
 from mmsctl.cloud.instance.server_image import READY_PATH
 from mmsctl.errors import RequestTimeout
 
@@ -328,6 +329,20 @@ def _notes(found: FleetResources, hook: Optional[dict[str, Any]]) -> list[str]:
     return notes
 
 
+def _members(aws: AwsSession, group: dict[str, Any], targets: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each instance of *group*: its lifecycle, health, boot as it reports it, target state, zone and addresses."""
+    states = {str(i["InstanceId"]): i for i in group.get("Instances", [])}
+    described = _instances(aws, sorted(states))
+    return [{
+        "id": iid, "lifecycle": states[iid].get("LifecycleState"), "health": states[iid].get("HealthStatus"),
+        "boot": boot_status(described.get(iid, {})).text,
+        "target": (targets.get(iid) or {}).get("state"), "zone": states[iid].get("AvailabilityZone"),
+        "private_ip": described.get(iid, {}).get("PrivateIpAddress"),
+        "public_ip": described.get(iid, {}).get("PublicIpAddress"),
+        "template_version": (states[iid].get("LaunchTemplate") or {}).get("Version"),
+    } for iid in sorted(states)]
+
+
 def describe(aws: AwsSession, name: str) -> dict[str, Any]:
     """Everything about one fleet: size, members and their health, balancer, health check, policy, groups."""
     found = _require(aws, name)
@@ -335,15 +350,7 @@ def describe(aws: AwsSession, name: str) -> dict[str, Any]:
     group_tags = tags.as_dict(group.get("Tags"))
     targets = {str(t["id"]): t for t in (elb.target_health(aws, str(found.target_group["TargetGroupArn"]))
                                          if found.target_group else [])}
-    states = {str(i["InstanceId"]): i for i in group.get("Instances", [])}
-    described = _instances(aws, sorted(states))
-    instances = [{
-        "id": iid, "lifecycle": states[iid].get("LifecycleState"), "health": states[iid].get("HealthStatus"),
-        "target": (targets.get(iid) or {}).get("state"), "zone": states[iid].get("AvailabilityZone"),
-        "private_ip": described.get(iid, {}).get("PrivateIpAddress"),
-        "public_ip": described.get(iid, {}).get("PublicIpAddress"),
-        "template_version": (states[iid].get("LaunchTemplate") or {}).get("Version"),
-    } for iid in sorted(states)]
+    instances = _members(aws, group, targets)
     latest = str(found.launch_templates[0].get("LatestVersionNumber")) if found.launch_templates else None
     pinned = str((group.get("LaunchTemplate") or {}).get("Version") or "")
     latest = pinned if pinned.isdigit() else latest  # a group pinned by a rollout: its version is current

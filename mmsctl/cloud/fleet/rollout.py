@@ -132,18 +132,17 @@ def _assets_ref(aws: AwsSession, found: FleetResources, req: RolloutRequest, mod
     ``fleet create`` does; none for MMS or an explicit pip spec (those install from the package index)."""
     if server != "mmsctl" or req.pip_spec:
         return models, None
-    from mmsctl.cloud.aws.asset_bucket import bucket_name
-    from mmsctl.cloud.instance.assets import plan_assets, stage_assets
-    from mmsctl.cloud.instance.userdata import AssetsRef
+    from mmsctl.cloud.instance.assets import assets_ref, plan_assets, stage_assets
     from mmsctl.cloud.instance.wheelhouse import build_wheelhouse, check_python
 
     recorded = tags.as_dict((found.group or {}).get("Tags")).get(tags.INSTANCE_PYTHON)
     python = check_python(req.instance_python or recorded or INSTANCE_PYTHON)
     wheelhouse = None if aws.dry_run else build_wheelhouse(python)
     plan = plan_assets(models, found.names.asset_prefix, wheelhouse=wheelhouse, dry_run=aws.dry_run)
+    ref = assets_ref(aws, plan, python)
     if not aws.dry_run:
         stage_assets(aws, plan, python, [], [])
-    return plan.models, AssetsRef(bucket_name(aws.account_id(), aws.region), plan.prefix, aws.region, python)
+    return plan.models, ref
 
 
 def _pin(aws: AwsSession, found: FleetResources) -> tuple[str, str]:

@@ -4,22 +4,35 @@ The models as given (a local ``.mar`` or folder, packed; a zoo name resolved her
 machine; ``s3://`` read where it is, with the instance role), this mmsctl as a wheel and a
 wheelhouse of its dependencies for the instance's Python (:mod:`~mmsctl.cloud.instance.wheelhouse`).
 They go to the account's asset bucket (:mod:`mmsctl.cloud.aws.asset_bucket`) under one prefix
-per fleet or instance; the boot script fetches them with ``fetch-assets.py`` and installs with
-``pip --no-index``, so an instance in a private subnet with only an S3 gateway endpoint boots.
+per fleet or instance, each under a key that names its sha256; the boot script's agent fetches them
+(``boot-agent.py.txt``), checking the manifest against the sha256 its user data carries and every file against
+the manifest, and installs with ``pip --no-index``, so an instance in a private subnet with only an S3 gateway
+endpoint boots.
 """
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from mmsctl.cloud.aws.asset_bucket import WHEELS, Asset, ensure_bucket, read_statement, sha256_of, upload
+from mmsctl.cloud.aws.asset_bucket import (
+    WHEELS,
+    Asset,
+    bucket_name,
+    ensure_bucket,
+    manifest_document,
+    read_statement,
+    sha256_of,
+    upload,
+)
 from mmsctl.cloud.aws.session import AwsSession
+from mmsctl.cloud.instance.model_pins import pin_models
 from mmsctl.cloud.instance.userdata import AssetsRef, ModelSpec, ScriptPaths
 
-__all__ = ["AssetPlan", "StagedAssets", "plan_assets", "stage_assets"]
+__all__ = ["AssetPlan", "StagedAssets", "assets_ref", "plan_assets", "stage_assets"]
 
 _SUFFIXES = (".mar", ".model", ".tar.gz")
 
@@ -31,7 +44,16 @@ class AssetPlan:
     prefix: str
     assets: list[Asset] = field(default_factory=list)
     models: list[ModelSpec] = field(default_factory=list)
-    in_place: list[dict[str, str]] = field(default_factory=list)  # {"uri", "key"}
+    #: {"uri", "dest"}, and once pinned (:func:`assets_ref`) "region", "style", "size", "version" or "sha256"
+    in_place: list[dict[str, Any]] = field(default_factory=list)
+
+    def manifest(self) -> bytes:
+        """The manifest document the instance fetches (the same plan, the same bytes)."""
+        return manifest_document(self.assets, {"s3": self.in_place})
+
+    @property
+    def manifest_sha256(self) -> str:
+        return hashlib.sha256(self.manifest()).hexdigest()
 
 
 @dataclass
@@ -78,20 +100,38 @@ def plan_assets(models: list[ModelSpec], prefix: str, *, wheelhouse: Optional[Pa
         else:
             path, filename = _archive_of(spec, work, dry_run)
             dest = f"models/{filename}"
-            plan.assets.append(Asset(prefix + dest, path, "<not computed in a dry run>" if dry_run else sha256_of(path),
-                                     dest))
+            plan.assets.append(_asset(f"{prefix}models/", path, filename, dest, dry_run))
         plan.models.append(ModelSpec(spec.name, f"{on_instance}/{dest}", "path"))
     for wheel in sorted(wheelhouse.glob("*.whl")) if wheelhouse is not None else []:
-        plan.assets.append(Asset(WHEELS + wheel.name, wheel, sha256_of(wheel), f"wheelhouse/{wheel.name}"))
+        plan.assets.append(_asset(WHEELS, wheel, wheel.name, f"wheelhouse/{wheel.name}", False))
     if wheelhouse is None and dry_run:  # a plan does not build the wheels; it shows where they go
-        plan.assets.append(Asset(WHEELS + "*.whl", Path("mmsctl and its dependencies, one object per wheel"), "",
-                                 "wheelhouse/"))
+        plan.assets.append(Asset(WHEELS + "<sha256>/*.whl", Path("mmsctl and its dependencies, one object per wheel"),
+                                 "", "wheelhouse/"))
     return plan
+
+
+def _asset(folder: str, path: Path, filename: str, dest: str, dry_run: bool) -> Asset:
+    """One file under the key ``FOLDER/SHA256/FILE``: a later upload of other bytes never replaces it."""
+    if dry_run:
+        return Asset(f"{folder}<sha256>/{filename}", path, "<not computed in a dry run>", dest)
+    digest = sha256_of(path)
+    return Asset(f"{folder}{digest}/{filename}", path, digest, dest, path.stat().st_size)
+
+
+def assets_ref(aws: AwsSession, plan: AssetPlan, python: str) -> AssetsRef:
+    """Pin the plan's ``s3://`` models (region, URL form, version or sha256: read calls), then where the boot
+    script fetches from and the sha256 of the manifest it must find there (none in a plan)."""
+    if aws.unlooked is None:
+        pin_models(aws, plan.in_place, read=not aws.dry_run)
+    return AssetsRef(bucket_name(aws.account_id(), aws.region), plan.prefix, aws.region, python,
+                     None if aws.dry_run else plan.manifest_sha256)
 
 
 def stage_assets(aws: AwsSession, plan: AssetPlan, python: str, made: list[str], reused: list[str]) -> StagedAssets:
     """Make the bucket if needed and upload what changed; the reference the boot script fetches from."""
     bucket = ensure_bucket(aws, made, reused)
-    uploaded, unchanged = upload(aws, bucket, plan.prefix, plan.assets, {"s3": plan.in_place})
-    policy = read_statement(bucket, plan.prefix, aws.region, [m["uri"] for m in plan.in_place])
-    return StagedAssets(AssetsRef(bucket, plan.prefix, aws.region, python), policy, uploaded, unchanged)
+    uploaded, unchanged = upload(aws, bucket, plan.prefix, plan.assets, plan.manifest())
+    policy = read_statement(bucket, plan.prefix, aws.region, [m["uri"] for m in plan.in_place],
+                            [m["uri"] for m in plan.in_place if m.get("version")])
+    return StagedAssets(AssetsRef(bucket, plan.prefix, aws.region, python, None if aws.dry_run else plan.manifest_sha256),
+                        policy, uploaded, unchanged)

@@ -12,8 +12,9 @@ from typing import Any, Optional
 
 from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.instance.accelerators import EI_RETIRED_WARNING, AcceleratorChoice, check_ei_region
-from mmsctl.cloud.instance.ami import AmiChoice, resolve_ami
+from mmsctl.cloud.instance.ami import AmiChoice, ami_python, resolve_ami
 from mmsctl.cloud.instance.userdata import (
+    READY_PATHS,
     AssetsRef,
     LifecycleHook,
     ModelSpec,
@@ -21,8 +22,9 @@ from mmsctl.cloud.instance.userdata import (
     UserDataSpec,
     render_user_data,
 )
+from mmsctl.errors import UsageError
 
-__all__ = ["INFERENCE_PORT", "MANAGEMENT_PORT", "METADATA_OPTIONS", "READY_PATH", "ServerImage", "server_image"]
+__all__ = ["INFERENCE_PORT", "MANAGEMENT_PORT", "AmiPythonMismatch", "METADATA_OPTIONS", "READY_PATH", "ServerImage", "server_image"]
 
 INFERENCE_PORT = 8080
 MANAGEMENT_PORT = 8081
@@ -30,7 +32,8 @@ MANAGEMENT_PORT = 8081
 METADATA_OPTIONS = {"HttpTokens": "required", "HttpEndpoint": "enabled"}
 #: The mmsctl server's readiness: 200 only when every model it serves has a READY worker. It names no
 #: model, so one check holds for any model set (a rollout's old and new groups share one target group).
-READY_PATH = "/v2/health/ready"
+#: The boot's agent waits for the same answer before it reports the instance ready.
+READY_PATH = READY_PATHS["mmsctl"]
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,8 @@ def server_image(
 
     Raises:
         UnsupportedRegion: Elastic Inference asked for where it never existed.
-        UsageError: models the server cannot load (``--server mms`` with zoo names), a script over 16 KB.
+        UsageError: models the server cannot load (``--server mms`` with zoo names), a script over 16 KB, an AMI
+            whose name or description states another Python than the wheels' (the boot would fail).
         ResourceNotFound: the AMI or its SSM parameter is not there.
     """
     warnings: list[str] = []
@@ -85,5 +89,32 @@ def server_image(
         inference_port=INFERENCE_PORT, management_port=MANAGEMENT_PORT, management_host=management_host,
         assets=assets, lifecycle_hook=lifecycle_hook,
     ))
-    return ServerImage(resolve_ami(aws, ami, accelerator), instance_type or accelerator.instance_type,
-                       accelerator, user_data, warnings)
+    choice = resolve_ami(aws, ami, accelerator)
+    if assets is not None and aws.unlooked is None:
+        warnings += _check_python(choice, assets.python)
+    return ServerImage(choice, instance_type or accelerator.instance_type, accelerator, user_data, warnings)
+
+
+def _check_python(ami: AmiChoice, python: str) -> list[str]:
+    """Refuse an AMI that states another python3 than the wheels'; a warning when it does not say."""
+    stated = ami_python(ami)
+    named = f"AMI {ami.image_id}" + (f" ({ami.name})" if ami.name else "")
+    if stated is None:
+        return [f"{named} does not say which Python it has; the boot checks that its python3 is {python}, the "
+                "wheels' Python, and fails at its first step if not"]
+    release, found = stated
+    if found != python:
+        raise AmiPythonMismatch(f"{named} is {release}, whose python3 is {found}; the wheels are for {python}",
+                                found, params=("instance_python", "ami"))
+    return []
+
+
+class AmiPythonMismatch(UsageError):
+    """The AMI states another python3 than the wheels are built for (*found*: that Python); the CLI's hint names
+    the flag that fixes it."""
+
+    reference = "cloud-ami-python"
+
+    def __init__(self, message: str, found: str, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.found = found

@@ -5,31 +5,49 @@ template is ``userdata.sh`` beside this module, filled with ``@@{name}``
 markers so shell ``${VARS}`` stay untouched. Model arguments are shell-quoted
 once, into ``/opt/mmsctl/run-server.sh``, which systemd runs without
 re-parsing them.
+
+It carries the agent (``boot-agent.py.txt``, standard-library Python, compressed: EC2 takes 16 KB of user
+data) and its settings (``boot.json``: the readiness URL, the lifecycle hook, the assets and their manifest's
+sha256). The agent fetches the assets, and at this and every later boot (``mmsctl-ready.service``) waits
+until the server is ready and reports the boot: the instance's ``mmsctl:boot`` tag, the hook's CONTINUE; a
+step that fails is reported with its last log line and ABANDONs the hook.
 """
 
 from __future__ import annotations
 
+import ast
+import base64
+import gzip
+import json
 import re
 import shlex
 import string
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 from urllib.parse import urlparse
 
 from mmsctl.errors import UsageError
 from mmsctl.names import model_location
 
-__all__ = ["LifecycleHook", "MmsNeedsArchiveUrl", "ModelSpec", "UserDataSpec", "parse_models", "render_user_data", "server_kind"]
+__all__ = ["AGENT", "EC2_USER_DATA_LIMIT", "agent_source", "READY_PATHS", "READY_WAIT_S", "LifecycleHook", "MmsNeedsArchiveUrl",
+           "ModelSpec", "UserDataSpec", "parse_models", "render_user_data", "server_kind"]
 
 ServerKind = Literal["mmsctl", "mms"]
 SERVERS: tuple[ServerKind, ...] = ("mmsctl", "mms")
 _TEMPLATE = Path(__file__).with_name("userdata.sh")
-_FETCHER = Path(__file__).with_name("fetch-assets.py.txt")  # a script for the instance, not a module
+#: The agent the boot script installs (a standard-library script for the instance, not a module of mmsctl).
+AGENT = Path(__file__).with_name("boot-agent.py.txt")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _ZOO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
 MMS_VERSION = "1.1.11"
 EC2_USER_DATA_LIMIT = 16 * 1024  # RunInstances refuses more (before base64)
+#: What "ready" means to each server, asked on the instance before its boot is reported: the mmsctl server answers
+#: 200 only when every model it serves has a READY worker; MMS 1.1.11 answers /ping whenever its front end runs.
+READY_PATHS: dict[str, str] = {"mmsctl": "/v2/health/ready", "mms": "/ping"}
+#: How long the agent waits for the server at each boot before it reports the boot failed.
+READY_WAIT_S = 900
 
 
 def server_kind(value: str) -> ServerKind:
@@ -120,14 +138,14 @@ class ScriptPaths:
 
 @dataclass(frozen=True)
 class AssetsRef:
-    """Where the instance's assets are (``s3://bucket/prefix``), and, for tests, other S3/IMDS endpoints."""
+    """Where the instance's assets are (``s3://bucket/prefix``), and the sha256 of the manifest that lists them
+    (the agent refuses any other manifest; None: not known, so nothing is fetched)."""
 
     bucket: str
     prefix: str
     region: str
     python: str = "3.10"  # the wheelhouse's Python: the AMI's python3 must be this one
-    s3_endpoint: Optional[str] = None
-    imds_endpoint: Optional[str] = None
+    manifest_sha256: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -162,10 +180,16 @@ class UserDataSpec:
     #: The fleet's launching hook, completed at every boot once the server is ready (None: not a fleet member).
     lifecycle_hook: Optional[LifecycleHook] = None
     paths: ScriptPaths = field(default_factory=ScriptPaths)
+    #: Tests only: the agent's AWS endpoints on loopback (``s3``, ``imds``, ``autoscaling``, ``ec2``).
+    test_endpoints: tuple[tuple[str, str], ...] = ()
 
 
 def render_user_data(spec: UserDataSpec) -> str:
-    """The boot script for *spec*, ready for RunInstances ``UserData`` (boto3 base64-encodes it)."""
+    """The boot script for *spec*, ready for RunInstances ``UserData`` (boto3 base64-encodes it).
+
+    Raises:
+        UsageError: models the server cannot load, or a script over EC2's 16 KB.
+    """
     from mmsctl import __version__
 
     version = spec.version or __version__
@@ -173,15 +197,22 @@ def render_user_data(spec: UserDataSpec) -> str:
     server = _mms_part(spec) if spec.server == "mms" else _mmsctl_part(spec, version)
     java = spec.server == "mms"
     paths = spec.paths
+    hook = spec.lifecycle_hook
     text = _Template(_TEMPLATE.read_text(encoding="utf-8")).substitute(
         app_dir=shlex.quote(paths.app_dir), data_dir=shlex.quote(paths.data_dir), conf_dir=shlex.quote(paths.conf_dir),
         unit_dir=shlex.quote(paths.unit_dir), log_file=shlex.quote(paths.log_file),
         console=shlex.quote(paths.console), service_user=shlex.quote(paths.service_user),
         java_check=" && command -v java >/dev/null" if java else "",
-        fetch_assets=_fetch_part(spec.assets, paths),
+        hook_note=(f", and Auto Scaling's lifecycle action\n# (hook {hook.name} of group {hook.group}): CONTINUE, "
+                   "or ABANDON when a step fails" if hook else ""),
+        endpoints="".join(f"export MMSCTL_{k.upper()}_ENDPOINT={shlex.quote(v)}\n" for k, v in spec.test_endpoints),
+        ready_environment="".join(f"Environment=MMSCTL_{k.upper()}_ENDPOINT={v}\n" for k, v in spec.test_endpoints),
+        boot_json=json.dumps(_boot_settings(spec), sort_keys=True), agent=_agent_blob(),
+        python_check=_python_check(spec.assets),
+        fetch_assets=_fetch_part(spec.assets),
         pip_install=_pip_part(spec, server.pip_requirements),
         server_label=server.label,
-        model_list=", ".join(m.arg for m in spec.models) or "(no models; register them later)",
+        model_list=", ".join(m.name for m in spec.models) or "(no models; register them later)",
         accelerator=spec.accelerator,
         version=version,
         accelerator_note=_accelerator_note(spec.accelerator),
@@ -190,12 +221,43 @@ def render_user_data(spec: UserDataSpec) -> str:
         dnf_java=" java-17-amazon-corretto-headless" if java else "",
         server_config=server.config,
         exec_line=server.exec_line,
-        inference_port=spec.inference_port,
     )
     if len(text.encode()) > EC2_USER_DATA_LIMIT:
         raise UsageError(f"the boot script is {len(text.encode())} bytes; EC2 allows {EC2_USER_DATA_LIMIT}",
                          param="models", hint="pass fewer or shorter models")
     return text
+
+
+def _boot_settings(spec: UserDataSpec) -> dict[str, Any]:
+    """The agent's ``boot.json``: where the server answers "ready", the hook, the assets and their manifest's sha256."""
+    hook, assets = spec.lifecycle_hook, spec.assets
+    return {
+        "console": spec.paths.console, "wait_s": READY_WAIT_S,
+        "ready": f"http://127.0.0.1:{spec.inference_port}{READY_PATHS[spec.server]}",
+        "hook": {"group": hook.group, "name": hook.name} if hook else None,
+        "assets": {"bucket": assets.bucket, "prefix": assets.prefix, "region": assets.region,
+                   "dest": f"{spec.paths.app_dir}/assets",
+                   "manifest_sha256": assets.manifest_sha256 or "<manifest-sha256>"} if assets else None,
+    }
+
+
+@lru_cache(maxsize=1)
+def agent_source() -> str:
+    """The agent as the instance runs it: docstrings and comments left out, one space an indent level."""
+    tree = ast.parse(AGENT.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
+    return re.sub(r"(?m)^((?:    )+)", lambda m: " " * (len(m.group(1)) // 4), ast.unparse(tree))
+
+
+def _agent_blob() -> str:
+    """The agent as the script carries it: gzip (no timestamp: the same agent is the same bytes), base64 in
+    76-column lines (the user data's 16 KB would not hold it as text)."""
+    source = agent_source().encode("utf-8")
+    return base64.encodebytes(gzip.compress(source, 9, mtime=0)).decode("ascii").rstrip("\n")
 
 
 @dataclass(frozen=True)
@@ -231,28 +293,31 @@ def _check_server(spec: UserDataSpec) -> None:
                                          hint="serve it with the mmsctl server, which resolves zoo names itself")
 
 
-def _fetch_part(assets: Optional[AssetsRef], paths: ScriptPaths) -> str:
-    """The lines that fetch the assets with the instance role (a standard-library script, fetch-assets.py)."""
+def _python_check(assets: Optional[AssetsRef]) -> str:
+    """With assets, the AMI's python3 must be the wheelhouse's: checked first, so a wrong AMI fails in a second."""
     if assets is None:
         return ""
-    env = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in (("MMSCTL_S3_ENDPOINT", assets.s3_endpoint),
-                                                                ("MMSCTL_IMDS_ENDPOINT", assets.imds_endpoint)) if v)
-    script = _FETCHER.read_text(encoding="utf-8")
-    args = " ".join(shlex.quote(a) for a in (assets.bucket, assets.prefix, assets.region, f"{paths.app_dir}/assets"))
-    return (f"\n# 2b. What this instance serves, from s3://{assets.bucket}/{assets.prefix} (the instance role, IMDSv2).\n"
-            f"{env}python3 - {args} <<'MMSCTL_PY'\n{script}MMSCTL_PY\n")
+    major, minor = assets.python.split(".")
+    return (f"\n# The wheels are for Python {assets.python}: this AMI's python3 must be that one.\nstep python\n"
+            f'python3 -c "import sys; sys.exit(sys.version_info[:2] != ({major}, {minor}))" || '
+            f'fail "the wheels are for Python {assets.python}, this AMI\'s python3 is $(python3 -V 2>&1)"\n')
+
+
+def _fetch_part(assets: Optional[AssetsRef]) -> str:
+    """The lines that fetch the assets with the instance role (the agent; the manifest's sha256 is in boot.json)."""
+    if assets is None:
+        return ""
+    return (f"\n# 4. What this instance serves, from s3://{assets.bucket}/{assets.prefix} (the instance role, IMDSv2;\n"
+            "#    the manifest whose sha256 boot.json names, each file checked against it).\n"
+            'step fetch\npython3 "$APP_DIR/boot.py" fetch\n')
 
 
 def _pip_part(spec: UserDataSpec, requirements: str) -> str:
     """From the wheelhouse among the assets (no index), else from the package index."""
     if spec.assets is not None:
-        major, minor = spec.assets.python.split(".")
-        return (f'"$VENV/bin/python" -c "import sys; sys.exit(sys.version_info[:2] != ({major}, {minor}))" || '
-                f'{{ echo "mmsctl-init: the wheels are for Python {spec.assets.python}, this AMI has $(python3 -V)"; '
-                f'exit 1; }}\n'
-                # --no-compile: the .pyc of what the server imports are written on its first start (seconds),
-                # not of every module of every wheel at boot (most of pip's time here)
-                f'"$VENV/bin/pip" install --no-index --no-compile --find-links "$APP_DIR/assets/wheelhouse" '
+        # --no-compile: the .pyc of what the server imports are written on its first start (seconds),
+        # not of every module of every wheel at boot (most of pip's time here)
+        return (f'"$VENV/bin/pip" install --no-index --no-compile --find-links "$APP_DIR/assets/wheelhouse" '
                 f'{requirements}')
     return f'"$VENV/bin/pip" install --upgrade pip\n"$VENV/bin/pip" install {requirements}'
 
