@@ -125,9 +125,10 @@ def refusal(address: IPAddress) -> Optional[str]:
     if forbidden is not None:
         return forbidden
     v4 = isinstance(address, ipaddress.IPv4Address)
+    site_local = isinstance(address, ipaddress.IPv6Address) and address.is_site_local
     checks = (("loopback", address.is_loopback), ("unspecified", address.is_unspecified),
               ("link-local", address.is_link_local), ("IETF protocol assignment", v4 and address in _IETF),
-              ("private", address.is_private), ("site-local", not v4 and address.is_site_local),
+              ("private", address.is_private), ("site-local", site_local),
               ("multicast", address.is_multicast), ("reserved", address.is_reserved),
               ("shared (carrier-grade NAT)", v4 and address in _CGNAT))
     for name, hit in checks:
