@@ -250,7 +250,7 @@ def predict(
     from mmsctl.predict import open_model, predict_local, predict_remote, start_service
 
     ui = get_ui()
-    sources = expand_inputs(list(inputs))
+    sources = expand_inputs(list(inputs), ui.warn)  # a file a folder holds but is not read is always named
     if len(sources) == 1 and sources[0].error is not None:
         raise sources[0].error  # fail before loading anything
     context_name = global_context(context)
