@@ -41,6 +41,10 @@ def _model_spec(spec: str) -> str:
     (``--models squeezenet`` answers on /predictions/squeezenet, as ``ec2 launch`` does)."""
     where = model_location(spec)
     location = where.value
+    if where.kind == "zoo":  # a typo is told now, with a did-you-mean, not after the server has started
+        from mmsctl.zoo.resolve import check_name
+
+        check_name(location)
     if where.kind == "path":
         path = Path(location).expanduser()
         if path.exists():
