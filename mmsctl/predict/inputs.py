@@ -86,7 +86,8 @@ class InputSource(NamedTuple):
 def _folder_images(folder: Path, skipped: Optional[Callable[[str], None]]) -> list[Path]:
     """The folder's images, sorted; every other file is named through *skipped* (hidden files and folders
     are not: a folder is read one level deep, and ``.DS_Store`` is nobody's photo)."""
-    images, others = [], []
+    images: list[Path] = []
+    others: list[Path] = []
     for p in sorted(folder.iterdir()):
         if p.name.startswith(".") or not p.is_file():
             continue
