@@ -382,10 +382,11 @@ def prune_instances() -> list[str]:
     import shutil
 
     removed = []
-    for instance in list_instances():
-        if instance.running_state() is None:
-            shutil.rmtree(instance.dir, ignore_errors=True)
-            removed.append(instance.name)
+    with registry_lock():  # never the folder of a start that is claiming it
+        for instance in list_instances():
+            if instance.running_state() is None:
+                shutil.rmtree(instance.dir, ignore_errors=True)
+                removed.append(instance.name)
     return removed
 
 
