@@ -56,15 +56,21 @@ def _worker_reports(spec: ServiceSpec) -> dict[str, str]:
         worker.stop()
 
 
+@pytest.fixture
+def auto(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel set measured (``auto``), nothing of the user's own forcing it."""
+    monkeypatch.setenv("MMSCTL_MKLDNN", "auto")
+    monkeypatch.delenv("MXNET_MKLDNN_ENABLED", raising=False)
+
+
 def _cache_file() -> Path:
     return kernels._cache_file()
 
 
+@pytest.mark.usefixtures("auto")
 def test_auto_measures_a_model_once_and_its_workers_run_with_the_faster_set(
     tiny_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("MMSCTL_MKLDNN", "auto")
-    monkeypatch.delenv("MXNET_MKLDNN_ENABLED", raising=False)
     reported = _worker_reports(_spec(tiny_root))
     entries = json.loads(_cache_file().read_text())
     assert len(entries) == 1
@@ -118,12 +124,11 @@ def _recorded(on: list[float], off: list[float], *, load: float = 0.1, on4: tupl
     return trials
 
 
+@pytest.mark.usefixtures("auto")
 @pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"KEY": {"mkldnn": "yes", "on_ms": "fast"}}'])
 def test_a_broken_cache_file_is_ignored_and_rewritten(
     tiny_root: Path, monkeypatch: pytest.MonkeyPatch, content: str
 ) -> None:
-    monkeypatch.setenv("MMSCTL_MKLDNN", "auto")
-    monkeypatch.delenv("MXNET_MKLDNN_ENABLED", raising=False)
     key = kernels.cache_key(find_checkpoint(tiny_root), 1)
     path = _cache_file()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -138,26 +143,25 @@ def test_a_broken_cache_file_is_ignored_and_rewritten(
     assert recorded.calls == [2]  # type: ignore[attr-defined]
 
 
+@pytest.mark.usefixtures("auto")
 def test_a_failed_measurement_keeps_the_default_and_is_not_remembered(
     tiny_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("MMSCTL_MKLDNN", "auto")
-    monkeypatch.delenv("MXNET_MKLDNN_ENABLED", raising=False)
     monkeypatch.setattr(kernels, "_trials", lambda *a: None)
     choice = choose_kernels(tiny_root)
     assert choice.mkldnn is None and choice.env() == {}
     assert not _cache_file().exists()
 
 
+@pytest.mark.usefixtures("auto")
 def test_a_model_that_is_not_a_checkpoint_keeps_mxnets_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MMSCTL_MKLDNN", "auto")
-    monkeypatch.delenv("MXNET_MKLDNN_ENABLED", raising=False)
     spec = handler_archive(tmp_path / "noop", {"h.py": "def handle(d, c):\n    return d\n"}, handler="h:handle")
     env = worker_env(1, spec=spec)
     assert "MXNET_MKLDNN_ENABLED" not in env
     assert not _cache_file().exists()
 
 
+@pytest.mark.usefixtures("auto")
 def test_an_input_shape_past_the_ceiling_is_not_measured(tiny_root: Path, tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """A signature.json is the archive's: a huge input shape must not make the measuring children
@@ -165,8 +169,6 @@ def test_an_input_shape_past_the_ceiling_is_not_measured(tiny_root: Path, tmp_pa
     import shutil
 
     tiny_root = Path(shutil.copytree(tiny_root, tmp_path / "huge"))  # the module's checkpoint stays as it is
-    monkeypatch.setenv("MMSCTL_MKLDNN", "auto")
-    monkeypatch.delenv("MXNET_MKLDNN_ENABLED", raising=False)
     monkeypatch.setattr(kernels, "_trials", lambda *a: pytest.fail("a huge input must not be measured"))
     signature = json.loads((tiny_root / "signature.json").read_text())
     signature["inputs"][0]["data_shape"] = [1, 3, 100_000, 100_000]
@@ -252,11 +254,10 @@ def _next_run(monkeypatch: pytest.MonkeyPatch, load_now: float) -> None:
     monkeypatch.setattr(kernels.os, "cpu_count", lambda: 2)
 
 
+@pytest.mark.usefixtures("auto")
 def test_an_unsure_choice_is_measured_again_until_sure_and_a_sure_one_is_kept(
     tiny_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("MMSCTL_MKLDNN", "auto")
-    monkeypatch.delenv("MXNET_MKLDNN_ENABLED", raising=False)
     _next_run(monkeypatch, 3.5)
     busy = _recorded([170.0, 17.0, 168.0], [106.0, 25.0, 104.0], load=3.5)
     monkeypatch.setattr(kernels, "_trials", busy)
@@ -279,11 +280,10 @@ def test_an_unsure_choice_is_measured_again_until_sure_and_a_sure_one_is_kept(
     assert (entry["confident"], entry["attempts"], entry["load"]) == (True, 2, 0.2)
 
 
+@pytest.mark.usefixtures("auto")
 def test_an_unsure_choice_is_measured_at_most_three_times_keeping_the_quieter(
     tiny_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("MMSCTL_MKLDNN", "auto")
-    monkeypatch.delenv("MXNET_MKLDNN_ENABLED", raising=False)
     # each run starts quieter than the kept measurement ran (so it measures again), never quiet: never confident;
     # the third one's trials met a burst of load: the second's, measured under less, stays
     for now, during, on in ((3.0, 3.0, 20.0), (2.0, 1.5, 17.0), (1.1, 2.6, 30.0)):
@@ -297,12 +297,11 @@ def test_an_unsure_choice_is_measured_at_most_three_times_keeping_the_quieter(
     assert choose_kernels(tiny_root).on_ms == 17.0
 
 
+@pytest.mark.usefixtures("auto")
 def test_an_entry_from_before_the_interleaved_trials_is_measured_again(
     tiny_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A choice remembered by the old measurement (means of sequential runs: the one a busy machine got wrong)."""
-    monkeypatch.setenv("MMSCTL_MKLDNN", "auto")
-    monkeypatch.delenv("MXNET_MKLDNN_ENABLED", raising=False)
     key = kernels.cache_key(find_checkpoint(tiny_root), 1)
     _cache_file().parent.mkdir(parents=True, exist_ok=True)
     _cache_file().write_text(json.dumps({key: {"mkldnn": False, "on_ms": 170.0, "off_ms": 106.0, "batch": 1}}))
@@ -312,11 +311,10 @@ def test_an_entry_from_before_the_interleaved_trials_is_measured_again(
     assert choose_kernels(tiny_root).mkldnn is True
 
 
+@pytest.mark.usefixtures("auto")
 def test_the_server_measures_an_unsure_choice_again_in_the_background(
     tiny_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("MMSCTL_MKLDNN", "auto")
-    monkeypatch.delenv("MXNET_MKLDNN_ENABLED", raising=False)
     _next_run(monkeypatch, 4.0)
     monkeypatch.setattr(kernels, "_trials", _recorded([30.0, 30.0], [20.0, 20.0], load=4.0))
     assert choose_kernels(tiny_root).mkldnn is False and not choose_kernels(tiny_root, measure_missing=False).confident

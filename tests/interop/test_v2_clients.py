@@ -11,7 +11,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.support.mmsctl_server import ServerInfo, make_noop_archive, running_mmsctl_server
+from tests.support.mmsctl_server import ServerInfo, echo_and_squeezenet_server
 from tests.support.paths import KITTEN_JPG, SQUEEZENET_DIR, require_shared
 
 tritonclient_http = pytest.importorskip("tritonclient.http", reason="tritonclient[http] is not installed")
@@ -21,13 +21,7 @@ tritonclient_http = pytest.importorskip("tritonclient.http", reason="tritonclien
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerInfo]:
-    from mmsctl.archive import create_archive
-
-    store = tmp_path_factory.mktemp("store")
-    make_noop_archive(store / "echo", name="echo")
-    create_archive(require_shared(SQUEEZENET_DIR), model_name="squeezenet", export_path=store)
-    with running_mmsctl_server(tmp_path_factory.mktemp("srv"), model_store=store,
-                               models={"echo": "echo", "squeezenet": "squeezenet.mar"}) as info:
+    with echo_and_squeezenet_server(tmp_path_factory) as info:
         yield info
 
 

@@ -21,7 +21,7 @@ import pytest
 from tests.recipes.doc_examples import Block, _commands, block_at, blocks, without_comment
 from tests.support.cli import run_here
 from tests.support.http_mirror import serving_folder
-from tests.support.mmsctl_server import ServerInfo, make_noop_archive, running_mmsctl_server
+from tests.support.mmsctl_server import ServerInfo, echo_and_squeezenet_server
 from tests.support.paths import KITTEN_JPG, REPO, SQUEEZENET_DIR, require_shared
 
 HERE = "tests/recipes/test_doc_examples.py"
@@ -57,13 +57,7 @@ def test_the_extractor_sees_what_a_reader_pastes() -> None:
 
 @pytest.fixture(scope="module")
 def v2_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerInfo]:
-    from mmsctl.archive import create_archive
-
-    store = tmp_path_factory.mktemp("store")
-    make_noop_archive(store / "echo", name="echo")
-    create_archive(require_shared(SQUEEZENET_DIR), model_name="squeezenet", export_path=store)
-    with running_mmsctl_server(tmp_path_factory.mktemp("srv"), model_store=store,
-                               models={"echo": "echo", "squeezenet": "squeezenet.mar"}) as info:
+    with echo_and_squeezenet_server(tmp_path_factory) as info:
         yield info
 
 

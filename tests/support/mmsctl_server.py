@@ -18,7 +18,7 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 # Below the kernel's ephemeral range (32768+): a port taken from it can be handed to another test's outgoing
 # connection between the pick and the server's bind ("address already in use", seen under the full suite).
@@ -26,8 +26,8 @@ from tests.support._proc import free_port, free_ports
 from tests.support.signals import popen
 from tests.support.waiting import wait_until
 
-__all__ = ["ServerInfo", "ServerStartError", "free_port", "make_handler_archive", "make_noop_archive",
-           "running_mmsctl_server"]
+__all__ = ["ServerInfo", "ServerStartError", "echo_and_squeezenet_server", "free_port", "make_handler_archive",
+           "make_noop_archive", "running_mmsctl_server"]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -163,6 +163,21 @@ def running_mmsctl_server(
         yield info
     finally:
         _stop(proc, stop_timeout)
+
+
+@contextmanager
+def echo_and_squeezenet_server(tmp_path_factory: Any) -> Iterator[ServerInfo]:
+    """A server with the no-op ``echo`` model and the real SqueezeNet of ../shared as ``squeezenet`` (the v2
+    clients' and the docs' examples)."""
+    from mmsctl.archive import create_archive
+    from tests.support.paths import SQUEEZENET_DIR, require_shared
+
+    store = tmp_path_factory.mktemp("store")
+    make_noop_archive(store / "echo", name="echo")
+    create_archive(require_shared(SQUEEZENET_DIR), model_name="squeezenet", export_path=store)
+    with running_mmsctl_server(tmp_path_factory.mktemp("srv"), model_store=store,
+                               models={"echo": "echo", "squeezenet": "squeezenet.mar"}) as info:
+        yield info
 
 
 #: Starts tried when a port picked turns out taken by the time the server binds it.
