@@ -142,7 +142,7 @@ def warm_server_or_why(model: str, *, handler: Optional[str] = None, gpu: Option
                        remembered_only: bool = False) -> tuple[Optional[WarmTarget], str]:
     """:func:`find_warm_server`'s answer, and why there is none (``predict -v`` says it): "" when there is one."""
     if handler is not None or gpu is not None:
-        return None, "--handler" if handler is not None else "--gpu"
+        return None, "another handler is asked for" if handler is not None else "a GPU is asked for"
     try:
         servers = [s for s in running_instances() if s.status == "ready" and s.served]
     except OSError:

@@ -34,14 +34,15 @@ __all__ = ["build_config", "print_logs", "prune_instances", "start_background", 
            "stop_instances"]
 
 
-def _model_spec(spec: str) -> str:
+def _model_spec(spec: str, store: Optional[str] = None) -> str:
     """Make a local path in ``name=location`` absolute (the server runs elsewhere); zoo names and
     URLs stay as they are (:func:`mmsctl.names.model_location`: ``squeezenet`` is the zoo's even
     with a ``./squeezenet`` folder here). A zoo model is served under the name typed
     (``--models squeezenet`` answers on /predictions/squeezenet, as ``ec2 launch`` does)."""
     where = model_location(spec)
     location = where.value
-    if where.kind == "zoo":  # a typo is told now, with a did-you-mean, not after the server has started
+    in_store = store is not None and (Path(store) / location).exists()  # a file name in the store, as MMS reads it
+    if where.kind == "zoo" and not in_store:  # a typo is told now, with a did-you-mean, not once the server runs
         from mmsctl.zoo.resolve import check_name
 
         check_name(location)
@@ -73,10 +74,10 @@ def build_config(*, models: list[str], model_store: Optional[Path], config_file:
         if value:
             setattr(config, key, value)
     if models:
-        config.load_models = [_model_spec(m) for m in models]
+        config.load_models = [_model_spec(m, config.model_store) for m in models]
         config.extra.pop("load_all_models", None)
     else:
-        config.load_models = [_model_spec(m) for m in config.load_models]
+        config.load_models = [_model_spec(m, config.model_store) for m in config.load_models]
     if workers is not None:
         config.default_workers_per_model = workers
     if worker_limit is not None:
