@@ -12,7 +12,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BENCHES = ["predict.py", "serve.py", "models.py", "batching.py", "top.py", "remote_cli.py", "archive_bench.py", "zoo_download.py",
-           "loadgen_vs_hey.py", "lambda_cold.py", "cli_start.py"]
+           "loadgen_vs_hey.py", "lambda_cold.py", "cli_start.py", "kernels.py"]
 
 
 def main() -> int:

@@ -8,9 +8,11 @@ connects to the address that was judged (:mod:`mmsctl.predict.fetch`), never to 
 lookup's answer.
 
 ``MMSCTL_FETCH_ALLOW`` (comma-separated addresses, CIDR blocks or host names) lets
-chosen non-public destinations through, e.g. an image server inside the VPC. The Lambda
-runtime API (``AWS_LAMBDA_RUNTIME_API``, host:port) stays refused even then: a request
-that reached it could read or answer other invocations.
+chosen non-public destinations through, e.g. an image server inside the VPC: an allowed name
+may resolve to a private, loopback or shared address. What no entry opens: the clouds'
+metadata and credentials endpoints, link-local addresses (where those live), "this host"
+(``0.0.0.0/8``, ``::``) and the Lambda runtime API (``AWS_LAMBDA_RUNTIME_API``, host:port),
+a request that reached which could read the machine's credentials or answer other invocations.
 
 Tests stand in for DNS by passing ``resolver=`` or by replacing :data:`system_resolver`
 here (it is looked up at each fetch).
@@ -27,7 +29,8 @@ from typing import Callable, Optional, Union
 
 from mmsctl.errors import ConfigError
 
-__all__ = ["ENV_ALLOW", "ENV_RUNTIME_API", "AllowList", "IPAddress", "Resolver", "refusal", "resolve", "system_resolver"]
+__all__ = ["ENV_ALLOW", "ENV_RUNTIME_API", "AllowList", "IPAddress", "NeverAllowed", "Resolver", "never", "refusal",
+           "resolve", "system_resolver"]
 
 ENV_ALLOW = "MMSCTL_FETCH_ALLOW"
 #: Set by Lambda in the function's environment (``127.0.0.1:9001``).
@@ -36,11 +39,26 @@ IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 #: ``(host, port) -> addresses``; tests pass a stand-in for DNS.
 Resolver = Callable[[str, int], list[str]]
 
-_METADATA = (ipaddress.ip_network("169.254.169.254/32"), ipaddress.ip_network("fd00:ec2::254/128"),
-             ipaddress.ip_network("169.254.170.2/32"))  # EC2 IMDS (v4, v6) and the ECS/Lambda credentials endpoint
+_METADATA = tuple(ipaddress.ip_network(n) for n in (
+    "169.254.169.254/32", "fd00:ec2::254/128",  # EC2's instance metadata (IPv4, IPv6); GCP, Azure, OpenStack: IPv4
+    "169.254.170.2/32", "169.254.170.23/32", "fd00:ec2::23/128",  # ECS/Lambda credentials, EKS Pod Identity
+    "100.100.100.200/32",  # Alibaba Cloud's metadata
+    "fd20:ce::254/128",  # GCP's metadata over IPv6
+    "192.0.0.192/32",  # Oracle Cloud's older metadata address
+    "168.63.129.16/32",  # Azure's WireServer (a public address that answers only inside Azure)
+))
+#: Addresses no allow-list entry opens (besides the metadata ones): link-local, where metadata services live,
+#: and "this host", which a connect turns into a local one.
+_NEVER = tuple(ipaddress.ip_network(n) for n in ("169.254.0.0/16", "fe80::/10", "0.0.0.0/8", "::/128"))
 _CGNAT = ipaddress.ip_network("100.64.0.0/10")
+#: IETF protocol assignments: not public, although Python counts two addresses of it as global.
+_IETF = ipaddress.ip_network("192.0.0.0/24")
 _MAX_ALLOW_ENTRIES = 64
 _HOST_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9.])?$")
+
+
+class NeverAllowed(PermissionError):
+    """A destination no allow-list entry opens (a metadata endpoint, link-local, this host, the runtime API)."""
 
 
 @dataclass(frozen=True)
@@ -79,21 +97,43 @@ class AllowList:
         return host.lower().rstrip(".") in self.hosts or any(address in net for net in self.networks)
 
 
-def refusal(address: IPAddress) -> Optional[str]:
-    """Why *address* is not a public destination (``"a loopback address"``), or None when it is."""
-    if isinstance(address, ipaddress.IPv6Address):  # an IPv4 address inside: judge that one
-        embedded = address.ipv4_mapped or address.sixtofour or (address.teredo[1] if address.teredo else None)
-        if embedded is not None:
-            return refusal(embedded)
+def _embedded(address: IPAddress) -> Optional[IPAddress]:
+    """The IPv4 address an IPv6 one carries (mapped, 6to4, Teredo), which is where a connection goes."""
+    if isinstance(address, ipaddress.IPv6Address):
+        return address.ipv4_mapped or address.sixtofour or (address.teredo[1] if address.teredo else None)
+    return None
+
+
+def never(address: IPAddress) -> Optional[str]:
+    """Why *address* is refused whatever the allow-list says (a metadata endpoint, link-local, this host), or None."""
+    inner = _embedded(address)
+    if inner is not None:
+        return never(inner)
     if any(address in net for net in _METADATA if net.version == address.version):
         return "an instance-metadata address"
+    if any(address in net for net in _NEVER if net.version == address.version):
+        return "a link-local address" if address.is_link_local else "an unspecified address (this host)"
+    return None
+
+
+def refusal(address: IPAddress) -> Optional[str]:
+    """Why *address* is not a public destination (``"a loopback address"``), or None when it is."""
+    inner = _embedded(address)
+    if inner is not None:  # an IPv4 address inside: judge that one
+        return refusal(inner)
+    forbidden = never(address)
+    if forbidden is not None:
+        return forbidden
+    v4 = isinstance(address, ipaddress.IPv4Address)
+    site_local = isinstance(address, ipaddress.IPv6Address) and address.is_site_local
     checks = (("loopback", address.is_loopback), ("unspecified", address.is_unspecified),
-              ("link-local", address.is_link_local), ("private", address.is_private),
+              ("link-local", address.is_link_local), ("IETF protocol assignment", v4 and address in _IETF),
+              ("private", address.is_private), ("site-local", site_local),
               ("multicast", address.is_multicast), ("reserved", address.is_reserved),
-              ("shared (carrier-grade NAT)", isinstance(address, ipaddress.IPv4Address) and address in _CGNAT))
+              ("shared (carrier-grade NAT)", v4 and address in _CGNAT))
     for name, hit in checks:
         if hit:
-            return f"a {name} address"
+            return f"an {name} address" if name[0] in "IEU" else f"a {name} address"
     return None if address.is_global else "not a public address"
 
 
@@ -110,7 +150,8 @@ def resolve(host: str, port: int, *, allow: AllowList, resolver: Resolver) -> li
     (a name that also points inside is not public, whichever answer a client would use).
 
     Raises:
-        PermissionError: the host resolves to an address that is not public and not allowed.
+        PermissionError: the host resolves to an address that is not public and not allowed
+            (:class:`NeverAllowed`: one that no allow-list opens).
         OSError: the name does not resolve.
     """
     try:
@@ -122,12 +163,12 @@ def resolve(host: str, port: int, *, allow: AllowList, resolver: Resolver) -> li
     if not answers:
         raise OSError(f"{host} has no address")
     for address in answers:
-        if _is_runtime_api(host, address, port):  # no allow-list opens it
-            why: Optional[str] = "the Lambda runtime API"
-        else:
-            why = None if allow.allows(host, address) else refusal(address)
+        # no allow-list entry opens the runtime API, a metadata endpoint or a link-local address
+        closed = "the Lambda runtime API" if _is_runtime_api(host, address, port) else never(address)
+        why = closed or (None if allow.allows(host, address) else refusal(address))
         if why is not None:
-            raise PermissionError(f"{host} {verb} {why}" if verb == "is" else f"{host} {verb} {address}, {why}")
+            message = f"{host} {verb} {why}" if verb == "is" else f"{host} {verb} {address}, {why}"
+            raise NeverAllowed(message) if closed else PermissionError(message)
     return list(dict.fromkeys(answers))
 
 

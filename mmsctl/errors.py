@@ -111,6 +111,13 @@ class InstanceRunningError(UsageError):
 
     reference = "instance-running"
 
+    def __init__(self, message: str, *, holder: Optional[str] = None, held: str = "the name", several: bool = False,
+                 hint: Optional[str] = None, param: Optional[str] = None) -> None:
+        super().__init__(message, hint=hint, param=param)
+        #: The instance that holds what was asked for, what it holds (``the name``, ``port 8080``), and whether
+        #: other servers run too (then "stop it" must say which: ``-n NAME``).
+        self.holder, self.held, self.several = holder, held, several
+
 
 class AmbiguousInstanceError(UsageError):
     """Several server instances, and the request did not say which one."""

@@ -13,22 +13,34 @@ read it, so it lives below both the server and the client. Each server started b
 so a reader never sees half a file. A pid alone does not say the server still runs: after
 a crash the number may belong to any other process. The server records its process's start
 time beside its pid, and :func:`server_alive` checks both before anyone trusts (or signals) it.
+
+Starting is a claim: under :func:`registry_lock` (``flock`` on ``<state_dir>/instances/.lock``),
+:func:`holder` finds a live server that holds the name or a port, and the starter writes its
+``starting`` state before the lock is let go. Two ``serve start`` at once therefore decide one
+after the other: exactly one claims, the other is told who holds what. ``serve stop`` takes the
+same lock to pick and signal its server, so it stops a start that claimed or finds none.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple, Optional
+from typing import Any, Iterable, Iterator, NamedTuple, Optional
+from urllib.parse import urlsplit
 
 from mmsctl.config import state_dir
 
-__all__ = ["Instance", "InstanceState", "list_instances", "one_running", "pid_alive", "process_start_time",
-           "running_instances", "server_alive"]
+__all__ = ["Instance", "InstanceState", "holder", "list_instances", "one_running", "pid_alive", "process_start_time",
+           "registry_lock", "running_instances", "server_alive"]
 
 #: Statuses in which the server process should be there.
 LIVE_STATUSES = frozenset({"starting", "ready", "stopping"})
+#: How long a command waits for another's claim (a claim holds the lock for a spawn and a write: milliseconds).
+LOCK_WAIT_S = 10.0
+_WILDCARDS = frozenset({"", "0.0.0.0", "::", "*"})
 
 
 class InstanceState(NamedTuple):
@@ -59,6 +71,20 @@ class InstanceState(NamedTuple):
     #: Per model: ``archive`` (the first 32 hex digits of its archive's SHA-256; absent for a folder), ``handler``
     #: and ``override`` (a handler chosen at register): what ``mmsctl predict`` matches to send its inputs here.
     served: dict[str, dict[str, Any]] = {}
+    #: Run with ``serve start --foreground``: its log goes to the terminal it runs in, not to ``log_file``.
+    foreground: bool = False
+
+    def ports(self) -> list[tuple[str, int]]:
+        """(host, port) of each API it listens on."""
+        found = []
+        for url in (self.inference_url, self.management_url, self.metrics_url):
+            try:
+                parts = urlsplit(url)
+                if parts.port is not None:
+                    found.append(((parts.hostname or "").lower(), parts.port))
+            except ValueError:
+                continue
+        return found
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "InstanceState":
@@ -186,6 +212,60 @@ class Instance:
         if state is None or state.status not in LIVE_STATUSES or server_alive(state):
             return None
         return state
+
+
+@contextmanager
+def registry_lock(root: Optional[Path] = None) -> Iterator[None]:
+    """Hold the registry's lock: one claim (or stop) decided at a time, across processes.
+
+    Raises:
+        InstanceRunningError: another command held it for :data:`LOCK_WAIT_S` (a stopped terminal, Ctrl+Z).
+    """
+    import fcntl
+
+    base = root or state_dir() / "instances"
+    base.mkdir(parents=True, exist_ok=True)
+    with open(base / ".lock", "a") as fh:
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:  # bounded: a claim holds the lock for milliseconds
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    from mmsctl.errors import InstanceRunningError
+
+                    raise InstanceRunningError(f"another mmsctl command has held {base / '.lock'} for "
+                                               f"{LOCK_WAIT_S:g} s (a `serve start` or `serve stop` suspended?)") \
+                        from None
+                time.sleep(0.01)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _same_host(a: str, b: str) -> bool:
+    loop = ("localhost", "127.0.0.1", "::1")
+    a, b = ("127.0.0.1" if h in loop else h for h in (a, b))
+    return a == b or a in _WILDCARDS or b in _WILDCARDS
+
+
+def holder(name: str, ports: Iterable[tuple[str, int]], *, pid: Optional[int] = None,
+           root: Optional[Path] = None) -> Optional[tuple[InstanceState, str]]:
+    """The live server (other than process *pid*) that holds *name* or one of *ports*, and what it holds
+    (``"the name"`` or ``"port 8080"``); None when both are free. Call it under :func:`registry_lock`."""
+    wanted = list(ports)
+    for instance in list_instances(root):
+        state = instance.running_state()
+        if state is None or state.pid == pid:
+            continue
+        if instance.name == name:
+            return state, "the name"
+        for host, port in state.ports():
+            if any(port == p and _same_host(host, h) for h, p in wanted):
+                return state, f"port {port}"
+    return None
 
 
 def list_instances(root: Optional[Path] = None) -> list[Instance]:

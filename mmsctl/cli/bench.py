@@ -333,7 +333,7 @@ def _renamed(sweep: "Sweep", target: str) -> "Sweep":
 def noop_archive_cmd(
     folder: Path = typer.Argument(Path("."), help="Where to write mmsctl-noop.mar.", metavar="[DIR]"),
 ) -> None:
-    """Write the no-op model archive that `bench --noop` registers, e.g. into a remote server's model store."""
+    """Write the no-op model archive that `bench --noop` registers (for a remote server's model store)."""
     from mmsctl.loadtest.noop import build_noop_archive
 
     path = build_noop_archive(folder)

@@ -70,8 +70,10 @@ def run_lean(args: list[str]) -> Optional[int]:
         return None
     if found is None:
         return None
-    target, answers = found
+    target, answers, skipped = found
     try:
+        for line in skipped:  # as the full CLI warns
+            sys.stderr.write(f"warning: {line}\n")
         if request.verbose:
             state = target.state
             sys.stderr.write(f"predict: sent to the local server {state.name} ({state.inference_url}), "
@@ -83,8 +85,8 @@ def run_lean(args: list[str]) -> Optional[int]:
     return 0
 
 
-def _answers(request: LeanRequest) -> Optional[tuple[Any, list[Any]]]:
-    """The warm server and its answers to every input, or None."""
+def _answers(request: LeanRequest) -> Optional[tuple[Any, list[Any], list[str]]]:
+    """The warm server, its answers to every input and the lines naming files skipped in folders, or None."""
     from mmsctl.predict.warm import find_warm_server
 
     target = find_warm_server(request.model, remembered_only=True)
@@ -93,8 +95,9 @@ def _answers(request: LeanRequest) -> Optional[tuple[Any, list[Any]]]:
     from mmsctl.errors import MmsError
     from mmsctl.predict.inputs import expand_inputs
 
+    skipped: list[str] = []
     try:
-        sources = expand_inputs(request.inputs)
+        sources = expand_inputs(request.inputs, skipped.append)
     except MmsError:
         return None  # the full path says why
     if any(s.kind != "file" for s in sources):
@@ -106,7 +109,7 @@ def _answers(request: LeanRequest) -> Optional[tuple[Any, list[Any]]]:
     answers = predict_all(target, sources, top_k=request.top_k, timeout=_TIMEOUT_S)
     if answers is None or not all(a.ok for a in answers):
         return None  # a failed input: the full path prints it, and exits as it does
-    return target, answers
+    return target, answers, skipped
 
 
 def parse_predict(args: list[str]) -> Optional[LeanRequest]:

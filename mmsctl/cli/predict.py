@@ -166,14 +166,14 @@ def _exit_now() -> None:
 
 
 def _predict_warm(ui: UI, output: str, model: str, sources: list[Any], *, top_k: Optional[int],
-                  handler: Optional[str], gpu: Optional[int], verbose: bool) -> bool:
+                  handler: Optional[str], gpu: Optional[int], verbose: bool) -> str:
     """Send the inputs to a running local server that serves the very same archive (:mod:`mmsctl.predict.warm`);
-    False, having printed nothing, when there is none or it cannot take them (the caller runs in-process)."""
-    from mmsctl.predict.warm import find_warm_server
+    "" once done, else why not, having printed nothing (the caller runs in-process)."""
+    from mmsctl.predict.warm import warm_server_or_why
 
-    target = find_warm_server(model, handler=handler, gpu=gpu)
+    target, why = warm_server_or_why(model, handler=handler, gpu=gpu)
     if target is None:
-        return False
+        return why
     from mmsctl.client.contexts import Context
     from mmsctl.client.inference import InferenceClient
     from mmsctl.predict import predict_remote
@@ -190,24 +190,25 @@ def _predict_warm(ui: UI, output: str, model: str, sources: list[Any], *, top_k:
                 ui.err.print(f"predict: sent to the local server {state.name} ({state.inference_url}), "
                              f"which serves this archive as {target.model}", highlight=False)
             _emit(ui, output, len(sources), iter(batched), bar=False)
-            return True
+            return ""
     remote = Context(f"local:{state.name}", state.inference_url, state.management_url, token_file=state.token_file)
     client = InferenceClient(remote, timeout=60.0, retries=0)
     try:
         answers = predict_remote(client, target.model, sources, top_k=top_k)
         try:
             first = next(answers, None)
-        except MmsError:
-            return False  # unreachable, or its token refused: in-process instead
-        if first is not None and not first.ok and first.status in (0, 503):
-            return False  # unreachable, or no worker there now: in-process instead
+        except MmsError as exc:  # unreachable, or its token refused: in-process instead
+            return f"the local server {state.name} serves this archive but did not answer it: {exc.message}"
+        if first is not None and not first.ok and first.status in (0, 503):  # unreachable, or no worker there now
+            now = "has no worker for it now" if first.status == 503 else "cannot be reached"
+            return f"the local server {state.name} serves this archive but {now}"
         if verbose:
             ui.err.print(f"predict: sent to the local server {state.name} ({state.inference_url}), "
                          f"which serves this archive as {target.model}", highlight=False)
         _emit(ui, output, len(sources), _chain(first, answers))
     finally:
         client.close()
-    return True
+    return ""
 
 
 def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
@@ -250,7 +251,7 @@ def predict(
     from mmsctl.predict import open_model, predict_local, predict_remote, start_service
 
     ui = get_ui()
-    sources = expand_inputs(list(inputs))
+    sources = expand_inputs(list(inputs), ui.warn)  # a file a folder holds but is not read is always named
     if len(sources) == 1 and sources[0].error is not None:
         raise sources[0].error  # fail before loading anything
     context_name = global_context(context)
@@ -276,11 +277,16 @@ def predict(
             client.close()
         return
 
-    if not local_only and (top_k is None or top_k <= SERVER_TOP_K) and \
-            _predict_warm(ui, output, model, sources, top_k=top_k, handler=handler, gpu=gpu, verbose=verbose):
-        return
+    if local_only:
+        why = "--local"
+    elif top_k is not None and top_k > SERVER_TOP_K:
+        why = f"--top-k {top_k}: a server answers at most {SERVER_TOP_K} classes"
+    else:
+        why = _predict_warm(ui, output, model, sources, top_k=top_k, handler=handler, gpu=gpu, verbose=verbose)
+        if not why:
+            return
     if verbose:
-        ui.err.print("predict: in-process (no running local server serves this archive)", highlight=False)
+        ui.err.print(f"predict: in-process ({why})", highlight=False)
     note_model_locations([model])
     with _LOCAL_WORDS.applied():
         local = open_model(model, progress=not ui.quiet)

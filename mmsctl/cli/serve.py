@@ -7,7 +7,7 @@ port) and is the context ``local:NAME``; ``local`` is the one running instance.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, List, Optional
+from typing import TYPE_CHECKING, Callable, List, Optional
 
 import typer
 
@@ -20,7 +20,7 @@ from mmsctl.cli.options import (
     complete_zoo_names,
 )
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
-from mmsctl.errors import AmbiguousInstanceError, InstanceRunningError
+from mmsctl.errors import AmbiguousInstanceError, InstanceRunningError, MmsError
 from mmsctl.exit_codes import INTERRUPTED
 
 if TYPE_CHECKING:
@@ -34,16 +34,40 @@ serve_app = typer.Typer(
     no_args_is_help=True,
 )
 
+def _held_hint(exc: MmsError) -> str:
+    """What to do when another server holds the name or a port: stop that one (by name where several run)."""
+    holder = getattr(exc, "holder", None)
+    if holder is None:
+        return "wait for the other `mmsctl serve` command, or end it"
+    stop = f"`mmsctl serve stop -n {holder}`" if getattr(exc, "several", False) else "`mmsctl serve stop`"
+    other = "another --name and --port" if getattr(exc, "held", "") == "the name" else "another --port"
+    return f"stop it with {stop}, or start this one with {other}"
+
+
+_PORT_HINT = "another program listens there: start this one with --port N (N, N+1 and N+2 free)"
+
+
+def _which(also: str = "") -> Callable[[MmsError], str]:
+    def hint(exc: MmsError) -> str:
+        names = getattr(exc, "names", None) or ["NAME"]
+        return f"say which with {' or '.join(f'-n {n}' for n in names[:3])}{also}"
+
+    return hint
+
+
 _START_WORDS = CommandWords(
     flags={f"{api}_address": f"--{api}-address" for api in ("inference", "management", "metrics")},
-    hints=((InstanceRunningError, "stop it with `mmsctl serve stop`, or choose another --name and --port"),),
+    hints=((InstanceRunningError, _held_hint),),
 )
 _PORT_WORDS = CommandWords(
     flags={f"{api}_address": "--port" for api in ("inference", "management", "metrics")},
     hints=_START_WORDS.hints,
 )
-_STOP_WORDS = CommandWords(hints=((AmbiguousInstanceError, "say which with --name NAME, or stop them all with --all"),))
-_LOGS_WORDS = CommandWords(hints=((AmbiguousInstanceError, "say which with --name NAME"),))
+#: No address typed (MMS's 8080, 8081, 8082): a taken port names no flag, it says which one to use.
+_DEFAULT_WORDS = CommandWords(hints=(*_START_WORDS.hints, ("inference_address", _PORT_HINT),
+                                     ("management_address", _PORT_HINT), ("metrics_address", _PORT_HINT)))
+_STOP_WORDS = CommandWords(hints=((AmbiguousInstanceError, _which(", or stop them all with --all")),))
+_LOGS_WORDS = CommandWords(hints=((AmbiguousInstanceError, _which()),))
 
 NameOpt: Optional[str] = typer.Option(
     None, "--name", "-n", help="The instance (`serve status` lists them); default: the one running here.",
@@ -100,7 +124,8 @@ def start(
     from mmsctl.cli.options import note_model_locations
 
     note_model_locations(models)
-    with (_PORT_WORDS if port is not None else _START_WORDS).applied():
+    typed = port is not None or any((inference_address, management_address, metrics_address))
+    with (_PORT_WORDS if port is not None else _START_WORDS if typed else _DEFAULT_WORDS).applied():
         config = build_config(
             models=models, model_store=model_store, config_file=config_file,
             inference_address=inference_address, management_address=management_address,
@@ -131,20 +156,22 @@ _STOPPED = {
     "stopped": "server {name} stopped",
     "killed": "server {name} stopped (killed after the timeout)",
     "died": "server {name} had died (killed or crashed); marked died and cleaned up",
+    "not running": "server {name} is not running; nothing to stop",
 }
 
 
 @serve_app.command("stop")
 def stop(
     name: Optional[str] = RunningNameOpt,
-    all_: bool = typer.Option(False, "--all", help="Stop every running instance (none running is fine)."),
+    all_: bool = typer.Option(False, "--all", help="Stop every running instance."),
     timeout: float = typer.Option(
         30.0, "--timeout", help="Seconds to answer queued and in-flight requests before killing.", metavar="S"
     ),
 ) -> None:
     """Stop a server after it has answered queued and in-flight requests.
 
-    Without --name: the one server running here (several: say which, or --all).
+    Without --name: the one server running here (several: say which, or --all). Nothing running is not an
+    error (exit 0, with a note); a --name that is no instance here is (exit 3).
     """
     from mmsctl.server.control import stop_instances
 
@@ -153,8 +180,8 @@ def stop(
         for stopped, outcome in stop_instances(name, all_=all_, timeout=timeout):
             stopped_any = True
             get_ui().message(_STOPPED[outcome].format(name=stopped))
-    if all_ and not stopped_any:
-        get_ui().message("no mmsctl server is running")
+    if not stopped_any:
+        get_ui().message("no mmsctl server is running; nothing to stop")
 
 
 @serve_app.command("status")

@@ -83,6 +83,12 @@ def _register_heif() -> None:
     _heif_ready = True
 
 
+def _corrupt(exc: BaseException) -> "ImageError":
+    """The answer for data Pillow cannot decode, in our words (Pillow's messages name its own internals)."""
+    what = "is truncated" if "truncated" in str(exc) else "is corrupt or not an image Pillow can decode"
+    return ImageError(f"Corrupted image input: the image data {what}.")
+
+
 def _open(data: bytes) -> "Image.Image":
     """Open the header only; the decoder's own cap replaces PIL's (which knows nothing of scaled decodes)."""
     from PIL import Image, UnidentifiedImageError
@@ -95,7 +101,7 @@ def _open(data: bytes) -> "Image.Image":
     except UnidentifiedImageError:
         raise ImageError("Corrupted image input: Decoding failed. Invalid image file.") from None  # as MXNet says it
     except (OSError, ValueError, SyntaxError) as exc:
-        raise ImageError(f"Corrupted image input: {exc}") from None
+        raise _corrupt(exc) from None
 
 
 def header_size(data: bytes) -> Optional[tuple[int, int]]:
@@ -198,6 +204,6 @@ def decode(data: bytes, width: int, height: int, *, gray: bool = False, max_pixe
             else:  # RGB as it is; CMYK, alpha, 16-bit, palettes converted at the decoded size, then averaged
                 out = _shrink(_to_mode(upright, mode), width, height)
         except (OSError, ValueError, SyntaxError) as exc:  # truncated or corrupt data
-            raise ImageError(f"Corrupted image input: {exc}") from None
+            raise _corrupt(exc) from None
     pixels = np.asarray(out, dtype=np.uint8)
     return Decoded(pixels.reshape(pixels.shape[0], pixels.shape[1], -1), stored, scale, orientation)

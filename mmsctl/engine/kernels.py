@@ -32,14 +32,15 @@ import json
 import logging
 import math
 import os
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
+
+from mmsctl.engine.kernel_trials import BATCHED, BUSY_LOAD, MARGIN
 
 __all__ = [
     "Checkpoint",
@@ -59,17 +60,12 @@ log = logging.getLogger("mmsctl.engine.kernels")
 MXNET_VAR = "MXNET_MKLDNN_ENABLED"
 #: The setting (``MMSCTL_MKLDNN`` / config.toml ``mkldnn``).
 SETTING = "mkldnn"
-#: Forward passes timed per kernel set (after warm-up), and at most this long.
-_FORWARDS = 30
-_BUDGET_S = 1.0
-#: The larger batch timed beside batch 1 (``predict`` batches only where that is faster per image).
-BATCHED = 4
-#: A measuring child that takes longer than this is given up.
-_CHILD_TIMEOUT_S = 120.0
 #: A model whose one input is larger than this (elements; 1 GiB of float32) is not measured.
 _MAX_INPUT_ELEMENTS = 2**28
 #: MKL-DNN is switched off only when that is more than 10 % faster (noise never flips MXNet's default).
-_MARGIN = 1.1
+_MARGIN = MARGIN
+#: Measurements of one model, at most, while the result is not confident (a busy machine, a thin margin).
+_MAX_ATTEMPTS = 3
 _ON = ("1", "on", "true", "yes")
 _OFF = ("0", "off", "false", "no")
 
@@ -88,9 +84,9 @@ _tried: set[str] = set()
 #: Per model, the MKL-DNN setting of the workers started in this process (True: on, MXNet's default included).
 _started: dict[str, set[bool]] = {}
 _pending_lock = threading.Lock()
-#: The environment variable that makes a measuring child lower its own priority.
-_IDLE_VAR = "MMSCTL_MEASURE_IDLE"
 _NOT_YET = "not measured yet"
+#: Keys this process measured: an unsure choice is measured again in a later run, never twice in one.
+_measured_here: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -114,6 +110,18 @@ class KernelChoice:
     off_ms: Optional[float] = None
     #: the batch size that costs least per image with the chosen set (1 or :data:`BATCHED`).
     batch: int = 1
+    #: Whether the measurement can be trusted (a quiet machine, close trials, a clear margin), and what it ran
+    #: under: the load average before it, the spread of its trials, its rounds; how many times it was measured.
+    confident: bool = True
+    load: Optional[float] = None
+    spread: Optional[float] = None
+    rounds: int = 0
+    attempts: int = 1
+
+    @property
+    def settled(self) -> bool:
+        """Kept as it is: confident, or measured as often as it will be."""
+        return self.confident or self.attempts >= _MAX_ATTEMPTS
 
     @property
     def label(self) -> str:
@@ -235,7 +243,40 @@ def _remembered(entry: Any) -> Optional[KernelChoice]:
     when = str(entry.get("measured", "earlier"))[:32]
     batch = entry.get("batch", 1)
     batch = batch if type(batch) is int and 1 <= batch <= BATCHED else 1
-    return KernelChoice(entry["mkldnn"], f"measured on {when}: {_both(on, off)}", on, off, batch)
+    confident = entry.get("confident") is True  # an entry from before the interleaved trials: measured again
+    attempts = entry.get("attempts", 1)
+    attempts = attempts if type(attempts) is int and attempts >= 1 else 1
+    load, spread = (v if isinstance(v, (int, float)) else None for v in (entry.get("load"), entry.get("spread")))
+    rounds = entry["rounds"] if type(entry.get("rounds")) is int else 0
+    return KernelChoice(entry["mkldnn"], f"measured on {when}: {_both(on, off)}", on, off, batch, confident, load,
+                        spread, rounds, attempts)
+
+
+def _load() -> float:
+    """The 1-minute load average now (0 where the system has none)."""
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+
+
+def _measure_again(found: KernelChoice, key: str) -> bool:
+    """Whether a remembered choice that is not settled is measured again now: not twice in one process, and,
+    where a busy machine made it unsure, only once the machine is clearly quieter than it was then."""
+    if found.settled or key in _measured_here:
+        return False
+    if found.load is None or found.load / (os.cpu_count() or 1) <= BUSY_LOAD:
+        return True  # unsure for its trials or its margin, on a quiet machine: measure again
+    return _load() <= 0.75 * found.load
+
+
+def _kept(old: Optional[KernelChoice], new: KernelChoice) -> KernelChoice:
+    """What is remembered after measuring *new* where *old* was not settled: a confident result, else the one
+    measured under the lower load; its attempts counted."""
+    if old is None:
+        return new
+    attempts = old.attempts + 1
+    if new.mkldnn is None:  # this attempt failed: the earlier result stays
+        return replace(old, attempts=attempts)
+    better = new.confident or old.load is None or new.load is None or new.load <= old.load
+    return replace(new if better else old, attempts=attempts)
 
 
 def _both(on: Optional[float], off: Optional[float]) -> str:
@@ -279,132 +320,49 @@ def _file_lock(path: Path) -> Iterator[None]:
         fh.close()
 
 
-_MEASURE = """
-import json, os, sys, time
-if os.environ.get("MMSCTL_MEASURE_IDLE") == "1":  # in the background: never take CPU a worker wants
-    try:
-        os.nice(19)
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except (AttributeError, OSError):
-        pass
-    try:
-        import ctypes
-        ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL: the server gone, this child goes too
-    except (AttributeError, OSError):
-        pass
-from mmsctl.engine.memory import check_network, limit_this_process
-from mmsctl.errors import EngineError
-symbol, params, name, shape, forwards, budget, limit, rewrite = json.loads(sys.argv[1])
-limit_this_process(limit)  # before mxnet loads: this child is bounded as a worker is
-BATCH = int(sys.argv[2])
-try:
-    check_network(symbol, name, tuple(shape), limit)
-except EngineError as exc:
-    print(json.dumps({"refused": exc.message}))
-    sys.exit(3)
-try:
-    check_network(symbol, name, (BATCH,) + tuple(shape[1:]), limit)
-except EngineError:
-    BATCH = 0  # batch 1 only
-from mmsctl.engine.mxnet_compat import import_mxnet
-mx = import_mxnet()
-sym = mx.sym.load(symbol)
-if rewrite:  # the graph the built-in handler's workers run
-    from mmsctl.engine.graph import normalise
-    sym = mx.sym.load_json(normalise(sym.tojson())[0])
-loaded = mx.nd.load(params)
-args = {k[4:]: v for k, v in loaded.items() if k.startswith("arg:")}
-aux = {k[4:]: v for k, v in loaded.items() if k.startswith("aux:")}
-module = mx.mod.Module(sym, data_names=[name], label_names=None, context=mx.cpu())
-module.bind(for_training=False, data_shapes=[(name, tuple(shape))])
-module.set_params(args, aux, allow_missing=True, allow_extra=True)
-def timed(n):
-    module.reshape([(name, (n,) + tuple(shape[1:]))])
-    batch = mx.io.DataBatch([mx.nd.random.uniform(0, 255, (n,) + tuple(shape[1:]))])
-    for _ in range(3):
-        module.forward(batch, is_train=False)
-        module.get_outputs()[0].asnumpy()
-    times, end = [], time.perf_counter() + budget
-    while len(times) < forwards and (len(times) < 5 or time.perf_counter() < end):
-        t0 = time.process_time()  # CPU time: what other processes do to the wall clock stays out
-        module.forward(batch, is_train=False)
-        module.get_outputs()[0].asnumpy()
-        times.append(time.process_time() - t0)
-    times.sort()
-    half = times[: max(1, len(times) // 2)]
-    return 1000 * sum(half) / len(half) / n
-print(json.dumps([timed(1), timed(BATCH) if BATCH else None]))
-"""
-
-
-class _Refused(Exception):
-    """The measuring child refused the model: its network is over the memory limit (the message says so)."""
-
-
-def _time_one(ckpt: Checkpoint, threads: int, mkldnn: bool, max_memory: int,
-              low_priority: bool = False, rewrite: bool = False) -> Optional[tuple[float, Optional[float]]]:
-    """Milliseconds per image (mean of the faster half of the forwards) at batch 1 and at batch
-    :data:`BATCHED` (None where that batch is over the memory limit), in a child with MKL-DNN on or
-    off and *max_memory* as its network limit (:mod:`mmsctl.engine.memory`), the network rewritten by
-    :mod:`mmsctl.engine.graph` where *rewrite*; None if it failed.
-
-    Raises:
-        _Refused: the network at batch 1 is over *max_memory*.
-    """
-    env = {k: v for k, v in os.environ.items() if k != MXNET_VAR}
-    env.update(KernelChoice(mkldnn, "").env())
-    env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(max(1, threads))
-    env["MXNET_SUBGRAPH_VERBOSE"] = "0"
-    env.pop(_IDLE_VAR, None)
-    if low_priority:
-        env[_IDLE_VAR] = "1"
-    arg = json.dumps([str(ckpt.symbol), str(ckpt.params), ckpt.data_name, list(ckpt.shape), _FORWARDS, _BUDGET_S,
-                      max_memory, rewrite])
-    try:
-        done = subprocess.run([sys.executable, "-c", _MEASURE, arg, str(BATCHED)], env=env, capture_output=True,
-                              text=True, timeout=_CHILD_TIMEOUT_S, stdin=subprocess.DEVNULL)
-        last = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else None
-        if isinstance(last, dict) and "refused" in last:
-            raise _Refused(str(last["refused"]))
-        if done.returncode != 0 or not isinstance(last, list):
-            return None
-        one, batched = last
-        return float(one), (float(batched) if batched is not None else None)
-    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError, TypeError):
-        return None
-
-
 def measure(ckpt: Checkpoint, threads: int = 1, max_memory: Optional[int] = None,
             low_priority: bool = False, rewrite: Optional[bool] = None) -> KernelChoice:
-    """Time a forward pass at batch 1 both ways (one child process each) and pick the faster.
+    """Time the forward pass both ways, interleaved (:mod:`mmsctl.engine.kernel_trials`), and pick the faster.
 
     The children run under the memory limit of a worker with *max_memory* as its network limit
     (default: :func:`mmsctl.engine.memory.limit_from_env`); a network over it is not measured.
     With *low_priority* the children run at nice 19 / ``SCHED_IDLE`` (the server's background measurement).
     *rewrite*: time the network as :mod:`mmsctl.engine.graph` rewrites it (default: as the built-in handler runs it).
     """
+    from mmsctl.engine import kernel_trials as kt
     from mmsctl.engine.memory import limit_from_env
 
     limit = max_memory if max_memory is not None else limit_from_env()
     rewrite = rewrites_graph(ckpt) if rewrite is None else rewrite
+    model = [str(ckpt.symbol), str(ckpt.params), ckpt.data_name, list(ckpt.shape), limit]
+    variants = [kt.Variant(True, rewrite), kt.Variant(False, rewrite)]
+
+    def sure(trials: kt.Trials) -> bool:
+        decision = kt.decide(trials, *variants)
+        return decision is not None and decision.confident
+
     try:
-        on = _time_one(ckpt, threads, True, limit, low_priority, rewrite)
-    except _Refused as exc:
+        trials = _trials(model, variants, threads, low_priority, sure)
+    except kt.Refused as exc:
         return KernelChoice(None, f"{_NOT_MEASURED}{exc}")
-    try:
-        off = _time_one(ckpt, threads, False, limit, low_priority, rewrite)
-    except _Refused:
-        off = None
-    on_ms, off_ms = (on[0] if on else None), (off[0] if off else None)
-    both = _both(on_ms, off_ms)
-    if on is None and off is None:
-        return KernelChoice(None, f"could not measure ({both})")
-    # MXNet's default (MKL-DNN on) stays unless switching it off is clearly faster.
-    mkldnn = off is None or (on is not None and on[0] <= _MARGIN * off[0])
-    best = on if mkldnn else off
-    assert best is not None
-    batch = BATCHED if best[1] is not None and best[1] < 0.95 * best[0] else 1
-    return KernelChoice(mkldnn, f"measured now: {both}", on_ms, off_ms, batch)
+    decision = kt.decide(trials, *variants) if trials is not None else None
+    if decision is None:
+        return KernelChoice(None, "could not measure (neither set loaded)")
+    return KernelChoice(decision.mkldnn, f"measured now: {_both(decision.on_ms, decision.off_ms)}{_doubt(decision)}",
+                        decision.on_ms, decision.off_ms, decision.batch, decision.confident, decision.load,
+                        round(decision.spread, 3), decision.rounds)
+
+
+def _trials(model: list[Any], variants: list[Any], threads: int, low_priority: bool,
+            sure: Callable[[Any], bool]) -> Any:
+    """The interleaved trials (the seam the tests stand in for with recorded ones)."""
+    from mmsctl.engine.kernel_trials import run_trials
+
+    return run_trials(model, variants, threads=threads, low_priority=low_priority, sure=sure)
+
+
+def _doubt(decision: Any) -> str:
+    return f" (to be measured again: {decision.doubt})" if not decision.confident else ""
 
 
 def _setting() -> tuple[str, str]:
@@ -452,21 +410,24 @@ def choose_kernels(root: Path, *, threads: int = 1, gpu: Optional[int] = None,
         return KernelChoice(None, "cannot read the checkpoint")
     path = _cache_file()
     found = _remembered(_read_cache(path).get(key))
-    if found is not None or not measure_missing:
+    if not measure_missing or found is not None and not _measure_again(found, key):
         return found or KernelChoice(None, _NOT_YET)
     from mmsctl.engine.memory import limit_from_env
 
     limit = max_memory if max_memory is not None else limit_from_env()
     with _lock, _file_lock(path):
-        found = _remembered(_read_cache(path).get(key)) or _refused.get((key, limit))  # measured meanwhile
-        if found is not None:
-            return found
+        found = _remembered(_read_cache(path).get(key))  # measured meanwhile
+        refused = _refused.get((key, limit))
+        if found is not None and not _measure_again(found, key) or found is None and refused is not None:
+            return found or refused  # type: ignore[return-value]
+        _measured_here.add(key)
         choice = measure(ckpt, threads, limit, low_priority, rewrite)
         if choice.reason.startswith(_NOT_MEASURED):
             _refused[(key, limit)] = choice
-        if choice.mkldnn is not None:
-            _write_cache(path, key, choice, ckpt.symbol.name[: -len("-symbol.json")])
-        return choice
+        kept = _kept(found, choice)
+        if kept.mkldnn is not None:
+            _write_cache(path, key, kept, ckpt.symbol.name[: -len("-symbol.json")])
+        return kept
 
 
 def kernel_env(root: Path, *, threads: int = 1, gpu: Optional[int] = None, model: str = "",
@@ -476,7 +437,7 @@ def kernel_env(root: Path, *, threads: int = 1, gpu: Optional[int] = None, model
     choice = choose_kernels(root, threads=threads, gpu=gpu, max_memory=max_memory, measure_missing=not _deferred,
                             handler=handler)
     name = model or Path(root).name
-    if _deferred and choice.reason == _NOT_YET:
+    if _deferred and (choice.reason == _NOT_YET or not choice.settled):  # measured (again) once READY
         with _pending_lock:
             if name not in _measuring and name not in _tried:
                 _pending.setdefault(name, (Path(root), threads, gpu, max_memory, handler))

@@ -146,7 +146,10 @@ class ModelService:
         headers: dict[str, Any] = {}
         for param in item.parameters:
             mime = _mime(param.content_type)
-            data[param.name] = _decode_value(param.value, mime, self.decode_input)
+            try:
+                data[param.name] = _decode_value(param.value, mime, self.decode_input)
+            except ValueError:  # text with a lone surrogate: no bytes stand for it
+                raise ValueError(f"parameter {str(param.name)[:100]!r} is not valid text") from None
             headers[param.name] = {"content-type": mime}
         headers.update(item.headers)
         return data, headers
@@ -162,7 +165,7 @@ class ModelService:
         for pos, item in enumerate(batch):
             try:
                 data, headers = self._to_input(item)
-            except (ValueError, UnicodeDecodeError) as exc:
+            except ValueError as exc:  # raised above, with a message of its own
                 results[pos] = ResponseItem.error(400, "BadRequestException", f"Invalid request body: {exc}")
                 continue
             inputs.append(data)

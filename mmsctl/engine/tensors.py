@@ -91,12 +91,16 @@ class InferResponse:
 
 # -- checks ---------------------------------------------------------------------------------------
 def _elements(shape: Any, what: str) -> int:
+    """The element count of *shape*; every dimension is bounded on its own too, so a 0 before a huge one
+    (``[0, 2**70]``, 0 elements) is refused as the client's mistake, not met later by numpy."""
     if not isinstance(shape, list) or len(shape) > _MAX_DIMS:
         raise TensorError(f"{what}: shape must be a list of at most {_MAX_DIMS} dimensions")
     count = 1
-    for dim in shape:
+    for i, dim in enumerate(shape):
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 0:
             raise TensorError(f"{what}: shape must hold non-negative integers, got {shape!r}"[:200])
+        if dim > MAX_ELEMENTS:
+            raise TensorError(f"{what}: shape[{i}] is more than {MAX_ELEMENTS}")
         count *= dim
         if count > MAX_ELEMENTS:
             raise TensorError(f"{what}: more than {MAX_ELEMENTS} elements")
@@ -130,20 +134,60 @@ def _flatten(data: Any, what: str, limit: int) -> list[Any]:
 
 def _json_data(values: list[Any], datatype: str, what: str) -> np.ndarray:
     if datatype == "BYTES":
-        if not all(isinstance(v, str) for v in values):
-            raise TensorError(f"{what}: BYTES data must be strings in JSON (or sent binary)")
-        array = np.empty(len(values), dtype=object)
-        array[:] = [v.encode("utf-8", "surrogateescape") for v in values]
-        return array
+        return _json_bytes(values, what)
     if datatype == "BOOL":
         if not all(isinstance(v, bool) for v in values):
             raise TensorError(f"{what}: BOOL data must be true or false")
-    elif not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return np.asarray(values, dtype=np.bool_)
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
         raise TensorError(f"{what}: {datatype} data must be numbers")
+    dtype = np.dtype(DATATYPES[datatype])
+    if dtype.kind in "iu":
+        return _json_integers(values, dtype, datatype, what)
     try:
-        return np.asarray(values, dtype=DATATYPES[datatype])
-    except (OverflowError, ValueError) as exc:
-        raise TensorError(f"{what}: {exc}") from None
+        wide = np.asarray(values, dtype=np.float64)
+    except OverflowError:  # an integer past any float
+        index = next(i for i, v in enumerate(values) if isinstance(v, int) and not _is_float(v))
+        raise TensorError(f"{what}: data element {index} is outside the range of {datatype}") from None
+    with np.errstate(over="ignore"):
+        array = wide.astype(dtype)
+    lost = np.flatnonzero(np.isinf(array) & np.isfinite(wide))
+    if lost.size:  # a finite number that the datatype can only hold as infinity
+        raise TensorError(f"{what}: data element {int(lost[0])} is outside the range of {datatype}")
+    return array
+
+
+def _is_float(value: int) -> bool:
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
+
+
+def _json_integers(values: list[Any], dtype: np.dtype, datatype: str, what: str) -> np.ndarray:
+    """Integers as *dtype*, each in its range (numpy would wrap 300 into an INT8's 44 without a word)."""
+    for i, value in enumerate(values):
+        if not isinstance(value, int):
+            raise TensorError(f"{what}: data element {i} is not an integer ({datatype})")
+    info = np.iinfo(dtype)
+    for i, value in enumerate(values):
+        if not info.min <= value <= info.max:
+            raise TensorError(f"{what}: data element {i} is outside the range of {datatype} ({info.min} to {info.max})")
+    return np.asarray(values, dtype=dtype)
+
+
+def _json_bytes(values: list[Any], what: str) -> np.ndarray:
+    """JSON strings as BYTES elements (UTF-8; ``\\udc80``-``\\udcff`` stand for the bytes 0x80-0xff)."""
+    array = np.empty(len(values), dtype=object)
+    for i, value in enumerate(values):
+        if not isinstance(value, str):
+            raise TensorError(f"{what}: BYTES data must be strings in JSON (or sent binary)")
+        try:
+            array[i] = value.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            raise TensorError(f"{what}: data element {i} holds a lone surrogate (no UTF-8 bytes stand for it)") from None
+    return array
 
 
 def unpack_bytes(raw: bytes, count: int, what: str) -> np.ndarray:

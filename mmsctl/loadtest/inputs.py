@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from mmsctl.errors import UsageError
 
@@ -44,8 +44,10 @@ def default_input() -> Optional[Path]:
     return None
 
 
-def read_bodies(args: Sequence[str], *, noop: bool = False) -> list[Body]:
-    """The bodies for INPUT arguments (an empty body with ``--noop`` and no INPUT).
+def read_bodies(args: Sequence[str], *, noop: bool = False,
+                skipped: Optional[Callable[[str], None]] = None) -> list[Body]:
+    """The bodies for INPUT arguments (an empty body with ``--noop`` and no INPUT); *skipped* is told the files
+    a folder holds that are not read, as ``predict`` tells them.
 
     Raises:
         UsageError: no INPUT and no default kitten, a URL or stdin (read them into a file first),
@@ -65,7 +67,7 @@ def read_bodies(args: Sequence[str], *, noop: bool = False) -> list[Body]:
         args = [str(kitten)]
     bodies: list[Body] = []
     total = 0
-    for source in expand_inputs(list(args)):
+    for source in expand_inputs(list(args), skipped):
         if source.kind in ("stdin", "url"):
             raise UsageError(f"{source.name}: bench reads files, folders and globs only",
                              hint="save it to a file first (curl -o, or > file)")

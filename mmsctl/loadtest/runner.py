@@ -98,7 +98,7 @@ def run_bench(request: BenchRequest, hooks: Optional[Hooks] = None) -> tuple[Ben
         raise UsageError("a no-op model gets empty requests; leave out INPUT", param="noop")
     if request.noop_url and not request.noop:
         raise UsageError("a no-op archive location goes with a no-op model", params=("noop_url", "noop"))
-    bodies = read_bodies(request.inputs, noop=request.noop)
+    bodies = read_bodies(request.inputs, noop=request.noop, skipped=hooks.warning)
     contexts = [resolve_context(name) for name in request.contexts]
     if request.noop:
         for context in contexts:

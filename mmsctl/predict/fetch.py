@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from urllib.parse import urlsplit
 
 from mmsctl import addresses
-from mmsctl.addresses import ENV_ALLOW, AllowList, Resolver, resolve
+from mmsctl.addresses import ENV_ALLOW, AllowList, NeverAllowed, Resolver, resolve
 from mmsctl.errors import DownloadError
 from mmsctl.tls import verify as shared_verify
 
@@ -120,8 +120,8 @@ def _pinned_client(url: str, allow: AllowList, resolver: Resolver, timeout: floa
     try:
         judged = resolve(host, checked_port, allow=allow, resolver=resolver)
     except PermissionError as exc:
-        raise FetchError(403, "ForbiddenException",
-                         f"{url[:200]}: {exc}; only public addresses are fetched (set {allow_setting} to allow it)") \
+        how = "no allow-list opens it" if isinstance(exc, NeverAllowed) else f"set {allow_setting} to allow it"
+        raise FetchError(403, "ForbiddenException", f"{url[:200]}: {exc}; only public addresses are fetched ({how})") \
             from None
     except (OSError, UnicodeError) as exc:
         raise FetchError(502, "BadGatewayException", f"{url[:200]}: cannot resolve {host}: {exc}") from None

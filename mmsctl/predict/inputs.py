@@ -18,16 +18,22 @@ from mmsctl.errors import InputNotFoundError, MmsError, UsageError
 
 __all__ = ["IMAGE_SUFFIXES", "InputSource", "expand_inputs"]
 
-#: What a folder argument picks up (case-insensitive).
-IMAGE_SUFFIXES = frozenset(
-    {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm", ".jfif"}
-)
+#: What a folder argument picks up (case-insensitive): every image format the decoder reads
+#: (:mod:`mmsctl.engine.imaging`: Pillow's, and HEIC/HEIF through pillow-heif), as ``predict FILE`` does.
+#: ``tests/cli/test_predict.py`` holds this against Pillow's own list.
+IMAGE_SUFFIXES = frozenset({
+    ".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".apng", ".bmp", ".dib", ".gif", ".webp", ".tif", ".tiff",
+    ".heic", ".heif", ".hif", ".avif", ".avifs", ".ppm", ".pgm", ".pbm", ".pnm", ".pfm", ".qoi", ".jp2", ".j2k",
+    ".j2c", ".jpc", ".jpf", ".jpx", ".tga", ".icb", ".vda", ".vst", ".ico", ".cur", ".icns", ".dds", ".psd", ".pcx",
+    ".dcx", ".sgi", ".rgb", ".rgba", ".bw", ".ras", ".xbm", ".xpm", ".im", ".msp", ".pcd", ".pxr", ".blp", ".ftc",
+    ".ftu", ".gbr", ".iim", ".fli", ".flc", ".fit", ".fits",
+})
 _GLOB_CHARS = frozenset("*?[")
 # The common cases without initialising `mimetypes` (it reads the system's tables: ~10 ms).
 _IMAGE_TYPES = {
     ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".jfif": "image/jpeg", ".png": "image/png",
     ".gif": "image/gif", ".bmp": "image/bmp", ".webp": "image/webp", ".tif": "image/tiff",
-    ".tiff": "image/tiff",
+    ".tiff": "image/tiff", ".heic": "image/heic", ".heif": "image/heif", ".avif": "image/avif",
 }
 
 
@@ -77,19 +83,28 @@ class InputSource(NamedTuple):
             raise UsageError(f"{self.name}: cannot read: {exc.strerror}") from exc
 
 
-def _folder_images(folder: Path) -> list[Path]:
-    return sorted(
-        p
-        for p in folder.iterdir()
-        if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in IMAGE_SUFFIXES
-    )
+def _folder_images(folder: Path, skipped: Optional[Callable[[str], None]]) -> list[Path]:
+    """The folder's images, sorted; every other file is named through *skipped* (hidden files and folders
+    are not: a folder is read one level deep, and ``.DS_Store`` is nobody's photo)."""
+    images: list[Path] = []
+    others: list[Path] = []
+    for p in sorted(folder.iterdir()):
+        if p.name.startswith(".") or not p.is_file():
+            continue
+        (images if p.suffix.lower() in IMAGE_SUFFIXES else others).append(p)
+    if others and skipped is not None:
+        names = ", ".join(p.name for p in others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+        skipped(f"{folder}: skipped {len(others)} file{'s' if len(others) > 1 else ''} that "
+                f"{'are' if len(others) > 1 else 'is'} not an image by name: {names}")
+    return images
 
 
-def expand_inputs(args: list[str]) -> list[InputSource]:
+def expand_inputs(args: list[str], skipped: Optional[Callable[[str], None]] = None) -> list[InputSource]:
     """Expand INPUT arguments in order: ``-`` (stdin), URLs, folders (images inside, sorted), globs, files.
 
     A path that does not exist becomes an input that fails when read, so with
-    several inputs the others still run.
+    several inputs the others still run. *skipped* is told, one line per folder, the files a folder
+    holds that are not read (no image suffix).
 
     Raises:
         UsageError: no inputs, ``-`` given twice, or a folder without images.
@@ -108,12 +123,12 @@ def expand_inputs(args: list[str]) -> list[InputSource]:
         elif arg.startswith(("http://", "https://")):
             out.append(InputSource(arg, "url", arg))
         elif os.path.isdir(arg):
-            images = _folder_images(Path(arg))
+            images = _folder_images(Path(arg), skipped)
             if not images:
                 raise UsageError(
                     f"{arg}: no images in this folder",
-                    hint="folders are read one level deep; files need an image suffix "
-                    + "(" + ", ".join(sorted(IMAGE_SUFFIXES)) + ")",
+                    hint="folders are read one level deep; files need an image suffix (.jpg, .png, .heic, .webp, "
+                    "… every format Pillow reads); name a file to send it as it is",
                 )
             out.extend(InputSource(str(p), "file", str(p)) for p in images)
         elif os.path.exists(arg):

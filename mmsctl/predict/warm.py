@@ -26,7 +26,7 @@ from typing import Any, NamedTuple, Optional
 from mmsctl.config import cache_dir, settings_file
 from mmsctl.instances import InstanceState, running_instances
 
-__all__ = ["ArchiveFacts", "WarmTarget", "archive_digest", "find_warm_server", "local_archive"]
+__all__ = ["ArchiveFacts", "WarmTarget", "archive_digest", "find_warm_server", "local_archive", "warm_server_or_why"]
 
 #: Archive files ``predict`` may find served (folders and checkpoint folders are not hashed).
 _ARCHIVE_SUFFIXES = (".mar", ".model", ".tar.gz", ".tgz")
@@ -135,26 +135,46 @@ def find_warm_server(model: str, *, handler: Optional[str] = None, gpu: Optional
     With *remembered_only*, what *model* comes to is taken only from an earlier run's facts whose every
     stamp still holds (a few file reads); else it is worked out (zoo, digest, kernel choice) and remembered.
     """
+    return warm_server_or_why(model, handler=handler, gpu=gpu, remembered_only=remembered_only)[0]
+
+
+def warm_server_or_why(model: str, *, handler: Optional[str] = None, gpu: Optional[int] = None,
+                       remembered_only: bool = False) -> tuple[Optional[WarmTarget], str]:
+    """:func:`find_warm_server`'s answer, and why there is none (``predict -v`` says it): "" when there is one."""
     if handler is not None or gpu is not None:
-        return None
+        return None, "another handler is asked for" if handler is not None else "a GPU is asked for"
     try:
         servers = [s for s in running_instances() if s.status == "ready" and s.served]
     except OSError:
-        return None
+        return None, "the local servers' state cannot be read"
     if not servers:
-        return None
+        return None, "no local server is running"
     key = _facts_key(model)
     facts = _remembered_facts(key)
     if facts is None and not remembered_only:
         facts = _work_out_facts(model, key)
-    if facts is None or facts.mkldnn is None:
-        return None
+    if facts is None:
+        return None, f"{model} is not an archive file here (a folder is never matched)"
+    other = None
     for state in servers:
         for name, served in sorted(state.served.items()):
-            if isinstance(served, dict) and served.get("archive") == facts.digest and not served.get("override") \
-                    and _served_kernels(served.get("mkldnn")) is facts.mkldnn:
-                return WarmTarget(state, name)
-    return None
+            if not isinstance(served, dict) or served.get("archive") != facts.digest:
+                continue
+            if facts.mkldnn is None:
+                other = other or (f"the local server {state.name} serves this archive as {name}, but the kernel set "
+                                  "this process would run it with is not known yet")
+            elif served.get("override"):
+                other = other or f"the local server {state.name} serves this archive as {name} with another handler"
+            elif _served_kernels(served.get("mkldnn")) is not facts.mkldnn:
+                other = other or (f"the local server {state.name} serves this archive as {name} with another kernel "
+                                  f"set than this process would choose ({_set(facts.mkldnn)} here)")
+            else:
+                return WarmTarget(state, name), ""
+    return None, other or "no running local server serves this archive"
+
+
+def _set(mkldnn: bool) -> str:
+    return "MKL-DNN" if mkldnn else "MKL-DNN off"
 
 
 def _facts_key(model: str) -> str:

@@ -22,10 +22,10 @@ from typing import Any, Optional
 
 from mmsctl.errors import MmsError, ServerError
 from mmsctl.server.config import ServerConfig, parse_address
-from mmsctl.instances import Instance, InstanceState, process_start_time
+from mmsctl.instances import Instance, InstanceState, holder, process_start_time, registry_lock
 from mmsctl.names import split_named
 
-__all__ = ["Server", "STARTUP_FAILURE", "main", "run_server"]
+__all__ = ["Server", "STARTUP_FAILURE", "main", "run_server", "starting_state"]
 
 log = logging.getLogger("mmsctl.server")
 
@@ -49,6 +49,8 @@ class Server:
         self._state_error: Optional[str] = None
         #: Written to (then closed) once the start is decided, ready or failed: ``serve start`` waits on it.
         self.ready_fd: Optional[int] = None
+        #: Run by ``serve start --foreground``: the log goes to the terminal (``state.json`` says so).
+        self.foreground = False
 
     # -- state.json -----------------------------------------------------------------------------
     def _write_state(self, **changes: Any) -> Optional[str]:
@@ -73,7 +75,7 @@ class Server:
     def _announce(self, changes: dict[str, Any]) -> None:
         """Wake ``serve start`` at once when the start is decided (it re-reads ``state.json``) instead of at its next poll."""
         fd = self.ready_fd
-        if fd is None or changes.get("status") not in ("ready", "failed"):
+        if fd is None or changes.get("status") not in ("ready", "failed", "stopped"):
             return
         self.ready_fd = None
         try:
@@ -94,6 +96,19 @@ class Server:
         self.should_exit = True
         if self._wake is not None:
             self._wake.set()
+
+    def _claim(self) -> bool:
+        """Write this server's ``starting`` state under the registry's lock, unless another live server holds the
+        name (a ``python -m mmsctl.server`` started by hand; ``serve start`` claimed it for this process already)."""
+        root = self.instance.dir.parent
+        with registry_lock(root):
+            found = holder(self.instance.name, [], pid=os.getpid(), root=root)
+            if found is not None:
+                log.error("server %s is already running (pid %s); this one does not start", found[0].name, found[0].pid)
+                return False
+            self.instance.write_state(  # unwritable at start: the start fails, with the reason
+                starting_state(self.instance, self.config, os.getpid(), foreground=self.foreground))
+        return True
 
     # -- phases ------------------------------------------------------------------------------
     async def startup(self) -> None:
@@ -243,27 +258,20 @@ class Server:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal)
-        self.instance.write_state(InstanceState(  # unwritable at start: the start fails, with the reason
-            name=self.instance.name, pid=os.getpid(), status="starting",
-            inference_url=_url(self.config.inference_address),
-            management_url=_url(self.config.management_address),
-            metrics_url=_url(self.config.metrics_address),
-            log_file=str(self.instance.log_file), token_file=self.config.token_file,
-            process_start=process_start_time(os.getpid()), model_store=self.config.model_store,
-            started_at=time.time(),
-        ))
+        if not self._claim():
+            return STARTUP_FAILURE
         try:
             startup = asyncio.ensure_future(self.startup())
             while not startup.done():  # bounded: every start-up model load has its own timeout
                 await asyncio.wait({startup}, timeout=0.2)
                 if self.should_exit:
                     startup.cancel()
-                    raise ServerError("interrupted during start-up")
+                    raise ServerError("stopped during start-up (SIGTERM or Ctrl+C)")
             startup.result()
         except (MmsError, asyncio.CancelledError) as exc:
             message = getattr(exc, "message", None) or "start-up cancelled"
             log.error("start-up failed: %s", message)
-            self._write_state(status="failed", error=message)
+            self._write_state(status="stopped" if self.should_exit else "failed", error=message)
             await self.shutdown()
             return STARTUP_FAILURE
         except Exception as exc:  # noqa: BLE001 - reported in state.json, not as a traceback
@@ -279,6 +287,16 @@ class Server:
         self._write_state(status="stopped")
         log.info("mmsctl server stopped")
         return 0
+
+
+def starting_state(instance: Instance, config: ServerConfig, pid: int, *, foreground: bool = False) -> InstanceState:
+    """The ``starting`` state of server process *pid*: the claim on its name and ports."""
+    return InstanceState(
+        name=instance.name, pid=pid, status="starting", inference_url=_url(config.inference_address),
+        management_url=_url(config.management_address), metrics_url=_url(config.metrics_address),
+        log_file=str(instance.log_file), token_file=config.token_file, process_start=process_start_time(pid),
+        model_store=config.model_store, started_at=time.time(), foreground=foreground,
+    )
 
 
 def _url(address: str) -> str:
@@ -297,10 +315,12 @@ def _setup_logging() -> None:
     logging.getLogger("aiohttp").setLevel(logging.WARNING)
 
 
-def run_server(config: ServerConfig, instance: Optional[Instance] = None, ready_fd: Optional[int] = None) -> int:
+def run_server(config: ServerConfig, instance: Optional[Instance] = None, ready_fd: Optional[int] = None, *,
+               foreground: bool = False) -> int:
     """Run a server in this process until SIGTERM/SIGINT; return the exit code.
 
-    *ready_fd* (a pipe's end) is written to and closed once the start is decided (see ``Server.ready_fd``).
+    *ready_fd* (a pipe's end) is written to and closed once the start is decided (see ``Server.ready_fd``);
+    *foreground*: the log goes to this terminal, not to the instance's ``server.log``.
     """
     instance = instance or Instance(config.instance_name)
     instance.dir.mkdir(parents=True, exist_ok=True)
@@ -317,6 +337,7 @@ def run_server(config: ServerConfig, instance: Optional[Instance] = None, ready_
         pass
     server = Server(config, instance)
     server.ready_fd = ready_fd
+    server.foreground = foreground
     return asyncio.run(server.serve())
 
 

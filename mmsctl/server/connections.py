@@ -22,6 +22,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import LineTooLong
 from aiohttp.web_protocol import RequestHandler
 
+from mmsctl.server.errors import INTERNAL_ERROR
 from mmsctl.server.http import error_response
 from mmsctl.server.pipelining import RequestSplitter
 
@@ -32,7 +33,7 @@ log = logging.getLogger("mmsctl.server")
 
 def _parse_error(exc: Optional[BaseException], status: int) -> web.Response:
     if status >= 500:
-        return error_response(500, "InternalServerException", "Internal server error.")
+        return error_response(500, "InternalServerException", INTERNAL_ERROR)
     text = str(exc or "")
     if isinstance(exc, LineTooLong):
         # aiohttp says which line only by quoting it: the request target starts with "/" or a scheme.

@@ -17,26 +17,40 @@ from typing import IO, Any, Callable, Iterator, Optional
 
 from mmsctl.errors import AmbiguousInstanceError, InstanceRunningError, NotFoundError, ServerError
 from mmsctl.server.config import ServerConfig, load_properties, parse_address
-from mmsctl.instances import LIVE_STATUSES, Instance, InstanceState, list_instances, one_running, server_alive
+from mmsctl.instances import (
+    LIVE_STATUSES,
+    Instance,
+    InstanceState,
+    holder,
+    list_instances,
+    one_running,
+    registry_lock,
+    running_instances,
+    server_alive,
+)
 from mmsctl.names import model_location
 
 __all__ = ["build_config", "print_logs", "prune_instances", "start_background", "start_foreground", "status_rows",
            "stop_instances"]
 
 
-def _model_spec(spec: str, model_store: Optional[str] = None) -> str:
+def _model_spec(spec: str, store: Optional[str] = None) -> str:
     """Make a local path in ``name=location`` absolute (the server runs elsewhere); zoo names and
     URLs stay as they are (:func:`mmsctl.names.model_location`: ``squeezenet`` is the zoo's even
     with a ``./squeezenet`` folder here). A zoo model is served under the name typed
     (``--models squeezenet`` answers on /predictions/squeezenet, as ``ec2 launch`` does); a word that
-    names an entry of *model_store* is that entry, named as MMS names it: by its manifest."""
+    names an entry of *store* is that entry, named as MMS names it: by its manifest."""
     where = model_location(spec)
     location = where.value
+    in_store = store is not None and (Path(store) / location).exists()  # a file name in the store, as MMS reads it
+    if where.kind == "zoo" and not in_store:  # a typo is told now, with a did-you-mean, not once the server runs
+        from mmsctl.zoo.resolve import check_name
+
+        check_name(location)
     if where.kind == "path":
         path = Path(location).expanduser()
         if path.exists():
             location = str(path.resolve())
-    in_store = model_store is not None and (Path(model_store) / location).exists()
     name = where.name or (location if where.kind == "zoo" and not in_store else None)
     return f"{name}={location}" if name else location
 
@@ -84,24 +98,41 @@ def _worker_threads(default: int) -> int:
 
 
 def start_foreground(config: ServerConfig) -> int:
-    from mmsctl.server.app import run_server
+    from mmsctl.server.app import run_server, starting_state
 
     instance = Instance(config.instance_name)
-    _refuse_running(instance)
-    instance.dir.mkdir(parents=True, exist_ok=True)
-    instance.config_file.write_text(config.to_json())
-    return run_server(config, instance)
+    with registry_lock():  # the claim: the name and the ports are this process's from here on
+        _refuse_held(instance, config)
+        _check_ports(config)
+        instance.dir.mkdir(parents=True, exist_ok=True)
+        instance.config_file.write_text(config.to_json())
+        instance.write_state(starting_state(instance, config, os.getpid(), foreground=True))
+    return run_server(config, instance, foreground=True)
 
 
-def _refuse_running(instance: Instance) -> None:
-    state = instance.running_state()
-    if state is not None:
-        raise InstanceRunningError(f"server {instance.name} is already running (pid {state.pid})",
-                                   hint="stop it first, or start another instance on other ports")
+def _ports(config: ServerConfig) -> list[tuple[str, int]]:
+    return [parse_address(getattr(config, key), key=key)
+            for key in ("inference_address", "management_address", "metrics_address")]
+
+
+def _refuse_held(instance: Instance, config: ServerConfig) -> None:
+    """Refuse a name or a port that a live server of this registry holds, naming that server."""
+    found = holder(instance.name, _ports(config))
+    if found is None:
+        return
+    state, held = found
+    several = len(running_instances()) > 1
+    doing = {"starting": "starting", "stopping": "stopping"}.get(state.status, "running")
+    if held == "the name":
+        message = f"server {state.name} is already {doing} (pid {state.pid}; context local:{state.name})"
+    else:
+        on = state.ports()[0][1] if state.ports() else "?"
+        message = f"{held} is taken by the mmsctl server local:{state.name} on {on} (pid {state.pid}, {doing})"
+    raise InstanceRunningError(message, holder=state.name, held=held, several=several)
 
 
 def _check_ports(config: ServerConfig) -> None:
-    """Fail fast, with the flag to change, when a port is taken."""
+    """Fail fast when a port is taken by a process that is not one of this registry's servers."""
     import socket
 
     for key in ("inference_address", "management_address", "metrics_address"):
@@ -111,32 +142,31 @@ def _check_ports(config: ServerConfig) -> None:
             try:
                 s.bind((host, port))
             except OSError as exc:
-                raise ServerError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
-                                  hint="another server may be running there; choose another port", param=key) from None
+                raise ServerError(f"cannot listen on {host}:{port} ({key.split('_')[0]} API): "
+                                  f"{exc.strerror or exc}", hint="another program listens there; choose another "
+                                  "port", param=key) from None
 
 
 def start_background(config: ServerConfig, *, timeout: float = 300.0,
                      on_wait: Optional[Callable[[], None]] = None) -> InstanceState:
-    """Spawn the server and wait until it is ready; raise ServerError with its reason if not."""
+    """Claim the name and the ports, spawn the server and wait until it is ready; raise ServerError with its reason
+    if not, InstanceRunningError (at once) when another server holds the name or a port."""
+    from mmsctl.server.app import starting_state
+
     instance = Instance(config.instance_name)
-    _refuse_running(instance)
-    _check_ports(config)
-    instance.dir.mkdir(parents=True, exist_ok=True)
-    instance.config_file.write_text(config.to_json())
-    try:
-        instance.state_file.unlink()
-    except FileNotFoundError:
-        pass
     ready_r, ready_w = os.pipe()  # the server writes to it once it is ready (or failed): no waiting out a poll
     try:
-        with open(instance.log_file, "ab") as log:
-            log.write(f"--- mmsctl serve start {time.strftime('%Y-%m-%d %H:%M:%S')} ---\n".encode())
-            log.flush()
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "mmsctl.server", str(instance.config_file), str(ready_w)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True, close_fds=True, pass_fds=(ready_w,),
-            )
+        with registry_lock():  # one claim at a time: check, spawn, write the claim
+            _refuse_held(instance, config)
+            _check_ports(config)
+            instance.dir.mkdir(parents=True, exist_ok=True)
+            instance.config_file.write_text(config.to_json())
+            proc = _spawn(instance, ready_w)
+            try:
+                instance.write_state(starting_state(instance, config, proc.pid))
+            except BaseException:
+                _kill_group(proc.pid)
+                raise
     except BaseException:
         os.close(ready_r)
         raise
@@ -148,6 +178,18 @@ def start_background(config: ServerConfig, *, timeout: float = 300.0,
         return _wait_ready(instance, proc, ready_r, timeout)
     finally:
         os.close(ready_r)
+
+
+def _spawn(instance: Instance, ready_w: int) -> subprocess.Popen[bytes]:
+    """``python -m mmsctl.server`` in its own session, its output appended to the instance's log."""
+    with open(instance.log_file, "ab") as log:
+        log.write(f"--- mmsctl serve start {time.strftime('%Y-%m-%d %H:%M:%S')} ---\n".encode())
+        log.flush()
+        return subprocess.Popen(
+            [sys.executable, "-m", "mmsctl.server", str(instance.config_file), str(ready_w)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True, close_fds=True, pass_fds=(ready_w,),
+        )
 
 
 def _wait_ready(instance: Instance, proc: subprocess.Popen[bytes], ready: int, timeout: float) -> InstanceState:
@@ -166,8 +208,13 @@ def _wait_ready(instance: Instance, proc: subprocess.Popen[bytes], ready: int, t
                     proc.wait(30)
                     raise ServerError(f"server failed to start: {state.error}",
                                       hint=f"see the log: {instance.log_file}")
+                if state.status in ("stopping", "stopped"):
+                    proc.wait(30)
+                    raise _stopped_while_starting(instance, "`mmsctl serve stop`")
             code = proc.poll()
             if code is not None:
+                if code in (-signal.SIGTERM, -signal.SIGINT, -signal.SIGKILL):
+                    raise _stopped_while_starting(instance, f"signal {signal.Signals(-code).name}")
                 raise ServerError(f"server exited during start-up (exit code {code})",
                                   hint=f"see the log: {instance.log_file}")
             if time.monotonic() > deadline:
@@ -181,6 +228,11 @@ def _wait_ready(instance: Instance, proc: subprocess.Popen[bytes], ready: int, t
     except KeyboardInterrupt:
         _kill_group(proc.pid)
         raise
+
+
+def _stopped_while_starting(instance: Instance, by: str) -> ServerError:
+    return ServerError(f"server {instance.name} was stopped during its start-up ({by})",
+                       hint=f"start it again; its log: {instance.log_file}")
 
 
 def _kill_group(pid: int) -> None:
@@ -221,66 +273,80 @@ def _reap(instance: Instance, state: InstanceState) -> None:
 def stop_instances(name: Optional[str], *, all_: bool, timeout: float) -> Iterator[tuple[str, str]]:
     """Stop one (or every) running instance; yield (name, outcome).
 
-    The outcome is ``stopped``, ``killed`` (still running after the timeout) or ``died`` (the
-    server was already gone: it is marked so and cleaned up). Only a process that is really the
-    server (:func:`~mmsctl.instances.server_alive`: pid and start time) is ever signalled.
-    Without *name* or *all_* it is the one running instance ("the local server"); several running
-    is an AmbiguousInstanceError naming them. *all_* with none running stops nothing and is not an error.
+    The outcome is ``stopped``, ``killed`` (still running after the timeout), ``died`` (the server was
+    already gone: it is marked so and cleaned up) or ``not running`` (*name*'s server is not running: nothing
+    to do). Only a process that is really the server (:func:`~mmsctl.instances.server_alive`: pid and start
+    time) is ever signalled. Without *name* or *all_* it is the one running instance ("the local server");
+    several running is an AmbiguousInstanceError naming them. None running yields nothing: not an error.
+
+    The servers are picked and signalled under the registry's lock, so a ``serve start`` at the same moment
+    is either stopped (it had claimed its name) or starts after this (it had not).
+
+    Raises:
+        NotFoundError: *name* is no instance here (with a did-you-mean).
     """
+    with registry_lock():
+        done, targets = _signal_stops(name, all_=all_, timeout=timeout)
+    yield from done
+    for instance, state in targets:
+        yield instance.name, _await_stop(instance, state, timeout)
+
+
+def _signal_stops(name: Optional[str], *, all_: bool,
+                  timeout: float) -> tuple[list[tuple[str, str]], list[tuple[Instance, InstanceState]]]:
+    """The instances found dead (reaped) or not running, and those sent SIGTERM with the state signalled."""
+    done: list[tuple[str, str]] = []
+    only: Optional[str]
     if name:
         instance = Instance(name)
         if instance.read_state() is None:
-            raise NotFoundError(f"no mmsctl server instance named {name!r}",
+            raise NotFoundError(f"no mmsctl server instance named {name!r}{_did_you_mean(name)}",
                                 hint="list them with `mmsctl serve status`")
+        candidates, only = [instance], name
+    else:  # every instance is looked at (the dead are reaped); without --all only "the local server" is stopped,
+        local = None if all_ else one_running()  # as the ``local`` context means it: several is ambiguous
+        candidates, only = list_instances(), None if local is None else local.name
+    targets = []
+    for instance in candidates:
         died = instance.died_state()
         if died is not None:
             _reap(instance, died)
-            yield instance.name, "died"
-            return
-        candidates = [instance] if instance.running_state() is not None else []
-    else:
-        reaped = 0
-        for instance in list_instances():
-            died = instance.died_state()
-            if died is not None:
-                _reap(instance, died)
-                reaped += 1
-                yield instance.name, "died"
-        if all_:
-            candidates = _select(None, running_only=True)
-        else:  # "the local server", as the ``local`` context means it; several is ambiguous
-            state = one_running()
-            candidates = [Instance(state.name)] if state is not None else []
-        if reaped and not candidates:
-            return
-    if not candidates:
-        if name:
-            raise NotFoundError(f"server {name} is not running")
-        if all_:
-            return
-        raise NotFoundError("no mmsctl server is running")
-    for instance in candidates:
+            done.append((instance.name, "died"))
+            continue
         state = instance.running_state()
-        if state is None:
-            if name:
-                raise NotFoundError(f"server {instance.name} is not running")
+        if state is None or (only is not None and instance.name != only):
             continue
         (instance.dir / "stop-timeout").write_text(str(timeout))
         try:
             os.kill(state.pid, signal.SIGTERM)
         except ProcessLookupError:
             continue
-        forced = False
-        deadline = time.monotonic() + timeout + 5.0
-        while server_alive(state):
-            if time.monotonic() > deadline:
-                _kill_group(state.pid)
-                forced = True
-                break
-            time.sleep(0.05)
-        if forced or (instance.read_state() or state).status != "stopped":
-            instance.update(status="stopped")
-        yield instance.name, "killed" if forced else "stopped"
+        targets.append((instance, state))
+    if name and not done and not targets:
+        done.append((name, "not running"))
+    return done, targets
+
+
+def _did_you_mean(name: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, [i.name for i in list_instances()], n=2)
+    return "; did you mean " + " or ".join(repr(c) for c in close) + "?" if close else ""
+
+
+def _await_stop(instance: Instance, state: InstanceState, timeout: float) -> str:
+    """Wait for a signalled server to drain and exit (killing its group past the timeout); the outcome."""
+    forced = False
+    deadline = time.monotonic() + timeout + 5.0
+    while server_alive(state):
+        if time.monotonic() > deadline:
+            _kill_group(state.pid)
+            forced = True
+            break
+        time.sleep(0.05)
+    if forced or (instance.read_state() or state).status != "stopped":
+        instance.update(status="stopped")
+    return "killed" if forced else "stopped"
 
 
 def _uptime(seconds: float) -> str:
@@ -318,10 +384,11 @@ def prune_instances() -> list[str]:
     import shutil
 
     removed = []
-    for instance in list_instances():
-        if instance.running_state() is None:
-            shutil.rmtree(instance.dir, ignore_errors=True)
-            removed.append(instance.name)
+    with registry_lock():  # never the folder of a start that is claiming it
+        for instance in list_instances():
+            if instance.running_state() is None:
+                shutil.rmtree(instance.dir, ignore_errors=True)
+                removed.append(instance.name)
     return removed
 
 
@@ -338,6 +405,7 @@ def print_logs(name: Optional[str], *, follow: bool, tail: int, out: IO[str]) ->
                                          names=[i.name for i in candidates], param="name")
         candidates = [Instance(state.name)]
     instance = candidates[0]
+    _refuse_foreground(instance)
     try:
         fh = open(instance.log_file, "r", errors="replace")
     except FileNotFoundError:
@@ -365,6 +433,17 @@ def print_logs(name: Optional[str], *, follow: bool, tail: int, out: IO[str]) ->
             time.sleep(0.2)
     finally:
         fh.close()
+
+
+def _refuse_foreground(instance: Instance) -> None:
+    """A ``--foreground`` server writes its log to its terminal: say so instead of printing an older run's file."""
+    state = instance.read_state()
+    if state is None or not state.foreground:
+        return
+    runs = "runs" if instance.running_state() is not None else "ran"
+    raise NotFoundError(f"server {instance.name} {runs} in the foreground (pid {state.pid}): its log goes to the "
+                        "terminal it was started in, not to a file",
+                        hint=f"start it without --foreground to keep its log in {instance.log_file}")
 
 
 def _rotated(path: Path, fh: IO[str]) -> bool:

@@ -13,8 +13,12 @@ from mmsctl.errors import ServerError
 __all__ = [
     "ApiException", "BadRequest", "ConflictError", "InternalServerError", "InvalidKey",
     "InvalidModel", "MethodNotAllowed", "ModelNotFound", "ModelVersionNotFound", "RequestTimeout", "RequestTooLarge",
-    "ResourceNotFound", "ServiceUnavailable",
+    "ResourceNotFound", "ServiceUnavailable", "INTERNAL_ERROR",
 ]
+
+#: What a client is told of a failure inside the server: never the exception, which names code and data the
+#: client has no business seeing (the server log has it, under the answer's ``x-request-id``).
+INTERNAL_ERROR = "Internal server error; the server log has the details."
 
 
 class ApiException(ServerError):

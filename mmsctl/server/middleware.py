@@ -22,7 +22,7 @@ from typing import Awaitable, Callable
 from aiohttp import HttpVersion11, web
 
 from mmsctl.server.admission import Gate
-from mmsctl.server.errors import ApiException, MethodNotAllowed, ResourceNotFound
+from mmsctl.server.errors import INTERNAL_ERROR, ApiException, MethodNotAllowed, ResourceNotFound
 from mmsctl.server.http import error_response
 from mmsctl.server.metrics import ServerMetrics
 from mmsctl.server.v2_errors import as_v2_error, is_v2_path
@@ -78,7 +78,7 @@ def _error_response_for(exc: Exception, max_request_size: int) -> web.Response:
     if isinstance(exc, web.HTTPException):
         return error_response(exc.status, "BadRequestException" if exc.status < 500 else "InternalServerException",
                               exc.reason)
-    return error_response(500, "InternalServerException", f"{type(exc).__name__}: {exc}")
+    return error_response(500, "InternalServerException", INTERNAL_ERROR)
 
 
 def api_middleware(gate: Gate, metrics: ServerMetrics) -> Callable[..., Awaitable[web.StreamResponse]]:
@@ -100,7 +100,7 @@ def api_middleware(gate: Gate, metrics: ServerMetrics) -> Callable[..., Awaitabl
             raise
         except Exception as exc:  # noqa: BLE001 - never leak a traceback to a client
             if not isinstance(exc, (ApiException, web.HTTPException)):
-                log.exception("unhandled error on %s %s", request.method, request.path)
+                log.exception("unhandled error on %s %s (request %s)", request.method, request.path, request_id)
             response = _error_for(exc, max_request_size)
             if is_v2_path(request.path):  # the Open Inference Protocol's {"error": ...}
                 response = as_v2_error(response)

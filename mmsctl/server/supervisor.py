@@ -145,9 +145,9 @@ class ModelManager:
                             "override": m.spec.handler_override is not None, "mkldnn": started_with(name)}
         self._update_state(served=served)
 
-    async def _replace_workers(self, model: Model) -> None:
-        """Replace the workers that run MXNet's default kernels now that the other set measured faster, one at a
-        time (the new one READY before the old one stops), while the worker limit leaves room for one more."""
+    async def _replace_workers(self, model: Model, mkldnn: bool) -> None:
+        """Replace the workers that run the other kernel set now that *mkldnn* measured faster, one at a time
+        (the new one READY before the old one stops), while the worker limit leaves room for one more."""
         for old in model.ready_workers():
             used = sum(len(m.live_workers()) for m in self.models.values())
             if model.removed or self.models.get(model.name) is not model or used >= self.worker_limit:
@@ -162,21 +162,24 @@ class ModelManager:
             model.notify()
         from mmsctl.engine.kernels import reset_started
 
-        reset_started(model.name, False)  # every worker now runs the measured set
+        reset_started(model.name, mkldnn)  # every worker now runs the measured set
         self.publish()
 
     # -- workers ---------------------------------------------------------------------------
     def _measure_kernels(self, model: Model) -> None:
-        """A model whose workers started with MXNet's default (no remembered kernel choice) is measured
-        now, in the background; workers started afterwards take the faster set."""
-        from mmsctl.engine.kernels import measure_later
+        """A model whose workers started with MXNet's default (no remembered kernel choice) or an unsure choice
+        (measured on a busy machine, or at the margin) is measured now, in the background; workers started
+        afterwards take the faster set, and the running ones are replaced where it differs."""
+        from mmsctl.engine.kernels import measure_later, started_with
 
         loop = asyncio.get_running_loop()
 
         def measured(choice: Any) -> None:  # in the measuring thread
-            if choice is not None and choice.mkldnn is False:  # the running workers have MXNet's default (on)
+            # the running workers have MXNet's default (on), or an earlier, unsure measurement's set
+            if choice is not None and choice.mkldnn is not None and started_with(model.name) != [choice.mkldnn]:
                 with contextlib.suppress(RuntimeError):  # the loop is closed: the server has stopped
-                    loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._replace_workers(model)))
+                    loop.call_soon_threadsafe(
+                        lambda: asyncio.ensure_future(self._replace_workers(model, choice.mkldnn)))
 
         line = measure_later(model.name, measured)
         if line is None:

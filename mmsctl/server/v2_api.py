@@ -100,7 +100,7 @@ class V2Api:
         sig = v2_models.signature_of(model)
         return _json({
             "name": model.name, "versions": [model.version], "platform": model.engine or model.runtime,
-            "inputs": [t.metadata() for t in sig.inputs], "outputs": [t.metadata() for t in sig.outputs],
+            "inputs": sig.input_metadata(), "outputs": [t.metadata() for t in sig.outputs],
         })
 
     async def model_ready(self, request: web.Request) -> web.Response:

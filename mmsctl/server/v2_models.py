@@ -37,6 +37,9 @@ from mmsctl.server.workers import Model
 
 __all__ = ["ModelSignature", "V2Failure", "signature_of"]
 
+#: What a classifier's input metadata says it also takes: encoded images (JPEG, PNG, HEIC…), one per element,
+#: as a BYTES tensor under any name (``content_type`` as Seldon's MLServer names a tensor's content).
+IMAGE_BYTES = {"datatype": "BYTES", "shape": [-1], "content_type": "image"}
 #: The classifier's output when signature.json names none.
 DEFAULT_OUTPUT = "probabilities"
 #: Signatures read, by the spec a model's workers load.
@@ -83,6 +86,15 @@ class ModelSignature:
     outputs: list[TensorSpec]
     labels: Optional[list[str]] = None
     _index: dict[str, list[int]] = field(default_factory=dict, repr=False)
+
+    def input_metadata(self) -> list[dict[str, Any]]:
+        """The inputs as model metadata lists them. A classifier's one FP32 tensor also says, in its
+        ``parameters``, that encoded images go as a BYTES ``[n]`` tensor of any name: one input stays one
+        (Triton's image_client and ``mmsctl predict``'s lean path take ``inputs[0]`` and expect no second)."""
+        inputs = [t.metadata() for t in self.inputs]
+        if self.classifier:
+            inputs[0]["parameters"] = {"also_accepts": [IMAGE_BYTES]}
+        return inputs
 
     def label_index(self, label: str, used: set[int]) -> int:
         """The class index of *label* (labels that repeat get their indices in order)."""

@@ -242,8 +242,8 @@ class Worker:
         elapsed = (time.perf_counter() - started) / len(batches)
         for jobs, outcome in zip(batches, outcomes):
             if isinstance(outcome, BatchFailed):
-                _answer_all(jobs, ResponseItem.error(503, "ServiceUnavailableException",
-                                                     f"Prediction failed: {outcome}"))
+                _answer_all(jobs, ResponseItem.error(503, "ServiceUnavailableException",  # the log has why
+                                                     "Prediction failed"))
             else:
                 at = 0
                 for job in jobs:

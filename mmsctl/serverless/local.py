@@ -301,7 +301,7 @@ class _InvokeApi(BaseHTTPRequestHandler):
             raise _Refused(404, "ResourceNotFoundException", f"Function not found: {name[:140]}")
         try:
             return json.loads(raw) if raw.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes, as Lambda refuses it
             raise _Refused(400, "InvalidRequestContentException", "Could not parse request body into json") from None
 
     def _body(self) -> bytes:
@@ -325,13 +325,25 @@ class _InvokeApi(BaseHTTPRequestHandler):
         if kind == "Event":
             self._send(202, b"", {"X-Amz-Executed-Version": "$LATEST"})
             return
-        body = json.dumps(result.error if result.error is not None else result.payload).encode("utf-8")
-        if len(body) > MAX_PAYLOAD:
+        body = _marshal(result)
+        if body is None:  # what Lambda's Python runtime answers for a result json cannot write
+            body = json.dumps({"errorMessage": "Unable to marshal response: the handler's result is not JSON",
+                               "errorType": "Runtime.MarshalError", "requestId": result.request_id}).encode()
+            headers["X-Amz-Function-Error"] = "Unhandled"
+        elif len(body) > MAX_PAYLOAD:
             body = json.dumps({"errorMessage": f"Response payload size ({len(body)} bytes) exceeded maximum "
                                f"allowed payload size ({MAX_PAYLOAD} bytes).",
                                "errorType": "Function.ResponseSizeTooLarge"}).encode()
             headers["X-Amz-Function-Error"] = "Unhandled"
         self._send(200, body, headers)
+
+
+def _marshal(result: Invocation) -> Optional[bytes]:
+    """The invocation's answer as JSON, or None when it cannot be written (not JSON, or nested too deep)."""
+    try:
+        return json.dumps(result.error if result.error is not None else result.payload).encode("utf-8")
+    except (TypeError, ValueError, RecursionError):
+        return None
 
 
 def _invoke_handler(function: LocalFunction, announce: Callable[[str], None]) -> type[BaseHTTPRequestHandler]:

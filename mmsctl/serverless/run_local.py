@@ -137,6 +137,8 @@ def _read_event(path: Path) -> Any:
         return json.loads(raw)
     except ValueError as exc:
         raise UsageError(f"{path}: not JSON: {exc}") from exc
+    except RecursionError:
+        raise UsageError(f"{path}: not JSON Lambda takes: nested too deep") from None
 
 
 def event_from(aws: Any, event_file: Optional[Path], s3_put: Optional[str], url: Optional[str]) -> Any:

@@ -141,15 +141,14 @@ def lookup(name: str) -> Optional[ZooEntry]:
 
 
 def suggest(name: str, *, limit: int = 3) -> list[str]:
-    """Close matches among names and aliases, for a did-you-mean line."""
+    """Close matches among names and aliases, for a did-you-mean line: per model, the spelling closest to
+    *name* (``squeeznet`` → ``squeezenet``, the alias, not ``squeezenet_v1.1``), best first."""
     folded = name.strip().casefold()
-    matches = difflib.get_close_matches(folded, list(_INDEX), n=limit * 2, cutoff=0.6)
-    seen: list[str] = []
+    matches = difflib.get_close_matches(folded, list(_INDEX), n=limit * 4, cutoff=0.6)
+    seen: dict[str, str] = {}
     for match in matches:
-        canonical = _INDEX[match].name
-        if canonical not in seen:
-            seen.append(canonical)
-    return seen[:limit]
+        seen.setdefault(_INDEX[match].name, match)
+    return list(seen.values())[:limit]
 
 
 def find_entry(name: str) -> ZooEntry:

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ResolvedModel",
     "cached_model",
+    "check_name",
     "is_offline",
     "mirror_url",
     "pull_model",
@@ -183,6 +184,27 @@ def pull_model(
 ) -> ResolvedModel:
     """Like :func:`resolve_model`; with *force*, a cached zoo/URL archive is downloaded again."""
     return _resolve(location, offline=offline, progress=progress, refresh=force)
+
+
+def check_name(name: str) -> None:
+    """Refuse a zoo name nothing could resolve, before anything is started for it (``serve start --models``):
+    not in the catalog, not cached, and no mirror that may hold it (a mirror folder is looked in).
+
+    Raises:
+        ModelNotFoundError: an unknown name, with a did-you-mean where one is close.
+    """
+    if lookup(name) is not None or cached_model(name) is not None:
+        return
+    mirror = mirror_url()
+    if mirror is not None and _is_url(mirror):
+        return  # an http(s) mirror may have names the catalog does not: the download says
+    folder = _mirror_folder(mirror) if mirror is not None else None
+    if folder is not None and any((folder / f).exists() for f in (f"{name}.mar", f"{name}.model", f"{name}.tar.gz",
+                                                                   name)):
+        return
+    where = "the model zoo" if folder is None else f"the model zoo or the mirror folder {folder}"
+    raise ModelNotFoundError(unknown_model_message(name).replace("the model zoo", where),
+                             hint="see `mmsctl zoo list` for every name")
 
 
 def cached_model(location: str) -> Optional[ResolvedModel]:

@@ -99,3 +99,17 @@ def test_help_at_80_columns_shows_whole_options_and_choices(args: list[str], cap
             assert name in out  # never cut
         if "--output" in getattr(param, "opts", []):
             assert re.search(r"-o, --output \[[a-z]+(\|[a-z]+)+\]", out), out
+
+
+#: Words click takes for the end of a sentence when it cuts a command's short help (the list under
+#: "Commands:"): an abbreviation there leaves the line hanging ("…, e.g.").
+ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "cf.", "approx.", "incl.", "no.")
+
+
+def test_every_commands_short_help_is_a_whole_sentence() -> None:
+    cut = []
+    for path, cmd in _commands():
+        short = cmd.get_short_help_str(limit=10_000)  # where the first sentence is taken to end, at any width
+        if short.lower().endswith(ABBREVIATIONS) or short.rstrip(".").endswith(("(", ",")):
+            cut.append(f"{' '.join(path)}: {short}")
+    assert cut == []

@@ -121,6 +121,21 @@ def test_a_start_up_model_found_in_the_model_store_is_named_by_its_manifest(here
     assert config.load_models == ["noop-v0.1", "squeezenet=squeezenet", "mine=noop-v0.1"]
 
 
+def test_a_typo_of_a_zoo_name_is_offered_the_name_in_predict_and_in_serve_start(here: Path, capsys,
+                                                                               monkeypatch) -> None:
+    monkeypatch.delenv("MMSCTL_ZOO_URL")  # the zoo's catalog, nothing cached, no mirror
+    typo = run_mmsctl(capsys, "predict", "squeeznet", "cat.png")
+    assert typo.code == 3 and "did you mean 'squeezenet' or 'onnx-squeezenet'" in one_error_line(typo)
+    started = run_mmsctl(capsys, "serve", "start", "--models", "squeezenett", "-p", "18000")
+    assert started.code == 3 and one_error_line(started) == (
+        "error: unknown model 'squeezenett': not in the model zoo and not a file, folder or URL; did you mean "
+        "'squeezenet' or 'onnx-squeezenet'?")
+    assert run_mmsctl(capsys, "serve", "status", "-o", "json").stdout.strip() == "[]"  # nothing was started
+    monkeypatch.setenv("MMSCTL_ZOO_URL", str(here))  # a mirror folder without it: said so, still offered
+    mirrored = run_mmsctl(capsys, "serve", "start", "--models", "squeezenett", "-p", "18000")
+    assert mirrored.code == 3 and f"not in the model zoo or the mirror folder {here}" in one_error_line(mirrored)
+
+
 def test_ec2_launch_sends_the_zoo_name_and_refuses_the_folder(here: Path, capsys, monkeypatch) -> None:
     monkeypatch.setenv("HOME", str(here))  # no AWS config: the dry run plans without looking
     code, out, err = run_mmsctl(capsys, "ec2", "launch", "--models", "squeezenet", "--dry-run", "-o", "json")

@@ -146,8 +146,9 @@ def test_a_dead_worker_is_one_line_with_the_workers_hint(capsys, tmp_path: Path,
     archive = handler_archive(tmp_path / "m", {"h.py": src}, handler="h:handle")
     code, _, err = run_mmsctl(capsys, "predict", str(archive.root), str(images), "--workers", "2")
     lines = err.strip().splitlines()
-    assert code == 1 and lines[0].startswith("error: predict worker ") and "exit code 3) died" in lines[0], err
-    assert lines[1:] == ["hint: run again with --workers 1 to see the error in this process"]
+    assert lines[0] == f"warning: {images}: skipped 1 file that is not an image by name: notes.txt"
+    assert code == 1 and lines[1].startswith("error: predict worker ") and "exit code 3) died" in lines[1], err
+    assert lines[2:] == ["hint: run again with --workers 1 to see the error in this process"]
 
 
 def test_bad_output_format(capsys, tiny: Path, images: Path) -> None:
@@ -377,3 +378,52 @@ def test_an_input_url_is_read_only_up_to_its_cap(tmp_path: Path) -> None:
         assert len(fetch_url(mirror.url_for("big.jpg"), max_bytes=60_000)) == 50_002
         with pytest.raises(DownloadError, match="more than the 10000 allowed"):
             fetch_url(mirror.url_for("big.jpg"), max_bytes=10_000)
+
+
+#: Formats Pillow can open here that a folder of photos does not pick up, and why.
+NOT_PHOTOS = {
+    ".bufr": "a stub: needs a handler Pillow does not ship", ".grib": "a stub", ".h5": "a stub", ".hdf": "a stub",
+    ".eps": "needs Ghostscript", ".ps": "needs Ghostscript", ".wmf": "Windows only", ".emf": "Windows only",
+    ".mpg": "only identified, never decoded", ".mpeg": "only identified, never decoded",
+}
+
+
+def test_a_folder_picks_up_every_format_the_decoder_reads() -> None:
+    """``predict DIR`` reads what ``predict FILE`` reads: every suffix of a format Pillow opens (and HEIC/HEIF
+    through pillow-heif), but a stub or a format that needs another program."""
+    from PIL import Image
+
+    from mmsctl.predict.inputs import IMAGE_SUFFIXES
+
+    Image.init()
+    readable = {ext for ext, fmt in Image.registered_extensions().items() if fmt in Image.OPEN}
+    assert readable - set(NOT_PHOTOS) <= IMAGE_SUFFIXES, sorted(readable - set(NOT_PHOTOS) - IMAGE_SUFFIXES)
+    assert IMAGE_SUFFIXES - readable == {".heic", ".heif", ".hif"}
+    assert not IMAGE_SUFFIXES & set(NOT_PHOTOS)
+
+
+def test_a_folder_of_heic_photos_is_read_and_what_a_folder_skips_is_named(capsys, tiny: Path,
+                                                                          tmp_path: Path) -> None:
+    import io
+
+    import pillow_heif
+    from PIL import Image
+
+    pillow_heif.register_heif_opener()
+    iphone = tmp_path / "iphone"
+    iphone.mkdir()
+    for name in ("IMG_0001.HEIC", "IMG_0002.heif"):
+        out = io.BytesIO()
+        Image.new("RGB", (40, 30), (180, 40, 20)).save(out, format="HEIF")
+        (iphone / name).write_bytes(out.getvalue())
+    code, out, err = run_mmsctl(capsys, "predict", str(tiny), str(iphone), "-o", "jsonl")
+    assert code == 0 and err == "", err
+    assert [json.loads(line)["input"] for line in out.splitlines()] == [str(iphone / "IMG_0001.HEIC"),
+                                                                         str(iphone / "IMG_0002.heif")]
+    (iphone / "notes.txt").write_text("not a photo")
+    (iphone / "IMG_0001.AAE").write_text("<plist/>")  # an iPhone's edit sidecar
+    (iphone / ".DS_Store").write_bytes(b"\0")
+    code, out, err = run_mmsctl(capsys, "predict", str(tiny), str(iphone), "-o", "jsonl", "-q")
+    assert code == 0 and len(out.splitlines()) == 2
+    assert err.splitlines() == [f"warning: {iphone}: skipped 2 files that are not an image by name: IMG_0001.AAE, "
+                                "notes.txt"]

@@ -66,6 +66,7 @@ def test_the_same_archive_goes_to_the_server_with_the_same_output(
         warm = run_mmsctl(capsys, *args, "-v")
         local = run_mmsctl(capsys, *args, "--local", "-v")
         assert SERVER_LINE in warm.stderr and LOCAL_LINE in local.stderr, (warm.stderr, local.stderr)
+        assert f"{LOCAL_LINE} (--local)" in local.stderr  # the reason, not "no server serves it": one does
         assert (warm.code, warm.stdout) == (local.code, local.stdout), fmt
     missing = str(inputs["hello"].with_name("missing.txt"))
     warm = run_mmsctl(capsys, "predict", str(mar), str(inputs["hello"]), missing, "-o", "jsonl")
@@ -79,8 +80,10 @@ def test_another_archive_runs_in_process(
     srv, _ = served
     other = _mar(tmp_path / "other", "noop", extra="not the served one")
     code, out, err = run_mmsctl(capsys, "predict", str(other), str(inputs["pid"]), "-o", "json", "-v")
-    assert code == 0 and LOCAL_LINE in err and SERVER_LINE not in err, err
+    assert code == 0 and f"{LOCAL_LINE} (no running local server serves this archive)" in err, err
     assert out.strip() != _server_pid(srv)
+    topk = run_mmsctl(capsys, "predict", str(other), str(inputs["pid"]), "-k", "6", "-v")
+    assert f"{LOCAL_LINE} (--top-k 6: a server answers at most 5 classes)" in topk.stderr, topk.stderr
 
 
 @pytest.mark.parametrize("served", ["s3cret-token"], indirect=True)
@@ -122,5 +125,7 @@ def test_a_run_that_would_choose_other_kernels_than_the_servers_workers_runs_in_
     srv, mar = served
     monkeypatch.setenv("MMSCTL_MKLDNN", "0")  # this run would switch MKL-DNN off; the server's workers have it on
     code, out, err = run_mmsctl(capsys, "predict", str(mar), str(inputs["pid"]), "-o", "json", "-v")
-    assert code == 0 and LOCAL_LINE in err and SERVER_LINE not in err, err
+    assert code == 0 and SERVER_LINE not in err, err
+    assert f"{LOCAL_LINE} (the local server {srv.instance_dir.name} serves this archive as echo with another " \
+           "kernel set than this process would choose (MKL-DNN off here))" in err, err
     assert out.strip() != _server_pid(srv)

@@ -108,7 +108,7 @@ def test_the_kernel_measurement_does_not_run_a_network_over_the_limit(
     assert choice.mkldnn is None and choice.reason.startswith("not measured: ")
     assert f"needs {needed} bytes" in choice.reason
     assert not (Path(kernels._cache_file())).exists()
-    monkeypatch.setattr(kernels, "_time_one", lambda *a: pytest.fail("refused once: not asked again"))
+    monkeypatch.setattr(kernels, "_trials", lambda *a: pytest.fail("refused once: not asked again"))
     assert choose_kernels(root, max_memory=needed - 1) == choice
 
 

@@ -11,7 +11,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.support.mmsctl_server import ServerInfo, make_noop_archive, running_mmsctl_server
+from tests.support.mmsctl_server import ServerInfo, echo_and_squeezenet_server
 from tests.support.paths import KITTEN_JPG, SQUEEZENET_DIR, require_shared
 
 tritonclient_http = pytest.importorskip("tritonclient.http", reason="tritonclient[http] is not installed")
@@ -21,13 +21,7 @@ tritonclient_http = pytest.importorskip("tritonclient.http", reason="tritonclien
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerInfo]:
-    from mmsctl.archive import create_archive
-
-    store = tmp_path_factory.mktemp("store")
-    make_noop_archive(store / "echo", name="echo")
-    create_archive(require_shared(SQUEEZENET_DIR), model_name="squeezenet", export_path=store)
-    with running_mmsctl_server(tmp_path_factory.mktemp("srv"), model_store=store,
-                               models={"echo": "echo", "squeezenet": "squeezenet.mar"}) as info:
+    with echo_and_squeezenet_server(tmp_path_factory) as info:
         yield info
 
 
@@ -49,7 +43,10 @@ def test_tritonclient_health_and_metadata(srv: ServerInfo) -> None:
     assert client.is_model_ready("squeezenet") and not client.is_model_ready("nope")
     assert client.get_server_metadata()["name"] == "mmsctl"
     meta = client.get_model_metadata("squeezenet")
-    assert meta["inputs"][0] == {"name": "data_0", "datatype": "FP32", "shape": [-1, 3, 224, 224]}
+    (tensor,) = meta["inputs"]  # one input: clients that take inputs[0] (Triton's image_client) send FP32 as ever
+    assert {k: tensor[k] for k in ("name", "datatype", "shape")} == \
+        {"name": "data_0", "datatype": "FP32", "shape": [-1, 3, 224, 224]}
+    assert tensor["parameters"]["also_accepts"] == [{"datatype": "BYTES", "shape": [-1], "content_type": "image"}]
     with pytest.raises(tritonclient_http.InferenceServerException, match="not found"):
         client.get_model_metadata("nope")
 
@@ -58,8 +55,11 @@ def test_tritonclient_health_and_metadata(srv: ServerInfo) -> None:
 def test_tritonclient_classification_matches_the_mms_api(srv: ServerInfo, mms_top5: list[str], binary: bool) -> None:
     kitten = require_shared(KITTEN_JPG).read_bytes()
     client = _triton(srv)
-    output = client.get_model_metadata("squeezenet")["outputs"][0]["name"]
-    inp = tritonclient_http.InferInput("data_0", [1], "BYTES")
+    meta = client.get_model_metadata("squeezenet")
+    output = meta["outputs"][0]["name"]
+    # what the metadata says a client may send for encoded images, instead of its FP32 tensor
+    (accepts,) = [a for a in meta["inputs"][0]["parameters"]["also_accepts"] if a["content_type"] == "image"]
+    inp = tritonclient_http.InferInput(meta["inputs"][0]["name"], [1], accepts["datatype"])
     inp.set_data_from_numpy(np.array([kitten], dtype=object), binary_data=True)  # images are not UTF-8: binary
     result = client.infer("squeezenet", [inp], outputs=[
         tritonclient_http.InferRequestedOutput(output, binary_data=binary, class_count=5)])

@@ -240,12 +240,54 @@ def test_the_allow_list_opens_chosen_destinations_only(loopback: tuple[str, list
     ("169.254.169.254", "instance-metadata"), ("fd00:ec2::254", "instance-metadata"), ("169.254.1.1", "link-local"),
     ("2002:7f00:1::", "loopback"), ("2002:a9fe:a9fe::", "instance-metadata"), ("2002:808:808::", None),
     ("100.127.255.254", "shared"), ("::", "unspecified"), ("ff02::1", "multicast"),
+    ("fec0::1", "site-local"), ("192.0.0.9", "IETF"), ("192.0.0.10", "IETF"), ("192.0.0.170", "IETF"),
+    ("100.100.100.200", "instance-metadata"), ("fd20:ce::254", "instance-metadata"),
 ])
 def test_refusal_names_the_address_class(address: str, why: str | None) -> None:
     import ipaddress
 
     got = refusal(ipaddress.ip_address(address))
     assert (got is None) if why is None else (got is not None and why in got), got
+
+
+#: What an allowed name must still never reach: the clouds' metadata and credentials endpoints, link-local
+#: addresses (also inside IPv6: mapped, 6to4), "this host".
+NEVER = ["169.254.169.254", "169.254.170.2", "169.254.170.23", "169.254.0.1", "169.254.255.254", "100.100.100.200",
+         "168.63.129.16", "192.0.0.192", "fe80::1", "fe80::a9fe:a9fe", "fd00:ec2::254", "fd00:ec2::23",
+         "fd20:ce::254", "::ffff:169.254.169.254", "2002:a9fe:a9fe::1", "0.0.0.0", "::"]
+
+
+@pytest.mark.parametrize("address", NEVER)
+def test_an_allowed_name_never_reaches_metadata_or_link_local(address: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``MMSCTL_FETCH_ALLOW=images.internal`` opens that name's private answers, never these; nor does a block."""
+    import ipaddress
+    import socket
+
+    dialled: list[object] = []
+    monkeypatch.setattr(socket, "create_connection", lambda address, *a, **k: dialled.append(address))
+    for allow in ("images.internal", "images.internal, 0.0.0.0/0, ::/0, 169.254.0.0/16"):
+        dns = Dns(address)
+        err = _refused("http://images.internal/cat.jpg", allow=AllowList.parse(allow), resolver=dns)
+        assert f"images.internal resolves to {ipaddress.ip_address(address)}, a" in str(err), err
+        assert "no allow-list opens it" in str(err) and ENV_ALLOW not in str(err)
+        assert dns.lookups == ["images.internal"]
+    assert dialled == []
+
+
+def test_an_allowed_name_still_reaches_private_loopback_and_shared_addresses(
+        loopback: tuple[str, list[tuple[str, str]]], kitten_jpg: Path) -> None:
+    """Private ranges stay open by name (an image server inside the VPC): the judged address is dialled."""
+    import ipaddress
+
+    from mmsctl.addresses import resolve
+
+    url, seen = loopback
+    allow = AllowList.parse("images.internal")
+    for address in ("10.1.2.3", "192.168.0.7", "100.64.0.1", "fd12:3456::1", "fec0::1", "192.0.0.9"):
+        assert resolve("images.internal", 80, allow=allow, resolver=Dns(address)) == [ipaddress.ip_address(address)]
+    data = fetch_url(f"http://images.internal:{url.rsplit(':', 1)[1]}/img/kitten.jpg", max_bytes=1 << 20, timeout=5,
+                     allow=allow, resolver=Dns("127.0.0.1"))
+    assert data == kitten_jpg.read_bytes() and seen == [("/img/kitten.jpg", f"images.internal:{url.rsplit(':', 1)[1]}")]
 
 
 def test_tls_names_and_verifies_the_host_while_dialling_the_checked_address(tmp_path: Path, kitten_jpg: Path) -> None:

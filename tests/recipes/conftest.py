@@ -17,7 +17,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.support._proc import free_port
+from tests.support._proc import port_block
 from tests.support.paths import REPO
 
 RECIPES = REPO / "recipes"
@@ -29,20 +29,6 @@ def mmsctl_command() -> str:
     return str(exe) if exe.exists() else f"{sys.executable} -m mmsctl"
 
 
-def port_block() -> int:
-    """A port N with N, N+1 and N+2 free (a recipe's PORT)."""
-    import socket
-
-    for _ in range(50):
-        port = free_port()
-        with socket.socket() as a, socket.socket() as b:
-            try:
-                a.bind(("127.0.0.1", port + 1))
-                b.bind(("127.0.0.1", port + 2))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no three free ports in a row")
 
 
 def activated_env(base: dict[str, str]) -> dict[str, str]:

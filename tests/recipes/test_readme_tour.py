@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.paths import REPO, SQUEEZENET_DIR, require_shared
-from tests.support.mmsctl_server import free_port
+from tests.support._proc import port_block
 
 pytestmark = pytest.mark.slow
 
@@ -32,21 +32,6 @@ def tour_lines() -> list[str]:
     block = block[block.index("```sh\n") + 6:]
     block = block[:block.index("```")]
     return [re.sub(r"\s+#.*$", "", line).strip() for line in block.splitlines() if line.strip()]
-
-
-def _free_block() -> int:
-    import socket
-
-    for _ in range(50):
-        port = free_port()
-        with socket.socket() as a, socket.socket() as b:
-            try:
-                a.bind(("127.0.0.1", port + 1))
-                b.bind(("127.0.0.1", port + 2))
-            except OSError:
-                continue
-        return port
-    raise AssertionError("no three free ports in a row")
 
 
 def _adapt(line: str, port: int) -> str:
@@ -81,7 +66,7 @@ def test_the_readme_tour_runs_in_order_after_make_demo(tmp_path: Path) -> None:
     assert demo.returncode == 0, demo.stdout + demo.stderr
     assert (work / "kitten.jpg").is_file() and any((work / "photos").iterdir())
 
-    port = _free_block()
+    port = port_block()
     outputs: dict[str, str] = {}
     try:
         for line in tour_lines():

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from tests.support.bombs import png_bomb
+from tests.support.leaks import LEAK
 from tests.support.mmsctl_server import ServerInfo, running_mmsctl_server
 from tests.support.paths import KITTEN_JPG, KITTEN_PNG, SQUEEZENET_DIR, require_shared
 
@@ -76,3 +77,18 @@ def test_an_image_bomb_is_refused_before_it_is_decoded(srv: ServerInfo, tmp_path
     # the same worker answers the next image
     assert _classes(httpx.post(url, content=require_shared(KITTEN_JPG).read_bytes(), timeout=60))
     assert httpx.get(f"{srv.management_url}/models/squeezenet", timeout=10).json()["workers"][0]["pid"] == worker
+
+
+def test_an_image_pillow_cannot_decode_is_a_400_in_our_words(srv: ServerInfo) -> None:
+    """Pillow's own messages (its internals, an object's address) never reach the client."""
+    url = f"{srv.inference_url}/predictions/squeezenet"
+    png, jpg = require_shared(KITTEN_PNG).read_bytes(), require_shared(KITTEN_JPG).read_bytes()
+    for body in (png[:len(png) // 2], jpg[:300]):  # Pillow: "image file is truncated", "Truncated File Read"
+        resp = httpx.post(url, content=body, timeout=60)
+        assert resp.status_code == 400, resp.text
+        message = resp.json()["message"]
+        assert message.startswith("Corrupted image input: "), message
+        assert not LEAK.search(message), message
+        assert message != "Corrupted image input: Truncated File Read"
+    truncated = httpx.post(url, content=png[:len(png) // 2], timeout=60).json()["message"]
+    assert truncated == "Corrupted image input: the image data is truncated."

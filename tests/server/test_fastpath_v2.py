@@ -22,6 +22,7 @@ from mmsctl.engine.protocol import ResponseItem
 from mmsctl.engine.tensors import HEADER_LENGTH, RequestedOutput, Tensor, decode_response, encode_request
 from mmsctl.server.supervisor import ModelManager
 from mmsctl.server.workers import Model
+from tests.support.leaks import LEAK
 from tests.support.mmsctl_server import ServerInfo, make_noop_archive, running_mmsctl_server
 from tests.support.paths import KITTEN_JPG, SQUEEZENET_DIR, require_shared
 
@@ -138,6 +139,37 @@ def test_what_the_fast_path_refuses_is_answered_by_the_full_path(srv: ServerInfo
         assert fast.status_code == status and not _served_fast(fast), (name, fast.status_code, fast.text)
         assert fast.content == full.content and set(fast.json()) == {"error"}, name
     assert "WWW-Authenticate".lower() in fast.headers
+
+
+def _tensor_body(datatype: str, shape: list[Any], data: list[Any], name: str = "body") -> bytes:
+    return json.dumps({"inputs": [{"name": name, "datatype": datatype, "shape": shape, "data": data}]}).encode()
+
+
+#: Tensors numpy or the codec once met with a 500 or silently changed: each a 400 naming where it is wrong.
+HOSTILE_TENSORS = [
+    ("a 0 before a huge dimension", "echo", _tensor_body("FP32", [0, 1180591620717411303424], []),
+     "input 0 'body': shape[1] is more than"),
+    ("a lone surrogate", "echo", _tensor_body("BYTES", [2], ["ok", "\ud800"]), "input 0 'body': data element 1"),
+    ("a lone surrogate for a classifier", "squeezenet", _tensor_body("BYTES", [1], ["\udbff"], "images"),
+     "input 0 'images': data element 0"),
+    ("an INT8 past its range", "echo", _tensor_body("INT8", [2], [1, 300]), "input 0 'body': data element 1"),
+    ("an INT64 past its range", "echo", _tensor_body("INT64", [1], [2**70]), "input 0 'body': data element 0"),
+    ("a fraction for an integer", "echo", _tensor_body("UINT8", [1], [1.5]), "input 0 'body': data element 0"),
+    ("an FP16 past its range", "echo", _tensor_body("FP16", [1], [1e300]), "input 0 'body': data element 0"),
+]
+
+
+@pytest.mark.parametrize("model, body, where", [case[1:] for case in HOSTILE_TENSORS],
+                         ids=[case[0] for case in HOSTILE_TENSORS])
+def test_hostile_tensors_are_400s_naming_the_element_on_both_paths(srv: ServerInfo, model: str, body: bytes,
+                                                                   where: str) -> None:
+    if model == "squeezenet" and not SQUEEZENET_DIR.is_dir():
+        pytest.skip("../shared has no squeezenet")
+    fast, full = _both(srv, f"/v2/models/{model}/infer", body, {"Content-Type": "application/json"})
+    message = fast.json()["error"]
+    assert fast.status_code == 400 and fast.content == full.content, fast.text
+    assert message.startswith(where), message
+    assert not LEAK.search(message), message
 
 
 def test_errors_after_the_model_ran_are_rendered_as_the_full_path_does(srv: ServerInfo) -> None:

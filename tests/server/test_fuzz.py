@@ -2,7 +2,8 @@
 
 schemathesis generates requests for every operation (paths, query parameters, bodies; valid
 and invalid), with a fixed seed and a bounded number of examples each. No request may get a
-5xx: whatever a client sends is answered with a 2xx, a 4xx and MMS's error body, never a crash.
+5xx: whatever a client sends is answered with a 2xx, a 4xx and MMS's error body, never a crash,
+and no error body names a Python exception (``tests/support/leaks.py``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 
+from mmsctl.server.errors import INTERNAL_ERROR
+from mmsctl.server.middleware import _error_for
 from tests.support.error_bodies import is_error_body
+from tests.support.leaks import LEAK
 from tests.support.mmsctl_server import ServerInfo, make_handler_archive, running_mmsctl_server
 
 ECHO_HANDLER = '''
@@ -60,6 +64,7 @@ def _no_server_error(case: Any, base_url: str) -> None:
     if response.status_code >= 400:
         body = response.json()
         assert is_error_body(body) and body["code"] == response.status_code, body
+        assert not LEAK.search(body["message"]), body
 
 
 inference = schemathesis.pytest.from_fixture("inference_schema")
@@ -79,3 +84,13 @@ def test_the_inference_api_never_answers_5xx(case: Any, fuzzed: ServerInfo) -> N
 def test_the_management_api_never_answers_5xx(case: Any, fuzzed: ServerInfo) -> None:
     _no_server_error(case, fuzzed.management_url)
 
+
+
+def test_an_unexpected_error_is_a_500_that_names_neither_the_exception_nor_its_text() -> None:
+    """What the middleware answers for an exception no check foresaw (the log keeps the traceback)."""
+    import json
+
+    response = _error_for(KeyError("/srv/secret/path"), 1000)
+    body = json.loads(response.body)
+    assert (response.status, body) == (500, {"code": 500, "type": "InternalServerException", "message": INTERNAL_ERROR})
+    assert not LEAK.search(INTERNAL_ERROR)

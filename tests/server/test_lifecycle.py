@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -14,8 +15,9 @@ from typing import Iterator
 import httpx
 import pytest
 
-from mmsctl.instances import pid_alive
+from mmsctl.instances import Instance, InstanceState, pid_alive
 from tests.support.cli import run_mmsctl
+from tests.support._proc import port_block
 from tests.support.mmsctl_server import free_port, make_noop_archive
 from tests.support.waiting import wait_until
 
@@ -57,7 +59,7 @@ def test_start_returns_ready_then_status_then_stop(noop: Path, capsys: pytest.Ca
 
     again = run_mmsctl(capsys, "serve", "start", "--models", f"noop={noop}", *flags)
     assert again.code != 0 and "already running" in again.stderr
-    assert "hint: stop it with `mmsctl serve stop`, or choose another --name and --port" in again.stderr
+    assert "hint: stop it with `mmsctl serve stop`, or start this one with another --name and --port" in again.stderr
 
     logs = run_mmsctl(capsys, "serve", "logs", "--tail", "50")
     assert "READY" in logs.stdout
@@ -103,28 +105,12 @@ def test_stop_drains_in_flight_and_queued_requests(noop: Path, capsys: pytest.Ca
     assert results == [200] * 5, stopped.stdout  # (where a dropped request printed its error, during the stop)
 
 
-def _port_block() -> int:
-    """A port N with N, N+1 and N+2 free (for `serve start --port N`)."""
-    for _ in range(50):
-        base = free_port()
-        if base + 2 >= 65536:
-            continue
-        with socket.socket() as s1, socket.socket() as s2:
-            try:
-                s1.bind(("127.0.0.1", base + 1))
-                s2.bind(("127.0.0.1", base + 2))
-            except OSError:
-                continue
-        return base
-    raise AssertionError("no three free ports in a row")
-
-
 @pytest.mark.slow
 def test_two_servers_side_by_side_each_its_own_context(noop: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Several local servers: `local` is ambiguous everywhere it is used, each is local:NAME,
     `serve stop` says which exist, `--port N` gives N/N+1/N+2, `stop --all` and `prune` tidy up."""
     a_flags, a_port, _ = _addresses()
-    b_port = _port_block()
+    b_port = port_block()
     assert run_mmsctl(capsys, "serve", "start", "--models", f"noop={noop}", *a_flags).code == 0
     second = run_mmsctl(capsys, "serve", "start", "--models", f"noop={noop}", "--port", str(b_port), "--name", "second")
     assert second.code == 0, second.stderr
@@ -139,7 +125,16 @@ def test_two_servers_side_by_side_each_its_own_context(noop: Path, capsys: pytes
     ambiguous = run_mmsctl(capsys, "serve", "stop")
     assert ambiguous.code == 2
     assert ambiguous.stderr.splitlines() == [f"error: {running}",
-                                             "hint: say which with --name NAME, or stop them all with --all"]
+                                             f"hint: say which with -n {a_port} or -n second, or stop them all with --all"]
+    b_pid = json.loads(run_mmsctl(capsys, "serve", "status", "-n", "second", "-o", "json").stdout)[0]["pid"]
+    again = run_mmsctl(capsys, "serve", "start", "--models", f"noop={noop}", "--port", str(b_port), "--name", "second")
+    assert again.code == 2 and again.stderr.splitlines() == [  # several run: "stop it" says which
+        f"error: server second is already running (pid {b_pid}; context local:second)",
+        "hint: stop it with `mmsctl serve stop -n second`, or start this one with another --name and --port"]
+    taken = run_mmsctl(capsys, "serve", "start", "--models", f"noop={noop}", "--port", str(b_port), "--name", "third")
+    assert taken.code == 2 and taken.stderr.splitlines()[1] == \
+        "hint: stop it with `mmsctl serve stop -n second`, or start this one with another --port"
+    assert f"error: port {b_port} is taken by the mmsctl server local:second on {b_port} (pid " in taken.stderr
     listed = run_mmsctl(capsys, "models", "list")  # the `local` context: the same rule, the same names
     assert listed.code == 2
     assert listed.stderr.splitlines() == [
@@ -175,6 +170,44 @@ def test_port_taken_is_a_clear_error(noop: Path, capsys: pytest.CaptureFixture[s
     assert "error:" in result.stderr and str(inference) in result.stderr
     assert result.stderr.splitlines()[0].endswith("(--inference-address)")  # the flag to change
     assert "Traceback" not in result.stderr
+
+
+def test_a_port_taken_by_another_program_names_no_flag_the_user_did_not_type(
+        tmp_path: Path, noop: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The addresses come from config.properties (or MMS's defaults): the error says what to type, --port."""
+    _, inference, management = _addresses()
+    config = tmp_path / "config.properties"
+    config.write_text(f"inference_address=http://127.0.0.1:{inference}\nmanagement_address=http://127.0.0.1:"
+                      f"{management}\nmetrics_address=http://127.0.0.1:{free_port()}\n")
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", inference))
+        blocker.listen()
+        result = run_mmsctl(capsys, "serve", "start", "--models", f"noop={noop}", "--config", str(config))
+    assert result.code == 1 and result.stderr.splitlines() == [
+        f"error: cannot listen on 127.0.0.1:{inference} (inference API): Address already in use",
+        "hint: another program listens there: start this one with --port N (N, N+1 and N+2 free)"]
+
+
+def test_serve_logs_of_a_foreground_server_says_where_its_log_goes(noop: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    port = port_block()
+    proc = subprocess.Popen([sys.executable, "-m", "mmsctl", "serve", "start", "--foreground", "--models",
+                             f"noop={noop}", "-p", str(port), "-n", "fg"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=dict(os.environ))
+    try:
+        wait_until(lambda: (Instance("fg").read_state() or InstanceState("", 0)).status == "ready", timeout=60,
+                   what="the foreground server ready", interval=0.05)
+        logs = run_mmsctl(capsys, "serve", "logs", "-n", "fg")
+        assert logs.code == 3 and logs.stderr.splitlines()[0] == (
+            f"error: server fg runs in the foreground (pid {proc.pid}): its log goes to the terminal it was "
+            "started in, not to a file"), logs.stderr
+        assert json.loads(run_mmsctl(capsys, "serve", "status", "-o", "json").stdout)[0]["status"] == "ready"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    assert b"mmsctl server ready" in err  # the log went to its terminal (here, its stderr)
+    assert "ran in the foreground" in run_mmsctl(capsys, "serve", "logs", "-n", "fg").stderr
+
 
 
 def test_bad_archive_fails_start_with_reason(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

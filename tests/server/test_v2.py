@@ -135,7 +135,9 @@ def _kitten_classes(srv: ServerInfo) -> list[str]:
 def test_squeezenet_metadata_and_bytes_infer_match_the_mms_api(srv: ServerInfo) -> None:
     kitten = require_shared(KITTEN_JPG).read_bytes()
     meta = _get(srv, "/v2/models/squeezenet").json()
-    assert meta["inputs"] == [{"name": "data_0", "datatype": "FP32", "shape": [-1, 3, 224, 224]}]
+    assert meta["inputs"] == [{"name": "data_0", "datatype": "FP32", "shape": [-1, 3, 224, 224],  # one input,
+                               "parameters": {"also_accepts": [  # and what else it takes: encoded images
+                                   {"datatype": "BYTES", "shape": [-1], "content_type": "image"}]}}]
     assert meta["outputs"][0]["shape"] == [-1, 1000]
     payload, length = encode_request([_bytes_tensor("data_0", kitten, kitten)],
                                      [RequestedOutput(meta["outputs"][0]["name"], True, 5)])

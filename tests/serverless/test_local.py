@@ -10,6 +10,7 @@ import base64
 import json
 import sys
 import threading
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Iterator
@@ -38,6 +39,9 @@ def echo(event, context):
 
 def boom(event, context):
     raise ValueError("the model exploded")
+
+def unwritable(event, context):
+    return {"raw": b"bytes"}
 
 import threading
 release = threading.Event()
@@ -81,17 +85,25 @@ def test_a_raising_handler_becomes_lambdas_error_payload(module: str) -> None:
     assert result.error["requestId"] == result.request_id and result.error["stackTrace"]
 
 
-@pytest.fixture
-def endpoint(module: str) -> Iterator[str]:
+@contextmanager
+def _serving(entry_point: str) -> Iterator[str]:
     from mmsctl.serverless.local import InvokeServer
 
-    fn = LocalFunction(f"{module}.echo", function_name="demo", timeout_s=3)
+    fn = LocalFunction(entry_point, function_name="demo", timeout_s=3)
     server = InvokeServer(("127.0.0.1", 0), _invoke_handler(fn, lambda line: None))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def endpoint(module: str) -> Iterator[str]:
+    with _serving(f"{module}.echo") as url:
+        yield url
 
 
 def _client(url: str) -> Any:
@@ -122,6 +134,27 @@ def test_the_invoke_api_refuses_what_lambda_refuses(endpoint: str) -> None:
     assert info.value.response["Error"]["Code"] == "InvalidRequestContentException"
     too_big = httpx.post(f"{endpoint}/2015-03-31/functions/demo/invocations", content=b"0" * (MAX_PAYLOAD + 1))
     assert too_big.status_code == 413 and too_big.headers["x-amzn-ErrorType"] == "RequestTooLargeException"
+
+
+def test_an_event_nested_deeper_than_json_goes_is_lambdas_400_and_the_api_answers_on(endpoint: str) -> None:
+    """Lambda's front end refuses a body it cannot parse as JSON (InvalidRequestContentException, 400); a
+    nesting past the parser's depth is such a body, not a crash that leaves the connection unanswered."""
+    client = _client(endpoint)
+    for deep in (b"[" * 100_000 + b"]" * 100_000, b'{"a":' * 50_000 + b"1" + b"}" * 50_000):
+        with pytest.raises(botocore.exceptions.ClientError) as info:
+            client.invoke(FunctionName="demo", Payload=deep)
+        error = info.value.response
+        assert error["ResponseMetadata"]["HTTPStatusCode"] == 400, error
+        assert error["Error"]["Code"] == "InvalidRequestContentException", error
+    assert json.loads(client.invoke(FunctionName="demo", Payload=b'{"x": [[1]]}')["Payload"].read())["event"] == \
+        {"x": [[1]]}
+
+
+def test_a_result_json_cannot_write_is_the_runtimes_marshal_error(module: str) -> None:
+    with _serving(f"{module}.unwritable") as url:
+        answer = _client(url).invoke(FunctionName="demo", Payload=b"{}")
+    assert answer["StatusCode"] == 200 and answer["FunctionError"] == "Unhandled"
+    assert json.loads(answer["Payload"].read())["errorType"] == "Runtime.MarshalError"
 
 
 def test_a_handler_past_its_timeout_is_reported_as_lambda_does(module: str) -> None:

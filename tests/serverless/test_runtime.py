@@ -79,7 +79,7 @@ def test_get_and_post_with_a_url(served: ServedModel, expected: list[dict[str, A
         seen.clear()
         metadata = runtime(served).handle({"url": "http://169.254.169.254/latest/meta-data/"})
         assert metadata["code"] == 403 and "instance-metadata" in metadata["message"]  # a direct invoke's body
-        assert "MMSCTL_LAMBDA_FETCH_ALLOW" in metadata["message"]
+        assert "no allow-list opens it" in metadata["message"]  # not even MMSCTL_LAMBDA_FETCH_ALLOW
         rt = runtime(served, fetch_allow=AllowList.parse("127.0.0.1"))  # MMSCTL_LAMBDA_FETCH_ALLOW
         url = f"{base}/img/kitten.jpg"
         assert body(rt.handle(api_gateway_event("GET", query={"url": url}))) == expected  # the article's endpoint

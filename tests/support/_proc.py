@@ -32,6 +32,7 @@ __all__ = [
     "remove_tree",
     "short_tmp_dir",
     "stop_process_group",
+    "port_block",
     "tail",
 ]
 
@@ -55,6 +56,20 @@ def any_free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def port_block() -> int:
+    """A free port N with N+1 and N+2 free too (``serve start --port N``: inference, management, metrics)."""
+    for _ in range(50):
+        base = free_port()
+        with socket.socket() as s1, socket.socket() as s2:
+            try:
+                s1.bind(("127.0.0.1", base + 1))
+                s2.bind(("127.0.0.1", base + 2))
+            except OSError:
+                continue
+        return base
+    raise RuntimeError("no three free ports in a row")
 
 
 def free_ports(count: int, pick: Callable[[], int] = free_port) -> list[int]:

@@ -18,7 +18,7 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 # Below the kernel's ephemeral range (32768+): a port taken from it can be handed to another test's outgoing
 # connection between the pick and the server's bind ("address already in use", seen under the full suite).
@@ -29,8 +29,8 @@ from tests.support.waiting import wait_until
 if TYPE_CHECKING:
     from mmsctl.server.config import ServerConfig
 
-__all__ = ["ServerInfo", "ServerStartError", "free_port", "make_handler_archive", "make_noop_archive",
-           "running_mmsctl_server"]
+__all__ = ["ServerInfo", "ServerStartError", "echo_and_squeezenet_server", "free_port", "make_handler_archive",
+           "make_noop_archive", "running_mmsctl_server"]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -185,6 +185,21 @@ def _from_properties(path: Path, ports: list[int], properties: dict[str, str], m
     path.write_text("".join(f"{key}={value}\n" for key, value in {**addresses, **properties}.items()))
     return build_config(models=[], model_store=model_store, config_file=path, inference_address=None,
                         management_address=None, metrics_address=None, workers=None, token_file=None, name=name)
+
+
+@contextmanager
+def echo_and_squeezenet_server(tmp_path_factory: Any) -> Iterator[ServerInfo]:
+    """A server with the no-op ``echo`` model and the real SqueezeNet of ../shared as ``squeezenet`` (the v2
+    clients' and the docs' examples)."""
+    from mmsctl.archive import create_archive
+    from tests.support.paths import SQUEEZENET_DIR, require_shared
+
+    store = tmp_path_factory.mktemp("store")
+    make_noop_archive(store / "echo", name="echo")
+    create_archive(require_shared(SQUEEZENET_DIR), model_name="squeezenet", export_path=store)
+    with running_mmsctl_server(tmp_path_factory.mktemp("srv"), model_store=store,
+                               models={"echo": "echo", "squeezenet": "squeezenet.mar"}) as info:
+        yield info
 
 
 #: Starts tried when a port picked turns out taken by the time the server binds it.

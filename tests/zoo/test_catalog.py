@@ -48,10 +48,11 @@ def test_catalog_covers_the_documented_models() -> None:
 
 
 def test_did_you_mean_for_typos() -> None:
-    assert suggest("squeezent")[0] == "squeezenet_v1.1"
+    assert suggest("squeezent")[0] == "squeezenet"  # the spelling closest to what was typed
+    assert suggest("squeeznet")[:2] == ["squeezenet", "onnx-squeezenet"]
     assert "resnet-18" in suggest("resnet-19")
     assert suggest("completely-different") == []
     with pytest.raises(ModelNotFoundError) as info:
         find_entry("squeezent")
-    assert "did you mean 'squeezenet_v1.1'" in info.value.message
+    assert "did you mean 'squeezenet'" in info.value.message
     assert "\n" not in info.value.message
