@@ -144,7 +144,7 @@ def test_ec2_launch_sends_the_zoo_name_and_refuses_the_folder(here: Path, capsys
     code, out, err = run_mmsctl(capsys, "ec2", "launch", "--models", "./squeezenet", "--dry-run", "-o", "json")
     assert code == 0, err  # the folder goes to the asset bucket, under the launch's prefix
     puts = [c["parameters"] for c in json.loads(out)["calls"] if c["operation"] == "PutObject"]
-    assert (puts[0]["Key"], puts[0]["Body"]) == ("ec2/mmsctl-squeezenet/models/squeezenet.mar", "<squeezenet>")
+    assert (puts[0]["Key"], puts[0]["Body"]) == ("ec2/mmsctl-squeezenet/models/<sha256>/squeezenet.mar", "<squeezenet>")
     r = run_mmsctl(capsys, "ec2", "launch", "--models", "./squeezenet", "--pip-spec", "mmsctl", "--dry-run")
     assert r.code == 2 and "a local file is not on the instance" in one_error_line(r)
 
@@ -156,5 +156,5 @@ def test_fleet_create_uploads_the_zoo_model_and_the_folder_as_assets(here: Path,
         code, out, err = run_mmsctl(capsys, "fleet", "create", "demo", "--models", given, "--dry-run", "-o", "json")
         assert code == 0, err
         puts = [c["parameters"] for c in json.loads(out)["calls"] if c["operation"] == "PutObject"]
-        assert puts[0]["Key"] == "fleet/demo/models/squeezenet.mar", puts
+        assert puts[0]["Key"] == "fleet/demo/models/<sha256>/squeezenet.mar", puts
         assert puts[0]["Body"] == f"<{Path(given).name}>"

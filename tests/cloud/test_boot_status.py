@@ -50,6 +50,8 @@ def test_the_tag_reads_as_a_status(value: str | None, state: str, text: str) -> 
 
 
 def test_list_describe_and_wait_show_a_failed_boot(aws: dict[str, Any]) -> None:
+    """docs/ec2.md's "When a boot fails": `ec2 list` and `ec2 describe` show the step and line an instance
+    reported, and `ec2 launch --wait` stops at it."""
     out = _launch(aws, "--ami", f"resolve:ssm:{PARAM}")
     assert out.returncode == 0, out.stderr
     [row] = json.loads(out.stdout)["instances"]

@@ -19,6 +19,7 @@ from mmsctl.instances import Instance, InstanceState, pid_alive
 from tests.support.cli import run_mmsctl
 from tests.support._proc import port_block
 from tests.support.mmsctl_server import free_port, make_noop_archive
+from tests.support.signals import popen
 from tests.support.waiting import wait_until
 
 
@@ -191,9 +192,9 @@ def test_a_port_taken_by_another_program_names_no_flag_the_user_did_not_type(
 def test_serve_logs_of_a_foreground_server_says_where_its_log_goes(noop: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     port = port_block()
-    proc = subprocess.Popen([sys.executable, "-m", "mmsctl", "serve", "start", "--foreground", "--models",
-                             f"noop={noop}", "-p", str(port), "-n", "fg"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env=dict(os.environ))
+    proc = popen([sys.executable, "-m", "mmsctl", "serve", "start", "--foreground", "--models",
+                  f"noop={noop}", "-p", str(port), "-n", "fg"], stdout=subprocess.DEVNULL,
+                 stderr=subprocess.PIPE, env=dict(os.environ))
     try:
         wait_until(lambda: (Instance("fg").read_state() or InstanceState("", 0)).status == "ready", timeout=60,
                    what="the foreground server ready", interval=0.05)

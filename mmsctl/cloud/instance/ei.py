@@ -87,7 +87,7 @@ def check_ei_service(aws: AwsSession) -> None:
     if service not in names:
         raise ElasticInferenceRetired(
             f"Elastic Inference is retired: {aws.region} no longer offers {service} ({reason})",
-            hint="use --accelerator inf2, g5 or none (docs/ec2.md, \"Honest about Elastic Inference\")")
+            hint="choose another accelerator: inf2, g5 or none (docs/ec2.md, \"Honest about Elastic Inference\")")
 
 
 @dataclass
