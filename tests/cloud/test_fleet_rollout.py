@@ -329,3 +329,33 @@ def test_a_fleet_made_before_the_hook_gets_it_and_the_readiness_check_from_its_n
     ops = [c["operation"] for c in json.loads(again.stdout)["calls"] if c.get("executed") is False]
     assert ops.index("PutLifecycleHook") < ops.index("StartInstanceRefresh"), ops
     assert [(h.group, h.name) for h in hooks] == [(green, "mmsctl-server-ready")]  # the version is for its own group
+
+
+def _reads(aws: dict[str, Any], name: str) -> set[str]:
+    """The s3:// models the fleet's role may read where they are (the boot-assets policy's model ARNs)."""
+    doc = aws["iam"].get_role_policy(RoleName=f"mmsctl-fleet-{name}", PolicyName="mmsctl-boot-assets")["PolicyDocument"]
+    doc = json.loads(doc) if isinstance(doc, str) else doc
+    return {r.removeprefix("arn:aws:s3:::") for st in doc["Statement"] for r in st["Resource"]
+            if r.startswith("arn:aws:s3:::my-models/")}
+
+
+@pytest.mark.slow
+def test_a_rollout_lets_the_role_read_its_new_s3_models_and_keeps_the_serving_ones(aws: dict[str, Any]) -> None:
+    """A member of the new version fetches its s3:// models with the fleet's role: the rollout grants them, and
+    keeps the serving group's (its scale-outs and a rollback still boot them); the one before that goes."""
+    cli = aws["cli"]
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="my-models")
+    for key in ("a.mar", "b.mar", "c.mar"):
+        s3.put_object(Bucket="my-models", Key=key, Body=key.encode())
+    _create(aws, "rd", "-m", "a=s3://my-models/a.mar", "--min", "1", "--max", "2")
+    assert _reads(aws, "rd") == {"my-models/a.mar"}
+    first = cli("fleet", "rollout", "rd", "-m", "b=s3://my-models/b.mar", "-o", "json")
+    assert first.code == 0, first.stderr
+    assert _reads(aws, "rd") == {"my-models/a.mar", "my-models/b.mar"}  # blue still boots a; green boots b
+    assert cli("fleet", "rollout", "rd", "--finish").code == 0
+    second = cli("fleet", "rollout", "rd", "-m", "c=s3://my-models/c.mar", "-o", "json")
+    assert second.code == 0, second.stderr
+    assert _reads(aws, "rd") == {"my-models/b.mar", "my-models/c.mar"}  # a's group is gone: a is not kept
+    assert cli("fleet", "rollout", "rd", "--finish").code == 0
+    assert cli("fleet", "destroy", "rd").code == 0

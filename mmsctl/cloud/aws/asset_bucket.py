@@ -24,7 +24,7 @@ from mmsctl.cloud.aws.session import AwsSession, partition
 from mmsctl.errors import CloudError
 
 __all__ = ["Asset", "MANIFESTS", "WHEELS", "bucket_name", "delete_owned_prefix", "delete_prefix", "ensure_bucket",
-           "manifest_document", "manifest_key", "read_statement", "sha256_of", "upload"]
+           "manifest_document", "manifest_key", "merge_read_statements", "read_statement", "sha256_of", "upload"]
 
 #: Under a prefix: one manifest per content, ``manifests/SHA256.json``.
 MANIFESTS = "manifests/"
@@ -169,6 +169,29 @@ def read_statement(bucket: str, prefix: str, region: str, in_place: list[str],
         statements.append({"Sid": "ReadPinnedModelVersions", "Effect": "Allow", "Action": ["s3:GetObjectVersion"],
                            "Resource": [f"arn:{part}:s3:::{uri.removeprefix('s3://')}" for uri in versioned]})
     return {"Version": "2012-10-17", "Statement": statements}
+
+
+def merge_read_statements(new: dict[str, Any], old: dict[str, Any], *, keep: set[str]) -> dict[str, Any]:
+    """*new* (a :func:`read_statement` document) plus the resources of *old*'s statements that are in *keep*,
+    each under the statement of the same ``Sid`` (added where *new* has none)."""
+    merged = {"Version": new.get("Version", "2012-10-17"),
+              "Statement": [dict(st, Resource=list(_resources(st))) for st in new.get("Statement", [])]}
+    by_sid = {st.get("Sid"): st for st in merged["Statement"]}
+    for st in old.get("Statement", []) if isinstance(old, dict) else []:
+        kept = [r for r in _resources(st) if r in keep]
+        if not kept:
+            continue
+        target = by_sid.get(st.get("Sid"))
+        if target is None:
+            target = by_sid[st.get("Sid")] = dict(st, Resource=[])
+            merged["Statement"].append(target)
+        target["Resource"] += [r for r in kept if r not in target["Resource"]]
+    return merged
+
+
+def _resources(statement: dict[str, Any]) -> list[str]:
+    resource = statement.get("Resource") or []
+    return [resource] if isinstance(resource, str) else list(resource)
 
 
 def delete_owned_prefix(aws: AwsSession, prefix: str) -> tuple[str, int]:

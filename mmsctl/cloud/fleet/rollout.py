@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from mmsctl.cloud.aws import tags
+from mmsctl.cloud.aws.asset_bucket import merge_read_statements
 from mmsctl.cloud.aws.errors import ResourceNotFound
-from mmsctl.cloud.aws.session import AwsSession
+from mmsctl.cloud.aws.session import AwsSession, partition
 from mmsctl.cloud.fleet import asg, elb, refresh
 from mmsctl.cloud.fleet.query import ROLLOUT_ROLE, FleetResources, find_resources
 from mmsctl.cloud.instance.server_image import READY_PATH
@@ -141,8 +142,32 @@ def _assets_ref(aws: AwsSession, found: FleetResources, req: RolloutRequest, mod
     plan = plan_assets(models, found.names.asset_prefix, wheelhouse=wheelhouse, dry_run=aws.dry_run)
     ref = assets_ref(aws, plan, python)
     if not aws.dry_run:
-        stage_assets(aws, plan, python, [], [])
+        _grant_assets(aws, found, stage_assets(aws, plan, python, [], []).policy)
     return plan.models, ref
+
+
+def _grant_assets(aws: AwsSession, found: FleetResources, new: dict[str, Any]) -> None:
+    """Let the role read what the new version boots from, and still what the serving group's version boots
+    from: its scale-outs and a rollback launch that version until the rollout finishes.
+
+    The role's ``mmsctl-boot-assets`` becomes *new* plus the ``s3://`` models of the serving group (its
+    ``mmsctl:models`` tag) that the current document names; older generations are dropped, so the document
+    does not grow with each rollout.
+    """
+    from mmsctl.cloud.fleet.create import ASSETS_POLICY_NAME
+
+    serving = {f"arn:{partition(aws.region)}:s3:::{m.location.removeprefix('s3://')}"
+               for m in _models_of(tags.as_dict((found.group or {}).get("Tags"))) if m.kind == "s3"}
+    try:
+        have = aws.call("iam", "get_role_policy", RoleName=found.names.role,
+                        PolicyName=ASSETS_POLICY_NAME).get("PolicyDocument") or {}
+    except ResourceNotFound:
+        have = {}
+    have = json.loads(have) if isinstance(have, str) else have
+    wanted = merge_read_statements(new, have, keep=serving)
+    if wanted != have:
+        aws.call("iam", "put_role_policy", RoleName=found.names.role, PolicyName=ASSETS_POLICY_NAME,
+                 PolicyDocument=json.dumps(wanted))
 
 
 def _pin(aws: AwsSession, found: FleetResources) -> tuple[str, str]:
