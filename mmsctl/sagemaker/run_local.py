@@ -98,6 +98,8 @@ def plan(model: Optional[str], *, port: int = contract.PORT, build: Optional[Pat
         raise
     if ctx is not None and build is not None:
         environ["LAMBDA_TASK_ROOT"] = str(Path(build).resolve() / "task")
+        # entrypoint.sh runs `python3`: the image's is this one (with mmsctl's dependencies)
+        environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), environ.get("PATH", "")])
         command = ["/bin/sh", str(Path(build) / "entrypoint.sh"), contract.SERVE]
     else:
         command = [sys.executable, "-m", "mmsctl.sagemaker", contract.SERVE]

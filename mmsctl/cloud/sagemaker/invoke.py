@@ -24,7 +24,7 @@ from mmsctl.cloud.aws.errors import aws_code
 from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.errors import ApiError, CloudError, NotFoundError, UsageError, causes
 
-__all__ = ["Invocation", "MAX_PAYLOAD", "invoke_endpoint", "sniff_content_type"]
+__all__ = ["Invocation", "MAX_PAYLOAD", "SageMakerClient", "invoke_endpoint", "sniff_content_type"]
 
 #: InvokeEndpoint's largest request body (real-time endpoints).
 MAX_PAYLOAD = 6 * 1024 * 1024
@@ -124,3 +124,26 @@ def invoke_endpoint(aws: AwsSession, endpoint: str, body: bytes, *, content_type
         raise CloudError(f"{endpoint}'s answer is over {max_response_bytes} bytes (max_response_bytes)")
     return Invocation(endpoint, 200, str(answer.get("ContentType") or "application/octet-stream"), data,
                       answer.get("InvokedProductionVariant"), (time.perf_counter() - started) * 1000.0)
+
+
+class SageMakerClient:
+    """``predict --context sagemaker:NAME``'s client: the face of the inference client that
+    :func:`mmsctl.predict.predict_remote` drives (``predict``, ``close``), over InvokeEndpoint.
+
+    The endpoint serves one model: MODEL names what the user expects and is not sent. More classes than the
+    model's default go as ``topk=K`` in the custom attributes.
+    """
+
+    def __init__(self, aws: AwsSession, endpoint: str, *, top_k: Optional[int] = None,
+                 max_response_bytes: int = 64 * 1024 * 1024) -> None:
+        self.aws = aws
+        self.endpoint = endpoint
+        self.top_k = top_k
+        self.max_response_bytes = max_response_bytes
+
+    def predict(self, model: str, body: bytes, content_type: Optional[str] = None, **_: Any) -> Invocation:
+        return invoke_endpoint(self.aws, self.endpoint, body, content_type=content_type, top_k=self.top_k,
+                               max_response_bytes=self.max_response_bytes)
+
+    def close(self) -> None:
+        """Nothing to close: boto3 keeps its connections in the session."""

@@ -18,7 +18,7 @@ from mmsctl.cloud.sagemaker.resources import arn_tags, describe, ours
 from mmsctl.cloud.sagemaker.spec import check_name
 from mmsctl.errors import NotFoundError
 
-__all__ = ["EndpointNotFound", "describe_endpoint", "list_endpoints", "variant_rows"]
+__all__ = ["EndpointNotFound", "describe_endpoint", "endpoint_status", "list_endpoints", "variant_rows"]
 
 
 class EndpointNotFound(NotFoundError):
@@ -92,3 +92,20 @@ def describe_endpoint(aws: AwsSession, name: str, *, minutes: int = 60) -> dict[
         "last_hour": metrics.load(aws, name, minutes=minutes).to_dict(),
         "created": str(endpoint.get("CreationTime", "")), "modified": str(endpoint.get("LastModifiedTime", "")),
     }
+
+
+def endpoint_status(aws: AwsSession, name: str, *, minutes: int = 5) -> dict[str, Any]:
+    """What ``top`` shows of an endpoint: status, its variant's instances and scaling range, and the last
+    *minutes* of load (CloudWatch's figures come a minute or more late).
+
+    Raises:
+        EndpointNotFound: there is none of that name.
+    """
+    endpoint = describe(aws, "endpoint", name)
+    if endpoint is None:
+        raise EndpointNotFound(f"no endpoint {name} in {aws.region}")
+    config_name = endpoint.get("EndpointConfigName")
+    config = describe(aws, "endpoint-config", config_name) if config_name else None
+    return {"name": name, "status": endpoint.get("EndpointStatus"), "url": invocations_url(aws.region, name),
+            "variants": variant_rows(endpoint, config), "scaling": _scaling_row(aws, name),
+            "load": metrics.load(aws, name, minutes=minutes)}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 from mmsctl.cloud.aws import tags
-from mmsctl.cloud.aws.errors import aws_code
+from mmsctl.cloud.aws.errors import ResourceNotFound, aws_code
 from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.errors import CloudError
 
@@ -37,10 +37,9 @@ def ours(found: Optional[Mapping[str, str]], name: str) -> bool:
 
 
 def missing(exc: BaseException) -> bool:
-    """Whether *exc* is SageMaker's "not there" (or a dry run's placeholder for it)."""
-    code = aws_code(exc)
+    """Whether *exc* is SageMaker's "not there" (or the answer of a dry run that looks nothing up)."""
     message = getattr(exc, "message", str(exc))
-    return (code == "ValidationException" and "Could not find" in message) or code == "ResourceNotFoundException"
+    return isinstance(exc, ResourceNotFound) or (aws_code(exc) == "ValidationException" and "Could not find" in message)
 
 
 def describe(aws: AwsSession, kind: str, name: str) -> Optional[dict[str, Any]]:

@@ -9,7 +9,8 @@ from typing import Any, Optional
 from mmsctl.cloud.sagemaker.deploy.target import Target
 from mmsctl.cloud.sagemaker.spec import VARIANT, DeploySpec
 
-__all__ = ["DIMENSION", "NAMESPACE", "drop_scaling", "ensure_scaling", "policy_name", "resource_id", "scaling_of"]
+__all__ = ["DIMENSION", "NAMESPACE", "drop_scaling", "ensure_scaling", "policy_name", "resource_id", "scaling_of",
+           "set_instances"]
 
 NAMESPACE = "sagemaker"
 DIMENSION = "sagemaker:variant:DesiredInstanceCount"
@@ -84,3 +85,26 @@ def _same(found: dict[str, Any], wanted: dict[str, Any]) -> bool:
     config = found.get("TargetTrackingScalingPolicyConfiguration") or {}
     return (config.get("TargetValue"), (config.get("PredefinedMetricSpecification") or {}).get(
         "PredefinedMetricType")) == (wanted["TargetValue"], METRIC)
+
+
+def set_instances(aws: Any, endpoint: str, count: int) -> None:
+    """The variant's desired instance count (UpdateEndpointWeightsAndCapacities), within the scaling range where
+    there is one (target tracking may move it again).
+
+    Raises:
+        UsageError: a count out of the range, or a serverless endpoint (no instances).
+    """
+    from mmsctl.cloud.sagemaker.resources import describe
+    from mmsctl.cloud.sagemaker.spec import MAX_INSTANCES
+    from mmsctl.errors import UsageError
+
+    found = describe(aws, "endpoint", endpoint) or {}
+    variant = next(iter(found.get("ProductionVariants") or []), {})
+    if variant.get("CurrentServerlessConfig"):
+        raise UsageError(f"{endpoint} is serverless: it has no instances to scale")
+    current = scaling_of(aws, endpoint)
+    low, high = (current["MinCapacity"], current["MaxCapacity"]) if current else (1, MAX_INSTANCES)
+    if not low <= count <= high:
+        raise UsageError(f"{endpoint} scales between {low} and {high} instances, not {count}")
+    aws.call("sagemaker", "update_endpoint_weights_and_capacities", EndpointName=endpoint,
+             DesiredWeightsAndCapacities=[{"VariantName": VARIANT, "DesiredInstanceCount": count}])
