@@ -149,7 +149,7 @@ def cost_cmd(
     memory: int = typer.Option(1024, "--memory", metavar="MB", help="The Lambda function's memory."),
     payload_kb: float = typer.Option(10.0, "--payload-kb", metavar="KB", help="Bytes in and out per prediction "
                                      "(SageMaker bills data processed)."),
-    throughput: Optional[float] = typer.Option(None, "--throughput", metavar="N", help="One instance's requests/s "
+    throughput: Optional[float] = typer.Option(None, "--throughput", metavar="RPS", help="One instance's requests/s "
                                                "(`mmsctl bench`): instances for the mean rate (default: one)."),
     output: str = OutputOpt,
 ) -> None:

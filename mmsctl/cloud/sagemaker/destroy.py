@@ -73,8 +73,9 @@ def _configs_and_models(t: Target) -> None:
     for kind, operation, key in (("endpoint-config", "delete_endpoint_config", "EndpointConfigName"),
                                  ("model", "delete_model", "ModelName")):
         for name in _tagged(t, kind):
+            params: dict[str, Any] = {key: name}
             try:
-                t.aws.call("sagemaker", operation, **{key: name})
+                t.aws.call("sagemaker", operation, **params)
             except CloudError as exc:
                 if not missing(exc):
                     raise

@@ -75,8 +75,8 @@ class Invocation:
 
 def _model_error(exc: CloudError, endpoint: str) -> ApiError:
     """The container's own answer behind a ModelError."""
-    response: dict[str, Any] = next((getattr(c, "response", None) for c in causes(exc)
-                                     if isinstance(getattr(c, "response", None), dict)), None) or {}
+    responses = [getattr(c, "response", None) for c in causes(exc)]
+    response: dict[str, Any] = next((r for r in responses if isinstance(r, dict)), {})
     status = int(response.get("OriginalStatusCode") or 0)
     body = str(response.get("OriginalMessage") or "")
     try:
@@ -118,7 +118,7 @@ def invoke_endpoint(aws: AwsSession, endpoint: str, body: bytes, *, content_type
         if code == "ValidationError" and "not found" in exc.message:
             raise NotFoundError(f"no endpoint {endpoint} in {aws.region}") from exc
         raise
-    stream = answer.get("Body")
+    stream: Any = answer.get("Body")
     data = stream.read(max_response_bytes + 1) if hasattr(stream, "read") else bytes(stream or b"")
     if len(data) > max_response_bytes:
         raise CloudError(f"{endpoint}'s answer is over {max_response_bytes} bytes (max_response_bytes)")

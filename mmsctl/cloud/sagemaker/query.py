@@ -61,7 +61,7 @@ def _scaling_row(aws: AwsSession, name: str) -> Optional[dict[str, Any]]:
     found = scaling_of(aws, name)
     if found is None:
         return None
-    policy = next(iter(found.get("Policies") or []), {})
+    policy: dict[str, Any] = next(iter(found.get("Policies") or []), {})
     target = (policy.get("TargetTrackingScalingPolicyConfiguration") or {}).get("TargetValue")
     return {"min": found.get("MinCapacity"), "max": found.get("MaxCapacity"), "policy": policy.get("PolicyName"),
             "target_invocations_per_minute": target}

@@ -45,8 +45,9 @@ def missing(exc: BaseException) -> bool:
 def describe(aws: AwsSession, kind: str, name: str) -> Optional[dict[str, Any]]:
     """The description of endpoint, endpoint-config or model *name*, or None when there is none."""
     operation, key = _DESCRIBE[kind]
+    params: dict[str, Any] = {key: name}
     try:
-        return aws.call("sagemaker", operation, **{key: name})
+        return aws.call("sagemaker", operation, **params)
     except CloudError as exc:
         if missing(exc):
             return None

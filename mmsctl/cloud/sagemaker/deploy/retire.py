@@ -4,6 +4,8 @@ must not lose a configuration an endpoint is being moved from."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from mmsctl.cloud.sagemaker.deploy.sources import Running
 from mmsctl.cloud.sagemaker.deploy.target import Target
 from mmsctl.cloud.sagemaker.resources import arn_tags, missing, ours
@@ -17,8 +19,9 @@ def _delete(t: Target, kind: str, name: str) -> None:
                       "model": ("delete_model", "ModelName")}[kind]
     if not ours(arn_tags(t.aws, t.arn(kind, name)), t.name):
         return  # not made by mmsctl for this endpoint: left alone
+    params: dict[str, Any] = {key: name}
     try:
-        t.aws.call("sagemaker", operation, **{key: name})
+        t.aws.call("sagemaker", operation, **params)
     except CloudError as exc:
         if not missing(exc):
             raise

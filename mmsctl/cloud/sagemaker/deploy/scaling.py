@@ -99,7 +99,7 @@ def set_instances(aws: Any, endpoint: str, count: int) -> None:
     from mmsctl.errors import UsageError
 
     found = describe(aws, "endpoint", endpoint) or {}
-    variant = next(iter(found.get("ProductionVariants") or []), {})
+    variant: dict[str, Any] = next(iter(found.get("ProductionVariants") or []), {})
     if variant.get("CurrentServerlessConfig"):
         raise UsageError(f"{endpoint} is serverless: it has no instances to scale")
     current = scaling_of(aws, endpoint)
