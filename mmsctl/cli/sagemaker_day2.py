@@ -20,7 +20,7 @@ _RUN_LOCAL_WORDS = CommandWords(flags={"port": "--port", "model": "MODEL", "work
                                        "timeout": "--timeout"},
                                 hints=(("sagemaker-endpoint-not-found", "list them: mmsctl sagemaker list"),))
 _COST_WORDS = CommandWords(flags={"requests": "--requests", "days": "--days", "duration_ms": "--duration-ms",
-                                  "serverless_mb": "--serverless", "throughput": "--throughput",
+                                  "serverless_mb": "--serverless", "throughput": "--throughput", "payload_kb": "--payload-kb",
                                   "instance_type": "--instance-type", "memory_mb": "--memory"})
 VARIANT_COLUMNS = (Column("Variant", "variant"), Column("Model", "model"), Column("Type", "instance_type"),
                    Column("Instances", "instances", justify="right"), Column("Desired", "desired_instances",
@@ -147,8 +147,8 @@ def cost_cmd(
                                       help="The real-time endpoint's instances (one per ec2/fleet type below)."),
     serverless: int = typer.Option(2048, "--serverless", metavar="MB", help="The serverless endpoint's memory."),
     memory: int = typer.Option(1024, "--memory", metavar="MB", help="The Lambda function's memory."),
-    payload_kb: float = typer.Option(10.0, "--payload-kb", metavar="KB", help="Bytes in and out per prediction "
-                                     "(SageMaker bills data processed)."),
+    payload_kb: float = typer.Option(8.0, "--payload-kb", metavar="KB", help="Kilobytes in and out per prediction, "
+                                     "together (SageMaker bills data processed; the kitten JPEG and its answer: 8)."),
     throughput: Optional[float] = typer.Option(None, "--throughput", metavar="RPS", help="One instance's requests/s "
                                                "(`mmsctl bench`): instances for the mean rate (default: one)."),
     output: str = OutputOpt,

@@ -46,17 +46,26 @@ CUSTOM_ATTRIBUTES = "x-amzn-sagemaker-custom-attributes"
 _ATTRIBUTES = ("topk", "top_k")
 #: Media ranges of one Accept header read at most (the rest are ignored).
 _MAX_RANGES = 32
+#: What clients send most (curl, requests, boto3's default): the model's own answer, without parsing.
+_DEFAULT_ACCEPT = frozenset({"*/*", JSON, "application/*"})
 
 
 class NotAcceptable(ApiException):
     status, type_name = 406, "NotAcceptableException"
 
 
+def _unnamed(manager: ModelManager, headers: Mapping[str, str]) -> Optional[str]:
+    """The model a header names, else the only start-up model, else None."""
+    name = headers.get("model_name") or headers.get("x-model-name")
+    if name:
+        return name
+    startup = manager.startup_models
+    return next(iter(startup)) if len(startup) == 1 else None
+
+
 def model_name(manager: ModelManager, named: Optional[str], headers: Mapping[str, str]) -> str:
     """The model an invocation is for: *named* (route or query), a header, else the only start-up model."""
-    name = named or headers.get("model_name") or headers.get("x-model-name")
-    if not name and len(manager.startup_models) == 1:
-        name = next(iter(manager.startup_models))
+    name = named or _unnamed(manager, headers)
     if not name:
         raise BadRequest("Parameter model_name is required.")
     return name
@@ -77,7 +86,7 @@ def _quality(params: str) -> float:
 def answer_form(accept: Optional[str]) -> Optional[str]:
     """``json`` (no Accept, ``*/*``, ``application/*`` or ``application/json`` preferred), ``npy``
     (``application/x-npy`` preferred), or None when Accept allows neither."""
-    if accept is None or not accept.strip():
+    if accept is None or accept in _DEFAULT_ACCEPT or not accept.strip():
         return JSON
     best = {JSON: -1.0, NPY: -1.0}
     for part in accept.split(",")[:_MAX_RANGES]:
@@ -175,8 +184,5 @@ def lean_model(manager: ModelManager, headers: Mapping[str, str]) -> Optional[st
     no custom attributes; None when it is aiohttp's (which also answers a missing model name)."""
     if CUSTOM_ATTRIBUTES in headers or answer_form(headers.get("accept")) != JSON:
         return None
-    try:
-        return model_name(manager, None, headers)
-    except BadRequest:
-        return None
+    return _unnamed(manager, headers)
 

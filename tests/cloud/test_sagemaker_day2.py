@@ -154,7 +154,7 @@ def test_the_cost_of_one_workload_everywhere(cli: Any) -> None:
     prices = bundled_prices()
     proc = cli("sagemaker", "cost", "--requests", "100000", "--days", "30", "--duration-ms", "45", "-o", "json")
     rows = {r["option"]: r for r in json.loads(proc.stdout)}
-    data = 100_000 * 2 * 10 * 1024 / 1024**3 * prices["sagemaker"]["data_processed_per_gb"]
+    data = 100_000 * 8 * 1024 / 1024**3 * prices["sagemaker"]["data_processed_per_gb"]
     assert rows["ec2"]["total"] == pytest.approx(720 * prices["instances"]["m5.large"], abs=1e-4)
     assert rows["fleet"]["total"] == pytest.approx(720 * (2 * prices["instances"]["m5.large"] + 0.0225), abs=1e-4)
     assert rows["lambda"]["total"] == pytest.approx(100_000 * (45e-3 * 0.0000166667 + 0.2e-6), abs=1e-4)

@@ -77,7 +77,7 @@ def _instances(requests: int, days: float, throughput: Optional[float], least: i
 
 
 def workload_costs(requests: int, days: float, duration_ms: float, *, sagemaker_type: str = "ml.m5.large",
-                   serverless_mb: int = 2048, lambda_mb: int = 1024, payload_kb: float = 10.0,
+                   serverless_mb: int = 2048, lambda_mb: int = 1024, payload_kb: float = 8.0,
                    throughput: Optional[float] = None) -> list[WorkloadCost]:
     """The rows of the comparison (see the module docstring); with *throughput* (one instance's requests/s)
     the instance options get as many instances as the mean rate needs."""
@@ -89,7 +89,9 @@ def workload_costs(requests: int, days: float, duration_ms: float, *, sagemaker_
     ec2_type = sagemaker_type.removeprefix("ml.")
     ec2 = prices.estimate(ec2_type, 1.0).hourly_price
     lb = prices.balancer_price()
-    data_gb = requests * 2 * payload_kb * 1024 / _GB  # in and out
+    if not 0 <= payload_kb <= 6144:
+        raise UsageError(f"payload {payload_kb:g} KB: 0 to 6144 (InvokeEndpoint's 6 MB)", param="payload_kb")
+    data_gb = requests * payload_kb * 1024 / _GB  # in and out together
     data = data_gb * float(sm["data_processed_per_gb"])
     lam = prices.lambda_estimate(lambda_mb, duration_ms, requests)
     gb_s = requests * serverless_mb / 1024 * duration_ms / 1000.0
