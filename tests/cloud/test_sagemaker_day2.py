@@ -165,3 +165,11 @@ def test_the_cost_of_one_workload_everywhere(cli: Any) -> None:
     assert [r["setup"] for r in busy][:2] == ["3 × m5.large", "3 × m5.large + ALB"]  # 1.16 req/s at 0.5 each
     bad = cli("sagemaker", "cost", "--duration-ms", "45", "--serverless", "1500")
     assert bad.code == 2 and "--serverless" in bad.stderr
+
+
+def test_bench_refuses_a_sweep_longer_than_a_signature_lives(cli: Any, kitten_jpg: Path) -> None:
+    """A signed request must reach AWS within 5 minutes of its timestamp: bench signs once, so a sweep that could
+    run longer is refused before anything is sent (no AWS, no endpoint needed)."""
+    proc = cli("bench", "run", "squeezenet", str(kitten_jpg), "--context", "sagemaker:kitten", "-c", "1,2,4,8,16,32",
+               "-d", "60s")
+    assert proc.code == 2 and "past the 5 minutes a signed request is good for" in proc.stderr, proc.stderr

@@ -220,3 +220,20 @@ def test_dry_run_plans_without_region_or_credentials(moto: Moto, mar: Path) -> N
     planned = [c["operation"] for c in plan["calls"] if c["mutating"]]
     assert planned[-3:] == ["CreateModel", "CreateEndpointConfig", "CreateEndpoint"]
     assert not any(c["executed"] for c in plan["calls"])
+
+
+def test_a_new_instance_type_under_scaling_deregisters_it_before_the_update(moto: Moto, cli: Any, mar: Path) -> None:
+    """SageMaker refuses an UpdateEndpoint that changes a scaled variant's instance type ("Update endpoints that
+    use auto scaling"): the plan takes the policy and the target away first, and adds them back after."""
+    pushed_image(NAME)
+    deploy(cli, "--model", str(mar), "--image", IMAGE, "--max", "3")
+    proc = cli("sagemaker", "deploy", NAME, "--model", str(mar), "--image", IMAGE, "--max", "3",
+               "--instance-type", "ml.c5.large", "--dry-run", "-o", "json")
+    assert proc.code == 0, proc.stderr
+    planned = [c["operation"] for c in json.loads(proc.stdout)["calls"] if c["mutating"]]
+    assert planned.index("DeleteScalingPolicy") < planned.index("DeregisterScalableTarget") < planned.index(
+        "UpdateEndpoint")
+    same_type = cli("sagemaker", "deploy", NAME, "--model", str(mar), "--image", IMAGE, "--max", "3",
+                    "--count", "2", "--dry-run", "-o", "json")
+    planned = [c["operation"] for c in json.loads(same_type.stdout)["calls"] if c["mutating"]]
+    assert "UpdateEndpoint" in planned and "DeregisterScalableTarget" not in planned  # the count alone: allowed
