@@ -17,32 +17,16 @@ import boto3
 import pytest
 
 from tests.cloud.conftest import Moto
-from tests.cloud.lambda_support import noop_mar, pushed_image
-from tests.support.cli import run_mmsctl
+from tests.cloud.lambda_support import pushed_image
+from tests.cloud.sagemaker_support import ACCOUNT, IMAGE, NAME, cli, deploy, mar  # noqa: F401 - fixtures
 
-ACCOUNT = "123456789012"
-NAME = "kitten"
-IMAGE = f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/mmsctl-lambda/{NAME}:latest"
 DIMENSIONS = [{"Name": "EndpointName", "Value": NAME}, {"Name": "VariantName", "Value": "AllTraffic"}]
 
 
-@pytest.fixture(scope="module")
-def mar(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return noop_mar(tmp_path_factory.mktemp("mar"))
-
-
 @pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str]) -> Any:
-    return lambda *args: run_mmsctl(capsys, *args)
-
-
-@pytest.fixture
-def deployed(moto: Moto, cli: Any, mar: Path) -> dict[str, Any]:
+def deployed(moto: Moto, cli: Any, mar: Path) -> dict[str, Any]:  # noqa: F811
     pushed_image(NAME)
-    proc = cli("sagemaker", "deploy", NAME, "--model", str(mar), "--image", IMAGE, "--count", "2", "--max", "3",
-               "-o", "json")
-    assert proc.code == 0, proc.stderr
-    return dict(json.loads(proc.stdout))
+    return deploy(cli, "--model", str(mar), "--image", IMAGE, "--count", "2", "--max", "3")
 
 
 def _traffic(invocations: list[float], latency_us: list[float], errors_5xx: float = 0.0) -> None:

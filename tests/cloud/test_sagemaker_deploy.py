@@ -16,27 +16,7 @@ import pytest
 
 from tests.cloud.conftest import Moto, run_cli_here
 from tests.cloud.lambda_support import noop_mar, pushed_image, tags_of
-from tests.support.cli import run_mmsctl
-
-ACCOUNT = "123456789012"
-NAME = "kitten"
-IMAGE = f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/mmsctl-lambda/{NAME}:latest"
-
-
-@pytest.fixture(scope="module")
-def mar(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return noop_mar(tmp_path_factory.mktemp("mar"))
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str]) -> Any:
-    return lambda *args: run_mmsctl(capsys, *args)
-
-
-def deploy(cli: Any, *args: str) -> dict[str, Any]:
-    proc = cli("sagemaker", "deploy", NAME, "-o", "json", *args)
-    assert proc.code == 0, proc.stderr
-    return dict(json.loads(proc.stdout))
+from tests.cloud.sagemaker_support import ACCOUNT, IMAGE, NAME, cli, deploy, mar  # noqa: F401 - fixtures
 
 
 def mutating(result: dict[str, Any]) -> list[str]:

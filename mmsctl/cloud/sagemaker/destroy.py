@@ -19,7 +19,7 @@ from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.sagemaker import alarms
 from mmsctl.cloud.sagemaker.deploy.scaling import drop_scaling, scaling_of
 from mmsctl.cloud.sagemaker.deploy.target import Target
-from mmsctl.cloud.sagemaker.resources import arn_tags, describe, missing, ours, tag_dict
+from mmsctl.cloud.sagemaker.resources import arn_tags, delete, describe, ours, tag_dict
 from mmsctl.cloud.sagemaker.spec import check_name, log_group, model_prefix, role_name
 from mmsctl.errors import CloudError, RequestTimeout
 
@@ -70,15 +70,9 @@ def _tagged(t: Target, kind: str) -> list[str]:
 
 
 def _configs_and_models(t: Target) -> None:
-    for kind, operation, key in (("endpoint-config", "delete_endpoint_config", "EndpointConfigName"),
-                                 ("model", "delete_model", "ModelName")):
+    for kind in ("endpoint-config", "model"):
         for name in _tagged(t, kind):
-            params: dict[str, Any] = {key: name}
-            try:
-                t.aws.call("sagemaker", operation, **params)
-            except CloudError as exc:
-                if not missing(exc):
-                    raise
+            delete(t.aws, kind, name)
             t.note("delete", kind, name)
 
 

@@ -14,7 +14,7 @@ from mmsctl.cloud.aws.errors import ResourceNotFound, aws_code
 from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.errors import CloudError
 
-__all__ = ["describe", "missing", "ours", "sagemaker_tags", "tag_dict"]
+__all__ = ["arn_tags", "delete", "describe", "missing", "ours", "sagemaker_tags", "tag_dict"]
 
 #: What each kind is described with, and the key of its name.
 _DESCRIBE = {"endpoint": ("describe_endpoint", "EndpointName"),
@@ -52,6 +52,18 @@ def describe(aws: AwsSession, kind: str, name: str) -> Optional[dict[str, Any]]:
         if missing(exc):
             return None
         raise
+
+
+def delete(aws: AwsSession, kind: str, name: str) -> None:
+    """Delete endpoint-config or model *name*; one already gone is no error."""
+    operation, key = {"endpoint-config": ("delete_endpoint_config", "EndpointConfigName"),
+                      "model": ("delete_model", "ModelName")}[kind]
+    params: dict[str, Any] = {key: name}
+    try:
+        aws.call("sagemaker", operation, **params)
+    except CloudError as exc:
+        if not missing(exc):
+            raise
 
 
 def arn_tags(aws: AwsSession, arn: str) -> dict[str, str]:

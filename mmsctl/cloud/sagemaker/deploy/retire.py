@@ -4,34 +4,23 @@ must not lose a configuration an endpoint is being moved from."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from mmsctl.cloud.sagemaker.deploy.sources import Running
 from mmsctl.cloud.sagemaker.deploy.target import Target
-from mmsctl.cloud.sagemaker.resources import arn_tags, missing, ours
-from mmsctl.errors import CloudError
+from mmsctl.cloud.sagemaker.resources import arn_tags, delete, ours
 
 __all__ = ["retire"]
 
 
-def _delete(t: Target, kind: str, name: str) -> None:
-    operation, key = {"endpoint-config": ("delete_endpoint_config", "EndpointConfigName"),
-                      "model": ("delete_model", "ModelName")}[kind]
-    if not ours(arn_tags(t.aws, t.arn(kind, name)), t.name):
-        return  # not made by mmsctl for this endpoint: left alone
-    params: dict[str, Any] = {key: name}
-    try:
-        t.aws.call("sagemaker", operation, **params)
-    except CloudError as exc:
-        if not missing(exc):
-            raise
-    t.note("delete", kind, name)
+def _retire(t: Target, kind: str, name: str) -> None:
+    if ours(arn_tags(t.aws, t.arn(kind, name)), t.name):  # not made by mmsctl for this endpoint: left alone
+        delete(t.aws, kind, name)
+        t.note("delete", kind, name)
 
 
 def retire(t: Target, old: Running, new: Running) -> None:
     """Delete *old*'s configuration and models that *new* does not use."""
     if old.config and old.config != new.config:
-        _delete(t, "endpoint-config", old.config)
+        _retire(t, "endpoint-config", old.config)
     for model in old.models:
         if model and model not in new.models:
-            _delete(t, "model", model)
+            _retire(t, "model", model)

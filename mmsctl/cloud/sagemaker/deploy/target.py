@@ -3,26 +3,14 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from mmsctl.cloud.aws import tags as aws_tags
+from mmsctl.cloud.aws.changes import Change
 from mmsctl.cloud.aws.session import AwsSession, partition
 from mmsctl.cloud.sagemaker.resources import sagemaker_tags
 
 __all__ = ["Change", "Target"]
-
-
-@dataclass
-class Change:
-    """One line of the report."""
-
-    action: str  # create | update | reuse | delete
-    kind: str
-    id: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"action": self.action, "kind": self.kind, "id": self.id}
 
 
 class Target:
