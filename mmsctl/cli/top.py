@@ -82,7 +82,8 @@ def top(
         from mmsctl.cli.ec2 import aws_session
         from mmsctl.tui.sagemaker_source import SageMakerSource
 
-        source = SageMakerSource(target.sagemaker, lambda: aws_session(target.region, None))
+        aws = aws_session(target.region, None)  # no region or credentials: said here, once
+        source = SageMakerSource(target.sagemaker, lambda: aws)
     elif target.is_fleet:
         from mmsctl.cli.fanout import fleet_members
         from mmsctl.tui.fleet_source import FleetSource

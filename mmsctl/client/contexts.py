@@ -52,6 +52,7 @@ __all__ = [
     "LOCAL",
     "BuiltinContextError",
     "Context",
+    "check_mms_api",
     "ContextNotFound",
     "ContextStore",
     "LocalServerNotRunning",
@@ -279,6 +280,18 @@ def sagemaker_context(endpoint: str) -> Context:
                          "up to 63)")
     return Context(f"{SAGEMAKER}:{endpoint}", f"sagemaker://{endpoint}", "", source="sagemaker",
                    sagemaker=endpoint)
+
+
+def check_mms_api(context: Context, api: str) -> None:
+    """Refuse an HTTP client of *api* for a SageMaker endpoint's context, which has none.
+
+    Raises:
+        UsageError: *context* is ``sagemaker:NAME``.
+    """
+    if context.sagemaker:
+        raise UsageError(f"context {context.name} is a SageMaker endpoint: it has no {api} API of a model server",
+                         hint=f"its state and load: mmsctl sagemaker describe {context.sagemaker}; predictions: "
+                              f"mmsctl predict MODEL IMAGE --context {context.name}")
 
 
 def local_context() -> Context:

@@ -157,3 +157,11 @@ def test_bench_refuses_a_sweep_longer_than_a_signature_lives(cli: Any, kitten_jp
     proc = cli("bench", "run", "squeezenet", str(kitten_jpg), "--context", "sagemaker:kitten", "-c", "1,2,4,8,16,32",
                "-d", "60s")
     assert proc.code == 2 and "past the 5 minutes a signed request is good for" in proc.stderr, proc.stderr
+
+
+def test_a_sagemaker_context_has_no_model_server_api(cli: Any) -> None:
+    """`sagemaker:NAME` works with predict, bench and top; models, scale and ping say why they cannot."""
+    for args in (("models", "list"), ("scale", "squeezenet", "--min-workers", "2"), ("ping",)):
+        proc = cli(*args, "--context", "sagemaker:kitten")
+        assert proc.code == 2 and "is a SageMaker endpoint: it has no" in proc.stderr, (args, proc.stderr)
+        assert "mmsctl sagemaker describe kitten" in proc.stderr
