@@ -169,7 +169,7 @@ def run(p: LocalPlan, echo: Callable[[str], None], *, ready_timeout: float = 300
             echo(f"serving {p.model} as SageMaker would, at {p.url}: POST /invocations, GET /ping "
                  "(Ctrl+C: SIGTERM, then SIGKILL 30 s later)")
             echo(f"  curl -H 'Content-Type: image/jpeg' --data-binary @kitten.jpg {p.url}/invocations")
-        while proc.poll() is None:
+        while proc.poll() is None:  # bounded: serves until stopped, then SIGKILL 30 s after SIGTERM at most
             if stopper.overdue():
                 stopper.kill()
             time.sleep(_POLL_S)
