@@ -217,3 +217,22 @@ def test_a_new_instance_type_under_scaling_deregisters_it_before_the_update(moto
                     "--count", "2", "--dry-run", "-o", "json")
     planned = [c["operation"] for c in json.loads(same_type.stdout)["calls"] if c["mutating"]]
     assert "UpdateEndpoint" in planned and "DeregisterScalableTarget" not in planned  # the count alone: allowed
+
+
+@pytest.mark.parametrize("status, reason, hint", [
+    ("Creating", None, "wait until it is InService"),
+    ("Failed", "CannotStartContainerError", "remove it first: mmsctl sagemaker destroy"),
+])
+def test_a_deploy_onto_an_endpoint_not_in_service_is_refused(status: str, reason: Any, hint: str) -> None:
+    """moto's endpoints are InService at once: AWS's other states are given to the check directly."""
+    from types import SimpleNamespace
+
+    from mmsctl.cloud.sagemaker.deploy.endpoint import EndpointBusy, check_in_service
+
+    t: Any = SimpleNamespace(name=NAME, aws=SimpleNamespace(unlooked=None))
+    check_in_service(t, None)
+    check_in_service(t, {"EndpointStatus": "InService"})
+    with pytest.raises(EndpointBusy, match=f"is {status}") as raised:
+        check_in_service(t, {"EndpointStatus": status, "FailureReason": reason})
+    assert hint in (raised.value.hint or "")
+    assert (reason or "") in str(raised.value)

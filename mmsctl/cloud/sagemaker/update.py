@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional
 from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.sagemaker import alarms
 from mmsctl.cloud.sagemaker.deploy.config import ensure_config
-from mmsctl.cloud.sagemaker.deploy.endpoint import WAIT_TIMEOUT_S, ensure_endpoint
+from mmsctl.cloud.sagemaker.deploy.endpoint import WAIT_TIMEOUT_S, EndpointBusy, check_in_service, ensure_endpoint
 from mmsctl.cloud.sagemaker.deploy.image import pin_image
 from mmsctl.cloud.sagemaker.deploy.model import container, ensure_model
 from mmsctl.cloud.sagemaker.deploy.model_data import check_object, ensure_model_data
@@ -37,12 +37,6 @@ __all__ = ["EndpointBusy", "UpdateSpec", "canary_deployment", "update"]
 #: The variant properties a new configuration carries over (instances or serverless, and the weight).
 _KEPT = ("VariantName", "InstanceType", "InitialInstanceCount", "InitialVariantWeight", "ServerlessConfig")
 MAX_BAKE_S = 3600
-
-
-class EndpointBusy(UsageError):
-    """The endpoint is not InService: SageMaker refuses a second change while one is in progress."""
-
-    reference = "sagemaker-endpoint-busy"
 
 
 @dataclass
@@ -90,10 +84,7 @@ def _current(t: Target) -> dict[str, Any]:
                                                                             f"{t.name} --model MODEL --image URI")
     if not ours(arn_tags(t.aws, previous["EndpointArn"]), t.name):
         raise CloudError(f"endpoint {t.name} was not deployed by mmsctl; refusing to change it")
-    status = previous.get("EndpointStatus")
-    if status != "InService" and not t.aws.unlooked:
-        raise EndpointBusy(f"endpoint {t.name} is {status}: SageMaker takes one change at a time",
-                           hint=f"wait until it is InService: mmsctl sagemaker describe {t.name}")
+    check_in_service(t, previous)
     return previous
 
 

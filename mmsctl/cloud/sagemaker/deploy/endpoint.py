@@ -12,13 +12,37 @@ from typing import Any, Optional
 
 from mmsctl.cloud.sagemaker.deploy.target import Target
 from mmsctl.cloud.sagemaker.resources import describe
-from mmsctl.errors import CloudError, RequestTimeout
+from mmsctl.errors import CloudError, RequestTimeout, UsageError
 
-__all__ = ["RolledBack", "WAIT_TIMEOUT_S", "ensure_endpoint", "update_endpoint", "wait_in_service"]
+__all__ = ["EndpointBusy", "RolledBack", "WAIT_TIMEOUT_S", "check_in_service", "ensure_endpoint", "update_endpoint",
+           "wait_in_service"]
 
 #: A real-time endpoint takes minutes to start (instances, image, model); an update with a canary, its bakes.
 WAIT_TIMEOUT_S = 3600.0
 _FAILED = ("Failed", "UpdateRollbackFailed", "OutOfService")
+
+
+class EndpointBusy(UsageError):
+    """The endpoint is not InService: SageMaker refuses a second change while one is in progress."""
+
+    reference = "sagemaker-endpoint-busy"
+
+
+def check_in_service(t: Target, previous: Optional[dict[str, Any]]) -> None:
+    """Refuse to change an endpoint that is not InService, before anything is made (a dry run without AWS has
+    nothing to go by).
+
+    Raises:
+        EndpointBusy: it is Creating, Updating, RollingBack, Failed, ….
+    """
+    status = (previous or {}).get("EndpointStatus")
+    if previous is None or status == "InService" or t.aws.unlooked is not None:
+        return
+    reason = previous.get("FailureReason")
+    hint = (f"remove it first: mmsctl sagemaker destroy {t.name}" if status in _FAILED
+            else f"wait until it is InService: mmsctl sagemaker describe {t.name}")
+    raise EndpointBusy(f"endpoint {t.name} is {status}" + (f" ({reason})" if reason else "")
+                       + ": SageMaker takes one change at a time, on an endpoint in service", hint=hint)
 
 
 class RolledBack(CloudError):

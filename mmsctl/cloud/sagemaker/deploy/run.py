@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.sagemaker import contract, policy
 from mmsctl.cloud.sagemaker.deploy.config import ensure_config, variants
-from mmsctl.cloud.sagemaker.deploy.endpoint import WAIT_TIMEOUT_S, ensure_endpoint
+from mmsctl.cloud.sagemaker.deploy.endpoint import WAIT_TIMEOUT_S, check_in_service, ensure_endpoint
 from mmsctl.cloud.sagemaker.deploy.image import pin_image
 from mmsctl.cloud.sagemaker.deploy.log_group import ensure_log_group
 from mmsctl.cloud.sagemaker.deploy.model import container, ensure_model
@@ -123,6 +123,7 @@ def _deploy(t: Target, spec: DeploySpec, data: Optional[ModelData], wait_s: Opti
     if previous is not None and not ours(arn_tags(aws, previous["EndpointArn"]), spec.name):
         raise CloudError(f"endpoint {spec.name} exists and was not deployed by mmsctl (no mmsctl:sagemaker="
                          f"{spec.name} tag); refusing to change it", hint="choose another NAME")
+    check_in_service(t, previous)
     image, parts = pin_image(t, spec.image)
     model_uri = check_object(t, spec.model) if spec.model and spec.model.startswith("s3://") else None
     old = running(aws, previous.get("EndpointConfigName") if previous else None)
