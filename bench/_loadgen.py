@@ -88,3 +88,28 @@ def mmsctl_bench(url: str, clients: int, duration: float, *, body: Path, env: di
     (level,) = json.loads(proc.stdout)["sweeps"][0]["levels"]
     latency = level["latency_ms"]
     return Load(level["ok"], level["sent"], level["duration_s"], latency.get("p50"), latency.get("p99"))
+
+
+_RAW_POST = r"""
+import json, sys
+from mmsctl.loadtest.loadgen import LoadSpec, build_posts, run_in_loop, run_load
+base, path, clients, duration, body_file, headers = sys.argv[1:7]
+endpoint = build_posts(base, path, [(open(body_file, "rb").read(), json.loads(headers))])
+level = run_in_loop(run_load(endpoint, LoadSpec(concurrency=int(clients), duration_s=float(duration))))
+print(json.dumps({"ok": level.ok, "sent": level.sent, "seconds": level.duration_s,
+                  "p50": level.latency.quantile_ms(0.5) if level.ok else None,
+                  "p99": level.latency.quantile_ms(0.99) if level.ok else None}))
+"""
+
+
+def mmsctl_post(base: str, path: str, clients: int, duration: float, *, body: Path,
+                headers: dict[str, str]) -> Load:
+    """``mmsctl bench``'s load generator (its own process, as :func:`mmsctl_bench` runs it) POSTing *body* with
+    *headers* to any path, e.g. SageMaker's ``/invocations``, which no context names."""
+    proc = subprocess.run([sys.executable, "-c", _RAW_POST, base, path, str(clients), f"{duration:g}", str(body),
+                           json.dumps(headers)], capture_output=True, text=True, timeout=duration + 120,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    if proc.returncode != 0:
+        raise RuntimeError(f"the load generator failed ({proc.returncode}): {proc.stderr[-500:]}")
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    return Load(found["ok"], found["sent"], found["seconds"], found["p50"], found["p99"])

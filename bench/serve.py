@@ -26,6 +26,10 @@ through ``POST /v2/models/MODEL/infer`` (the file as one BYTES element, binary t
 machine) and the server process's CPU per request on each path. ``--v2-only`` runs just that part,
 ``--skip-v2`` leaves it out.
 
+``--invocations-only``: SageMaker's ``POST /invocations`` (the model named by ``X-Model-Name``) against
+``POST /predictions/MODEL`` on the same server, the same two models and bodies, alternating per round (target:
+/invocations no slower; it takes the same lean path).
+
 Targets (100 clients): req/s >= 3x MMS, p99 <= 0.5x MMS, front-end CPU <= 100 us per
 request; at 200 and 500 clients every answer is a 200.
 
@@ -215,6 +219,58 @@ def _v2_section(srv: Any, store: Path, work: Path, args: argparse.Namespace) -> 
     return {"clients": args.v2_clients, "models": summary, "runs": runs}
 
 
+# -- SageMaker's /invocations beside /predictions, on the same mmsctl server --------------------------
+def _invocation_run(model: str, base: str, clients: int, duration: float, body: bytes, work: Path,
+                    pid: Optional[int], invocations: bool) -> dict[str, Any]:
+    """One run of POST /predictions/MODEL or POST /invocations (the model named by X-Model-Name: the server
+    holds two), the same body and content type, mmsctl's load generator."""
+    file = work / "invocation.bin"
+    file.write_bytes(body)
+    headers = {"Content-Type": "image/jpeg" if body[:2] == b"\xff\xd8" else "application/octet-stream"}
+    if invocations:
+        headers["X-Model-Name"] = model
+    cpu0 = _cpu_seconds(pid)
+    load = _loadgen.mmsctl_post(base, "/invocations" if invocations else f"/predictions/{model}", clients, duration,
+                                body=file, headers=headers)
+    cpu1 = _cpu_seconds(pid)
+    cpu = 1e6 * (cpu1 - cpu0) / load.ok if cpu0 is not None and cpu1 is not None and load.ok else None
+    return {"ok": load.ok, "non_200": load.failed, "seconds": load.seconds, "p50_ms": load.p50_ms,
+            "p99_ms": load.p99_ms, "rps": load.rps, "cpu_us": cpu, "load": os.getloadavg()[0]}
+
+
+def _invocations_section(srv: Any, store: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Each model through /predictions and /invocations, alternating per round; medians and the ratio."""
+    pairs = [(model, body) for model, api, _v2, body in _v2_pairs(srv, store, args.workers)]
+    print(f"\nSageMaker's /invocations against /predictions, same server, {args.v2_clients} clients, "
+          f"load generator mmsctl")
+    summary: dict[str, Any] = {}
+    for model, body in pairs:
+        runs: dict[bool, list[dict[str, Any]]] = {False: [], True: []}
+        for invocations in (False, True):  # warm
+            _invocation_run(model, srv.inference_url, 10, 1.0, body, work, srv.pid, invocations)
+        for round_ in range(args.rounds):
+            for invocations in ((False, True) if round_ % 2 == 0 else (True, False)):
+                r = _invocation_run(model, srv.inference_url, args.v2_clients, args.duration, body, work, srv.pid,
+                                    invocations)
+                runs[invocations].append(r)
+                print(f"  round {round_ + 1} {model:11} {'/invocations' if invocations else '/predictions':13} "
+                      f"{r['rps']:8.0f} ok/s  p99 {r['p99_ms'] or 0:7.1f} ms  non-200 {r['non_200']:5}  "
+                      f"server cpu {r['cpu_us'] or 0:6.1f} us/req  load {r['load']:.2f}", flush=True)
+        each = [x for x in (_ratio(i["rps"], p["rps"]) for p, i in zip(runs[False], runs[True])) if x]
+        summary[model] = {"predictions_rps": _median(runs[False], "rps"), "invocations_rps": _median(runs[True], "rps"),
+                          "predictions_p99_ms": _median(runs[False], "p99_ms"),
+                          "invocations_p99_ms": _median(runs[True], "p99_ms"),
+                          "predictions_cpu_us": _median(runs[False], "cpu_us"),
+                          "invocations_cpu_us": _median(runs[True], "cpu_us"),
+                          "round_ratios": each, "round_median": statistics.median(each) if each else None,
+                          "non_200": sum(r["non_200"] for v in runs.values() for r in v), "runs": runs}
+        m = summary[model]
+        print(f"  {model:11} /predictions {m['predictions_rps'] or 0:8.0f} ok/s (p99 {m['predictions_p99_ms'] or 0:.1f} "
+              f"ms)  /invocations {m['invocations_rps'] or 0:8.0f} ok/s (p99 {m['invocations_p99_ms'] or 0:.1f} ms)  "
+              f"per-round invocations/predictions: median {m['round_median'] or 0:.2f}x")
+    return {"clients": args.v2_clients, "models": summary}
+
+
 def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
     return a / b if a and b else None
 
@@ -238,6 +294,8 @@ def main() -> int:
                         help="clients for the v2-against-MMS-API runs (no-op and squeezenet)")
     parser.add_argument("--skip-v2", action="store_true", help="leave out the v2 runs")
     parser.add_argument("--v2-only", action="store_true", help="only the v2 runs (no MMS, echo or levels)")
+    parser.add_argument("--invocations-only", action="store_true",
+                        help="only SageMaker's /invocations against /predictions (no-op and squeezenet)")
     args = parser.parse_args()
     loadgen = args.loadgen
     if loadgen == "hey" and _loadgen.HEY is None:
@@ -257,6 +315,9 @@ def main() -> int:
         if args.v2_only:
             v2 = _v2_section(srv, store, work, args)
             _write({"v2": v2}, "serve_v2.json")
+            return 0
+        if args.invocations_only:
+            _write({"invocations": _invocations_section(srv, store, work, args)}, "serve_invocations.json")
             return 0
         targets.append(Target("mmsctl", f"{srv.inference_url}/predictions/noop", srv.pid))
         if not reason:

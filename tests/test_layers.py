@@ -27,8 +27,9 @@ LAYERS: list[set[str]] = [
     {"zoo"},  # names -> archives: catalog, cache, downloads, untrained builds
     {"predict", "server", "client", "cloud"},  # predict core, model server, HTTP client, AWS (Lambda's contract too)
     # mmsctl top over the client; loadtest (the `mmsctl bench` command's load generator) over client and predict inputs;
-    # the Lambda handler (and run-local) over the predict core and the control plane
-    {"tui", "loadtest", "serverless"},
+    # the Lambda handler (and run-local) over the predict core and the control plane; SageMaker's `serve` entry (and
+    # its run-local) over the server and the contract in cloud/sagemaker
+    {"tui", "loadtest", "serverless", "sagemaker"},
     {"cli"},  # the typer commands, over everything
     {"__main__"},
 ]
@@ -36,12 +37,16 @@ LAYERS: list[set[str]] = [
 KNOWN_MODULE_CYCLES: list[set[str]] = []
 #: Inside ``cloud``, lowest first: AWS plumbing, what an instance boots, then the three products.
 #: A sub-package imports lower layers and never one beside it (a product never imports another).
-CLOUD_LAYERS: list[set[str]] = [{"aws"}, {"instance"}, {"ec2", "fleet", "function"}]
-#: Lambda needs nothing of EC2 instances, though ``instance`` is below it.
-CLOUD_FORBIDDEN: set[tuple[str, str]] = {("function", "instance")}
+CLOUD_LAYERS: list[set[str]] = [{"aws"}, {"instance"}, {"ec2", "fleet", "function", "sagemaker"}]
+#: Lambda and SageMaker need nothing of EC2 instances, though ``instance`` is below them.
+CLOUD_FORBIDDEN: set[tuple[str, str]] = {("function", "instance"), ("sagemaker", "instance")}
 #: What the Lambda handler's side may take from ``cloud``: the plumbing and the contract with the control plane.
 SERVERLESS_MAY_IMPORT = ("mmsctl.cloud.aws", "mmsctl.cloud.function.env", "mmsctl.cloud.function.events",
                          "mmsctl.cloud.function.outputs", "mmsctl.cloud.function.manifest")
+#: What SageMaker's container side may take from ``cloud``: the plumbing, its contract and model packing, and the
+#: image's names (the entry points, the baked model's folder, the build context's manifest).
+SAGEMAKER_MAY_IMPORT = ("mmsctl.cloud.aws", "mmsctl.cloud.sagemaker.contract", "mmsctl.cloud.sagemaker.model_data",
+                        "mmsctl.cloud.function.env", "mmsctl.cloud.function.manifest")
 #: The one door to boto3: no other module imports boto3 or botocore.
 BOTO_DOOR = "mmsctl.cloud.aws.session"
 
@@ -228,12 +233,13 @@ def _cloud_faults(graph: dict[str, set[str]]) -> list[str]:
     return sorted(faults)
 
 
-def _serverless_faults(graph: dict[str, set[str]]) -> list[str]:
+def _serverless_faults(graph: dict[str, set[str]], package: str = "mmsctl.serverless",
+                       allowed: tuple[str, ...] = SERVERLESS_MAY_IMPORT) -> list[str]:
     return sorted(
         f"{module} -> {target}"
-        for module, targets in graph.items() if module.startswith("mmsctl.serverless")
+        for module, targets in graph.items() if module == package or module.startswith(package + ".")
         for target in targets if target.startswith("mmsctl.cloud")
-        and not any(target == ok or target.startswith(ok + ".") for ok in SERVERLESS_MAY_IMPORT)
+        and not any(target == ok or target.startswith(ok + ".") for ok in allowed)
     )
 
 
@@ -278,3 +284,13 @@ def test_only_the_session_module_imports_boto3_or_botocore() -> None:
     assert "botocore" in _external("def f():\n    import botocore.session\n")
     assert "boto3" in _external("def f():\n    from boto3 import Session\n")
     assert not {"boto3", "botocore"} & _external("from .botocore import x\nimport mmsctl.boto\n")
+
+
+def test_sagemakers_container_side_takes_only_its_contract_from_cloud() -> None:
+    """The ``serve`` entry and run-local share the contract, the packing and the image's names with the control
+    plane; nothing else (the control plane never imports the container's side: the layers say so)."""
+    assert "mmsctl.cloud.sagemaker.contract" in module_graph()["mmsctl.sagemaker.serve"]
+    assert _serverless_faults(module_graph(), "mmsctl.sagemaker", SAGEMAKER_MAY_IMPORT) == []
+    bad = {"mmsctl.sagemaker.run_local": {"mmsctl.cloud.sagemaker.deploy.run", "mmsctl.cloud.sagemaker.contract"}}
+    assert _serverless_faults(bad, "mmsctl.sagemaker", SAGEMAKER_MAY_IMPORT) == [
+        "mmsctl.sagemaker.run_local -> mmsctl.cloud.sagemaker.deploy.run"]

@@ -35,13 +35,14 @@ COMMAND_MODULES = (
     "mmsctl.cli.ec2",
     "mmsctl.cli.fleet",
     "mmsctl.cli.lambdas",
+    "mmsctl.cli.sagemaker",
     "mmsctl.cli.completion",
 )
 
 app = typer.Typer(
     name="mmsctl",
     help="Serve MXNet models from the terminal: predict locally, run an MMS-compatible server, "
-    "manage MMS/TorchServe/mmsctl servers, benchmark them, launch on EC2, a fleet or Lambda, watch with `mmsctl top`.",
+    "manage MMS/TorchServe/mmsctl servers, benchmark them, launch on EC2, a fleet, Lambda or SageMaker, watch with `mmsctl top`.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},

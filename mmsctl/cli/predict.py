@@ -264,10 +264,16 @@ def predict(
 
             raise UsageError("--timeout must be more than 0")
         remote = resolve_context(context_name)
-        if remote.protocol == "v2":  # the Open Inference Protocol: each input a BYTES tensor
+        if remote.sagemaker:  # a SageMaker endpoint: InvokeEndpoint, signed by botocore
+            from mmsctl.cli.ec2 import aws_session
+            from mmsctl.cloud.sagemaker.invoke import SageMakerClient
+
+            client: Any = SageMakerClient(aws_session(remote.region, None, local_service="sagemaker-runtime"),
+                                          remote.sagemaker, top_k=top_k if top_k and top_k > SERVER_TOP_K else None)
+        elif remote.protocol == "v2":  # the Open Inference Protocol: each input a BYTES tensor
             from mmsctl.client.v2 import V2Client
 
-            client: Any = V2Client(remote, timeout=timeout)
+            client = V2Client(remote, timeout=timeout)
         else:
             client = InferenceClient(remote, timeout=timeout)
         try:

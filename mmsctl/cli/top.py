@@ -55,7 +55,8 @@ def top(
 ) -> None:
     """Watch a model server live: models, workers, requests/s, latency, queue (like k9s or nvitop).
 
-    Works with mmsctl servers, TorchServe (metrics port) and real MMS (describe only; what it does not publish shows as n/a).
+    Works with mmsctl servers, TorchServe (metrics port), real MMS (describe only; what it does not publish shows as n/a)
+    and SageMaker endpoints (--context sagemaker:NAME: instances, and CloudWatch's invocations and latency).
     On a fleet context (--members / --fleet) each model is combined across the members, m shows the members,
     and actions apply to every member.
 
@@ -77,7 +78,13 @@ def top(
     target = resolve_context(global_context(context))
     describe_every = max(5.0, 5 * interval)
     source: "DataSource"
-    if target.is_fleet:
+    if target.sagemaker:  # CloudWatch's figures and the endpoint's instances, through AWS
+        from mmsctl.cli.ec2 import aws_session
+        from mmsctl.tui.sagemaker_source import SageMakerSource
+
+        aws = aws_session(target.region, None)  # no region or credentials: said here, once
+        source = SageMakerSource(target.sagemaker, lambda: aws)
+    elif target.is_fleet:
         from mmsctl.cli.fanout import fleet_members
         from mmsctl.tui.fleet_source import FleetSource
 

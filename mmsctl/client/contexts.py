@@ -20,6 +20,9 @@ override single fields of it. The file looks like::
     metrics = "http://10.0.0.5:8082"
     token_file = "/home/me/ts/key_file.json"
 
+``sagemaker:NAME`` is the SageMaker endpoint NAME (``mmsctl sagemaker``): ``predict``, ``bench`` and ``top``
+reach it through AWS (sagemaker-runtime, CloudWatch) with boto3's credentials and region.
+
 A fleet context also names its members (``mmsctl.client.fanout``): a static list
 (``members = ["http://10.0.0.5:8081", …]``), or an mmsctl fleet on AWS
 (``fleet = "NAME"``, ``region = "…"``) whose members are looked up when a command
@@ -49,14 +52,17 @@ __all__ = [
     "LOCAL",
     "BuiltinContextError",
     "Context",
+    "check_mms_api",
     "ContextNotFound",
     "ContextStore",
     "LocalServerNotRunning",
+    "SAGEMAKER",
     "context_names",
     "contexts_file",
     "instance_contexts",
     "local_context",
     "resolve_context",
+    "sagemaker_context",
     "validate_url",
 ]
 
@@ -109,6 +115,9 @@ class Context:
     #: What the server speaks: ``mms`` (MMS 1.1 / TorchServe / mmsctl) or ``v2`` (the Open Inference Protocol,
     #: KServe v2: Triton, KServe, MLServer, ``mmsctl serve``), whose servers have no management API.
     protocol: str = "mms"
+    #: A SageMaker endpoint (``sagemaker:NAME``): reached through sagemaker-runtime with AWS credentials, in
+    #: ``region`` or the default one; it has no management or metrics API (CloudWatch has its figures).
+    sagemaker: Optional[str] = None
 
     @property
     def is_fleet(self) -> bool:
@@ -182,6 +191,8 @@ class ContextStore:
         if name.startswith(f"{LOCAL}:") and name not in self._data.get("contexts", {}):
             # Each running `mmsctl serve` instance X is the context local:X.
             return _running_instance(name.split(":", 1)[1])
+        if name.startswith(f"{SAGEMAKER}:") and name not in self._data.get("contexts", {}):
+            return sagemaker_context(name.split(":", 1)[1])
         entry = self._data.get("contexts", {}).get(name)
         if not isinstance(entry, dict):
             known = ", ".join(dict.fromkeys([LOCAL, *(c.name for c in instance_contexts()), *self.names()]))
@@ -255,6 +266,32 @@ class ContextStore:
 
     def _save(self) -> None:
         save_toml(self.path, self._data)
+
+
+#: ``sagemaker:NAME`` is the SageMaker endpoint NAME (built in, like ``local:NAME``).
+SAGEMAKER = "sagemaker"
+_ENDPOINT = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+
+
+def sagemaker_context(endpoint: str) -> Context:
+    """The context of SageMaker endpoint *endpoint* (its name as SageMaker spells endpoint names)."""
+    if not _ENDPOINT.match(endpoint):
+        raise UsageError(f"{SAGEMAKER}:{endpoint}: not a SageMaker endpoint name (letters, digits and '-', "
+                         "up to 63)")
+    return Context(f"{SAGEMAKER}:{endpoint}", f"sagemaker://{endpoint}", "", source="sagemaker",
+                   sagemaker=endpoint)
+
+
+def check_mms_api(context: Context, api: str) -> None:
+    """Refuse an HTTP client of *api* for a SageMaker endpoint's context, which has none.
+
+    Raises:
+        UsageError: *context* is ``sagemaker:NAME``.
+    """
+    if context.sagemaker:
+        raise UsageError(f"context {context.name} is a SageMaker endpoint: it has no {api} API of a model server",
+                         hint=f"its state and load: mmsctl sagemaker describe {context.sagemaker}; predictions: "
+                              f"mmsctl predict MODEL IMAGE --context {context.name}")
 
 
 def local_context() -> Context:

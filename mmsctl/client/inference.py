@@ -14,7 +14,7 @@ from mmsctl.client._base import Call, Operation, json_of, url_path
 from mmsctl.client._errors import server_label
 from mmsctl.client._http import AsyncHttpApi, HttpApi
 from mmsctl.client.auth import read_token
-from mmsctl.client.contexts import Context
+from mmsctl.client.contexts import Context, check_mms_api
 from mmsctl.errors import AuthenticationFailed, MmsError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -95,6 +95,7 @@ class _InferenceOps:
 
     def _setup(self, context: Context, retries: int) -> Optional[str]:
         """Set the fields both faces share; return the inference token (None without a token file)."""
+        check_mms_api(context, "inference")
         self.context = context
         self.server = server_label(context.inference_url)
         self._retries = retries

@@ -25,7 +25,7 @@ from mmsctl.client._base import Call, Operation, Pause, json_of, status_message,
 from mmsctl.client._errors import WorkersNotReady, server_label
 from mmsctl.client._http import AsyncHttpApi, HttpApi
 from mmsctl.client.auth import read_token
-from mmsctl.client.contexts import Context
+from mmsctl.client.contexts import Context, check_mms_api
 from mmsctl.client.inference import kind_from_api_description
 from mmsctl.errors import ApiError, MmsError, UsageError
 from mmsctl.names import ARCHIVE_SUFFIXES
@@ -200,6 +200,7 @@ class _ManagementOps:
 
     def _setup(self, context: Context, timeout: float) -> Optional[str]:
         """Set the fields both faces share; return the management token (None without a token file)."""
+        check_mms_api(context, "management")
         self.context = context
         self.server = server_label(context.management_url)
         self._timeout = timeout

@@ -1,4 +1,5 @@
-"""What differs between a context that speaks MMS's API and one that speaks the Open Inference Protocol (v2).
+"""What differs between a context that speaks MMS's API, one that speaks the Open Inference Protocol (v2), and a
+SageMaker endpoint (:mod:`~mmsctl.loadtest.sagemaker`: InvokeEndpoint, signed).
 
 ``bench`` measures both alike (same sweep, same columns); only four things depend on the protocol:
 how the server is pinged and named, how the model is checked before the sweep, which requests the
@@ -30,7 +31,10 @@ class NoopNeedsManagement(UsageError):
 
 
 def has_management(context: "Context") -> bool:
-    """Whether the context names a management API (a v2 context's defaults to its inference URL: none)."""
+    """Whether the context names a management API (a v2 context's defaults to its inference URL: none; a
+    SageMaker endpoint has none)."""
+    if context.sagemaker:
+        return False
     if context.protocol != "v2":
         return True
     return bool(context.management_url) and \
@@ -40,13 +44,18 @@ def has_management(context: "Context") -> bool:
 def check_noop(context: "Context") -> None:
     """Refuse ``--noop`` where no management API can register the model (before any server is touched)."""
     if not has_management(context):
+        kind = "is a SageMaker endpoint" if context.sagemaker else "speaks the Open Inference Protocol (v2)"
         raise NoopNeedsManagement(
-            f"the no-op model needs a management API to register it, and context {context.name!r} speaks the "
-            "Open Inference Protocol (v2), which has none", param="noop")
+            f"the no-op model needs a management API to register it, and context {context.name!r} {kind}, which "
+            "has none", param="noop")
 
 
 def detect(context: "Context", plan: "Plan") -> str:
     """Ping the server (errors out when it is unreachable or refuses the token) and name its kind."""
+    if context.sagemaker:
+        from mmsctl.loadtest import sagemaker
+
+        return sagemaker.detect(context, plan)
     if context.protocol == "v2":
         from mmsctl.client.v2 import V2Client
 
@@ -66,6 +75,11 @@ def detect(context: "Context", plan: "Plan") -> str:
 def check_model(context: "Context", model: str, body: Body, version: Optional[str], plan: "Plan") -> None:
     """One real prediction: an unknown model, a refused token, no answer within the plan's timeout
     or one over its size limit fails here, with the client's error."""
+    if context.sagemaker:
+        from mmsctl.loadtest import sagemaker
+
+        sagemaker.check(context, body, plan)
+        return
     if context.protocol == "v2":
         from mmsctl.client.v2 import V2Client
 
@@ -82,6 +96,10 @@ def check_model(context: "Context", model: str, body: Body, version: Optional[st
 def endpoint(context: "Context", model: str, bodies: Sequence[Body], version: Optional[str],
              token: Optional[str]) -> Endpoint:
     """The load generator's requests for *model* on this context, one per body."""
+    if context.sagemaker:
+        from mmsctl.loadtest import sagemaker
+
+        return sagemaker.endpoint(context, bodies, version)
     if context.protocol != "v2":
         return build_requests(context.inference_url, model, [(b.data, b.content_type) for b in bodies],
                               token=token, version=version)

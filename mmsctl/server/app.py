@@ -30,8 +30,6 @@ __all__ = ["Server", "STARTUP_FAILURE", "main", "run_server", "starting_state"]
 log = logging.getLogger("mmsctl.server")
 
 STARTUP_FAILURE = 3
-#: Seconds to drain on SIGTERM when ``serve stop`` did not say.
-DEFAULT_DRAIN_TIMEOUT = 30.0
 
 
 class Server:
@@ -130,6 +128,8 @@ class Server:
             ("metrics", self.config.metrics_address, self.frontend.metrics_app()),
         ]
         for api, address, app in apps:
+            if not address:  # not served (SageMaker mode: no management API to reach)
+                continue
             host, port = parse_address(address, key=f"{api}_address")
             runner = MmsAppRunner(app, header_timeout=self.config.request_header_timeout,
                                   body_timeout=self.config.request_body_timeout, access_log=None,
@@ -220,12 +220,13 @@ class Server:
                     self.record_models()
 
     def _drain_timeout(self) -> float:
-        """``serve stop --timeout`` (written beside state.json), within [0, a day]; else the default."""
+        """``serve stop --timeout`` (written beside state.json), within [0, a day]; else ``drain_timeout``."""
+        default = self.config.drain_timeout
         try:
             seconds = float((self.instance.dir / "stop-timeout").read_text(encoding="utf-8")[:32].strip())
         except (OSError, ValueError, UnicodeDecodeError):
-            return DEFAULT_DRAIN_TIMEOUT
-        return seconds if 0 <= seconds <= 86400 else DEFAULT_DRAIN_TIMEOUT
+            return default
+        return seconds if 0 <= seconds <= 86400 else default
 
     async def shutdown(self) -> None:
         timeout = self._drain_timeout()
@@ -300,6 +301,8 @@ def starting_state(instance: Instance, config: ServerConfig, pid: int, *, foregr
 
 
 def _url(address: str) -> str:
+    if not address:  # an API that is not served
+        return ""
     host, port = parse_address(address)
     return f"http://{host}:{port}"
 

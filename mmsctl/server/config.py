@@ -58,6 +58,7 @@ class ServerConfig:
     """Everything the server process needs; plain values only, so it pickles and serialises."""
 
     inference_address: str = "http://127.0.0.1:8080"
+    #: Empty: the API is not served (``python -m mmsctl.sagemaker serve``: SageMaker reaches only the inference port).
     management_address: str = "http://127.0.0.1:8081"
     metrics_address: str = "http://127.0.0.1:8082"
     model_store: Optional[str] = None
@@ -106,6 +107,11 @@ class ServerConfig:
     #: ``server.log`` size before it is rotated, and how many rotated files are kept.
     log_max_size: int = DEFAULT_LOG_MAX_SIZE
     log_backups: int = DEFAULT_LOG_BACKUPS
+    #: ``GET /ping`` answers 503 ``Unhealthy`` while a model that should have workers has none READY (the status
+    #: code is all SageMaker, and load balancers without a body check, read); MMS's 200 with the status text if false.
+    strict_ping: bool = False
+    #: Seconds SIGTERM drains queued and in-flight requests for, when ``serve stop --timeout`` did not say.
+    drain_timeout: float = 30.0
     name: Optional[str] = None
     extra: dict[str, str] = field(default_factory=dict)
 
@@ -161,10 +167,13 @@ class ServerConfig:
 
     def validate(self) -> "ServerConfig":
         """Check the values a server cannot start with; raise ConfigError with the key name."""
-        for key in ("inference_address", "management_address", "metrics_address"):
-            parse_address(getattr(self, key), key=key)
-        ports = [parse_address(getattr(self, k)) for k in ("inference_address", "management_address")]
-        if ports[0] == ports[1]:
+        parse_address(self.inference_address, key="inference_address")
+        for key in ("management_address", "metrics_address"):  # empty: that API is not served at all
+            if getattr(self, key):
+                parse_address(getattr(self, key), key=key)
+        ports = [parse_address(getattr(self, k)) for k in ("inference_address", "management_address")
+                 if getattr(self, k)]
+        if len(ports) == 2 and ports[0] == ports[1]:
             raise ConfigError(
                 "inference_address and management_address must differ",
                 hint="MMS serves them on two ports: 8080 and 8081 by default",
@@ -179,7 +188,7 @@ class ServerConfig:
             minimum = 0 if key in ("default_workers_per_model", "log_backups") else 1
             if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
                 raise ConfigError(f"{key} must be an integer >= {minimum}, got {value!r}")
-        for key in ("request_header_timeout", "request_body_timeout"):
+        for key in ("request_header_timeout", "request_body_timeout", "drain_timeout"):
             value = getattr(self, key)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= 86400:
                 raise ConfigError(f"{key} must be a number of seconds between 0 and 86400, got {value!r}")

@@ -8,6 +8,8 @@ write the head and a larger body separately) and is one of
   (``Content-Length``, not a form, no ``Expect``), the token (if one is set) and a model that
   takes it;
 * ``GET /ping`` without a body;
+* SageMaker's ``POST /invocations`` for the default answer form (:mod:`~mmsctl.server.invocations` says
+  which), its body as for a prediction, or a v2 infer body (below);
 * ``POST /v2/models/{model}[/versions/{version}]/infer`` (the Open Inference Protocol) that makes one
   request of the model's queue: :mod:`~mmsctl.server.fastpath_v2` says which, and renders its answer
   with the full path's own steps;
@@ -46,6 +48,7 @@ import httptools
 
 from mmsctl.engine.protocol import Parameter, RequestItem, ResponseItem
 from mmsctl.error_body import error_body
+from mmsctl.server import invocations
 from mmsctl.server.admission import Gate, Ticket
 from mmsctl.server.batching import Job
 from mmsctl.server.errors import ApiException
@@ -308,6 +311,8 @@ class LeanProtocol(asyncio.Protocol):
             return False
         if parts[1] == b"v2":
             return self._take_v2(parts)
+        if len(parts) == 2 and parts[1] == b"invocations":
+            return self._take_invocation()
         if len(parts) not in (3, 4) or parts[1] != b"predictions":
             return False
         body = b"".join(self._body)
@@ -315,12 +320,33 @@ class LeanProtocol(asyncio.Protocol):
             ticket = self.lean.gate.admit("POST", _ROUTES[len(parts)], self._headers, True, len(body), bool(body))
         except ApiException:
             return False
-        if not self._enqueue(ticket, parts, body):
+        if not self._enqueue(ticket, parts[2].decode(), parts[3].decode() if len(parts) == 4 else None, body):
             ticket.release()
             return False
         return True
 
-    def _enqueue(self, ticket: Ticket, parts: list[bytes], body: bytes) -> bool:
+    def _take_invocation(self) -> bool:
+        """SageMaker's ``POST /invocations`` in its default form, or with a v2 body
+        (:mod:`~mmsctl.server.invocations` decides); False when it is the full path's."""
+        body = b"".join(self._body)
+        try:
+            ticket = self.lean.gate.admit("POST", "/invocations", self._headers, True, len(body), bool(body))
+        except ApiException:
+            return False
+        headers = ticket.headers
+        name = invocations.lean_model(self.lean.manager, headers)
+        if name is not None:
+            content_type = headers.get("content-type")
+            mime = content_type.split(";")[0].strip().lower() if content_type else None
+            if invocations.maybe_v2_body(mime, body, headers):
+                if self._start_v2(ticket, name, None, body):
+                    return True
+            elif self._enqueue(ticket, name, None, body):
+                return True
+        ticket.release()
+        return False
+
+    def _enqueue(self, ticket: Ticket, name: str, version: Optional[str], body: bytes) -> bool:
         """Queue an admitted prediction; False when it is the full path's (a form, ``Expect``, an unknown
         model, a full queue: what the full path answers, or refuses, itself)."""
         headers = ticket.headers
@@ -333,7 +359,7 @@ class LeanProtocol(asyncio.Protocol):
         manager = self.lean.manager
         request_id = next_request_id()
         try:
-            model = manager.get(parts[2].decode(), parts[3].decode() if len(parts) == 4 else None)
+            model = manager.get(name, version)
             job = manager.enqueue(model, RequestItem(request_id, [Parameter("body", body, mime)], headers))
         except ApiException:
             return False
@@ -347,14 +373,22 @@ class LeanProtocol(asyncio.Protocol):
         if target is None:
             return False
         route, name, version = target
-        body, gate = b"".join(self._body), self.lean.gate
+        body = b"".join(self._body)
         try:
-            ticket = gate.admit("POST", route, self._headers, True, len(body), bool(body))
+            ticket = self.lean.gate.admit("POST", route, self._headers, True, len(body), bool(body))
         except ApiException:
             return False
+        if self._start_v2(ticket, name, version, body):
+            return True
+        ticket.release()
+        return False
+
+    def _start_v2(self, ticket: Ticket, name: str, version: Optional[str], body: bytes) -> bool:
+        """Queue an admitted v2 infer request for model *name*; False when it is the full path's."""
+        fastpath_v2 = _V2[0] if _V2 else _load_v2()
         request_id = next_request_id()
         call = fastpath_v2.prepare(self.lean.manager, ticket.headers, self._headers, name, version, body, request_id,
-                                   gate.max_request_size)
+                                   self.lean.gate.max_request_size)
         try:
             if call is not None:
                 self._start(self.lean.manager.enqueue(call.model, call.item), ticket, call.model, request_id,
@@ -362,7 +396,6 @@ class LeanProtocol(asyncio.Protocol):
                 return True
         except ApiException:  # a full queue, a model without workers: the full path's answer
             pass
-        ticket.release()
         return False
 
     def _start(self, job: Job, ticket: Ticket, model: Model, request_id: str, v2: Optional["V2Call"]) -> None:

@@ -19,6 +19,7 @@ from mmsctl.server.config import ServerConfig
 from mmsctl.server.fastpath import LeanInference
 from mmsctl.server.http import BODY_TIMEOUT
 from mmsctl.server.inference_api import InferenceApi
+from mmsctl.server.invocations import InvocationsApi
 from mmsctl.server.management_api import ManagementApi
 from mmsctl.server.metrics import ServerMetrics
 from mmsctl.server.middleware import api_middleware
@@ -40,6 +41,7 @@ class Frontend:
         self.manager = manager
         self.inference = InferenceApi(manager, self.traffic)
         self.v2 = V2Api(manager, self.traffic)
+        self.invocations = InvocationsApi(manager, self.v2, config.max_request_size)
         self.management = ManagementApi(config, manager, record_models)
 
     def gate(self, api: str) -> Gate:
@@ -58,6 +60,7 @@ class Frontend:
     def inference_app(self) -> web.Application:
         app = self._app("inference")
         self.v2.add_routes(app.router)  # before MMS's catch-all /{model}/predict
+        self.invocations.add_routes(app.router)
         self.inference.add_routes(app.router)
         return app
 

@@ -1,5 +1,5 @@
-"""MMS 1.1's inference API: ``/ping``, ``/predictions/{model}[/{version}]``, SageMaker's ``/invocations``,
-the legacy ``/{model}/predict`` and the API description on ``OPTIONS /``.
+"""MMS 1.1's inference API: ``/ping``, ``/predictions/{model}[/{version}]``, the legacy ``/{model}/predict``
+and the API description on ``OPTIONS /`` (SageMaker's ``/invocations``: :mod:`~mmsctl.server.invocations`).
 
 Routes, status codes and bodies follow MMS's ``InferenceRequestHandler``; a per-model
 ``/ping/{model}`` is mmsctl's addition (docs/server.md).
@@ -11,7 +11,7 @@ from aiohttp import web
 
 from mmsctl.server import openapi
 from mmsctl.server.admission import Traffic
-from mmsctl.server.errors import BadRequest, ServiceUnavailable
+from mmsctl.server.errors import ServiceUnavailable
 from mmsctl.server.http import json_response, request_item, status_response, web_response
 from mmsctl.server.supervisor import ModelManager
 
@@ -33,8 +33,6 @@ class InferenceApi:
         router.add_route("OPTIONS", "/predictions/{model}", self.model_api)
         router.add_route("*", "/predictions/{model}", self.predictions)
         router.add_route("*", "/predictions/{model}/{version}", self.predictions)
-        router.add_route("*", "/invocations", self.invocations)
-        router.add_route("*", "/models/{model}/invoke", self.invocations)
         router.add_route("*", "/{model}/predict", self.legacy_predict)
 
     async def describe_api(self, request: web.Request) -> web.Response:
@@ -44,13 +42,16 @@ class InferenceApi:
         """``/ping``'s status text and code (the fast path answers it too)."""
         if self.traffic.draining:  # load balancers: take this server out
             return "Draining", 503
-        scaled = sum(m.min_workers for m in self.manager.models.values())
-        working = sum(len(m.ready_workers()) for m in self.manager.models.values())
+        models = self.manager.models.values()
+        scaled = sum(m.min_workers for m in models)
+        working = sum(len(m.ready_workers()) for m in models)
         status = "Healthy"
         if 0 < working < scaled:
             status = "Partial Healthy"
         elif working == 0 and scaled > 0:
             status = "Unhealthy"
+        if self.manager.config.strict_ping and any(m.min_workers > 0 and not m.ready_workers() for m in models):
+            return "Unhealthy", 503  # SageMaker reads only the code: no traffic until every model can answer
         return status, 200
 
     async def ping(self, request: web.Request) -> web.Response:
@@ -73,15 +74,6 @@ class InferenceApi:
 
     async def legacy_predict(self, request: web.Request) -> web.StreamResponse:
         return await self._predict(request, request.match_info["model"])
-
-    async def invocations(self, request: web.Request) -> web.StreamResponse:
-        name = request.match_info.get("model") or request.query.get("model_name") \
-            or request.headers.get("model_name") or request.headers.get("X-Model-Name")
-        if not name and len(self.manager.startup_models) == 1:
-            name = next(iter(self.manager.startup_models))
-        if not name:
-            raise BadRequest("Parameter model_name is required.")
-        return await self._predict(request, name)
 
     async def _predict(self, request: web.Request, name: str) -> web.StreamResponse:
         model = self.manager.get(name, request.match_info.get("version"))

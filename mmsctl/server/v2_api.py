@@ -110,9 +110,12 @@ class V2Api:
         return _json({"name": model.name, "ready": True})
 
     async def infer(self, request: web.Request) -> web.Response:
+        return await self.infer_model(request, self._model(request))
+
+    async def infer_model(self, request: web.Request, model: Model) -> web.Response:
+        """Answer *request*, an infer request's body, with *model* (SageMaker's ``/invocations`` names none)."""
         from mmsctl.server import v2_infer
 
-        model = self._model(request)
         infer = v2_infer.parse(await read_body(request), request.headers.get(HEADER_LENGTH))
         plan = v2_infer.plan(model, infer, request["request_id"], request.get("headers") or {})
         answers = await self._predict_all(model, plan.items, plan.together)

@@ -42,7 +42,7 @@ __all__ = [
     "rate",
 ]
 
-ServerKind = Literal["mmsctl", "torchserve", "mms", "unknown"]
+ServerKind = Literal["mmsctl", "torchserve", "mms", "sagemaker", "unknown"]
 
 #: A histogram's cumulative bucket counts keyed by upper bound (``le``), ``math.inf`` included.
 Buckets = Mapping[float, float]

@@ -76,12 +76,15 @@ FLEET = [["fleet", "--help"], ["fleet", "create", "--help"], ["fleet", "cost", "
 LAMBDA = [["lambda", command, "--help"] for command in ("build", "deploy", "invoke", "logs", "list", "describe",
                                                          "destroy", "run-local", "cost")]
 LAMBDA_COST = ["lambda", "cost", "--duration-ms", "100"]
+SAGEMAKER = [["sagemaker", command, "--help"] for command in ("deploy", "update", "invoke", "describe", "list",
+                                                               "destroy", "run-local", "cost")]
+SAGEMAKER_COST = ["sagemaker", "cost", "--duration-ms", "45"]
 
 
 @pytest.fixture(scope="module")
 def heavy_by_line() -> dict[tuple[str, ...], list[str]]:
     """What each command line of this module loads of HEAVY, all lines run by one FORKING_PROBE."""
-    lines = ROOT + _help_pages() + FLEET + LAMBDA + [LAMBDA_COST]
+    lines = ROOT + _help_pages() + FLEET + LAMBDA + [LAMBDA_COST] + SAGEMAKER + [SAGEMAKER_COST]
     proc = subprocess.run([sys.executable, "-c", FORKING_PROBE, json.dumps(lines)], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -137,6 +140,12 @@ def test_lambda_help_pages_are_light(args: list[str], heavy_by_line: dict[tuple[
 
 def test_lambda_cost_needs_no_boto3_or_mxnet(heavy_by_line: dict[tuple[str, ...], list[str]]) -> None:
     assert heavy_by_line[tuple(LAMBDA_COST)] == []
+
+
+@pytest.mark.parametrize("args", [*SAGEMAKER, SAGEMAKER_COST], ids=" ".join)
+def test_sagemaker_help_pages_and_cost_are_light(args: list[str],
+                                                 heavy_by_line: dict[tuple[str, ...], list[str]]) -> None:
+    assert heavy_by_line[tuple(args)] == []
 
 
 LEAN_PROBE = """

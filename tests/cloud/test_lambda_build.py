@@ -52,11 +52,14 @@ def test_the_dockerfile_follows_awss_python_base_image_layout(context: Path) -> 
         "    MMSCTL_CACHE_DIR=/opt/mmsctl/cache \\",
         "    MMSCTL_OFFLINE=1",
         "RUN python -m mmsctl.serverless.prepare",
+        "COPY entrypoint.sh /opt/mmsctl/entrypoint.sh",
+        'ENTRYPOINT ["/bin/sh", "/opt/mmsctl/entrypoint.sh"]',  # exec form: SageMaker's `docker run IMAGE serve`
         'CMD ["mmsctl.serverless.handler.handler"]',
     ]
     pins = _pins((context / "requirements.txt").read_text())
     assert pins["mxnet"] == "1.9.1" and pins["numpy"].startswith("1.")  # numpy<2: mxnet 1.9.1 needs it
-    assert not {"textual", "typer", "rich", "aiohttp", "pytest", "moto"} & set(pins)  # the handler's, nothing else
+    assert {"aiohttp", "httptools", "uvloop"} <= set(pins)  # SageMaker's `serve`: the server's front end
+    assert not {"textual", "typer", "rich", "pytest", "moto", "prometheus-client"} & set(pins)  # nothing else
 
 
 def _pins(text: str) -> dict[str, str]:

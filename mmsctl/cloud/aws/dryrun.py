@@ -156,6 +156,9 @@ _MISSING = {
     "head_object": "404", "get_object": "NoSuchKey",
     "describe_rule": "ResourceNotFoundException", "list_targets_by_rule": "ResourceNotFoundException",
     "get_queue_url": "AWS.SimpleQueueService.NonExistentQueue",
+    # SageMaker says "not there" with a ValidationException ("Could not find endpoint …").
+    "describe_endpoint": "ValidationException", "describe_endpoint_config": "ValidationException",
+    "describe_model": "ValidationException",
 }
 _IMAGE_READS = frozenset({"describe_images"})
 

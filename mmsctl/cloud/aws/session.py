@@ -240,7 +240,8 @@ def local_endpoint(service: str) -> Optional[str]:
     import os
     from urllib.parse import urlsplit
 
-    url = os.environ.get(f"AWS_ENDPOINT_URL_{service.upper()}") or os.environ.get("AWS_ENDPOINT_URL") or ""
+    url = os.environ.get(f"AWS_ENDPOINT_URL_{service.upper().replace('-', '_')}") or os.environ.get("AWS_ENDPOINT_URL") \
+        or ""
     return url if loopback_host(urlsplit(url).hostname or "") else None
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "LAMBDA_OUTPUT",
     "MANAGED",
     "MODELS",
+    "SAGEMAKER",
     "as_dict",
     "fleet_filter",
     "fleet_tags",
@@ -49,6 +50,8 @@ LAMBDA_MODEL = "mmsctl:model"
 LAMBDA_INPUT = "mmsctl:input-bucket"
 LAMBDA_OUTPUT = "mmsctl:output-bucket"
 LAMBDA_MODEL_BUCKET = "mmsctl:model-bucket"
+#: Every resource of one `mmsctl sagemaker deploy NAME` carries mmsctl:sagemaker=NAME.
+SAGEMAKER = "mmsctl:sagemaker"
 
 # Values of COMPONENT.
 EI_ENDPOINT = "ei-endpoint"

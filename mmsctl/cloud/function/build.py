@@ -1,11 +1,15 @@
-"""``mmsctl lambda build``: a container-image build context for AWS Lambda, and pushing it to ECR.
+"""``mmsctl lambda build``: a container-image build context for AWS Lambda and SageMaker, and pushing it to ECR.
 
 Why an image and not a zip: mxnet 1.9.1 and numpy unpacked are well over the 250 MB a
-zip package may hold; an image may be 10 GB. The context::
+zip package may hold; an image may be 10 GB. One image serves both: Lambda runs it with its
+``CMD`` (the handler), SageMaker with ``serve`` (the embedded server's inference API); the
+ENTRYPOINT (``entrypoint.sh``) tells them apart. The context::
 
     Dockerfile            on public.ecr.aws/lambda/python:3.11 (the runtime interface client inside)
-    requirements.txt      what the handler imports (mxnet, numpy, Pillow, httpx, boto3, …), pinned with hashes
-                          (requirements-lambda.txt beside this module; scripts/lock_lambda_requirements.py)
+    entrypoint.sh         ``serve``: SageMaker's entry (python -m mmsctl.sagemaker serve); else Lambda's own
+    requirements.txt      what the handler and ``serve`` import (mxnet, numpy, Pillow, httpx, boto3, aiohttp, …),
+                          pinned with hashes (requirements-lambda.txt beside this module;
+                          scripts/lock_lambda_requirements.py)
     task/mmsctl/          this mmsctl, copied: the very code `mmsctl lambda run-local` runs
     model/                the model, baked in (absent when it loads from s3://bucket/key at start)
     mmsctl-lambda.json    what the image is: handler, environment, model, base image
@@ -38,6 +42,7 @@ __all__ = [
     "MANIFEST",
     "StaleBuildContext",
     "dockerfile_text",
+    "entrypoint_text",
     "find_container_tool",
     "push_image",
     "requirements",
@@ -52,6 +57,24 @@ _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")
 
 
 LOCK_FILE = Path(__file__).with_name("requirements-lambda.txt")
+#: The base image's own entry point (the runtime interface client, or the emulator outside Lambda).
+LAMBDA_ENTRYPOINT = "/lambda-entrypoint.sh"
+ENTRYPOINT = "/opt/mmsctl/entrypoint.sh"
+
+
+def entrypoint_text() -> str:
+    """The image's ENTRYPOINT: ``docker run IMAGE serve`` (SageMaker) starts the server; anything else (Lambda's
+    ``CMD``, the handler) goes to the base image's entry point, as without this script."""
+    return "\n".join([
+        "#!/bin/sh",
+        "# Written by `mmsctl lambda build`. SageMaker runs `docker run IMAGE serve`; Lambda runs the image with",
+        "# its CMD (the handler), which the base image's own entry point hands to the runtime interface client.",
+        'if [ "$1" = "serve" ]; then',
+        '    export PYTHONPATH="${LAMBDA_TASK_ROOT:-/var/task}${PYTHONPATH:+:$PYTHONPATH}"',
+        f'    exec python3 -m {env.SAGEMAKER_SERVE} "$@"',
+        "fi",
+        f'exec {LAMBDA_ENTRYPOINT} "$@"',
+    ]) + "\n"
 
 
 def requirements() -> list[str]:
@@ -68,8 +91,9 @@ def dockerfile_text(ctx: BuildContext) -> str:
         "#   (or: mmsctl lambda build MODEL --push --name NAME)",
         f"FROM {ctx.base_image}",
         "",
-        "# What the handler imports, pinned with hashes: mxnet 1.9.1 with numpy<2 (unpacked they exceed a zip",
-        "# package's 250 MB), Pillow, httpx, boto3. A build today installs the very wheels of the last one.",
+        "# What the handler and SageMaker's `serve` import, pinned with hashes: mxnet 1.9.1 with numpy<2 (unpacked",
+        "# they exceed a zip package's 250 MB), Pillow, httpx, boto3, aiohttp. A build today installs the very",
+        "# wheels of the last one.",
         "COPY requirements.txt ${LAMBDA_TASK_ROOT}/requirements.txt",
         "RUN pip install --no-cache-dir --require-hashes --only-binary=:all: -r ${LAMBDA_TASK_ROOT}/requirements.txt",
         "",
@@ -85,6 +109,9 @@ def dockerfile_text(ctx: BuildContext) -> str:
         "# Check that mxnet imports in the image" + (" and that the model loads." if ctx.baked else "."),
         f"RUN python -m {env.PREPARE}",
         "",
+        "# `docker run IMAGE serve` (SageMaker: /ping and /invocations on 8080); otherwise Lambda's entry point.",
+        f"COPY entrypoint.sh {ENTRYPOINT}",
+        f'ENTRYPOINT ["/bin/sh", "{ENTRYPOINT}"]',
         f'CMD ["{ctx.handler}"]',
     ]
     return "\n".join(lines) + "\n"
@@ -154,6 +181,8 @@ def write_build_context(model: str, out: Path, *, model_version: Optional[str] =
                            requirements(), mmsctl.__version__)
         (staging / "requirements.txt").write_text("\n".join(ctx.requirements) + "\n", encoding="utf-8")
         (staging / "Dockerfile").write_text(dockerfile_text(ctx), encoding="utf-8")
+        (staging / "entrypoint.sh").write_text(entrypoint_text(), encoding="utf-8")
+        (staging / "entrypoint.sh").chmod(0o755)
         (staging / ".dockerignore").write_text("**/__pycache__\n**/*.pyc\n", encoding="utf-8")
         manifest = {k: v for k, v in ctx.to_dict().items() if k != "path"}
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")

@@ -33,6 +33,7 @@ __all__ = [
     "IMAGE_MODEL_DIR",
     "PREPARE",
     "S3Uri",
+    "SAGEMAKER_SERVE",
     "parse_s3_uri",
 ]
 
@@ -61,6 +62,8 @@ HANDLER = "mmsctl.serverless.handler.handler"
 PREPARE = "mmsctl.serverless.prepare"
 #: Where ``lambda build`` bakes the model into the image.
 IMAGE_MODEL_DIR = "/opt/mmsctl/model"
+#: The same image's SageMaker entry (``docker run IMAGE serve`` runs ``python -m`` this ``serve``).
+SAGEMAKER_SERVE = "mmsctl.sagemaker"
 
 
 @dataclass(frozen=True)

@@ -3,27 +3,15 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from mmsctl.cloud.aws.changes import Change
 from mmsctl.cloud.aws.session import AwsSession, partition
 from mmsctl.cloud.function import spec as names
 from mmsctl.cloud.function.resources import lambda_tags
 from mmsctl.cloud.function.spec import DeploySpec
 
 __all__ = ["Change", "Target"]
-
-
-@dataclass
-class Change:
-    """One line of deploy's report."""
-
-    action: str  # create | update | reuse | delete
-    kind: str
-    id: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"action": self.action, "kind": self.kind, "id": self.id}
 
 
 class Target:

@@ -1,0 +1,188 @@
+"""SageMaker's ``POST /invocations`` (and ``/models/{model}/invoke``): which model, and what the request's
+``Content-Type`` and ``Accept`` ask of it. Both HTTP paths decide here, once.
+
+* **The model**: ``/models/{model}/invoke``'s, the ``model_name`` query or header (``X-Model-Name``), else the
+  one start-up model (SageMaker's container serves one).
+* **The body**: the Open Inference Protocol's (a JSON object with ``inputs``, or Triton's binary extension
+  with ``Inference-Header-Content-Length``) is a v2 infer request and gets the protocol's answer, errors
+  included; anything else (an image, a ``.npy`` tensor, JSON in the MMS form) reaches the model with its own
+  content type, as on ``/predictions``.
+* **Accept** picks the answer's form: ``application/json`` (also ``*/*`` or none) is the model's own answer
+  (the top-k list for a classifier), ``application/x-npy`` asks a classifier for every class's score as a
+  float32 ``.npy`` vector; a classifier asked for a type it cannot give is a 406 before it runs. Any other
+  handler gets ``Accept`` in its request headers and answers as it answers.
+* ``X-Amzn-SageMaker-Custom-Attributes: topk=N`` (what ``InvokeEndpoint``'s ``CustomAttributes`` carries; the
+  runtime API has no query string) is the ``topk`` parameter.
+
+The lean path (:mod:`~mmsctl.server.fastpath`) takes the default form (JSON answer, no custom attributes) and
+v2 bodies; the rest comes here through aiohttp.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from typing import Mapping, Optional
+
+from aiohttp import web
+
+from mmsctl.engine.protocol import Parameter
+from mmsctl.server.errors import ApiException, BadRequest
+from mmsctl.server.http import read_body, request_item, web_response
+from mmsctl.server.supervisor import ModelManager
+from mmsctl.server.v2_api import HEADER_LENGTH, V2Api
+from mmsctl.server.workers import Model
+
+__all__ = ["InvocationsApi", "NotAcceptable", "answer_form", "is_v2_body", "lean_model", "maybe_v2_body",
+           "model_name"]
+
+log = logging.getLogger("mmsctl.server")
+
+JSON = "application/json"
+NPY = "application/x-npy"
+#: The header ``InvokeEndpoint``'s ``CustomAttributes`` arrives in, and the parameters read from it.
+CUSTOM_ATTRIBUTES = "x-amzn-sagemaker-custom-attributes"
+_ATTRIBUTES = ("topk", "top_k")
+#: Media ranges of one Accept header read at most (the rest are ignored).
+_MAX_RANGES = 32
+#: What clients send most (curl, requests, boto3's default): the model's own answer, without parsing.
+_DEFAULT_ACCEPT = frozenset({"*/*", JSON, "application/*"})
+
+
+class NotAcceptable(ApiException):
+    status, type_name = 406, "NotAcceptableException"
+
+
+def _unnamed(manager: ModelManager, headers: Mapping[str, str]) -> Optional[str]:
+    """The model a header names, else the only start-up model, else None."""
+    name = headers.get("model_name") or headers.get("x-model-name")
+    if name:
+        return name
+    startup = manager.startup_models
+    return next(iter(startup)) if len(startup) == 1 else None
+
+
+def model_name(manager: ModelManager, named: Optional[str], headers: Mapping[str, str]) -> str:
+    """The model an invocation is for: *named* (route or query), a header, else the only start-up model."""
+    name = named or _unnamed(manager, headers)
+    if not name:
+        raise BadRequest("Parameter model_name is required.")
+    return name
+
+
+def _quality(params: str) -> float:
+    for param in params.split(";"):
+        key, _, value = param.partition("=")
+        if key.strip().lower() == "q":
+            try:
+                q = float(value.strip())
+            except ValueError:
+                return 0.0
+            return q if math.isfinite(q) else 0.0
+    return 1.0
+
+
+def answer_form(accept: Optional[str]) -> Optional[str]:
+    """``json`` (no Accept, ``*/*``, ``application/*`` or ``application/json`` preferred), ``npy``
+    (``application/x-npy`` preferred), or None when Accept allows neither."""
+    if accept is None or accept in _DEFAULT_ACCEPT or not accept.strip():
+        return JSON
+    best = {JSON: -1.0, NPY: -1.0}
+    for part in accept.split(",")[:_MAX_RANGES]:
+        media, _, params = part.partition(";")
+        media = media.strip().lower()
+        q = _quality(params)
+        if not 0 < q <= 1:  # q=0: refused
+            continue
+        for form in (JSON, NPY):
+            if media in (form, "*/*", "application/*"):
+                best[form] = max(best[form], q + (1e-6 if media == form else 0.0))  # exact beats a wildcard
+    if best[JSON] < 0 and best[NPY] < 0:
+        return None
+    return NPY if best[NPY] > best[JSON] else JSON
+
+
+def maybe_v2_body(mime: Optional[str], body: bytes, headers: Mapping[str, str]) -> bool:
+    """Whether the body may be an Open Inference Protocol infer request (no parsing: the lean path's test,
+    whose v2 steps then parse it and hand anything else to aiohttp, which decides with :func:`is_v2_body`)."""
+    return HEADER_LENGTH.lower() in headers or (mime == JSON and b'"inputs"' in body)
+
+
+def is_v2_body(mime: Optional[str], body: bytes, headers: Mapping[str, str]) -> bool:
+    """Whether the body is an Open Inference Protocol infer request."""
+    if not maybe_v2_body(mime, body, headers):
+        return False
+    if HEADER_LENGTH.lower() in headers:
+        return True
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return False
+    return isinstance(data, dict) and "inputs" in data
+
+
+def _attributes(headers: Mapping[str, str]) -> list[Parameter]:
+    """``topk=N`` from the custom attributes (``;`` or ``,`` between pairs); other pairs are the handler's."""
+    found = []
+    for pair in headers.get(CUSTOM_ATTRIBUTES, "").replace(",", ";").split(";")[:_MAX_RANGES]:
+        key, sep, value = pair.partition("=")
+        if sep and key.strip().lower() in _ATTRIBUTES:
+            found.append(Parameter("topk", value.strip()[:32]))
+    return found[-1:]
+
+
+class InvocationsApi:
+    """The aiohttp routes of SageMaker's invocation API, over one ModelManager and the v2 API."""
+
+    def __init__(self, manager: ModelManager, v2: V2Api, max_request_size: int) -> None:
+        self.manager = manager
+        self.v2 = v2
+        self.max_request_size = max_request_size
+
+    def add_routes(self, router: web.UrlDispatcher) -> None:
+        router.add_route("*", "/invocations", self.invocations)
+        router.add_route("*", "/models/{model}/invoke", self.invocations)
+
+    async def invocations(self, request: web.Request) -> web.StreamResponse:
+        headers = request.get("headers") or {k.lower(): v for k, v in request.headers.items()}
+        named = request.match_info.get("model") or request.query.get("model_name")
+        model = self.manager.get(model_name(self.manager, named, headers), None)
+        request["model"] = model.name
+        mime = (request.headers.get("Content-Type") or "").split(";")[0].strip().lower() or None
+        if mime not in ("multipart/form-data", "application/x-www-form-urlencoded") and \
+                is_v2_body(mime, await read_body(request), headers):
+            return await self._v2(request, model)
+        form = answer_form(headers.get("accept"))
+        item = await request_item(request)
+        item.parameters[:0] = _attributes(headers)
+        if form != JSON:
+            from mmsctl.server import v2_models  # numpy: loaded only for these requests
+
+            if v2_models.signature_of(model).classifier:
+                if form is None:
+                    raise NotAcceptable(f"Model {model.name} answers {JSON} or {NPY}; Accept asked for "
+                                        f"{headers.get('accept', '')[:100]!r}.")
+                item.parameters.insert(0, Parameter("scores", "npy"))
+        return web_response(await self.manager.predict(model, item))
+
+    async def _v2(self, request: web.Request, model: Model) -> web.StreamResponse:
+        """A v2 body: the protocol's answer, its errors as ``{"error": …}`` too (as the lean path gives them)."""
+        from mmsctl.server.middleware import _error_for
+        from mmsctl.server.v2_errors import as_v2_error
+
+        try:
+            return await self.v2.infer_model(request, model)
+        except Exception as exc:  # noqa: BLE001 - answered as the protocol's error, never a traceback
+            if not isinstance(exc, (ApiException, web.HTTPException)):
+                log.exception("unhandled error on POST %s", request.path)
+            return as_v2_error(_error_for(exc, self.max_request_size))
+
+
+def lean_model(manager: ModelManager, headers: Mapping[str, str]) -> Optional[str]:
+    """The model the lean path may answer an invocation for without help: the default JSON answer,
+    no custom attributes; None when it is aiohttp's (which also answers a missing model name)."""
+    if CUSTOM_ATTRIBUTES in headers or answer_form(headers.get("accept")) != JSON:
+        return None
+    return _unnamed(manager, headers)
+
