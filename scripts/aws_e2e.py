@@ -5,8 +5,11 @@
     MMSCTL_E2E=1 .venv/bin/python scripts/aws_e2e.py --teardown RUN_ID     # finish an interrupted run's removal
 
 One run, named ``e2e-RUN_ID``: the Lambda pipeline (the image built and pushed, deployed with a function URL,
-an image through S3 with S3's real event, the URL called signed), an instance (`ec2 launch --wait`), and a small
-fleet (create with a warm pool, a prediction through its load balancer, a blue/green rollout, a scale-out).
+two images through S3 with S3's real event, one of them under a non-ASCII key, the URL called signed), a
+SageMaker serverless endpoint from the same image (scripts/sagemaker_e2e.py: deploy, invoke, update, destroy),
+an instance (`ec2 launch --wait`), and a small fleet (create with a warm pool, a prediction through its load
+balancer, a blue/green rollout to a model set without the first model, a scale-out, a rolling rollout that
+pauses at its checkpoints for ``--checkpoint-delay``).
 Then everything is removed by its names and ``mmsctl:*`` tags (`lambda destroy`, `ec2 terminate`, `fleet
 destroy`), also after a failed step, Ctrl-C or SIGTERM, and the Resource Groups Tagging API is asked whether
 anything tagged for the run is left. It prints what it will make with a time and cost estimate (the bundled
@@ -23,7 +26,10 @@ the steps that need AWS's real lifecycle are adapted, and each says so when it r
 * moto's function URLs answer nothing: the signed call goes to ``MMSCTL_LAMBDA_FUNCTION_URL`` when it names
   a stand-in (the test's checks SigV4 as AWS does), else the step is skipped with that reason;
 * instances do not boot and the load balancer serves nothing: `ec2 launch` does not ``--wait`` for ``/ping``
-  and no prediction goes through the balancer (moto reports every target healthy, so `fleet --wait` runs).
+  and no prediction goes through the balancer (moto reports every target healthy, so `fleet --wait` runs);
+* moto has no instance refresh: the rolling rollout is skipped;
+* moto's sagemaker-runtime answers canned results and it has no UpdateEndpoint: the endpoint is deployed,
+  deployed again (nothing changes), described and destroyed, not invoked or updated.
 """
 
 from __future__ import annotations
@@ -44,14 +50,16 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, TextIO
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # run as `python scripts/aws_e2e.py` from a checkout
-    sys.path.insert(0, str(REPO))
+for _path in (REPO, REPO / "scripts"):  # run as `python scripts/aws_e2e.py` from a checkout; sagemaker_e2e beside it
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
 #: The flags each command of the run gets beyond its names. A flag added to a command later (fleet create's
 #: ``--checkpoint-delay``, a lifecycle-hook option) is one line here.
 FLAGS: dict[str, list[str]] = {
     "fleet create": ["--min", "1", "--max", "2", "--warm-pool", "1", "--wait-timeout", "1500"],
     "fleet rollout": ["--wait-timeout", "1500"],
+    "fleet rollout --strategy rolling": ["--checkpoint-delay", "60s"],
     "fleet scale": ["--desired", "2", "--wait-timeout", "1500"],
     "ec2 launch": ["--wait-timeout", "900"],
     "lambda deploy": ["--memory", "1024", "--timeout", "60", "--input-prefix", "incoming/",
@@ -60,7 +68,11 @@ FLAGS: dict[str, list[str]] = {
 }
 #: Watching the new group before the old one goes: long enough to see it serve on AWS; moto has nothing to see.
 AUTO_FINISH = {"aws": "2m", "stand-in": "0s"}
+#: A rolling rollout's instance refresh, polled until it ends.
+REFRESH_TIMEOUT_S, REFRESH_POLL_S = 2400, 20
 MODEL_NAME = "e2e"
+#: The second image through the pipeline: S3 URL-encodes its key in the event, and it must stay ASCII in metadata.
+NON_ASCII_NAME = "été.jpg"
 EXIT_USAGE, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
 
 
@@ -82,6 +94,9 @@ PHASES = (
     Phase("fleet create --wait: balancer, group of 1, warm pool of 1 booted then stopped", 7, 2, True),
     Phase("fleet rollout (blue/green): a green group and its warm pool, then the blue group deleted", 8, 3, True),
     Phase("fleet scale --desired 2 --wait", 4, 2, True),
+    Phase("fleet rollout --strategy rolling: both members replaced in place, a 60 s pause at each checkpoint", 12, 3,
+          True),
+    Phase("sagemaker: a serverless endpoint deployed, invoked, updated to resnet-18, destroyed", 15, 0),
     Phase("teardown: lambda destroy, ec2 terminate --wait, fleet destroy", 8, 2, True),
 )
 #: What the estimate assumes beyond the bundled prices (mmsctl/cloud/aws/prices.json).
@@ -238,24 +253,36 @@ def _top1(answer: Any) -> str:
 
 
 def _through_s3(run: Run) -> Optional[str]:
+    """The image, then the same bytes under a non-ASCII name (its key arrives URL-encoded in S3's event)."""
     plan = run.plan
+    with tempfile.TemporaryDirectory(prefix="mmsctl-e2e-") as work:
+        renamed = Path(work) / NON_ASCII_NAME
+        shutil.copyfile(plan.image, renamed)
+        for image in (plan.image, renamed):
+            (_through_s3_here if plan.stand_in else _through_s3_on_aws)(run, image)
     if not plan.stand_in:
-        answer = run.json("lambda", "invoke", plan.function, "--s3", str(plan.image), *FLAGS["lambda invoke --s3"])
-        if answer.get("status") != 200:
-            raise StepFailed(f"the pipeline answered {answer.get('status')}: {str(answer)[:200]}")
-        run.say(f"    top-1: {_top1(answer)} ({answer.get('output')})")
         return None
+    return ("adapted: S3 fires no trigger on the stand-in; `lambda run-local --s3-put` ran the function's handler "
+            "on the event S3 sends for each object put")
+
+
+def _through_s3_on_aws(run: Run, image: Path) -> None:
+    answer = run.json("lambda", "invoke", run.plan.function, "--s3", str(image), *FLAGS["lambda invoke --s3"])
+    if answer.get("status") != 200:
+        raise StepFailed(f"the pipeline answered {answer.get('status')} for {image.name}: {str(answer)[:200]}")
+    run.say(f"    top-1: {_top1(answer)} ({answer.get('output')})")
+
+
+def _through_s3_here(run: Run, image: Path) -> None:
     from mmsctl.cloud.aws.session import open_session
 
-    aws = open_session()
-    key = f"incoming/{plan.image.name}"
-    aws.call("s3", "put_object", Bucket=plan.buckets[0], Key=key, Body=plan.image.read_bytes())
+    plan, aws = run.plan, open_session()
+    key = f"incoming/{image.name}"
+    aws.call("s3", "put_object", Bucket=plan.buckets[0], Key=key, Body=image.read_bytes())
     run.mmsctl("lambda", "run-local", plan.function, "--s3-put", f"s3://{plan.buckets[0]}/{key}")
-    written = aws.call("s3", "get_object", Bucket=plan.buckets[1], Key=f"predictions/{plan.image.name}.json")
-    answer = json.loads(written["Body"].read())
-    run.say(f"    top-1: {_top1(answer)} (s3://{plan.buckets[1]}/predictions/{plan.image.name}.json)")
-    return ("adapted: S3 fires no trigger on the stand-in; `lambda run-local --s3-put` ran the function's handler "
-            "on the event S3 sends for the object put")
+    written = aws.call("s3", "get_object", Bucket=plan.buckets[1], Key=f"predictions/{image.name}.json")
+    run.say(f"    top-1: {_top1(json.loads(written['Body'].read()))} "
+            f"(s3://{plan.buckets[1]}/predictions/{image.name}.json)")
 
 
 def _through_url(run: Run) -> Optional[str]:
@@ -284,8 +311,12 @@ def fleet_steps(run: Run) -> None:
     name = run.plan.name
     run.step(f"fleet create {name} --warm-pool 1 --wait", lambda: _create(run))
     run.step(f"a prediction through {name}'s load balancer", lambda: _predict_through_balancer(run))
-    run.step(f"fleet rollout {name} (blue/green, a second model)", lambda: _rollout(run))
+    run.step(f"fleet rollout {name} (blue/green, to a model set without the first model)", lambda: _rollout(run))
+    run.step(f"a prediction through {name}'s load balancer, of the model rolled out",
+             lambda: _predict_through_balancer(run, f"{MODEL_NAME}2"))
     run.step(f"fleet scale {name} --desired 2 --wait", lambda: _scale(run))
+    run.step(f"fleet rollout {name} --strategy rolling (paused {FLAGS['fleet rollout --strategy rolling'][1]} at "
+             "each checkpoint)", lambda: _rolling(run))
 
 
 def _create(run: Run) -> Optional[str]:
@@ -306,11 +337,11 @@ def _endpoint(run: Run) -> str:
     return str(endpoint)
 
 
-def _predict_through_balancer(run: Run) -> Optional[str]:
+def _predict_through_balancer(run: Run, model: str = MODEL_NAME) -> Optional[str]:
     endpoint = _endpoint(run)
     if run.plan.stand_in:
         return f"skipped: the stand-in's load balancer ({endpoint}) serves nothing"
-    request = urllib.request.Request(f"{endpoint}/predictions/{MODEL_NAME}", data=run.plan.image.read_bytes(),
+    request = urllib.request.Request(f"{endpoint}/predictions/{model}", data=run.plan.image.read_bytes(),
                                      method="POST", headers={"Content-Type": "application/octet-stream"})
     with urllib.request.urlopen(request, timeout=60) as answer:  # noqa: S310 - the fleet's own http(s) endpoint
         run.say(f"    top-1: {_top1(json.loads(answer.read()))}")
@@ -319,9 +350,9 @@ def _predict_through_balancer(run: Run) -> Optional[str]:
 
 def _rollout(run: Run) -> Optional[str]:
     plan = run.plan
-    done = run.json("fleet", "rollout", plan.name, "-m", f"{MODEL_NAME}={plan.model}",
-                    "-m", f"{MODEL_NAME}2={plan.model}", "--auto-finish", AUTO_FINISH[plan.mode],
-                    *FLAGS["fleet rollout"])
+    # the new set leaves out the model the fleet was made with: its health check must not name a model
+    done = run.json("fleet", "rollout", plan.name, "-m", f"{MODEL_NAME}2={plan.model}",
+                    "--auto-finish", AUTO_FINISH[plan.mode], *FLAGS["fleet rollout"])
     if done.get("state") != "finished":
         raise StepFailed(f"the rollout ended {done.get('state')!r}, not finished: {str(done)[:200]}")
     return None
@@ -329,6 +360,55 @@ def _rollout(run: Run) -> Optional[str]:
 
 def _scale(run: Run) -> Optional[str]:
     run.mmsctl("fleet", "scale", run.plan.name, *FLAGS["fleet scale"], "--wait")
+    return None
+
+
+def _rolling(run: Run) -> Optional[str]:
+    """An instance refresh to a third model set; polled until AWS ends it, which must be Successful."""
+    plan = run.plan
+    if plan.stand_in:
+        return "skipped: the stand-in has no instance refresh"
+    flags = FLAGS["fleet rollout --strategy rolling"]
+    started = run.json("fleet", "rollout", plan.name, "--strategy", "rolling", "-m", f"{MODEL_NAME}3={plan.model}",
+                       *flags)
+    if started.get("checkpoint_delay_s") is None:
+        raise StepFailed(f"the rolling rollout shows no checkpoint delay: {str(started)[:200]}")
+    deadline = time.monotonic() + REFRESH_TIMEOUT_S
+    while time.monotonic() < deadline:
+        refresh = run.json("fleet", "rollout", plan.name, "--status").get("instance_refresh") or {}
+        status = refresh.get("status")
+        if status == "Successful":
+            run.say(f"    instance refresh {refresh.get('id')}: Successful, {refresh.get('checkpoint_delay_s')} s "
+                    "at each checkpoint")
+            return _predict_through_balancer(run, f"{MODEL_NAME}3")
+        if status in ("Failed", "Cancelled", "RollbackSuccessful", "RollbackFailed", "Baking"):
+            raise StepFailed(f"the instance refresh ended {status}: {refresh.get('status_reason')}")
+        time.sleep(REFRESH_POLL_S)
+    raise StepFailed(f"the instance refresh did not end within {REFRESH_TIMEOUT_S} s")
+
+
+def sagemaker_steps(run: Run) -> None:
+    run.step(f"sagemaker: endpoint {run.plan.function} from the same image (scripts/sagemaker_e2e.py)",
+             lambda: _sagemaker(run))
+
+
+def _sagemaker(run: Run) -> Optional[str]:
+    from sagemaker_e2e import run_sagemaker_e2e
+
+    plan = run.plan
+    image = plan.lambda_image or f"{plan.account}.dkr.ecr.{plan.region}.amazonaws.com/mmsctl-lambda/{plan.function}:latest"
+
+    def mmsctl(argv: list[str]) -> "subprocess.CompletedProcess[str]":
+        run.say(f"    $ mmsctl {' '.join(argv)}")
+        return run.mmsctl_runner(argv)
+
+    failures = run_sagemaker_e2e(mmsctl, name=plan.function, image=image, photo=plan.image, model=plan.model,
+                                 region=plan.region, say=run.say, invoke=not plan.stand_in)
+    if failures:
+        raise StepFailed(f"sagemaker: {'; '.join(failures)}")
+    if plan.stand_in:
+        return ("adapted: moto's sagemaker-runtime answers canned results and has no UpdateEndpoint; the endpoint "
+                "was deployed, deployed again, described and destroyed")
     return None
 
 
@@ -349,6 +429,8 @@ def teardown(plan: Plan, runner: Runner, out: TextIO) -> list[str]:
             left.append(f"{what}: {getattr(exc, 'message', exc)}")
 
     run = Run(plan, runner, out)
+    attempt(f"sagemaker destroy {plan.function}",
+            lambda: run.mmsctl("sagemaker", "destroy", plan.function, "--delete-data", "--yes"))
     attempt(f"lambda destroy {plan.function}",
             lambda: run.mmsctl("lambda", "destroy", plan.function, "--delete-data", "--yes"))
     attempt(f"ec2 terminate the instances of {plan.function}", lambda: _terminate(run))
@@ -591,7 +673,7 @@ def run_steps(plan: Plan, runner: Runner, out: TextIO) -> int:
     previous = signal.signal(signal.SIGTERM, _interrupted)  # a SIGTERM is a Ctrl-C: the teardown still runs
     status = 0
     try:
-        for part in (lambda_steps, instance_steps, fleet_steps):
+        for part in (lambda_steps, sagemaker_steps, instance_steps, fleet_steps):
             part(run)
     except (StepFailed, MmsError, OSError, ValueError, KeyError) as exc:
         print(f"error: {getattr(exc, 'message', None) or exc}", file=out)

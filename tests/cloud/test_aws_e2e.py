@@ -77,11 +77,13 @@ def _left() -> dict[str, list[str]]:
         "buckets": [b["Name"] for b in boto3.client("s3").list_buckets()["Buckets"]],
         "roles": [r["RoleName"] for r in boto3.client("iam").list_roles()["Roles"] if r["Path"].startswith("/mmsctl")],
         "repositories": [r["repositoryName"] for r in boto3.client("ecr").describe_repositories()["repositories"]],
+        "endpoints": [e["EndpointName"] for e in boto3.client("sagemaker").list_endpoints()["Endpoints"]]
+        + [m["ModelName"] for m in boto3.client("sagemaker").list_models()["Models"]],
     }
 
 
 NOTHING: dict[str, list[str]] = {k: [] for k in ("instances", "groups", "balancers", "security-groups", "functions",
-                                                 "buckets", "roles", "repositories")}
+                                                 "buckets", "roles", "repositories", "endpoints")}
 
 
 @pytest.mark.slow
@@ -96,11 +98,18 @@ def test_the_whole_run_on_moto_proves_each_part_and_leaves_nothing(e2e: list[str
     minutes, dollars, _ = aws_e2e.estimate("t3.medium")
     assert said.index(f"Estimate (not a measurement): about {minutes:.0f} minutes and ${dollars:.2f}") < said.index(
         "==> lambda deploy")
-    for step in ("lambda deploy mmsctl-e2e-abc123", "one image through the S3 pipeline", "ec2 launch",
-                 "fleet create e2e-abc123 --warm-pool 1 --wait", "fleet rollout e2e-abc123", "fleet scale"):
+    for step in ("lambda deploy mmsctl-e2e-abc123", "one image through the S3 pipeline",
+                 "sagemaker: endpoint mmsctl-e2e-abc123", "ec2 launch", "fleet create e2e-abc123 --warm-pool 1 --wait",
+                 "fleet rollout e2e-abc123 (blue/green, to a model set without the first model)", "fleet scale",
+                 "fleet rollout e2e-abc123 --strategy rolling"):
         assert f"==> {step}" in said
     assert "adapted: S3 fires no trigger on the stand-in; `lambda run-local --s3-put`" in said
-    assert said.count("top-1: n02124075 Egyptian cat") == 2  # through S3, and through the signed function URL
+    # through S3 twice (the second under a key S3 URL-encodes), and through the signed function URL
+    assert said.count("top-1: n02124075 Egyptian cat") == 3
+    assert f"predictions/{aws_e2e.NON_ASCII_NAME}.json" in said
+    assert "sagemaker e2e: deploy again changes nothing: ok" in said and "sagemaker e2e: destroy: ok" in said
+    assert "adapted: moto's sagemaker-runtime answers canned results" in said
+    assert "skipped: the stand-in has no instance refresh" in said
     assert [s.refused for s in function_url.seen] == [None]  # the URL call was signed, and AWS's check passed
     assert "adapted: instances do not boot on the stand-in" in said
     assert "skipped: the stand-in's load balancer" in said
