@@ -28,7 +28,9 @@ machine) and the server process's CPU per request on each path. ``--v2-only`` ru
 
 ``--invocations-only``: SageMaker's ``POST /invocations`` (the model named by ``X-Model-Name``) against
 ``POST /predictions/MODEL`` on the same server, the same two models and bodies, alternating per round (target:
-/invocations no slower; it takes the same lean path).
+/invocations no slower; it takes the same lean path); then the front end's own time per request on that path
+for each route, in process (bench/_lean_path.py: steady to a tenth of a microsecond, where the end-to-end runs
+swing with the load).
 
 Targets (100 clients): req/s >= 3x MMS, p99 <= 0.5x MMS, front-end CPU <= 100 us per
 request; at 200 and 500 clients every answer is a 200.
@@ -64,6 +66,7 @@ from tests.support.mmsctl_server import running_mmsctl_server  # noqa: E402
 from tests.support.waiting import wait_until  # noqa: E402
 
 import _loadgen  # noqa: E402 - bench/ is this script's folder
+from _lean_path import lean_path_us  # noqa: E402
 
 BODY = b"hello"
 TARGET_RPS_RATIO = 3.0
@@ -268,7 +271,11 @@ def _invocations_section(srv: Any, store: Path, work: Path, args: argparse.Names
         print(f"  {model:11} /predictions {m['predictions_rps'] or 0:8.0f} ok/s (p99 {m['predictions_p99_ms'] or 0:.1f} "
               f"ms)  /invocations {m['invocations_rps'] or 0:8.0f} ok/s (p99 {m['invocations_p99_ms'] or 0:.1f} ms)  "
               f"per-round invocations/predictions: median {m['round_median'] or 0:.2f}x")
-    return {"clients": args.v2_clients, "models": summary}
+    lean = lean_path_us()
+    print("  the front end's own time per request on the lean path, in process (best of 7 x 50,000):")
+    for route, us in lean.items():
+        print(f"    {route:34} {us:5.2f} us")
+    return {"clients": args.v2_clients, "models": summary, "lean_path_us": lean}
 
 
 def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:

@@ -9,9 +9,9 @@ import typer
 
 from mmsctl.cli.hints import CommandWords
 from mmsctl.cli.options import OutputOpt, ProfileOpt, RegionOpt, check_output, note_model_locations
-from mmsctl.cli.render import Column, get_ui, render_data, render_table
+from mmsctl.cli.render import Column, get_ui, render_data, render_removal, render_table
 
-__all__ = ["CLOUD_WORDS", "aws_session", "register", "render_calls"]
+__all__ = ["CLOUD_WORDS", "aws_session", "register", "render_calls", "render_destroy_plan"]
 
 #: How `ec2` and `fleet` name the arguments of mmsctl/cloud (userdata, accelerators, ami, network, cost), and fixes.
 CLOUD_WORDS = CommandWords(
@@ -71,6 +71,14 @@ def aws_session(region: Optional[str], profile: Optional[str], dry_run: bool = F
 
     return open_session(region=region, profile=profile, dry_run=dry_run, plan_without_aws=plan_without_aws,
                         local_service=local_service)
+
+
+def render_destroy_plan(aws: Any, output: str, result: dict[str, Any], tag: str) -> None:
+    """A destroy's dry run: its calls, and where nothing was looked up, that it deletes only what it finds."""
+    render_calls(aws, output, {"destroy": result})
+    if aws.unlooked is not None:  # unlooked, destroy finds nothing: the plan is its look-ups
+        get_ui().message(f"destroy deletes only what it finds tagged {tag}: this plan shows what it would look for; "
+                         "with a region and credentials it lists what it would delete")
 
 
 def render_calls(aws: Any, output: str, extra: Optional[dict[str, Any]] = None) -> None:
@@ -313,14 +321,9 @@ def cleanup_cmd(
     if dry_run:
         render_calls(aws, output)
         return
-    if render_data({"region": aws.region, "deleted": result.deleted, "kept": result.kept}, output):
-        return
-    if not result.deleted:
-        get_ui().message(f"nothing of mmsctl's left in {aws.region}")
-    else:
-        render_table(result.deleted, (Column("Deleted", "kind"), Column("Id", "id")))
-    for item in result.kept:
-        get_ui().message(f"kept {item['kind']} {item['id']} (not tagged mmsctl:managed)")
+    render_removal({"region": aws.region, "deleted": result.deleted, "kept": result.kept}, output, result.deleted,
+                   nothing=f"nothing of mmsctl's left in {aws.region}", id_header="Id",
+                   notes=[f"kept {item['kind']} {item['id']} (not tagged mmsctl:managed)" for item in result.kept])
 
 
 @ec2_app.command("user-data")

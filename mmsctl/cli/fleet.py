@@ -17,7 +17,7 @@ from mmsctl.cli.ec2 import CLOUD_WORDS, aws_session, render_calls
 from mmsctl.cli.hints import CommandWords
 from mmsctl.cli.options import OutputOpt, ProfileOpt, RegionOpt, check_output, complete_context_names, \
     note_model_locations
-from mmsctl.cli.render import Column, get_ui, render_data, render_table
+from mmsctl.cli.render import Column, get_ui, render_data, render_removal, render_table
 
 __all__ = ["register"]
 
@@ -397,12 +397,8 @@ def destroy_cmd(name: str = NameArg, region: Optional[str] = RegionOpt, profile:
     ui = get_ui()
     for kept in result.kept:
         ui.warn(f"kept {kept}: it has the fleet's name but not its mmsctl:fleet={name} tag")
-    if render_data(result.to_dict(), output):
-        return
-    if not result.deleted:
-        ui.message(f"nothing left of fleet {name} in {aws.region}")
-        return
-    render_table(result.deleted, (Column("Deleted", "kind"), Column("Id", "id")))
+    render_removal(result.to_dict(), output, result.deleted, nothing=f"nothing left of fleet {name} in {aws.region}",
+                   id_header="Id")
 
 
 LocalPortOpt: int = typer.Option(18080, "--local-port", min=1024, max=65000, help="First local port: member i "

@@ -50,6 +50,12 @@ def _ambiguous_local(exc: MmsError) -> str:
     return f"say which: {picks} (`mmsctl context use local:{names[0]}` keeps it)"
 
 
+def _sagemaker_context(exc: MmsError) -> str:
+    endpoint, context = getattr(exc, "endpoint", "NAME"), getattr(exc, "context", "sagemaker:NAME")
+    return (f"its state and load: `mmsctl sagemaker describe {endpoint}`; predictions: "
+            f"`mmsctl predict MODEL IMAGE --context {context}`")
+
+
 #: error reference -> hint (a text, or a function of the error).
 HINTS: dict[str, Union[str, Callable[[MmsError], Optional[str]]]] = {
     "connection-refused": _SERVER_DOWN,
@@ -73,6 +79,10 @@ HINTS: dict[str, Union[str, Callable[[MmsError], Optional[str]]]] = {
     "cloud-no-region": "pass --region or set AWS_DEFAULT_REGION",
     "cloud-unsupported-region": "pass --region us-east-1 (or another of those), or pick --accelerator inf2|g4dn|g5|none",
     "cloud-ei-retired": "launch with --accelerator inf2|g4dn|g5|none instead",
+    "sagemaker-context-no-api": _sagemaker_context,
+    "sagemaker-endpoint-not-found": "`mmsctl sagemaker list` shows the endpoints mmsctl deployed",
+    "sagemaker-not-an-ecr-image": "push one with: mmsctl lambda build MODEL --push --name NAME",
+    "sagemaker-missing-image": "build and push it: mmsctl lambda build MODEL --push --name NAME",
 }
 
 

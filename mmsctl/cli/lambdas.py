@@ -10,10 +10,10 @@ from typing import Any, List, Optional
 
 import typer
 
-from mmsctl.cli.ec2 import aws_session, render_calls
+from mmsctl.cli.ec2 import aws_session, render_calls, render_destroy_plan
 from mmsctl.cli.hints import CommandWords
 from mmsctl.cli.options import OutputOpt, ProfileOpt, RegionOpt, check_output
-from mmsctl.cli.render import Column, get_ui, render_data, render_table
+from mmsctl.cli.render import Column, get_ui, render_data, render_removal, render_table
 from mmsctl.errors import UsageError
 
 __all__ = ["register"]
@@ -426,22 +426,13 @@ def destroy_cmd(
         _confirm_data_loss(aws, name, yes)
     result = destroy(aws, name, keep_data=keep_data, delete_data=delete_data)
     if dry_run:
-        render_calls(aws, output, {"destroy": result.to_dict()})
-        if aws.unlooked is not None:  # destroy deletes only what it finds: unlooked, it finds nothing
-            get_ui().message(f"destroy deletes only what it finds tagged mmsctl:lambda={name}: this plan shows what "
-                             "it would look for; with a region and credentials it lists what it would delete")
+        render_destroy_plan(aws, output, result.to_dict(), f"mmsctl:lambda={name}")
         return
-    if render_data(result.to_dict(), output):
-        return
-    ui = get_ui()
-    if result.deleted:
-        render_table(result.deleted, (Column("Deleted", "kind"), Column("Resource", "id")))
-    else:
-        ui.message(f"nothing of {name} left in {aws.region}")
-    for item in result.kept:
-        ui.message(f"kept {item['kind']} {item['id']} ({item['why']})")
+    notes = [f"kept {item['kind']} {item['id']} ({item['why']})" for item in result.kept]
     if any("data is kept" in item["why"] for item in result.kept):
-        ui.message(f"to delete them too: mmsctl lambda destroy {name} --delete-data")
+        notes.append(f"to delete them too: mmsctl lambda destroy {name} --delete-data")
+    render_removal(result.to_dict(), output, result.deleted, nothing=f"nothing of {name} left in {aws.region}",
+                   notes=notes)
 
 
 def _confirm_data_loss(aws: Any, name: str, yes: bool) -> None:

@@ -23,6 +23,7 @@ __all__ = [
     "get_ui",
     "human_size",
     "render_data",
+    "render_removal",
     "render_table",
     "set_ui",
 ]
@@ -134,6 +135,21 @@ def render_data(data: Any, output: str, *, ui: Optional[UI] = None) -> bool:
         return False
     out.flush()
     return True
+
+
+def render_removal(data: Any, output: str, deleted: Sequence[dict[str, Any]], *, nothing: str,
+                   id_header: str = "Resource", notes: Iterable[str] = ()) -> None:
+    """What a destroy or cleanup removed: *data* as json/yaml, else a table of the *deleted* rows (``kind``,
+    ``id``) or the *nothing* line when there were none, then the *notes* (what was kept, and why)."""
+    if render_data(data, output):
+        return
+    ui = get_ui()
+    if deleted:
+        render_table(deleted, (Column("Deleted", "kind"), Column(id_header, "id")))
+    else:
+        ui.message(nothing)
+    for note in notes:
+        ui.message(note)
 
 
 def human_size(size: Optional[int]) -> Optional[str]:

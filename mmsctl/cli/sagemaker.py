@@ -37,6 +37,11 @@ _DEPLOY_WORDS = CommandWords(
         getattr(exc, "cause_hint", None),
         f"fix it and run it again, or remove what was made: mmsctl sagemaker destroy {getattr(exc, 'endpoint', 'NAME')}")))),),
 )
+_UPDATE_WORDS = CommandWords(
+    flags=_DEPLOY_WORDS.flags,
+    hints=(("sagemaker-endpoint-not-found", lambda exc: "deploy it first: mmsctl sagemaker deploy "
+            f"{getattr(exc, 'endpoint', 'NAME')} --model MODEL --image URI"), *_DEPLOY_WORDS.hints),
+)
 
 
 def _progress(line: str) -> None:
@@ -127,7 +132,7 @@ def deploy_cmd(
 
 
 @sagemaker_app.command("update")
-@_DEPLOY_WORDS.command
+@_UPDATE_WORDS.command
 def update_cmd(
     name: str = typer.Argument(..., metavar="NAME"),
     model: Optional[str] = typer.Option(None, "--model", metavar="MODEL", help="The new model (as for deploy)."),
@@ -156,7 +161,7 @@ def update_cmd(
     spec = UpdateSpec(name, model, image, canary, bake, max_latency).check()
     with tempfile.TemporaryDirectory(prefix="mmsctl-sagemaker-") as work:
         data = _packed(model, Path(work))
-        aws = aws_session(region, profile, dry_run, plan_without_aws=True)
+        aws = aws_session(region, profile, dry_run)  # an update plans against what the endpoint runs: AWS's answer
         result = update(aws, spec, model_data=data, progress=_progress, wait_s=wait_timeout)
     _render_result(aws, result, output, dry_run, "update")
 

@@ -8,17 +8,16 @@ from typing import Any, Optional
 
 import typer
 
-from mmsctl.cli.ec2 import aws_session, render_calls
+from mmsctl.cli.ec2 import aws_session, render_destroy_plan
 from mmsctl.cli.hints import CommandWords
 from mmsctl.cli.options import OutputOpt, ProfileOpt, RegionOpt, check_output
-from mmsctl.cli.render import Column, get_ui, render_data, render_table
+from mmsctl.cli.render import Column, get_ui, render_data, render_removal, render_table
 from mmsctl.errors import UsageError
 
 __all__ = ["add_commands"]
 
-_RUN_LOCAL_WORDS = CommandWords(flags={"port": "--port", "model": "MODEL", "workers": "--workers",
-                                       "timeout": "--timeout"},
-                                hints=(("sagemaker-endpoint-not-found", "list them: mmsctl sagemaker list"),))
+_RUN_LOCAL_WORDS = CommandWords(flags={"port": "--port", "model": "MODEL", "build": "--build", "workers": "--workers",
+                                       "timeout": "--timeout"})
 _COST_WORDS = CommandWords(flags={"requests": "--requests", "days": "--days", "duration_ms": "--duration-ms",
                                   "serverless_mb": "--serverless", "throughput": "--throughput", "payload_kb": "--payload-kb",
                                   "instance_type": "--instance-type", "memory_mb": "--memory"})
@@ -100,18 +99,11 @@ def destroy_cmd(
                 raise UsageError("nothing deleted", param="delete_data")
     result = destroy(aws, name, delete_data=delete_data)
     if dry_run:
-        render_calls(aws, output, {"destroy": result.to_dict()})
+        render_destroy_plan(aws, output, result.to_dict(), f"mmsctl:sagemaker={name}")
         return
-    if render_data(result.to_dict(), output):
-        return
-    ui = get_ui()
-    if result.deleted:
-        render_table(result.deleted, (Column("Deleted", "kind"), Column("Resource", "id")))
-    else:
-        ui.message(f"nothing of {name} left in {aws.region}")
-    for item in result.kept:
-        ui.message(f"kept {item['kind']} {item['id']} ({item['why']}); to delete it too: mmsctl sagemaker destroy "
-                   f"{name} --delete-data")
+    render_removal(result.to_dict(), output, result.deleted, nothing=f"nothing of {name} left in {aws.region}",
+                   notes=[f"kept {item['kind']} {item['id']} ({item['why']}); to delete it too: mmsctl sagemaker "
+                          f"destroy {name} --delete-data" for item in result.kept])
 
 
 def run_local_cmd(

@@ -12,7 +12,7 @@ from mmsctl.cli.render import Column, get_ui, render_data, render_table
 if TYPE_CHECKING:  # pragma: no cover
     from mmsctl.tui.source import DataSource
 
-__all__ = ["register"]
+__all__ = ["one_model_words", "register"]
 
 _COLUMNS = (
     Column("NAME", "name"),
@@ -83,7 +83,7 @@ def top(
         from mmsctl.tui.sagemaker_source import SageMakerSource
 
         aws = aws_session(target.region, None)  # no region or credentials: said here, once
-        source = SageMakerSource(target.sagemaker, lambda: aws)
+        source = SageMakerSource(target.sagemaker, lambda: aws, one_model=one_model_words(target.sagemaker))
     elif target.is_fleet:
         from mmsctl.cli.fanout import fleet_members
         from mmsctl.tui.fleet_source import FleetSource
@@ -103,6 +103,12 @@ def top(
 
     get_ui().quiet = True
     TopApp(source, interval=interval, readonly=readonly).run()
+
+
+def one_model_words(endpoint: str) -> str:
+    """Why top's register and unregister are refused on a SageMaker endpoint, and the commands that do it."""
+    return (f"a SageMaker endpoint serves one model: `mmsctl sagemaker update {endpoint} --model MODEL` changes "
+            f"it, `mmsctl sagemaker destroy {endpoint}` removes it")
 
 
 def _print_once(source: "DataSource", interval: float, output: str) -> None:

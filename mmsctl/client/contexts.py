@@ -56,6 +56,7 @@ __all__ = [
     "ContextNotFound",
     "ContextStore",
     "LocalServerNotRunning",
+    "NoModelServerApi",
     "SAGEMAKER",
     "context_names",
     "contexts_file",
@@ -282,16 +283,26 @@ def sagemaker_context(endpoint: str) -> Context:
                    sagemaker=endpoint)
 
 
+class NoModelServerApi(UsageError):
+    """A SageMaker endpoint's context was asked for a model server's API (management, metrics, ping)."""
+
+    reference = "sagemaker-context-no-api"
+
+    def __init__(self, message: str, *, context: str, endpoint: str) -> None:
+        super().__init__(message)
+        #: The context (``sagemaker:NAME``) and its endpoint, for the CLI's hint.
+        self.context, self.endpoint = context, endpoint
+
+
 def check_mms_api(context: Context, api: str) -> None:
     """Refuse an HTTP client of *api* for a SageMaker endpoint's context, which has none.
 
     Raises:
-        UsageError: *context* is ``sagemaker:NAME``.
+        NoModelServerApi: *context* is ``sagemaker:NAME``.
     """
     if context.sagemaker:
-        raise UsageError(f"context {context.name} is a SageMaker endpoint: it has no {api} API of a model server",
-                         hint=f"its state and load: mmsctl sagemaker describe {context.sagemaker}; predictions: "
-                              f"mmsctl predict MODEL IMAGE --context {context.name}")
+        raise NoModelServerApi(f"context {context.name} is a SageMaker endpoint: it has no {api} API of a model "
+                               "server", context=context.name, endpoint=context.sagemaker)
 
 
 def local_context() -> Context:

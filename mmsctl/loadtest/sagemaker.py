@@ -46,7 +46,7 @@ def detect(context: "Context", plan: "Plan") -> str:
     assert context.sagemaker is not None
     found = describe(aws, "endpoint", context.sagemaker)
     if found is None:
-        raise EndpointNotFound(f"no endpoint {context.sagemaker} in {aws.region}")
+        raise EndpointNotFound(context.sagemaker, aws.region)
     if found.get("EndpointStatus") != "InService":
         raise CloudError(f"endpoint {context.sagemaker} is {found.get('EndpointStatus')}, not InService")
     return "sagemaker"

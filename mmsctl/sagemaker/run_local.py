@@ -78,7 +78,7 @@ def plan(model: Optional[str], *, port: int = contract.PORT, build: Optional[Pat
     if not 1 <= port <= 65535:
         raise UsageError(f"port {port} is not a TCP port (1-65535)", param="port")
     if model is None and build is None:
-        raise UsageError("name a MODEL, or a build context (--build DIR) whose image holds one", param="model")
+        raise UsageError("name a model, or a build context whose image holds one", params=("model", "build"))
     ctx = BuildContext.read(build) if build is not None else None
     work = Path(tempfile.mkdtemp(prefix="mmsctl-sagemaker-"))
     try:
@@ -168,7 +168,8 @@ def run(p: LocalPlan, echo: Callable[[str], None], *, ready_timeout: float = 300
         if stopper.term_at is None:
             echo(f"serving {p.model} as SageMaker would, at {p.url}: POST /invocations, GET /ping "
                  "(Ctrl+C: SIGTERM, then SIGKILL 30 s later)")
-            echo(f"  curl -H 'Content-Type: image/jpeg' --data-binary @kitten.jpg {p.url}/invocations")
+            curl_line = f"  curl -H 'Content-Type: image/jpeg' --data-binary @kitten.jpg {p.url}/invocations"
+            echo(curl_line)
         while proc.poll() is None:  # bounded: serves until stopped, then SIGKILL 30 s after SIGTERM at most
             if stopper.overdue():
                 stopper.kill()

@@ -42,7 +42,7 @@ import time
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 import httptools
 
@@ -320,7 +320,8 @@ class LeanProtocol(asyncio.Protocol):
             ticket = self.lean.gate.admit("POST", _ROUTES[len(parts)], self._headers, True, len(body), bool(body))
         except ApiException:
             return False
-        if not self._enqueue(ticket, parts[2].decode(), parts[3].decode() if len(parts) == 4 else None, body):
+        if not self._enqueue(ticket, parts[2].decode(), parts[3].decode() if len(parts) == 4 else None, body,
+                             _mime(ticket.headers)):
             ticket.release()
             return False
         return True
@@ -336,24 +337,21 @@ class LeanProtocol(asyncio.Protocol):
         headers = ticket.headers
         name = invocations.lean_model(self.lean.manager, headers)
         if name is not None:
-            content_type = headers.get("content-type")
-            mime = content_type.split(";")[0].strip().lower() if content_type else None
+            mime = _mime(headers)
             if invocations.maybe_v2_body(mime, body, headers):
                 if self._start_v2(ticket, name, None, body):
                     return True
-            elif self._enqueue(ticket, name, None, body):
+            elif self._enqueue(ticket, name, None, body, mime):
                 return True
         ticket.release()
         return False
 
-    def _enqueue(self, ticket: Ticket, name: str, version: Optional[str], body: bytes) -> bool:
-        """Queue an admitted prediction; False when it is the full path's (a form, ``Expect``, an unknown
-        model, a full queue: what the full path answers, or refuses, itself)."""
+    def _enqueue(self, ticket: Ticket, name: str, version: Optional[str], body: bytes, mime: Optional[str]) -> bool:
+        """Queue an admitted prediction of media type *mime*; False when it is the full path's (a form,
+        ``Expect``, an unknown model, a full queue: what the full path answers, or refuses, itself)."""
         headers = ticket.headers
         if "transfer-encoding" in headers or "expect" in headers:
             return False
-        content_type = headers.get("content-type")
-        mime = content_type.split(";")[0].strip().lower() if content_type else None
         if mime in _FORMS:
             return False
         manager = self.lean.manager
@@ -516,6 +514,12 @@ def _load_v2() -> Any:
 
     _V2.append(fastpath_v2)
     return fastpath_v2
+
+
+def _mime(headers: Mapping[str, str]) -> Optional[str]:
+    """The request's media type, lower case, without parameters (None: no Content-Type)."""
+    content_type = headers.get("content-type")
+    return content_type.split(";")[0].strip().lower() if content_type else None
 
 
 def _field(text: Any) -> bytes:

@@ -48,6 +48,8 @@ _ATTRIBUTES = ("topk", "top_k")
 _MAX_RANGES = 32
 #: What clients send most (curl, requests, boto3's default): the model's own answer, without parsing.
 _DEFAULT_ACCEPT = frozenset({"*/*", JSON, "application/*"})
+#: The binary extension's header as the request's header mapping spells it (lower case).
+_HEADER_LENGTH = HEADER_LENGTH.lower()
 
 
 class NotAcceptable(ApiException):
@@ -106,14 +108,14 @@ def answer_form(accept: Optional[str]) -> Optional[str]:
 def maybe_v2_body(mime: Optional[str], body: bytes, headers: Mapping[str, str]) -> bool:
     """Whether the body may be an Open Inference Protocol infer request (no parsing: the lean path's test,
     whose v2 steps then parse it and hand anything else to aiohttp, which decides with :func:`is_v2_body`)."""
-    return HEADER_LENGTH.lower() in headers or (mime == JSON and b'"inputs"' in body)
+    return _HEADER_LENGTH in headers or (mime == JSON and b'"inputs"' in body)
 
 
 def is_v2_body(mime: Optional[str], body: bytes, headers: Mapping[str, str]) -> bool:
     """Whether the body is an Open Inference Protocol infer request."""
     if not maybe_v2_body(mime, body, headers):
         return False
-    if HEADER_LENGTH.lower() in headers:
+    if _HEADER_LENGTH in headers:
         return True
     try:
         data = json.loads(body)

@@ -7,7 +7,8 @@ invocations and errors per second and model latency (mean, p50, p99). CloudWatch
 publishes a minute or more late, so the rates lag the endpoint; no queue or batch figures exist there.
 
 ``+`` and ``-`` set the desired instance count (UpdateEndpointWeightsAndCapacities, within the scaling range);
-the model changes with ``mmsctl sagemaker update``, so register and unregister say so.
+a SageMaker endpoint serves one model, so register and unregister are refused with the words the caller gives
+(the CLI names its commands there).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import asyncio
 import time
 from typing import Any, Callable, Optional
 
-from mmsctl.errors import MmsError
+from mmsctl.errors import MmsError, UsageError
 from mmsctl.tui.snapshot import ModelRow, ServerStatus, Snapshot
 
 __all__ = ["SageMakerSource"]
@@ -38,9 +39,12 @@ def _row(variant: dict[str, Any], scaling: Optional[dict[str, Any]], load: Any, 
 class SageMakerSource:
     """Polls one SageMaker endpoint (see the module docstring)."""
 
-    def __init__(self, endpoint: str, aws_factory: Callable[[], Any], *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, endpoint: str, aws_factory: Callable[[], Any], *, clock: Callable[[], float] = time.time,
+                 one_model: str = "a SageMaker endpoint serves one model") -> None:
         self.endpoint = endpoint
         self.title = f"sagemaker:{endpoint}"
+        #: Why register and unregister are refused (and what changes the model instead).
+        self.one_model = one_model
         self._aws_factory = aws_factory
         self._aws: Any = None
         self._clock = clock
@@ -76,10 +80,12 @@ class SageMakerSource:
         return f"{self.endpoint}: {min_workers} instance(s) desired"
 
     async def register(self, url: str, *, model_name: Optional[str] = None, initial_workers: int = 1) -> str:
-        return f"a SageMaker endpoint serves one model: mmsctl sagemaker update {self.endpoint} --model {url}"
+        """Refused: the endpoint's model changes by an update of the endpoint."""
+        raise UsageError(self.one_model, param="model")
 
     async def unregister(self, model: str, *, version: Optional[str] = None) -> str:
-        return f"a SageMaker endpoint serves one model: mmsctl sagemaker destroy {self.endpoint} removes it"
+        """Refused: the endpoint's model goes with the endpoint."""
+        raise UsageError(self.one_model, param="model")
 
     def set_focus(self, key: Optional[str]) -> None:
         """Every poll reads the whole endpoint: nothing to focus."""

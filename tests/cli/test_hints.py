@@ -101,13 +101,15 @@ _OTHER_PROGRAMS = {"--platform", "--provenance", "--load", "--format", "--userna
 #: Strings that are a command line a core module writes, not a message, found by the name of the
 #: assignment, call or function that holds them (module -> names): the EC2 boot script's own
 #: ``mmsctl serve start --inference-address …`` line, the Dockerfile's comment, and the child
-#: ``python -m mmsctl.serverless.local --handler …`` of ``lambda run-local --build`` with its parser.
+#: ``python -m mmsctl.serverless.local --handler …`` of ``lambda run-local --build`` with its parser, and the
+#: ``curl`` line ``sagemaker run-local`` shows once the container answers.
 _COMMAND_LINES: dict[str, frozenset[str]] = {
     "cloud/instance/userdata.py": frozenset({"exec_line", "_pip_part", "_fetch_part"}),
     "cloud/instance/wheelhouse.py": frozenset({"_pip"}),
     "cloud/function/build.py": frozenset({"dockerfile_text"}),
     "serverless/run_local.py": frozenset({"args"}),
     "serverless/local.py": frozenset({"add_argument"}),
+    "sagemaker/run_local.py": frozenset({"curl_line"}),
 }
 #: Core modules that still name mmsctl flags, and how many strings do (issue 11): the CLI should
 #: say these through cli/hints.py. The list may only shrink; a module not on it may name none.

@@ -510,6 +510,9 @@ def test_destroy_leaves_nothing_tagged_and_twice_is_a_no_op(aws: dict[str, Any])
     assert len(_nothing_tagged(aws, "other")) > 10  # the other fleet is untouched
     again = cli("fleet", "destroy", "prod")
     assert again.code == 0 and again.stdout == "" and "nothing left of fleet prod in us-east-1" in again.stderr
+    shown = cli("fleet", "destroy", "other")  # the table a terminal user reads
+    table = [line.split() for line in shown.stdout.splitlines()]
+    assert shown.code == 0 and table[0] == ["DELETED", "ID"] and table[2][:2] == ["auto-scaling-group", "mmsctl-fleet-other"]
     assert cli("fleet", "describe", "prod").code == 9
 
 

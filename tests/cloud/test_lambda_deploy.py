@@ -264,14 +264,16 @@ def test_destroy_leaves_nothing_tagged_and_a_second_destroy_is_a_no_op(
     assert [c["operation"] for c in json.loads(plan.stdout)["calls"]].count("DeleteBucket") == 3
     assert aws["lambda"].get_function(FunctionName=NAME)  # nothing was deleted
 
-    proc = cli("lambda", "destroy", NAME, "-o", "json")
+    proc = cli("lambda", "destroy", NAME)  # the table and the notes a terminal user reads
     assert proc.code == 0, proc.stderr
-    kinds = [d["kind"] for d in json.loads(proc.stdout)["deleted"]]
-    assert kinds == ["schedule", "s3-notification", "function-url", "lambda-function", "log-group", "sqs-queue",
-                     "iam-role",
-                     "bucket", "ecr-images", "ecr-repository"]  # the reverse of deploy's order
-    kept = {k["id"]: k["why"] for k in json.loads(proc.stdout)["kept"]}
-    assert kept == {b: "holds 1 object: data is kept unless asked" for b in ("kitten-out", "kitten-in")}
+    table = [line.split() for line in proc.stdout.splitlines()]
+    assert table[0] == ["DELETED", "RESOURCE"]
+    assert [row[0] for row in table[1:]] == ["schedule", "s3-notification", "function-url", "lambda-function",
+                                             "log-group", "sqs-queue", "iam-role",
+                                             "bucket", "ecr-images", "ecr-repository"]  # the reverse of deploy's order
+    assert sorted(proc.stderr.splitlines()) == [
+        f"kept bucket {b} (holds 1 object: data is kept unless asked)" for b in ("kitten-in", "kitten-out")] + [
+        f"to delete them too: mmsctl lambda destroy {NAME} --delete-data"]
     assert aws["s3"].get_object(Bucket="kitten-in", Key="incoming/k.jpg")["Body"].read() == kitten_jpg.read_bytes()
 
     unasked = cli("lambda", "destroy", NAME, "--delete-data")  # no terminal here, and no --yes

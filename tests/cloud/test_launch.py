@@ -229,12 +229,12 @@ def test_cleanup_removes_ours_and_nothing_else(aws: dict[str, Any]) -> None:
     assert "DeleteVpcEndpoints" in [c["operation"] for c in json.loads(plan.stdout)["calls"]]
     assert len(ec2.describe_vpc_endpoints()["VpcEndpoints"]) == 1  # dry run deleted nothing
 
-    done = run_cli(moto, "ec2", "cleanup", "-o", "json")
+    done = run_cli(moto, "ec2", "cleanup")  # the table and the notes a terminal user reads
     assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
-    assert sorted(d["kind"] for d in report["deleted"]) == [
+    table = [line.split() for line in done.stdout.splitlines()]
+    assert table[0] == ["DELETED", "ID"] and sorted(row[0] for row in table[1:]) == [
         "security-group", "security-group", "vpc-endpoint"]  # the launch's role and prefix went with its instance
-    assert report["kept"] == [{"kind": "iam-role", "id": "theirs"}]
+    assert "kept iam-role theirs (not tagged mmsctl:managed)" in done.stderr.splitlines()
     assert [e for e in ec2.describe_vpc_endpoints()["VpcEndpoints"] if e["State"] != "deleted"] == []
     assert _our_groups(ec2) == []
     assert [r["RoleName"] for r in iam.list_roles(PathPrefix="/mmsctl/")["Roles"]] == ["theirs"]

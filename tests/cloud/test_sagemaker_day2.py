@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shlex
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,10 @@ import boto3
 import pytest
 
 from tests.cloud.conftest import Moto
+from tests.recipes.doc_examples import block_at
 from tests.cloud.lambda_support import pushed_image
 from tests.cloud.sagemaker_support import ACCOUNT, IMAGE, NAME, cli, deploy, mar  # noqa: F401 - fixtures
+from tests.support.paths import REPO
 
 DIMENSIONS = [{"Name": "EndpointName", "Value": NAME}, {"Name": "VariantName", "Value": "AllTraffic"}]
 
@@ -127,7 +130,13 @@ def test_destroy_leaves_what_is_not_its_own(deployed: dict[str, Any], cli: Any) 
                     ExecutionRoleArn=f"arn:aws:iam::{ACCOUNT}:role/theirs")
     refused = cli("sagemaker", "destroy", NAME, "--delete-data")
     assert refused.code == 2 and "confirm with --yes" in refused.stderr
-    assert cli("sagemaker", "destroy", NAME).code == 0
+    done = cli("sagemaker", "destroy", NAME)
+    assert done.code == 0, done.stderr
+    table = [line.split() for line in done.stdout.splitlines()]
+    assert table[0] == ["DELETED", "RESOURCE"] and [row[0] for row in table[1:]] == [
+        "scaling", "endpoint", "endpoint-config", "model", "iam-role", "model-data"]
+    assert done.stderr.splitlines() == [f"kept log-group /aws/sagemaker/Endpoints/{NAME} (data is kept: 0 bytes of "
+                                        f"logs); to delete it too: mmsctl sagemaker destroy {NAME} --delete-data"]
     assert [m["ModelName"] for m in sm.list_models()["Models"]] == [f"{NAME}-theirs"]
 
 
@@ -149,6 +158,18 @@ def test_the_cost_of_one_workload_everywhere(cli: Any) -> None:
     assert [r["setup"] for r in busy][:2] == ["3 × m5.large", "3 × m5.large + ALB"]  # 1.16 req/s at 0.5 each
     bad = cli("sagemaker", "cost", "--duration-ms", "45", "--serverless", "1500")
     assert bad.code == 2 and "--serverless" in bad.stderr
+
+
+def test_the_cost_example_prints_the_pages_table(cli: Any) -> None:
+    """docs/sagemaker.md's cost block as pasted: the table the command prints (piped: plain columns) is the page's."""
+    (block,) = block_at("docs/sagemaker.md", "test_the_cost_example_prints_the_pages_table")
+    (line,) = block.commands
+    page = (REPO / "docs" / "sagemaker.md").read_text(encoding="utf-8")
+    after = page[page.index(f"$ {line}\n") + len(line) + 3:]
+    shown = after[:after.index("```")].splitlines()
+    proc = cli(*shlex.split(line)[1:])
+    assert proc.code == 0, proc.stderr
+    assert proc.stdout.splitlines() == shown
 
 
 def test_bench_refuses_a_sweep_longer_than_a_signature_lives(cli: Any, kitten_jpg: Path) -> None:

@@ -128,33 +128,56 @@ def test_another_model_on_a_live_endpoint_plans_an_update_endpoint(moto: Moto, c
     assert not any(c["executed"] for c in plan["calls"] if c["mutating"])
 
 
-@pytest.mark.parametrize("args, flag", [
-    (("--serverless", "1500"), "--serverless"),
-    (("--serverless", "2048", "--count", "2"), "--serverless"),
-    (("--max-concurrency", "3"), "--max-concurrency"),
-    (("--count", "3", "--max", "2"), "--min"),
-    (("--min", "1"), "--min"),
-    (("--instance-type", "m5.large"), "--instance-type"),
-    (("--workers", "0"), "--workers"),
+@pytest.mark.parametrize("args, line", [
+    (("--serverless", "1500"), "serverless memory 1500 MB: SageMaker takes 1024, 2048, 3072, 4096, 5120, 6144 MB "
+                               "(--serverless)"),
+    (("--serverless", "2048", "--count", "2"), "a serverless endpoint has no instances: an instance type, count, "
+                                               "minimum and maximum are for real-time endpoints (--serverless, --count)"),
+    (("--serverless", "2048", "--max-concurrency", "500"), "max concurrency 500: 1 to 200 (--max-concurrency)"),
+    (("--max-concurrency", "3"), "a maximum concurrency is for serverless endpoints: give their memory too "
+                                 "(--max-concurrency, --serverless)"),
+    (("--count", "3", "--max", "2"), "instances: need 1 <= minimum (3) <= count (3) <= maximum (2) <= 100 "
+                                     "(--min, --count, --max)"),
+    (("--min", "1"), "a minimum scales the endpoint: give a maximum too (--min, --max)"),
+    (("--instance-type", "m5.large"), "instance type 'm5.large' is not one of SageMaker's (--instance-type)"),
+    (("--target-requests-per-instance", "0", "--max", "2"),
+     "requests per instance the scaling keeps must be over 0 and at most 10000 (--target-requests-per-instance)"),
+    (("--workers", "0"), "workers must be from 1 to 64, not 0 (--workers)"),
+    (("--timeout", "0"), "timeout must be from 1 to 3600, not 0 (--timeout)"),
+    (("--model-source", "image"), "model source 'image' serves the model baked into the image: name no model "
+                                  "(--model, --model-source)"),
+    (("--model-source", "ecr"), "model source 'ecr': s3 or image (--model-source)"),
 ])
 def test_bad_flags_are_refused_before_any_aws_call(moto: Moto, cli: Any, mar: Path, args: tuple[str, ...],
-                                                   flag: str) -> None:
+                                                   line: str) -> None:
+    """One line naming the flags: the core names the arguments (tests/cli/test_hints.py), the CLI their flags."""
     proc = cli("sagemaker", "deploy", NAME, "--model", str(mar), "--image", IMAGE, *args)
-    assert proc.code == 2 and flag in proc.stderr, proc.stderr
+    assert proc.code == 2 and proc.stderr.splitlines()[0] == f"error: {line}", proc.stderr
     assert boto3.client("iam").list_roles()["Roles"] == []
+
+
+def test_no_model_says_both_ways_to_give_one(moto: Moto, cli: Any) -> None:
+    proc = cli("sagemaker", "deploy", NAME, "--image", IMAGE)
+    assert proc.code == 2 and proc.stderr.splitlines() == [
+        "error: no model to serve: name one, or serve the one baked into the image with model source 'image' "
+        "(--model, --model-source)"]
 
 
 def test_bad_names_and_images_are_refused(moto: Moto, cli: Any, mar: Path) -> None:
     proc = cli("sagemaker", "deploy", "Kitten_1", "--model", str(mar), "--image", IMAGE)
     assert proc.code == 2 and "endpoint name 'Kitten_1'" in proc.stderr
     proc = cli("sagemaker", "deploy", NAME, "--model", str(mar), "--image", "docker.io/library/python:3.11")
-    assert proc.code == 2 and "not an ECR image URI" in proc.stderr
+    assert proc.code == 2 and proc.stderr.splitlines() == [
+        "error: image 'docker.io/library/python:3.11' is not an ECR image URI: SageMaker pulls "
+        "ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO[:TAG] (--image)",
+        "hint: push one with: mmsctl lambda build MODEL --push --name NAME"]
 
 
 def test_a_missing_image_changes_nothing(moto: Moto, cli: Any, mar: Path) -> None:
     proc = cli("sagemaker", "deploy", NAME, "--model", str(mar), "--image", IMAGE)
-    assert proc.code == 2 and "is not in ECR: nothing was changed" in proc.stderr, proc.stderr
-    assert "mmsctl lambda build MODEL --push" in proc.stderr
+    assert proc.code == 2 and proc.stderr.splitlines() == [
+        f"error: image {IMAGE} is not in ECR: nothing was changed (--image)",
+        "hint: build and push it: mmsctl lambda build MODEL --push --name NAME"]
     assert boto3.client("iam").list_roles()["Roles"] == []
     assert boto3.client("s3").list_buckets()["Buckets"] == []
 
@@ -163,7 +186,9 @@ def test_an_image_in_another_region_is_refused(moto: Moto, cli: Any, mar: Path) 
     """SageMaker pulls the image (and reads the model data) only in the endpoint's own region."""
     other = IMAGE.replace("us-east-1", "eu-west-1")
     proc = cli("sagemaker", "deploy", NAME, "--model", str(mar), "--image", other)
-    assert proc.code == 2 and "SageMaker pulls only from the endpoint's own region" in proc.stderr
+    assert proc.code == 2 and proc.stderr.splitlines() == [
+        f"error: image {other} is in eu-west-1, the endpoint in us-east-1: SageMaker pulls only from the "
+        "endpoint's own region (--image)", "hint: push the image to us-east-1 too"]
 
 
 def test_model_data_of_yours_in_another_region_is_refused(moto: Moto, cli: Any) -> None:
@@ -172,7 +197,12 @@ def test_model_data_of_yours_in_another_region_is_refused(moto: Moto, cli: Any) 
     s3.create_bucket(Bucket="my-models", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
     s3.put_object(Bucket="my-models", Key="model.tar.gz", Body=b"x")
     proc = cli("sagemaker", "deploy", NAME, "--model", "s3://my-models/model.tar.gz", "--image", IMAGE)
-    assert proc.code == 2 and "SageMaker reads model data only from the endpoint's region" in proc.stderr
+    assert proc.code == 2 and proc.stderr.splitlines() == [
+        "error: s3://my-models is in eu-west-1, the endpoint in us-east-1: SageMaker reads model data only from "
+        "the endpoint's region (--model)"]
+    proc = cli("sagemaker", "deploy", NAME, "--model", "s3://my-models/", "--image", IMAGE)
+    assert proc.code == 2 and proc.stderr.splitlines() == [
+        "error: model 's3://my-models/' is not an S3 object: s3://bucket/model.tar.gz (--model)"]
 
 
 def test_an_endpoint_not_made_by_mmsctl_is_left_alone(moto: Moto, cli: Any, mar: Path) -> None:
@@ -189,17 +219,25 @@ def test_an_endpoint_not_made_by_mmsctl_is_left_alone(moto: Moto, cli: Any, mar:
 
 
 def test_dry_run_plans_without_region_or_credentials(moto: Moto, mar: Path) -> None:
-    """`--dry-run` is offline: with no credentials it lists what it would look up and every change."""
+    """`--dry-run` is offline: with no credentials deploy lists what it would look up and every change, and
+    destroy what it would look for; an update, which plans against what the endpoint runs, says it needs AWS."""
+    offline = {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_SESSION_TOKEN": "", "AWS_DEFAULT_REGION": "",
+               "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}
     proc = run_cli_here(moto, "sagemaker", "deploy", NAME, "--model", str(mar), "--image", IMAGE, "--dry-run",
-                        "-o", "json", env={"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "",
-                                           "AWS_SESSION_TOKEN": "", "AWS_DEFAULT_REGION": "",
-                                           "AWS_ENDPOINT_URL": "http://127.0.0.1:9"})
+                        "-o", "json", env=offline)
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)
     assert plan["looked_up"] is False
     planned = [c["operation"] for c in plan["calls"] if c["mutating"]]
     assert planned[-3:] == ["CreateModel", "CreateEndpointConfig", "CreateEndpoint"]
     assert not any(c["executed"] for c in plan["calls"])
+    gone = run_cli_here(moto, "sagemaker", "destroy", NAME, "--dry-run", "-o", "json", env=offline)
+    assert gone.returncode == 0, gone.stderr
+    looked = {c["operation"] for c in json.loads(gone.stdout)["calls"]}
+    assert {"DescribeEndpoint", "ListModels", "ListEndpointConfigs", "GetRole"} <= looked
+    assert f"destroy deletes only what it finds tagged mmsctl:sagemaker={NAME}" in gone.stderr
+    update = run_cli_here(moto, "sagemaker", "update", NAME, "--model", "s3://b/model.tar.gz", "--dry-run", env=offline)
+    assert update.returncode == 9 and update.stderr.count("error:") == 1 and "--region" in update.stderr
 
 
 def test_a_new_instance_type_under_scaling_deregisters_it_before_the_update(moto: Moto, cli: Any, mar: Path) -> None:

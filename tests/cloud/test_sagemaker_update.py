@@ -170,13 +170,38 @@ def test_an_endpoint_that_is_not_in_service_is_refused_before_any_change(
 @pytest.mark.parametrize("spec, message", [
     ({"canary_percent": 60}, "1 to 50 percent"),
     ({"bake_s": 7200}, "bake must be from 0 to 3600"),
-    ({"max_latency_ms": 100}, "goes with --canary"),
+    ({"max_latency_ms": 100}, "goes with a canary"),
 ])
 def test_bad_update_flags(spec: dict[str, Any], message: str) -> None:
     from mmsctl.errors import UsageError
 
     with pytest.raises(UsageError, match=message):
         UpdateSpec(NAME, "squeezenet", **spec).check()
+
+
+@pytest.mark.parametrize("args, line", [
+    ((), "error: name the new model (or a new image) (--model, --image)"),
+    (("--model", "squeezenet", "--max-latency", "100"),
+     "error: a latency ceiling sets a rollback alarm: it goes with a canary (--max-latency, --canary)"),
+    (("--model", "squeezenet", "--canary", "60"), "error: canary 60%: 1 to 50 percent of the new fleet (SageMaker's "
+                                                  "canary is at most half of it) (--canary)"),
+    (("--model", "squeezenet", "--canary", "10", "--bake", "7200"),
+     "error: bake must be from 0 to 3600 seconds (--bake)"),
+])
+def test_bad_update_flags_are_one_line_naming_the_flag(capsys: pytest.CaptureFixture[str], args: tuple[str, ...],
+                                                        line: str) -> None:
+    """The core names the arguments; the CLI their flags. Refused before any AWS call (no moto here)."""
+    proc = run_mmsctl(capsys, "sagemaker", "update", NAME, *args)
+    assert proc.code == 2 and proc.stderr.splitlines() == [line]
+
+
+def test_updating_an_endpoint_that_is_not_there_says_how_to_make_it(moto: Moto,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    proc = run_mmsctl(capsys, "sagemaker", "update", NAME, "--model", "s3://my-models/model.tar.gz")
+    assert proc.code == 3
+    assert proc.stderr.splitlines() == [
+        f"error: no endpoint {NAME} in us-east-1",
+        f"hint: deploy it first: mmsctl sagemaker deploy {NAME} --model MODEL --image URI"]
 
 
 def test_a_canary_on_a_serverless_endpoint_is_refused(moto: Moto, capsys: pytest.CaptureFixture[str],
@@ -187,4 +212,21 @@ def test_a_canary_on_a_serverless_endpoint_is_refused(moto: Moto, capsys: pytest
                       "--serverless", "2048")
     assert proc.code == 0, proc.stderr
     proc = run_mmsctl(capsys, "sagemaker", "update", NAME, "--model", str(archives[1]), "--canary", "10")
-    assert proc.code == 2 and "--canary" in proc.stderr and "not serverless ones" in proc.stderr
+    assert proc.code == 2 and proc.stderr.splitlines() == [
+        "error: deployment guardrails (a canary) are for endpoints on instances, not serverless ones (--canary)"]
+
+
+def test_a_canary_on_inf1_instances_is_refused(moto: Moto, capsys: pytest.CaptureFixture[str],
+                                               archives: tuple[Path, Path]) -> None:
+    """SageMaker runs no guardrails on Inf1 instances: it would shift all traffic at once, with no baking and no
+    rollback ("Exclusions"), so the canary asked for would silently not happen. Nothing is made."""
+    pushed_image(NAME)
+    proc = run_mmsctl(capsys, "sagemaker", "deploy", NAME, "--model", str(archives[0]), "--image", IMAGE,
+                      "--instance-type", "ml.inf1.xlarge", "--count", "2")
+    assert proc.code == 0, proc.stderr
+    models = boto3.client("sagemaker").list_models()["Models"]
+    proc = run_mmsctl(capsys, "sagemaker", "update", NAME, "--model", str(archives[1]), "--canary", "10")
+    assert proc.code == 2 and proc.stderr.splitlines() == [
+        "error: deployment guardrails (a canary) do not run on Inf1 instances (ml.inf1.xlarge): SageMaker would "
+        "shift all traffic at once, with no baking and no rollback (--canary)"]
+    assert boto3.client("sagemaker").list_models()["Models"] == models

@@ -10,6 +10,7 @@ by ``sitecustomize``, active where ``MMSCTL_SAGEMAKER_MODEL_DIR`` is set: the co
 lock is shown to hold what ``serve`` imports. A second, model-less container (a gated echo handler) shows the
 lifecycle. The runtime API in front of the first (:mod:`tests.support.sagemaker_runtime`) lets ``sagemaker
 invoke``, ``predict --context sagemaker:NAME`` and ``bench --context sagemaker:NAME`` meet the real model.
+docs/sagemaker.md's run-local block and its contexts block run here as the page shows them.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from __future__ import annotations
 import io
 import json
 import os
+import shlex
+import shutil
 import signal
 import struct
 import subprocess
@@ -32,9 +35,11 @@ import psutil
 import pytest
 
 from mmsctl.cloud.function.build import LOCK_FILE
+from tests.recipes.doc_examples import block_at, without_comment
 from tests.serverless.conftest import squeezenet_archive  # noqa: F401 - the fixture
 from tests.support._proc import free_port
 from tests.support.cli import run_here
+from tests.support.http_mirror import serving_folder
 from tests.support.mmsctl_server import make_handler_archive
 from tests.support.paths import KITTEN_JPG, KITTEN_PNG, REPO, SQUEEZENET_DIR, require_shared
 from tests.support.signals import popen
@@ -289,22 +294,75 @@ def test_invoke_and_predict_through_the_runtime_api(runtime: Any, tmp_path: Path
     assert runtime.refused == [] and runtime.forwarded.count("kitten") == 3
 
 
-def test_bench_sends_signed_invocations(moto: Any, runtime: Any) -> None:
-    """bench pre-signs InvokeEndpoint's requests (SigV4, checked by the stand-in) and replays them; DescribeEndpoint
-    (moto) says the endpoint is InService."""
+def test_the_context_examples_run_as_pasted(moto: Any, runtime: Any, tmp_path: Path) -> None:
+    """docs/sagemaker.md's contexts block, each line as written, in a folder holding kitten.jpg: predict and bench
+    through the runtime API (bench pre-signs InvokeEndpoint's requests, SigV4 checked by the stand-in, and
+    replays them), top from moto's DescribeEndpoint and CloudWatch; the endpoint is moto's, InService."""
     import boto3
 
+    (block,) = block_at("docs/sagemaker.md", "test_the_context_examples_run_as_pasted")
+    shutil.copy(require_shared(KITTEN_JPG), tmp_path / "kitten.jpg")
     sm = boto3.client("sagemaker")
     sm.create_model(ModelName="m", PrimaryContainer={"Image": "x"}, ExecutionRoleArn="arn:aws:iam::123456789012:role/r")
     sm.create_endpoint_config(EndpointConfigName="c", ProductionVariants=[
         {"VariantName": "AllTraffic", "ModelName": "m", "InstanceType": "ml.m5.large", "InitialInstanceCount": 1}])
     sm.create_endpoint(EndpointName="kitten", EndpointConfigName="c")
-    proc = run_here("bench", "run", MODEL, str(require_shared(KITTEN_JPG)), "--context", "sagemaker:kitten",
-                    "-c", "2", "--duration", "1s", "--warmup", "0s", "--processes", "1", "-o", "json")
-    assert proc.returncode == 0, proc.stderr
-    level = json.loads(proc.stdout)["sweeps"][0]["levels"][0]
-    assert level["ok"] > 0 and level["ok"] == level["sent"]
-    assert runtime.refused == []
+    said = []
+    for line in block.commands:
+        words = shlex.split(without_comment(line))
+        assert words[0] == "mmsctl" and "--context" in words, line
+        done = run_here(*words[1:], cwd=tmp_path)
+        assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
+        said.append(done.stdout)
+    predicted, benched, top = said
+    assert "cat" in predicted.splitlines()[1]  # the first row of the table: the real model's top class
+    levels = {row.split()[0]: row.split() for row in benched.splitlines()[1:3]}  # LEVEL SENT OK … ERRORS
+    assert set(levels) == {"1", "4"}, benched
+    assert all(row[1] == row[2] != "0" and row[-1] == "-" for row in levels.values()), benched  # every one answered
+    assert top.splitlines()[1].split()[:3] == ["m", "AllTraffic", "1/1"], top  # the variant, its instance ready
+    assert runtime.refused == [] and runtime.forwarded.count("kitten") >= len(levels) + 1
+
+
+def test_run_local_and_curl_as_the_page_shows_them(squeezenet_archive: Path, tmp_path: Path) -> None:  # noqa: F811
+    """docs/sagemaker.md's run-local block as pasted (only the port is this test's), squeezenet from a zoo mirror on
+    loopback: run-local says the page's line once /ping answers, and the page's curl gets the top-5."""
+    (block,) = block_at("docs/sagemaker.md", "test_run_local_and_curl_as_the_page_shows_them")
+    run_line, curl_line = (without_comment(c) for c in block.commands)
+    page = (REPO / "docs" / "sagemaker.md").read_text(encoding="utf-8")
+    (shown,) = [line for line in page.splitlines() if line.startswith("serving squeezenet as SageMaker would")]
+    mirror, work, port = tmp_path / "zoo", tmp_path / "work", free_port()
+    mirror.mkdir()
+    work.mkdir()
+    shutil.copy(squeezenet_archive, mirror / "squeezenet_v1.1.mar")
+    shutil.copy(require_shared(KITTEN_JPG), work / "kitten.jpg")
+    said = tmp_path / "run-local.out"
+    with serving_folder(mirror) as zoo:
+        env = {**os.environ, "PYTHONPATH": str(REPO), "MMSCTL_ZOO_URL": zoo.url, "MMSCTL_OFFLINE": "0",
+               "SAGEMAKER_MODEL_SERVER_WORKERS": "1"}
+        words = shlex.split(run_line.replace("--port 8080", f"--port {port}"))
+        with open(said, "wb") as fh:
+            runner = popen([sys.executable, "-m", "mmsctl", *words[1:]], stdout=fh, stderr=subprocess.STDOUT,
+                           env=env, cwd=work)
+        try:
+            _curl_as_the_page_shows(runner, said, shown, curl_line, port, work)
+        finally:
+            if runner.poll() is None:
+                runner.kill()
+                runner.wait(10)
+
+
+def _curl_as_the_page_shows(runner: "subprocess.Popen[bytes]", said: Path, shown: str, curl_line: str, port: int,
+                            work: Path) -> None:
+    wait_until(lambda: shown.split(" at ")[0] in said.read_text(errors="replace"), timeout=180,
+               what="run-local saying it serves", interval=0.2,
+               alive=lambda: None if runner.poll() is None else said.read_text(errors="replace")[-3000:])
+    assert shown.replace(":8080", f":{port}") in said.read_text().splitlines()
+    curl = subprocess.run(["bash", "-c", curl_line.replace("127.0.0.1:8080", f"127.0.0.1:{port}")], cwd=work,
+                          capture_output=True, text=True, timeout=60)
+    top = json.loads(curl.stdout)
+    assert len(top) == 5 and "cat" in top[0]["class"], curl.stdout + curl.stderr
+    runner.send_signal(signal.SIGINT)
+    assert runner.wait(60) == 0
 
 
 def test_ping_before_and_after_the_model_is_ready_then_sigterm_answers_every_request_in_flight(tmp_path: Path) -> None:

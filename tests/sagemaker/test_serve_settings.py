@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from mmsctl.errors import ConfigError, UsageError
+from mmsctl.errors import ConfigError
 from mmsctl.sagemaker.serve import main, model_location, server_config
 from tests.support._proc import free_port
+from tests.support.cli import run_mmsctl
 from tests.support.mmsctl_server import make_noop_archive
 from tests.support.paths import REPO
 
@@ -58,13 +59,14 @@ def test_the_entry_takes_serve_only(capsys: pytest.CaptureFixture[str]) -> None:
     assert "run it with `serve` as SageMaker does (got train)" in capsys.readouterr().err
 
 
-def test_run_local_refuses_before_starting_anything(tmp_path: Path) -> None:
-    from mmsctl.sagemaker.run_local import plan
-
-    with pytest.raises(UsageError, match="name a MODEL"):
-        plan(None)
-    with pytest.raises(UsageError, match="not a TCP port"):
-        plan("squeezenet", port=0)
+def test_run_local_refuses_before_starting_anything(capsys: pytest.CaptureFixture[str]) -> None:
+    """One line each, naming what to give: the core names the arguments, the CLI their flags."""
+    nothing = run_mmsctl(capsys, "sagemaker", "run-local")
+    assert nothing.code == 2
+    assert nothing.stderr.splitlines() == ["error: name a model, or a build context whose image holds one "
+                                           "(MODEL, --build)"]
+    port = run_mmsctl(capsys, "sagemaker", "run-local", "squeezenet", "--port", "0")
+    assert port.code == 2 and port.stderr.splitlines() == ["error: port 0 is not a TCP port (1-65535) (--port)"]
 
 
 def test_run_local_names_a_container_that_dies_before_it_is_ready(tmp_path: Path) -> None:

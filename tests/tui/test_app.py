@@ -301,6 +301,26 @@ async def test_action_error_goes_to_the_status_line() -> None:
         await wait_for(pilot, lambda: "failed: Model noop not found" in screen_text(app))
 
 
+async def test_a_sagemaker_endpoint_refuses_register_and_unregister_naming_the_commands() -> None:
+    """An endpoint serves one model: r and d are refused on the status line, in the CLI's words."""
+    from mmsctl.cli.top import one_model_words
+    from mmsctl.tui.sagemaker_source import SageMakerSource
+
+    class Endpoint(ScriptedSource):
+        one_model = one_model_words("kitten")
+        register = SageMakerSource.register
+        unregister = SageMakerSource.unregister
+
+    source = Endpoint([mmsctl_snapshot()])
+    app = _app(source)
+    async with app.run_test(size=SIZE) as pilot:
+        await _started(pilot, app)
+        await pilot.press("d", "y")
+        await wait_for(pilot, lambda: "failed: a SageMaker endpoint serves one model: `mmsctl sagemaker update "
+                                      "kitten --model MODEL` changes it" in screen_text(app))
+    assert source.calls == []
+
+
 # --------------------------------------------------------------------------- resilience
 
 

@@ -22,7 +22,8 @@ from typing import Any, Optional
 
 from mmsctl.cloud.aws.errors import aws_code
 from mmsctl.cloud.aws.session import AwsSession
-from mmsctl.errors import ApiError, CloudError, NotFoundError, UsageError, causes
+from mmsctl.cloud.sagemaker.resources import EndpointNotFound
+from mmsctl.errors import ApiError, CloudError, UsageError, causes
 
 __all__ = ["Invocation", "MAX_PAYLOAD", "SageMakerClient", "invoke_endpoint", "sniff_content_type"]
 
@@ -95,7 +96,7 @@ def invoke_endpoint(aws: AwsSession, endpoint: str, body: bytes, *, content_type
 
     Raises:
         UsageError: the body is over InvokeEndpoint's 6 MB.
-        ApiError: the model answered an error (exit 8). NotFoundError: no such endpoint (exit 3).
+        ApiError: the model answered an error (exit 8). EndpointNotFound: no such endpoint (exit 3).
         CloudError: AWS refused, or the answer is over *max_response_bytes*.
     """
     if len(body) > MAX_PAYLOAD:
@@ -116,7 +117,7 @@ def invoke_endpoint(aws: AwsSession, endpoint: str, body: bytes, *, content_type
         if code == "ModelError":
             raise _model_error(exc, endpoint) from exc
         if code == "ValidationError" and "not found" in exc.message:
-            raise NotFoundError(f"no endpoint {endpoint} in {aws.region}") from exc
+            raise EndpointNotFound(endpoint, aws.region) from exc
         raise
     stream: Any = answer.get("Body")
     data = stream.read(max_response_bytes + 1) if hasattr(stream, "read") else bytes(stream or b"")

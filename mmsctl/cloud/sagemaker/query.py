@@ -14,17 +14,10 @@ from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.sagemaker import alarms, metrics
 from mmsctl.cloud.sagemaker.deploy.run import invocations_url
 from mmsctl.cloud.sagemaker.deploy.scaling import scaling_of
-from mmsctl.cloud.sagemaker.resources import arn_tags, describe, ours
+from mmsctl.cloud.sagemaker.resources import EndpointNotFound, arn_tags, describe, ours
 from mmsctl.cloud.sagemaker.spec import check_name
-from mmsctl.errors import NotFoundError
 
 __all__ = ["EndpointNotFound", "describe_endpoint", "endpoint_status", "list_endpoints", "variant_rows"]
-
-
-class EndpointNotFound(NotFoundError):
-    """No endpoint of that name (mmsctl's or not) in the region."""
-
-    reference = "sagemaker-endpoint-not-found"
 
 
 def list_endpoints(aws: AwsSession) -> list[dict[str, Any]]:
@@ -76,7 +69,7 @@ def describe_endpoint(aws: AwsSession, name: str, *, minutes: int = 60) -> dict[
     check_name(name)
     endpoint = describe(aws, "endpoint", name)
     if endpoint is None:
-        raise EndpointNotFound(f"no endpoint {name} in {aws.region}")
+        raise EndpointNotFound(name, aws.region)
     config_name = endpoint.get("EndpointConfigName")
     config = describe(aws, "endpoint-config", config_name) if config_name else None
     rows = variant_rows(endpoint, config)
@@ -103,7 +96,7 @@ def endpoint_status(aws: AwsSession, name: str, *, minutes: int = 5) -> dict[str
     """
     endpoint = describe(aws, "endpoint", name)
     if endpoint is None:
-        raise EndpointNotFound(f"no endpoint {name} in {aws.region}")
+        raise EndpointNotFound(name, aws.region)
     config_name = endpoint.get("EndpointConfigName")
     config = describe(aws, "endpoint-config", config_name) if config_name else None
     return {"name": name, "status": endpoint.get("EndpointStatus"), "url": invocations_url(aws.region, name),

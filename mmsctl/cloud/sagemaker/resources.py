@@ -12,14 +12,24 @@ from typing import Any, Mapping, Optional
 from mmsctl.cloud.aws import tags
 from mmsctl.cloud.aws.errors import ResourceNotFound, aws_code
 from mmsctl.cloud.aws.session import AwsSession
-from mmsctl.errors import CloudError
+from mmsctl.errors import CloudError, NotFoundError
 
-__all__ = ["arn_tags", "delete", "describe", "missing", "ours", "sagemaker_tags", "tag_dict"]
+__all__ = ["EndpointNotFound", "arn_tags", "delete", "describe", "missing", "ours", "sagemaker_tags", "tag_dict"]
 
 #: What each kind is described with, and the key of its name.
 _DESCRIBE = {"endpoint": ("describe_endpoint", "EndpointName"),
              "endpoint-config": ("describe_endpoint_config", "EndpointConfigName"),
              "model": ("describe_model", "ModelName")}
+
+
+class EndpointNotFound(NotFoundError):
+    """No endpoint of that name (mmsctl's or not) in the region."""
+
+    reference = "sagemaker-endpoint-not-found"
+
+    def __init__(self, endpoint: str, region: Optional[str]) -> None:
+        super().__init__(f"no endpoint {endpoint} in {region}")
+        self.endpoint = endpoint
 
 
 def sagemaker_tags(name: str, component: str, extra: Optional[Mapping[str, str]] = None) -> dict[str, str]:

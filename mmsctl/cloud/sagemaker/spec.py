@@ -21,6 +21,7 @@ from mmsctl.errors import UsageError
 
 __all__ = [
     "DeploySpec",
+    "NotAnEcrImage",
     "LOG_RETENTION_DAYS",
     "ROLE_PATH",
     "SERVERLESS_MEMORY",
@@ -98,12 +99,22 @@ class ImageUri:
         return f"{self.account}.dkr.ecr.{self.region}.amazonaws.com/{self.repository}@{digest}"
 
 
+class NotAnEcrImage(UsageError):
+    """The image is not an ECR image URI: SageMaker pulls from ECR alone."""
+
+    reference = "sagemaker-not-an-ecr-image"
+
+
 def parse_image(uri: str) -> ImageUri:
-    """``ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO[:TAG|@sha256:…]`` (SageMaker pulls from ECR)."""
+    """``ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO[:TAG|@sha256:…]`` (SageMaker pulls from ECR).
+
+    Raises:
+        NotAnEcrImage: *uri* is not of that form.
+    """
     match = _ECR_IMAGE.match(uri or "")
     if match is None:
-        raise UsageError(f"--image {uri!r} is not an ECR image URI (ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO:TAG)",
-                         param="image", hint="push one with: mmsctl lambda build MODEL --push --name NAME")
+        raise NotAnEcrImage(f"image {uri!r} is not an ECR image URI: SageMaker pulls "
+                            "ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO[:TAG]", param="image")
     account, region, repository, tag, digest = match.groups()
     return ImageUri(account, region, repository, tag if tag or digest else "latest", digest)
 
@@ -143,7 +154,7 @@ class DeploySpec:
         check_name(self.name)
         parse_image(self.image)
         if self.model_source not in ("s3", "image"):
-            raise UsageError(f"--model-source {self.model_source!r}: s3 or image", param="model_source")
+            raise UsageError(f"model source {self.model_source!r}: s3 or image", param="model_source")
         if self.serverless:
             self._check_serverless()
         else:
@@ -155,44 +166,46 @@ class DeploySpec:
             if value is not None and not 1 <= value <= ceiling:
                 raise UsageError(f"{param.split('_')[0]} must be from 1 to {ceiling}, not {value}", param=param)
         if self.model_source == "s3" and not self.model:
-            raise UsageError("--model MODEL is needed (or --model-source image, for the model baked into --image)",
-                             param="model")
+            raise UsageError("no model to serve: name one, or serve the one baked into the image with model "
+                             "source 'image'", params=("model", "model_source"))
         if self.model_source == "image" and self.model:
-            raise UsageError("--model-source image serves the model baked into --image: give no --model",
+            raise UsageError("model source 'image' serves the model baked into the image: name no model",
                              params=("model", "model_source"))
         return self
 
     def _check_serverless(self) -> None:
         if self.serverless_memory not in SERVERLESS_MEMORY:
-            raise UsageError(f"--serverless {self.serverless_memory}: SageMaker takes "
+            raise UsageError(f"serverless memory {self.serverless_memory} MB: SageMaker takes "
                              f"{', '.join(map(str, SERVERLESS_MEMORY))} MB", param="serverless_memory")
         concurrency = 5 if self.max_concurrency is None else self.max_concurrency
         if not 1 <= concurrency <= MAX_SERVERLESS_CONCURRENCY:
-            raise UsageError(f"--max-concurrency {concurrency}: 1 to {MAX_SERVERLESS_CONCURRENCY}",
+            raise UsageError(f"max concurrency {concurrency}: 1 to {MAX_SERVERLESS_CONCURRENCY}",
                              param="max_concurrency")
         self.max_concurrency = concurrency
-        if self.min_count is not None or self.max_count is not None or self.count != 1 \
-                or self.instance_type != "ml.m5.large":
-            raise UsageError("a serverless endpoint has no instances: --instance-type, --count, --min and --max "
-                             "are for real-time endpoints", params=("serverless_memory", "instance_type"))
+        given = [param for param, value, default in (("instance_type", self.instance_type, "ml.m5.large"),
+                                                     ("count", self.count, 1), ("min_count", self.min_count, None),
+                                                     ("max_count", self.max_count, None)) if value != default]
+        if given:
+            raise UsageError("a serverless endpoint has no instances: an instance type, count, minimum and maximum "
+                             "are for real-time endpoints", params=("serverless_memory", *given))
 
     def _check_instances(self) -> None:
         if self.max_concurrency is not None:
-            raise UsageError("--max-concurrency is for serverless endpoints (--serverless MB)",
-                             param="max_concurrency")
+            raise UsageError("a maximum concurrency is for serverless endpoints: give their memory too",
+                             params=("max_concurrency", "serverless_memory"))
         if not self.instance_type.startswith("ml.") or not re.match(r"^ml\.[a-z0-9]+\.[a-z0-9]+$", self.instance_type):
-            raise UsageError(f"--instance-type {self.instance_type!r}: SageMaker's types start with ml. "
-                             "(ml.m5.large, ml.c5.xlarge)", param="instance_type")
+            raise UsageError(f"instance type {self.instance_type!r} is not one of SageMaker's", param="instance_type",
+                             hint="SageMaker's types start with ml.: ml.m5.large, ml.c5.xlarge")
         low = self.count if self.min_count is None else self.min_count
         high = self.max_count if self.max_count is not None else self.count
         if not 1 <= low <= self.count <= high <= MAX_INSTANCES:
-            raise UsageError(f"instances: need 1 <= --min ({low}) <= --count ({self.count}) <= --max ({high}) "
+            raise UsageError(f"instances: need 1 <= minimum ({low}) <= count ({self.count}) <= maximum ({high}) "
                              f"<= {MAX_INSTANCES}", params=("min_count", "count", "max_count"))
         if self.min_count is not None and self.max_count is None:
-            raise UsageError("--min scales the endpoint: give --max too", params=("min_count", "max_count"))
+            raise UsageError("a minimum scales the endpoint: give a maximum too", params=("min_count", "max_count"))
         if not 0 < self.target_rps <= MAX_TARGET_RPS:
-            raise UsageError(f"--target-requests-per-instance must be over 0 and at most {MAX_TARGET_RPS:g}",
-                             param="target_rps")
+            raise UsageError(f"requests per instance the scaling keeps must be over 0 and at most "
+                             f"{MAX_TARGET_RPS:g}", param="target_rps")
         family = self.instance_type.split(".")[1]
         if family.startswith(("p", "g", "inf", "trn")):
             self.warnings.append(f"{self.instance_type} has an accelerator the image does not use: the image runs "

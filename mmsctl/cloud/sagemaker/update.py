@@ -6,7 +6,7 @@ scaling has reached: a model change is the one change SageMaker allows under aut
 ``--canary PERCENT`` the update is a deployment guardrail: that share of the new fleet takes traffic first for
 ``--bake`` seconds, watched by the endpoint's rollback alarms (:mod:`.alarms`), then the rest; an alarm in
 ALARM rolls it back. Refused before any change: an endpoint that is not InService (SageMaker takes one change
-at a time) and a canary on a serverless endpoint (guardrails are for instances).
+at a time), and a canary on a serverless endpoint or on Inf1 instances (SageMaker's guardrails do not run there).
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from mmsctl.cloud.sagemaker.deploy.run import DeployIncomplete, DeployResult, in
 from mmsctl.cloud.sagemaker.deploy.sources import Running, running
 from mmsctl.cloud.sagemaker.deploy.target import Target
 from mmsctl.cloud.sagemaker.model_data import ModelData
-from mmsctl.cloud.sagemaker.resources import arn_tags, describe, ours
+from mmsctl.cloud.sagemaker.resources import EndpointNotFound, arn_tags, describe, ours
 from mmsctl.cloud.sagemaker.spec import check_name
-from mmsctl.errors import CloudError, MmsError, NotFoundError, UsageError
+from mmsctl.errors import CloudError, MmsError, UsageError
 
 __all__ = ["EndpointBusy", "UpdateSpec", "canary_deployment", "update"]
 
@@ -53,16 +53,17 @@ class UpdateSpec:
     def check(self) -> "UpdateSpec":
         check_name(self.name)
         if not self.model and not self.image:
-            raise UsageError("give the new --model (or a new --image)", param="model")
+            raise UsageError("name the new model (or a new image)", params=("model", "image"))
         if self.canary_percent is not None and not 1 <= self.canary_percent <= 50:
-            raise UsageError(f"--canary {self.canary_percent}: 1 to 50 percent of the new fleet (SageMaker's canary "
+            raise UsageError(f"canary {self.canary_percent}%: 1 to 50 percent of the new fleet (SageMaker's canary "
                              "is at most half of it)", param="canary_percent")
         if not 0 <= self.bake_s <= MAX_BAKE_S:
-            raise UsageError(f"--bake must be from 0 to {MAX_BAKE_S} seconds", param="bake_s")
+            raise UsageError(f"bake must be from 0 to {MAX_BAKE_S} seconds", param="bake_s")
         if self.canary_percent is None and self.max_latency_ms is not None:
-            raise UsageError("--max-latency sets a rollback alarm: it goes with --canary", param="max_latency_ms")
+            raise UsageError("a latency ceiling sets a rollback alarm: it goes with a canary",
+                             params=("max_latency_ms", "canary_percent"))
         if self.max_latency_ms is not None and not 0 < self.max_latency_ms <= 60_000:
-            raise UsageError("--max-latency must be over 0 and at most 60000 ms", param="max_latency_ms")
+            raise UsageError("the latency ceiling must be over 0 and at most 60000 ms", param="max_latency_ms")
         return self
 
 
@@ -80,8 +81,7 @@ def _current(t: Target) -> dict[str, Any]:
     """The endpoint, ours and InService, or a refusal."""
     previous = describe(t.aws, "endpoint", t.name)
     if previous is None:
-        raise NotFoundError(f"no endpoint {t.name} in {t.aws.region}", hint=f"deploy it: mmsctl sagemaker deploy "
-                                                                            f"{t.name} --model MODEL --image URI")
+        raise EndpointNotFound(t.name, t.aws.region)
     if not ours(arn_tags(t.aws, previous["EndpointArn"]), t.name):
         raise CloudError(f"endpoint {t.name} was not deployed by mmsctl; refusing to change it")
     check_in_service(t, previous)
@@ -94,24 +94,36 @@ def update(aws: AwsSession, spec: UpdateSpec, *, model_data: Optional[ModelData]
     """Move endpoint *spec.name* to the new model (see the module docstring).
 
     Raises:
-        NotFoundError: no such endpoint. EndpointBusy: it is not InService.
+        EndpointNotFound: no such endpoint. EndpointBusy: it is not InService.
         RolledBack: the update did not take. DeployIncomplete: a step failed after others made something.
     """
     t = Target(aws, spec.name, sleep=sleep, progress=progress)
     try:
         return _update(t, spec, model_data, wait_s)
     except MmsError as exc:
-        if not t.made() or aws.dry_run or isinstance(exc, (EndpointBusy, NotFoundError)):
+        if not t.made() or aws.dry_run or isinstance(exc, (EndpointBusy, EndpointNotFound)):
             raise
         raise DeployIncomplete(spec.name, exc, t.made()) from exc
+
+
+def _check_canary(variants: list[dict[str, Any]]) -> None:
+    """Refuse a canary SageMaker would not run: on a serverless variant (no instances to take a share of), or on
+    Inf1 instances (SageMaker then shifts all traffic at once, with no baking and no rollback)."""
+    if any("ServerlessConfig" in v for v in variants):
+        raise UsageError("deployment guardrails (a canary) are for endpoints on instances, not serverless ones",
+                         param="canary_percent")
+    inf1 = sorted({str(v["InstanceType"]) for v in variants if str(v.get("InstanceType", "")).startswith("ml.inf1.")})
+    if inf1:
+        raise UsageError(f"deployment guardrails (a canary) do not run on Inf1 instances ({', '.join(inf1)}): "
+                         "SageMaker would shift all traffic at once, with no baking and no rollback",
+                         param="canary_percent")
 
 
 def _update(t: Target, spec: UpdateSpec, data: Optional[ModelData], wait_s: Optional[float]) -> DeployResult:
     previous = _current(t)
     old = running(t.aws, previous.get("EndpointConfigName"))
-    if spec.canary_percent is not None and any("ServerlessConfig" in v for v in old.variants):
-        raise UsageError("deployment guardrails (--canary) are for endpoints on instances, not serverless ones",
-                         param="canary_percent")
+    if spec.canary_percent is not None:
+        _check_canary(old.variants)
     first = describe(t.aws, "model", old.models[0]) if old.models else None
     primary = (first or {}).get("PrimaryContainer") or {}
     image, parts = pin_image(t, spec.image or str(primary.get("Image", "")))

@@ -31,8 +31,8 @@ def pin_image(t: Target, uri: str) -> tuple[str, ImageUri]:
     """
     image = parse_image(uri)
     if image.region != t.aws.region and t.aws.unlooked is None:
-        raise UsageError(f"--image is in {image.region}, the endpoint in {t.aws.region}: SageMaker pulls only from "
-                         "the endpoint's own region", param="image", hint=f"push the image to {t.aws.region} too")
+        raise UsageError(f"image {uri} is in {image.region}, the endpoint in {t.aws.region}: SageMaker pulls only "
+                         "from the endpoint's own region", param="image", hint=f"push the image to {t.aws.region} too")
     if t.aws.unlooked is not None:  # a plan without AWS: the image as given
         return uri, image
     wanted = {"imageDigest": image.digest} if image.digest else {"imageTag": image.tag or "latest"}
@@ -45,6 +45,5 @@ def pin_image(t: Target, uri: str) -> tuple[str, ImageUri]:
         if aws_code(exc) not in _MISSING:
             raise
     if found is None:
-        raise MissingImage(f"image {uri} is not in ECR: nothing was changed", param="image",
-                           hint="build and push it: mmsctl lambda build MODEL --push --name NAME")
+        raise MissingImage(f"image {uri} is not in ECR: nothing was changed", param="image")
     return image.pinned(found), image

@@ -61,7 +61,7 @@ def check_object(t: Target, uri: str) -> str:
     """
     bucket, _, key = uri.removeprefix("s3://").partition("/")
     if not uri.startswith("s3://") or not bucket or not key or key.endswith("/"):
-        raise UsageError(f"--model {uri!r} is not an S3 object (s3://bucket/model.tar.gz)", param="model")
+        raise UsageError(f"model {uri!r} is not an S3 object: s3://bucket/model.tar.gz", param="model")
     if t.aws.unlooked is not None:
         return uri
     location = t.aws.call("s3", "get_bucket_location", Bucket=bucket).get("LocationConstraint") or "us-east-1"
