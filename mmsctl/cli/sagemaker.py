@@ -140,7 +140,8 @@ def update_cmd(
                                         "endpoint runs)."),
     canary: Optional[int] = typer.Option(None, "--canary", metavar="PERCENT", help="Deployment guardrail: this "
                                          "share of the new fleet (1-50) takes traffic first; alarms roll it back."),
-    bake: int = typer.Option(600, "--bake", metavar="S", help="With --canary: seconds the canary is watched."),
+    bake: Optional[int] = typer.Option(None, "--bake", metavar="S",
+                                       help="With --canary: seconds the canary is watched (default 600)."),
     max_latency: Optional[float] = typer.Option(None, "--max-latency", metavar="MS", help="With --canary: also "
                                                 "roll back when p99 model latency passes MS."),
     wait_timeout: float = WaitTimeoutOpt,

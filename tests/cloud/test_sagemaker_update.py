@@ -187,6 +187,8 @@ def test_bad_update_flags(spec: dict[str, Any], message: str) -> None:
                                                   "canary is at most half of it) (--canary)"),
     (("--model", "squeezenet", "--canary", "10", "--bake", "7200"),
      "error: bake must be from 0 to 3600 seconds (--bake)"),
+    (("--model", "squeezenet", "--bake", "60"),
+     "error: a bake time is how long a canary is watched: it goes with a canary (--bake, --canary)"),
 ])
 def test_bad_update_flags_are_one_line_naming_the_flag(capsys: pytest.CaptureFixture[str], args: tuple[str, ...],
                                                         line: str) -> None:

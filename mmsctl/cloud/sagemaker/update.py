@@ -37,6 +37,8 @@ __all__ = ["EndpointBusy", "UpdateSpec", "canary_deployment", "update"]
 #: The variant properties a new configuration carries over (instances or serverless, and the weight).
 _KEPT = ("VariantName", "InstanceType", "InitialInstanceCount", "InitialVariantWeight", "ServerlessConfig")
 MAX_BAKE_S = 3600
+#: How long a canary is watched when no bake time is given.
+DEFAULT_BAKE_S = 600
 
 
 @dataclass
@@ -47,8 +49,13 @@ class UpdateSpec:
     model: Optional[str]
     image: Optional[str] = None
     canary_percent: Optional[int] = None
-    bake_s: int = 600
+    #: None: :data:`DEFAULT_BAKE_S` with a canary; given without one, refused (nothing would be baked).
+    bake_s: Optional[int] = None
     max_latency_ms: Optional[float] = None
+
+    @property
+    def bake(self) -> int:
+        return DEFAULT_BAKE_S if self.bake_s is None else self.bake_s
 
     def check(self) -> "UpdateSpec":
         check_name(self.name)
@@ -57,7 +64,10 @@ class UpdateSpec:
         if self.canary_percent is not None and not 1 <= self.canary_percent <= 50:
             raise UsageError(f"canary {self.canary_percent}%: 1 to 50 percent of the new fleet (SageMaker's canary "
                              "is at most half of it)", param="canary_percent")
-        if not 0 <= self.bake_s <= MAX_BAKE_S:
+        if self.bake_s is not None and self.canary_percent is None:
+            raise UsageError("a bake time is how long a canary is watched: it goes with a canary",
+                             params=("bake_s", "canary_percent"))
+        if not 0 <= self.bake <= MAX_BAKE_S:
             raise UsageError(f"bake must be from 0 to {MAX_BAKE_S} seconds", param="bake_s")
         if self.canary_percent is None and self.max_latency_ms is not None:
             raise UsageError("a latency ceiling sets a rollback alarm: it goes with a canary",
@@ -139,7 +149,7 @@ def _update(t: Target, spec: UpdateSpec, data: Optional[ModelData], wait_s: Opti
     production = [{**{k: v[k] for k in _KEPT if k in v}, "ModelName": model} for v in old.variants]
     config = ensure_config(t, production)
     new.config, new.models = config, [model]
-    deployment = canary_deployment(spec.canary_percent, spec.bake_s, watch) if spec.canary_percent else None
+    deployment = canary_deployment(spec.canary_percent, spec.bake, watch) if spec.canary_percent else None
     ensure_endpoint(t, config, previous, retain=True, deployment=deployment, wait_s=wait_s)
     if wait_s is not None and not t.aws.dry_run and config != old.config:
         retire(t, old, new)
