@@ -169,7 +169,8 @@ def test_an_endpoint_that_is_not_in_service_is_refused_before_any_change(
 
 @pytest.mark.parametrize("spec, message", [
     ({"canary_percent": 60}, "1 to 50 percent"),
-    ({"bake_s": 7200}, "bake must be from 0 to 3600"),
+    ({"canary_percent": 10, "bake_s": 7200}, "bake must be from 0 to 3600"),
+    ({"bake_s": 60}, "bake time is how long a canary is watched"),
     ({"max_latency_ms": 100}, "goes with a canary"),
 ])
 def test_bad_update_flags(spec: dict[str, Any], message: str) -> None:
