@@ -23,7 +23,7 @@ __all__ = ["IMAGE_SUFFIXES", "InputSource", "expand_inputs"]
 #: ``tests/cli/test_predict.py`` holds this against Pillow's own list.
 IMAGE_SUFFIXES = frozenset({
     ".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".apng", ".bmp", ".dib", ".gif", ".webp", ".tif", ".tiff",
-    ".heic", ".heif", ".hif", ".avif", ".avifs", ".ppm", ".pgm", ".pbm", ".pnm", ".pfm", ".qoi", ".jp2", ".j2k",
+    ".heic", ".heif", ".hif", ".heics", ".heifs", ".avif", ".avifs", ".ppm", ".pgm", ".pbm", ".pnm", ".pfm", ".qoi", ".jp2", ".j2k",
     ".j2c", ".jpc", ".jpf", ".jpx", ".tga", ".icb", ".vda", ".vst", ".ico", ".cur", ".icns", ".dds", ".psd", ".pcx",
     ".dcx", ".sgi", ".rgb", ".rgba", ".bw", ".ras", ".xbm", ".xpm", ".im", ".msp", ".pcd", ".pxr", ".blp", ".ftc",
     ".ftu", ".gbr", ".iim", ".fli", ".flc", ".fit", ".fits",

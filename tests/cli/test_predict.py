@@ -391,14 +391,16 @@ NOT_PHOTOS = {
 def test_a_folder_picks_up_every_format_the_decoder_reads() -> None:
     """``predict DIR`` reads what ``predict FILE`` reads: every suffix of a format Pillow opens (and HEIC/HEIF
     through pillow-heif), but a stub or a format that needs another program."""
+    import pillow_heif
     from PIL import Image
 
     from mmsctl.predict.inputs import IMAGE_SUFFIXES
 
     Image.init()
+    pillow_heif.register_heif_opener()  # as the decoder does at its first HEIF image (engine/imaging.py)
     readable = {ext for ext, fmt in Image.registered_extensions().items() if fmt in Image.OPEN}
     assert readable - set(NOT_PHOTOS) <= IMAGE_SUFFIXES, sorted(readable - set(NOT_PHOTOS) - IMAGE_SUFFIXES)
-    assert IMAGE_SUFFIXES - readable == {".heic", ".heif", ".hif"}
+    assert IMAGE_SUFFIXES <= readable, sorted(IMAGE_SUFFIXES - readable)
     assert not IMAGE_SUFFIXES & set(NOT_PHOTOS)
 
 
