@@ -63,7 +63,7 @@ def main(argv: list[str]) -> int:
         print("usage: lowest_venv.py TARGET_DIR", file=sys.stderr)
         return 2
     floor = sdk_floor()
-    make(Path(argv[0]), floor)
+    make(Path(argv[0]).resolve(), floor)  # absolute: bin/mmsctl's #! line works from any folder
     print(floor)
     return 0
 
