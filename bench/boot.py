@@ -1,4 +1,5 @@
-"""Benchmark: how long a new fleet member takes from boot script start to its first /ping.
+"""Benchmark: how long a new fleet member takes from boot script start to its server being ready (its readiness
+check, /v2/health/ready, answers: what the launch hook and the load balancer wait for).
 
     .venv/bin/python bench/boot.py                 # assets boot, then the package-index boot beside it
     .venv/bin/python bench/boot.py --no-reference  # the assets boot only
@@ -77,7 +78,7 @@ def _report(label: str, run: BootRun) -> float:
     parts = [f"fetch {fetched:.1f} s" if fetched is not None else None,
              f"venv+pip {installed - (fetched or 0.0):.1f} s" if installed is not None else None,
              f"server start {ready - (installed or 0.0):.1f} s" if installed is not None else None]
-    print(f"{label}: script start -> first /ping {ready:.1f} s ({', '.join(p for p in parts if p)})")
+    print(f"{label}: script start -> ready {ready:.1f} s ({', '.join(p for p in parts if p)})")
     return ready
 
 
