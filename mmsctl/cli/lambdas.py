@@ -38,7 +38,7 @@ FUNCTION_COLUMNS = (
     Column("Version", "model_version", wide=True),
     Column("Modified", "last_modified", wide=True),
 )
-#: How each command names the core's arguments (mmsctl/cloud/function/, mmsctl/serverless/), and its fixes.
+#: How each command names the core's arguments (mmsctl/cloud/function/, mmsctl/lambda_/), and its fixes.
 _BUILD_WORDS = CommandWords(flags={"model_version": "--s3-version", "push": "--push"},
                             hints=(("out", "pass --force to replace it, or another --out"),))
 _DEPLOY_WORDS = CommandWords(
@@ -496,7 +496,7 @@ def run_local_cmd(
     mmsctl lambda run-local kitten --s3-put s3://in/cats/kitten.jpg
     """
     from mmsctl.cloud.function.spec import check_lambda_name
-    from mmsctl.serverless import run_local as local
+    from mmsctl.lambda_ import run_local as local
 
     check_lambda_name(name)
     if build is not None and model is not None:

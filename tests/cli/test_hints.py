@@ -29,12 +29,12 @@ def _subclasses(cls: type) -> Iterator[type]:
 
 
 #: Modules that cannot be imported in a test process (textual apps; the Lambda handler reads its environment).
-_NOT_IMPORTED = ("mmsctl.tui.app", "mmsctl.tui.screens", "mmsctl.tui.widgets", "mmsctl.serverless.handler")
+_NOT_IMPORTED = ("mmsctl.tui.app", "mmsctl.tui.screens", "mmsctl.tui.widgets", "mmsctl.lambda_.handler")
 
 
 def _references() -> set[str]:
     """The reference of every MmsError type of the packages whose errors the CLI words."""
-    for module in ("client", "tui", "cloud", "loadtest", "serverless"):
+    for module in ("client", "tui", "cloud", "loadtest", "lambda_"):
         for info in pkgutil.walk_packages([str(PACKAGE / module)], f"mmsctl.{module}."):
             if not info.name.startswith(_NOT_IMPORTED):
                 importlib.import_module(info.name)
@@ -101,14 +101,14 @@ _OTHER_PROGRAMS = {"--platform", "--provenance", "--load", "--format", "--userna
 #: Strings that are a command line a core module writes, not a message, found by the name of the
 #: assignment, call or function that holds them (module -> names): the EC2 boot script's own
 #: ``mmsctl serve start --inference-address …`` line, the Dockerfile's comment, and the child
-#: ``python -m mmsctl.serverless.local --handler …`` of ``lambda run-local --build`` with its parser, and the
+#: ``python -m mmsctl.lambda_.local --handler …`` of ``lambda run-local --build`` with its parser, and the
 #: ``curl`` line ``sagemaker run-local`` shows once the container answers.
 _COMMAND_LINES: dict[str, frozenset[str]] = {
     "cloud/instance/userdata.py": frozenset({"exec_line", "_pip_part", "_fetch_part"}),
     "cloud/instance/wheelhouse.py": frozenset({"_pip"}),
     "cloud/function/build.py": frozenset({"dockerfile_text"}),
-    "serverless/run_local.py": frozenset({"args"}),
-    "serverless/local.py": frozenset({"add_argument"}),
+    "lambda_/run_local.py": frozenset({"args"}),
+    "lambda_/local.py": frozenset({"add_argument"}),
     "sagemaker/run_local.py": frozenset({"curl_line"}),
 }
 #: Core modules that still name mmsctl flags, and how many strings do (issue 11): the CLI should

@@ -11,7 +11,7 @@
     logs.py        the function's log events
     destroy.py     removing what deploy made, and only that
 
-The contract with the handler (:mod:`mmsctl.serverless`), the only modules here it imports:
+The contract with the handler (:mod:`mmsctl.lambda_`), the only modules here it imports:
 
     env.py         the ``MMSCTL_LAMBDA_*`` names and the handler's entry point
     events.py      event shapes: parsed by the handler, built by deploy, invoke and run-local

@@ -3,7 +3,7 @@
 Both sides of a Lambda function speak it: the control plane writes these variables
 (the Dockerfile of ``lambda build``, the function's configuration in ``lambda deploy``,
 a local run's plan) and reads them back (``describe``, ``invoke --s3``); the handler
-(:mod:`mmsctl.serverless.settings`) reads and checks them at the container's start.
+(:mod:`mmsctl.lambda_.settings`) reads and checks them at the container's start.
 Model locations in S3 are ``s3://bucket/key``, optionally pinned to one object version.
 """
 
@@ -57,9 +57,9 @@ ENV_TOP_K = "MMSCTL_LAMBDA_TOP_K"
 ENV_WORK_DIR = "MMSCTL_LAMBDA_WORK_DIR"
 
 #: The handler entry point the image's ``CMD`` names (module.function, as Lambda wants it).
-HANDLER = "mmsctl.serverless.handler.handler"
+HANDLER = "mmsctl.lambda_.handler.handler"
 #: The image's build step (``RUN python -m …``): compiles mxnet's wrappers, loads a baked model once.
-PREPARE = "mmsctl.serverless.prepare"
+PREPARE = "mmsctl.lambda_.prepare"
 #: Where ``lambda build`` bakes the model into the image.
 IMAGE_MODEL_DIR = "/opt/mmsctl/model"
 #: The same image's SageMaker entry (``docker run IMAGE serve`` runs ``python -m`` this ``serve``).

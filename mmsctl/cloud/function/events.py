@@ -4,7 +4,7 @@ The handler parses them (:func:`parse_event`); ``lambda deploy`` schedules
 :data:`WARM_EVENT`, ``lambda invoke`` sends function-URL requests, and ``run-local``
 builds S3 notifications: one module for each shape, both directions.
 
-Four shapes arrive (examples from AWS's documentation in ``tests/serverless/events/``):
+Four shapes arrive (examples from AWS's documentation in ``tests/lambda_/events/``):
 
 * an S3 notification (``Records[].s3``): object keys arrive URL-encoded (``a+b%28c%29.jpg``
   for ``a b(c).jpg``) and are decoded here, once;

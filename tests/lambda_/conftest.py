@@ -11,8 +11,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from mmsctl.serverless.served_model import ServedModel, load_model
-from mmsctl.serverless.settings import HandlerSettings
+from mmsctl.lambda_.served_model import ServedModel, load_model
+from mmsctl.lambda_.settings import HandlerSettings
 from tests.support.archives import squeezenet_mar
 from tests.support.cli import run_here
 from tests.support.paths import REPO, SQUEEZENET_DIR, require_shared

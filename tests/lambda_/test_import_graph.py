@@ -34,7 +34,7 @@ class OnlyTheLock(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, OnlyTheLock())
 before = set(sys.modules)
-import mmsctl.serverless.handler as h
+import mmsctl.lambda_.handler as h
 from mmsctl.cloud.function.events import function_url_event, s3_put_event
 kitten = open(sys.argv[1], "rb").read()
 answers = [h.handler(function_url_event("POST", body=kitten, content_type="image/jpeg"), None),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mmsctl.errors import ConfigError
-from mmsctl.serverless.settings import HandlerSettings
+from mmsctl.lambda_.settings import HandlerSettings
 
 
 def test_settings_from_environment_with_ceilings() -> None:

@@ -17,10 +17,10 @@ import pytest
 
 from mmsctl.cloud.function.policy import RoleScope, permissions_policy
 from mmsctl.errors import CloudError
-from mmsctl.serverless.runtime import Runtime
-from mmsctl.serverless.served_model import ServedModel
-from mmsctl.serverless.settings import HandlerSettings
-from tests.serverless.conftest import put_event as _event
+from mmsctl.lambda_.runtime import Runtime
+from mmsctl.lambda_.served_model import ServedModel
+from mmsctl.lambda_.settings import HandlerSettings
+from tests.lambda_.conftest import put_event as _event
 from tests.support.moto import Moto
 from tests.support.s3_policy_standin import ACCOUNT, S3AsRole, allowed, serving_s3_as_role
 
@@ -145,7 +145,7 @@ def test_an_output_bucket_now_of_another_account_is_never_written(served: Served
 @pytest.mark.parametrize("versioned", [True, False])
 def test_the_role_may_download_the_model_it_is_deployed_with(moto: Moto, tmp_path: Path, versioned: bool) -> None:
     """The cold start's download (that version, when deploy pinned one) under the role deploy writes for it."""
-    from mmsctl.serverless.served_model import download_model
+    from mmsctl.lambda_.served_model import download_model
 
     admin = boto3.client("s3")
     admin.create_bucket(Bucket="models")

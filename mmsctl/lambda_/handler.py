@@ -1,4 +1,4 @@
-"""The Lambda entry point the image's ``CMD`` names: ``mmsctl.serverless.handler.handler``.
+"""The Lambda entry point the image's ``CMD`` names: ``mmsctl.lambda_.handler.handler``.
 
 Module scope is Lambda's init phase, once per container: it reads the
 ``MMSCTL_LAMBDA_*`` settings, imports mxnet and loads the model (from the image or
@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from mmsctl.serverless.runtime import Runtime
+from mmsctl.lambda_.runtime import Runtime
 
 __all__ = ["RUNTIME", "handler"]
 

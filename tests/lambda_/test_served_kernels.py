@@ -14,7 +14,7 @@ _PROBE = r'''
 import json, os, sys
 from pathlib import Path
 from mmsctl.engine import kernels
-from mmsctl.serverless.served_model import _remembered_kernels
+from mmsctl.lambda_.served_model import _remembered_kernels
 
 root = Path(sys.argv[1])
 cache = kernels._cache_file()

@@ -14,9 +14,9 @@ import boto3
 import pytest
 
 from mmsctl.addresses import AllowList
-from mmsctl.serverless.runtime import Runtime
-from mmsctl.serverless.served_model import ServedModel
-from mmsctl.serverless.settings import HandlerSettings
+from mmsctl.lambda_.runtime import Runtime
+from mmsctl.lambda_.served_model import ServedModel
+from mmsctl.lambda_.settings import HandlerSettings
 from tests.support.moto import Moto
 from tests.cloud.lambda_support import noop_mar, pushed_image
 from tests.support.cli import run_here, run_mmsctl

@@ -10,7 +10,7 @@ same function behind Lambda's Invoke API on loopback
 in AWS's base images and ``sam local start-lambda`` do), so ``aws lambda invoke
 --endpoint-url`` and ``mmsctl lambda invoke`` reach it.
 
-Run as ``python -m mmsctl.serverless.local`` it does the same in a fresh interpreter:
+Run as ``python -m mmsctl.lambda_.local`` it does the same in a fresh interpreter:
 ``run-local --build DIR`` uses that to import the handler from the build context.
 """
 
@@ -390,12 +390,12 @@ def serve(function: LocalFunction, *, host: str = "127.0.0.1", port: int = 9000,
         server.server_close()
 
 
-# -- python -m mmsctl.serverless.local ----------------------------------------------------------
+# -- python -m mmsctl.lambda_.local ----------------------------------------------------------
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     """The child side of ``run-local --build``: the environment is set, the build's code is on sys.path."""
-    parser = argparse.ArgumentParser(prog="python -m mmsctl.serverless.local")
+    parser = argparse.ArgumentParser(prog="python -m mmsctl.lambda_.local")
     parser.add_argument("--handler", required=True)
     parser.add_argument("--function-name", required=True)
     parser.add_argument("--memory", type=int, default=1024)

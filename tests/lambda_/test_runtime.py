@@ -1,6 +1,6 @@
 """The handler's runtime with the real SqueezeNet: HTTP requests, the keep-warm call, and S3 records on moto.
 
-One model is loaded for the session (as one Lambda container would: tests/serverless/conftest.py); each test gets a
+One model is loaded for the session (as one Lambda container would: tests/lambda_/conftest.py); each test gets a
 fresh runtime around it. Answers are compared with `mmsctl predict` on the same archive.
 """
 
@@ -19,11 +19,11 @@ import pytest
 from mmsctl.errors import CloudError
 from mmsctl.cloud.function.events import WARM_EVENT, api_gateway_event, function_url_event
 from mmsctl.addresses import AllowList
-from mmsctl.serverless.served_model import ServedModel
-from mmsctl.serverless.runtime import Runtime
-from mmsctl.serverless.settings import HandlerSettings
+from mmsctl.lambda_.served_model import ServedModel
+from mmsctl.lambda_.runtime import Runtime
+from mmsctl.lambda_.settings import HandlerSettings
 from tests.support.moto import Moto
-from tests.serverless.conftest import mmsctl, put_event as _event, sample
+from tests.lambda_.conftest import mmsctl, put_event as _event, sample
 from tests.support.imageserver import serving_images
 from tests.support.paths import KITTEN_JPG, require_shared
 

@@ -34,8 +34,8 @@ from mmsctl.error_body import ErrorBody, error_body, parse_error_body
 from mmsctl.errors import CloudError
 from mmsctl.predict import Prediction
 from mmsctl.predict.fetch import FetchError, fetch_url
-from mmsctl.serverless.served_model import ServedModel
-from mmsctl.serverless.settings import HandlerSettings
+from mmsctl.lambda_.served_model import ServedModel
+from mmsctl.lambda_.settings import HandlerSettings
 
 __all__ = ["BadObject", "Runtime"]
 
@@ -78,7 +78,7 @@ class Runtime:
     @classmethod
     def from_environ(cls) -> "Runtime":
         """Read the settings and load the model: what the handler module does at import (the cold start)."""
-        from mmsctl.serverless.served_model import load_model
+        from mmsctl.lambda_.served_model import load_model
 
         settings = HandlerSettings.from_environ()
 

@@ -1,6 +1,6 @@
 """The handler inside an AWS Lambda container image built by ``mmsctl lambda build``, and running it locally.
 
-In the image (Lambda imports ``mmsctl.serverless.handler``):
+In the image (Lambda imports ``mmsctl.lambda_.handler``):
 
     handler.py    module scope: settings, model load (once per container); ``handler(event, context)``
     runtime.py    one invocation: which event it is, predict, answer or write the output object
@@ -12,7 +12,7 @@ In the image (Lambda imports ``mmsctl.serverless.handler``):
 On the user's machine (``mmsctl lambda run-local``):
 
     local.py      the handler as Lambda loads and calls it (init, context, REPORT figures), and a
-                  local Invoke API; ``python -m mmsctl.serverless.local`` for a build context's code
+                  local Invoke API; ``python -m mmsctl.lambda_.local`` for a build context's code
     run_local.py  the deployed function's environment (or --model / --build), the event, the run
 
 It sits above the predict core and the control plane: the contract both sides share

@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from mmsctl.cloud.function.invoke import parse_report
-from mmsctl.serverless.local import MAX_PAYLOAD, LocalFunction, _invoke_handler
+from mmsctl.lambda_.local import MAX_PAYLOAD, LocalFunction, _invoke_handler
 
 HANDLERS = '''
 import logging
@@ -87,7 +87,7 @@ def test_a_raising_handler_becomes_lambdas_error_payload(module: str) -> None:
 
 @contextmanager
 def _serving(entry_point: str) -> Iterator[str]:
-    from mmsctl.serverless.local import InvokeServer
+    from mmsctl.lambda_.local import InvokeServer
 
     fn = LocalFunction(entry_point, function_name="demo", timeout_s=3)
     server = InvokeServer(("127.0.0.1", 0), _invoke_handler(fn, lambda line: None))
@@ -176,7 +176,7 @@ def test_a_server_says_nothing_when_a_client_drops_its_connection(kind: str, cap
     """`aws lambda invoke` gives up at its read timeout and closes (run-local --serve's Invoke API); a fetch that
     stops at its cap closes a connection the tests' image stand-in still serves. The reset in the connection's
     thread prints no traceback (in the serving terminal, in the run's output); any other error still does."""
-    from mmsctl.serverless.local import InvokeServer
+    from mmsctl.lambda_.local import InvokeServer
     from tests.support.imageserver import StandInServer
 
     server = (InvokeServer if kind == "invoke-api" else StandInServer)(("127.0.0.1", 0), BaseHTTPRequestHandler)

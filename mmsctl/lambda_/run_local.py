@@ -8,7 +8,7 @@ The environment is the deployed function's own (``GetFunctionConfiguration``: it
 ``MMSCTL_LAMBDA_*`` variables, memory and timeout), or the one ``--model`` and the
 bucket flags describe, or a build context's (``--build DIR``: the Dockerfile's
 environment, with the baked model read from ``DIR/model``). The handler then runs in
-this process (:mod:`mmsctl.serverless.local`), or, for ``--build``, in a fresh
+this process (:mod:`mmsctl.lambda_.local`), or, for ``--build``, in a fresh
 interpreter that imports mmsctl from ``DIR/task``, exactly the code the image holds.
 """
 
@@ -28,7 +28,7 @@ from mmsctl.cloud.function import env
 from mmsctl.cloud.function import events
 from mmsctl.cloud.aws.errors import aws_code
 from mmsctl.errors import CloudError, HandlerError, NotFoundError, UsageError
-from mmsctl.serverless.local import LocalFunction, serve
+from mmsctl.lambda_.local import LocalFunction, serve
 
 __all__ = ["FunctionNotDeployed", "LocalPlan", "ModelInImage", "Overrides", "check_sources", "event_from", "plan",
            "run"]
@@ -220,7 +220,7 @@ def _run_child(p: LocalPlan, event: Any, serve_port: Optional[int], extra: dict[
     assert p.code_dir is not None
     child_env = {**os.environ, **extra}
     child_env["PYTHONPATH"] = os.pathsep.join([str(p.code_dir), *filter(None, [os.environ.get("PYTHONPATH")])])
-    args = [sys.executable, "-m", "mmsctl.serverless.local", "--handler", p.handler,
+    args = [sys.executable, "-m", "mmsctl.lambda_.local", "--handler", p.handler,
             "--function-name", p.function_name, "--memory", str(p.memory), "--timeout", str(p.timeout)]
     if serve_port is not None:
         args += ["--serve", str(serve_port)]

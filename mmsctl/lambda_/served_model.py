@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from mmsctl.cloud.function.env import parse_s3_uri
 from mmsctl.errors import ArchiveError, CloudError
-from mmsctl.serverless.settings import HandlerSettings
+from mmsctl.lambda_.settings import HandlerSettings
 
 if TYPE_CHECKING:
     from mmsctl.predict import Prediction
