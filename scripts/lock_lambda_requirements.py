@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write mmsctl/cloud/function/requirements-lambda.txt: the image's dependencies, pinned with hashes.
+"""Write mmsctl/cloud/lambda_/requirements-lambda.txt: the image's dependencies, pinned with hashes.
 
 One image serves Lambda (the handler) and SageMaker (``docker run IMAGE serve``: the embedded server's
 inference API), so the lock holds what both import: the handler's (mxnet, numpy, Pillow, pillow-heif,

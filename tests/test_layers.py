@@ -37,16 +37,16 @@ LAYERS: list[set[str]] = [
 KNOWN_MODULE_CYCLES: list[set[str]] = []
 #: Inside ``cloud``, lowest first: AWS plumbing, what an instance boots, then the three products.
 #: A sub-package imports lower layers and never one beside it (a product never imports another).
-CLOUD_LAYERS: list[set[str]] = [{"aws"}, {"instance"}, {"ec2", "fleet", "function", "sagemaker"}]
+CLOUD_LAYERS: list[set[str]] = [{"aws"}, {"instance"}, {"ec2", "fleet", "lambda_", "sagemaker"}]
 #: Lambda and SageMaker need nothing of EC2 instances, though ``instance`` is below them.
-CLOUD_FORBIDDEN: set[tuple[str, str]] = {("function", "instance"), ("sagemaker", "instance")}
+CLOUD_FORBIDDEN: set[tuple[str, str]] = {("lambda_", "instance"), ("sagemaker", "instance")}
 #: What the Lambda handler's side may take from ``cloud``: the plumbing and the contract with the control plane.
-LAMBDA_MAY_IMPORT = ("mmsctl.cloud.aws", "mmsctl.cloud.function.env", "mmsctl.cloud.function.events",
-                         "mmsctl.cloud.function.outputs", "mmsctl.cloud.function.manifest")
+LAMBDA_MAY_IMPORT = ("mmsctl.cloud.aws", "mmsctl.cloud.lambda_.env", "mmsctl.cloud.lambda_.events",
+                         "mmsctl.cloud.lambda_.outputs", "mmsctl.cloud.lambda_.manifest")
 #: What SageMaker's container side may take from ``cloud``: the plumbing, its contract and model packing, and the
 #: image's names (the entry points, the baked model's folder, the build context's manifest).
 SAGEMAKER_MAY_IMPORT = ("mmsctl.cloud.aws", "mmsctl.cloud.sagemaker.contract", "mmsctl.cloud.sagemaker.model_data",
-                        "mmsctl.cloud.function.env", "mmsctl.cloud.function.manifest")
+                        "mmsctl.cloud.lambda_.env", "mmsctl.cloud.lambda_.manifest")
 #: The one door to boto3: no other module imports boto3 or botocore.
 BOTO_DOOR = "mmsctl.cloud.aws.session"
 
@@ -253,26 +253,26 @@ def test_the_cloud_order_check_catches_a_bad_graph() -> None:
     bad = {
         "mmsctl.cloud.aws.session": {"mmsctl.cloud.instance.ami"},  # plumbing over an instance part
         "mmsctl.cloud.ec2.launch": {"mmsctl.cloud.fleet.asg", "mmsctl.cloud.instance.ei"},  # product -> product
-        "mmsctl.cloud.function.build": {"mmsctl.cloud.instance.userdata"},  # Lambda needs nothing of instances
+        "mmsctl.cloud.lambda_.build": {"mmsctl.cloud.instance.userdata"},  # Lambda needs nothing of instances
         "mmsctl.cloud.stray": set(),  # a module outside the sub-packages
         "mmsctl.cloud.fleet.create": {"mmsctl.cloud.instance.ei", "mmsctl.cloud.aws.tags", "mmsctl.cloud.fleet.asg"},
     }
     assert _cloud_faults(bad) == [
         "mmsctl.cloud.aws.session -> mmsctl.cloud.instance.ami",
         "mmsctl.cloud.ec2.launch -> mmsctl.cloud.fleet.asg",
-        "mmsctl.cloud.function.build -> mmsctl.cloud.instance.userdata",
+        "mmsctl.cloud.lambda_.build -> mmsctl.cloud.instance.userdata",
         "mmsctl.cloud.stray: not in a cloud sub-package of CLOUD_LAYERS",
     ]
 
 
 def test_the_lambda_handler_takes_only_the_plumbing_and_the_contract_from_cloud() -> None:
     """The handler's side shares env, events, outputs and the image manifest with the control plane; nothing else."""
-    assert "mmsctl.cloud.function.events" in module_graph()["mmsctl.lambda_.runtime"]
+    assert "mmsctl.cloud.lambda_.events" in module_graph()["mmsctl.lambda_.runtime"]
     assert _container_faults(module_graph()) == []
-    bad = {"mmsctl.lambda_.run_local": {"mmsctl.cloud.function.build", "mmsctl.cloud.function.env",
-                                        "mmsctl.cloud.aws.errors", "mmsctl.cloud.function.environment"}}
-    assert _container_faults(bad) == ["mmsctl.lambda_.run_local -> mmsctl.cloud.function.build",
-                                      "mmsctl.lambda_.run_local -> mmsctl.cloud.function.environment"]
+    bad = {"mmsctl.lambda_.run_local": {"mmsctl.cloud.lambda_.build", "mmsctl.cloud.lambda_.env",
+                                        "mmsctl.cloud.aws.errors", "mmsctl.cloud.lambda_.environment"}}
+    assert _container_faults(bad) == ["mmsctl.lambda_.run_local -> mmsctl.cloud.lambda_.build",
+                                      "mmsctl.lambda_.run_local -> mmsctl.cloud.lambda_.environment"]
 
 
 def test_only_the_session_module_imports_boto3_or_botocore() -> None:

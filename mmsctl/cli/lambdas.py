@@ -38,7 +38,7 @@ FUNCTION_COLUMNS = (
     Column("Version", "model_version", wide=True),
     Column("Modified", "last_modified", wide=True),
 )
-#: How each command names the core's arguments (mmsctl/cloud/function/, mmsctl/lambda_/), and its fixes.
+#: How each command names the core's arguments (mmsctl/cloud/lambda_/, mmsctl/lambda_/), and its fixes.
 _BUILD_WORDS = CommandWords(flags={"model_version": "--s3-version", "push": "--push"},
                             hints=(("out", "pass --force to replace it, or another --out"),))
 _DEPLOY_WORDS = CommandWords(
@@ -122,10 +122,10 @@ def build_cmd(
     if push:
         if not name:
             raise UsageError("--push needs --name NAME (it pushes to the ECR repository mmsctl-lambda/NAME)")
-        from mmsctl.cloud.function.spec import check_function_name
+        from mmsctl.cloud.lambda_.spec import check_function_name
 
         check_function_name(name)
-    from mmsctl.cloud.function.build import find_container_tool, push_image, write_build_context
+    from mmsctl.cloud.lambda_.build import find_container_tool, push_image, write_build_context
     from mmsctl.cloud.aws.errors import ContainerToolError
 
     ui = get_ui()
@@ -143,7 +143,7 @@ def build_cmd(
     ui.message(f"build context for {model} written to {ctx.path} (handler {ctx.handler}, "
                + ("model baked in" if ctx.baked else f"model from {ctx.model_location}") + ")")
     if push:
-        from mmsctl.cloud.function.build import ContainerTool
+        from mmsctl.cloud.lambda_.build import ContainerTool
 
         assert name is not None
         aws = aws_session(region, profile, dry_run, plan_without_aws=True)
@@ -215,7 +215,7 @@ def deploy_cmd(
     Example: mmsctl lambda deploy kitten --model squeezenet --input-bucket in --output-bucket out --warm 5m
     """
     check_output(output)
-    from mmsctl.cloud.function.spec import DEFAULT_SUFFIXES, DeploySpec
+    from mmsctl.cloud.lambda_.spec import DEFAULT_SUFFIXES, DeploySpec
 
     spec = DeploySpec(name=name, model=model, image=image, memory=memory, timeout=timeout,
                       input_bucket=input_bucket, output_bucket=output_bucket, input_prefix=input_prefix,
@@ -225,8 +225,8 @@ def deploy_cmd(
                       max_concurrency=max_concurrency, on_failure=on_failure, retries=retries,
                       max_event_age=max_event_age,
                       cors=tuple(o.strip() for o in (cors or "").split(",") if o.strip())).check()
-    from mmsctl.cloud.function.deploy.model import resolve_model_file
-    from mmsctl.cloud.function.deploy.run import deploy
+    from mmsctl.cloud.lambda_.deploy.model import resolve_model_file
+    from mmsctl.cloud.lambda_.deploy.run import deploy
 
     model_file = None
     if spec.model_source == "s3" and not model.startswith("s3://"):
@@ -296,12 +296,12 @@ def invoke_cmd(
         raise UsageError("give one of IMAGE, --image-url URL or --s3 FILE")
     if (via_url and s3 is not None) or (post and not (via_url and image_url)):
         raise UsageError("--url takes IMAGE or --image-url URL; --post goes with --url --image-url")
-    from mmsctl.cloud.function import invoke as inv
-    from mmsctl.cloud.function.spec import check_lambda_name
+    from mmsctl.cloud.lambda_ import invoke as inv
+    from mmsctl.cloud.lambda_.spec import check_lambda_name
 
     check_lambda_name(name)
     if via_url:
-        from mmsctl.cloud.function import url_invoke
+        from mmsctl.cloud.lambda_ import url_invoke
 
         request = url_invoke.request_for(image, _check_url(image_url) if image_url else None, post)
         aws = aws_session(region, profile)
@@ -360,8 +360,8 @@ def logs_cmd(
     """Print the function's CloudWatch log events (REPORT lines included)."""
     from datetime import datetime, timezone
 
-    from mmsctl.cloud.function.logs import log_events, parse_since
-    from mmsctl.cloud.function.spec import check_lambda_name
+    from mmsctl.cloud.lambda_.logs import log_events, parse_since
+    from mmsctl.cloud.lambda_.spec import check_lambda_name
 
     check_lambda_name(name)
     seconds = parse_since(since)
@@ -380,7 +380,7 @@ def logs_cmd(
 def list_cmd(region: Optional[str] = RegionOpt, profile: Optional[str] = ProfileOpt, output: str = OutputOpt) -> None:
     """List the functions mmsctl deployed (found by their mmsctl:lambda tag)."""
     check_output(output)
-    from mmsctl.cloud.function.query import list_functions
+    from mmsctl.cloud.lambda_.query import list_functions
 
     rows = list_functions(aws_session(region, profile))
     if not render_data(rows, output):
@@ -392,7 +392,7 @@ def describe_cmd(name: str = typer.Argument(..., metavar="NAME"), region: Option
                  profile: Optional[str] = ProfileOpt, output: str = OutputOpt) -> None:
     """Show one function: image, model, role, URL, S3 trigger, schedule, permissions, tags."""
     check_output(output)
-    from mmsctl.cloud.function.query import describe_function
+    from mmsctl.cloud.lambda_.query import describe_function
 
     info = describe_function(aws_session(region, profile), name)
     if not render_data(info, output):
@@ -415,8 +415,8 @@ def destroy_cmd(
 
     Buckets that hold objects are kept unless --delete-data is given."""
     check_output(output)
-    from mmsctl.cloud.function.destroy import destroy
-    from mmsctl.cloud.function.spec import check_function_name
+    from mmsctl.cloud.lambda_.destroy import destroy
+    from mmsctl.cloud.lambda_.spec import check_function_name
 
     check_function_name(name)
     if keep_data and delete_data:
@@ -438,7 +438,7 @@ def destroy_cmd(
 def _confirm_data_loss(aws: Any, name: str, yes: bool) -> None:
     """Ask before deleting objects or failed events (their counts in the question); without a terminal, only
     --yes goes on."""
-    from mmsctl.cloud.function.destroy import data_buckets, failure_queue
+    from mmsctl.cloud.lambda_.destroy import data_buckets, failure_queue
 
     if yes:
         return
@@ -495,7 +495,7 @@ def run_local_cmd(
     The environment is the deployed function's (or --model / --build DIR). Example:
     mmsctl lambda run-local kitten --s3-put s3://in/cats/kitten.jpg
     """
-    from mmsctl.cloud.function.spec import check_lambda_name
+    from mmsctl.cloud.lambda_.spec import check_lambda_name
     from mmsctl.lambda_ import run_local as local
 
     check_lambda_name(name)

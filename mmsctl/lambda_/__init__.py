@@ -16,7 +16,7 @@ On the user's machine (``mmsctl lambda run-local``):
     run_local.py  the deployed function's environment (or --model / --build), the event, the run
 
 It sits above the predict core and the control plane: the contract both sides share
-lives below it, in :mod:`mmsctl.cloud.function` (``env``: variable names and the handler's
+lives below it, in :mod:`mmsctl.cloud.lambda_` (``env``: variable names and the handler's
 entry point; ``events``: event shapes, parsed and built; ``outputs``: output objects;
 ``manifest``: what a build context's image is), and the handler reaches S3 through
 :mod:`mmsctl.cloud.aws.session` / :mod:`mmsctl.cloud.aws.errors`. Nothing else of

@@ -2,7 +2,7 @@
 
 This is orchestration on the user's machine, above both sides: it reads the deployed
 function through the AWS plumbing (:mod:`mmsctl.cloud.aws`), builds the event with the
-shared shapes (:mod:`mmsctl.cloud.function.events`) and runs the image's own handler.
+shared shapes (:mod:`mmsctl.cloud.lambda_.events`) and runs the image's own handler.
 
 The environment is the deployed function's own (``GetFunctionConfiguration``: its
 ``MMSCTL_LAMBDA_*`` variables, memory and timeout), or the one ``--model`` and the
@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, TextIO
 
-from mmsctl.cloud.function import env
-from mmsctl.cloud.function import events
+from mmsctl.cloud.lambda_ import env
+from mmsctl.cloud.lambda_ import events
 from mmsctl.cloud.aws.errors import aws_code
 from mmsctl.errors import CloudError, HandlerError, NotFoundError, UsageError
 from mmsctl.lambda_.local import LocalFunction, serve
@@ -103,7 +103,7 @@ def plan(aws: Any, name: str, overrides: Overrides, build: Optional[Path]) -> Lo
     handler = env.HANDLER
     memory, timeout = 1024, 30
     if build is not None:
-        from mmsctl.cloud.function.manifest import BuildContext
+        from mmsctl.cloud.lambda_.manifest import BuildContext
 
         ctx = BuildContext.read(build)
         variables = {k: v for k, v in ctx.env.items() if k != "MMSCTL_CACHE_DIR"}  # the image's is read-only

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional
 
-from mmsctl.cloud.function.events import (
+from mmsctl.cloud.lambda_.events import (
     DirectRequest,
     HttpRequest,
     S3Object,
@@ -28,8 +28,8 @@ from mmsctl.cloud.function.events import (
     http_response,
     parse_event,
 )
-from mmsctl.cloud.function.outputs import error_document, output_key, result_document
-from mmsctl.cloud.function.env import ENV_FETCH_ALLOW
+from mmsctl.cloud.lambda_.outputs import error_document, output_key, result_document
+from mmsctl.cloud.lambda_.env import ENV_FETCH_ALLOW
 from mmsctl.error_body import ErrorBody, error_body, parse_error_body
 from mmsctl.errors import CloudError
 from mmsctl.predict import Prediction

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from mmsctl.cloud.function.env import parse_s3_uri
+from mmsctl.cloud.lambda_.env import parse_s3_uri
 from mmsctl.errors import ArchiveError, CloudError
 from mmsctl.lambda_.settings import HandlerSettings
 

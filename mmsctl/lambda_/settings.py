@@ -2,7 +2,7 @@
 
 The Dockerfile of ``mmsctl lambda build`` sets defaults (a baked model); the function's
 environment, written by ``mmsctl lambda deploy``, wins over them. The variables' names are
-the control plane's too (:mod:`mmsctl.cloud.function.env`); their meaning and ceilings are
+the control plane's too (:mod:`mmsctl.cloud.lambda_.env`); their meaning and ceilings are
 here. Every number has a ceiling, checked here once, so a bad value fails the container's
 start, not a request.
 """
@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
-from mmsctl.cloud.function.env import (
+from mmsctl.cloud.lambda_.env import (
     ENV_BUCKET_OWNER,
     ENV_FETCH_ALLOW,
     ENV_INPUT_BUCKET,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 
-from mmsctl.cloud.function.events import (
+from mmsctl.cloud.lambda_.events import (
     WARM_EVENT,
     DirectRequest,
     HttpRequest,

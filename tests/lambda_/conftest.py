@@ -27,7 +27,7 @@ def sample(name: str) -> dict[str, Any]:
 
 def put_event(s3: Any, key: str, body: bytes, bucket: str = "in-bucket") -> dict[str, Any]:
     """Put *body* at *key*; AWS's documented put notification pointed at it (key URL-encoded as S3 does)."""
-    from mmsctl.cloud.function.events import s3_put_event
+    from mmsctl.cloud.lambda_.events import s3_put_event
 
     put = s3.put_object(Bucket=bucket, Key=key, Body=body)
     event = sample("s3_put.json")

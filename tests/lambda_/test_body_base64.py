@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from mmsctl.cloud.function import events
-from mmsctl.cloud.function.events import HttpRequest, function_url_event, parse_event
+from mmsctl.cloud.lambda_ import events
+from mmsctl.cloud.lambda_.events import HttpRequest, function_url_event, parse_event
 
 
 def test_base64_bodies_decode_and_bad_ones_are_refused() -> None:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mmsctl.cloud.function.events import HttpRequest, S3Put, Unknown, parse_event
+from mmsctl.cloud.lambda_.events import HttpRequest, S3Put, Unknown, parse_event
 from tests.lambda_.conftest import sample
 
 SAMPLES = ["s3_put.json", "function_url_post.json", "apigateway_proxy.json", "scheduled.json"]

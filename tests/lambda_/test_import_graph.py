@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mmsctl.cloud.function.build import LOCK_FILE
+from mmsctl.cloud.lambda_.build import LOCK_FILE
 from tests.support.paths import KITTEN_JPG, REPO, require_shared
 
 _PROBE = r'''
@@ -35,7 +35,7 @@ class OnlyTheLock(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, OnlyTheLock())
 before = set(sys.modules)
 import mmsctl.lambda_.handler as h
-from mmsctl.cloud.function.events import function_url_event, s3_put_event
+from mmsctl.cloud.lambda_.events import function_url_event, s3_put_event
 kitten = open(sys.argv[1], "rb").read()
 answers = [h.handler(function_url_event("POST", body=kitten, content_type="image/jpeg"), None),
            h.handler(function_url_event("GET", query={"url": "http://203.0.113.9:9/x.jpg"}), None)]

@@ -21,7 +21,7 @@ import botocore.exceptions
 import httpx
 import pytest
 
-from mmsctl.cloud.function.invoke import parse_report
+from mmsctl.cloud.lambda_.invoke import parse_report
 from mmsctl.lambda_.local import MAX_PAYLOAD, LocalFunction, _invoke_handler
 
 HANDLERS = '''

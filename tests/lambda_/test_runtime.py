@@ -17,7 +17,7 @@ import boto3
 import pytest
 
 from mmsctl.errors import CloudError
-from mmsctl.cloud.function.events import WARM_EVENT, api_gateway_event, function_url_event
+from mmsctl.cloud.lambda_.events import WARM_EVENT, api_gateway_event, function_url_event
 from mmsctl.addresses import AllowList
 from mmsctl.lambda_.served_model import ServedModel
 from mmsctl.lambda_.runtime import Runtime

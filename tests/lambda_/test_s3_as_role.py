@@ -15,7 +15,7 @@ from typing import Any, Iterator, Optional
 import boto3
 import pytest
 
-from mmsctl.cloud.function.policy import RoleScope, permissions_policy
+from mmsctl.cloud.lambda_.policy import RoleScope, permissions_policy
 from mmsctl.errors import CloudError
 from mmsctl.lambda_.runtime import Runtime
 from mmsctl.lambda_.served_model import ServedModel

@@ -1,4 +1,4 @@
-"""``deploy()``: the steps of :mod:`mmsctl.cloud.function.deploy` in order, and what they made.
+"""``deploy()``: the steps of :mod:`mmsctl.cloud.lambda_.deploy` in order, and what they made.
 
 First the reads that can refuse the deploy (the image is in ECR, no notification of someone
 else's on the input bucket overlaps ours), so a refusal changes nothing. Then, in order: the ECR repository (with a pull policy for this function) and the image, the model
@@ -17,27 +17,27 @@ from typing import Any, Callable, Optional
 
 from mmsctl.cloud.aws import tags
 from mmsctl.cloud.aws.session import AwsSession
-from mmsctl.cloud.function import env, policy
-from mmsctl.cloud.function.deploy.alias import current_alias, ensure_provisioned
-from mmsctl.cloud.function.deploy.asynchronous import (
+from mmsctl.cloud.lambda_ import env, policy
+from mmsctl.cloud.lambda_.deploy.alias import current_alias, ensure_provisioned
+from mmsctl.cloud.lambda_.deploy.asynchronous import (
     ensure_async_config,
     ensure_concurrency,
     ensure_failure_queue,
     failure_arn,
 )
-from mmsctl.cloud.function.deploy.buckets import ensure_bucket
-from mmsctl.cloud.function.deploy.function import ensure_function
-from mmsctl.cloud.function.deploy.image import ensure_image, find_image
-from mmsctl.cloud.function.deploy.log_group import ensure_log_group
-from mmsctl.cloud.function.deploy.model import ensure_model
-from mmsctl.cloud.function.deploy.permissions import Permissions
-from mmsctl.cloud.function.deploy.role import ensure_role
-from mmsctl.cloud.function.deploy.schedule import ensure_schedule
-from mmsctl.cloud.function.deploy.target import Change, Target
-from mmsctl.cloud.function.deploy.triggers import check_no_overlap, ensure_trigger
-from mmsctl.cloud.function.deploy.url import ensure_url
-from mmsctl.cloud.function.resources import function_or_none, ours
-from mmsctl.cloud.function.spec import DeploySpec
+from mmsctl.cloud.lambda_.deploy.buckets import ensure_bucket
+from mmsctl.cloud.lambda_.deploy.function import ensure_function
+from mmsctl.cloud.lambda_.deploy.image import ensure_image, find_image
+from mmsctl.cloud.lambda_.deploy.log_group import ensure_log_group
+from mmsctl.cloud.lambda_.deploy.model import ensure_model
+from mmsctl.cloud.lambda_.deploy.permissions import Permissions
+from mmsctl.cloud.lambda_.deploy.role import ensure_role
+from mmsctl.cloud.lambda_.deploy.schedule import ensure_schedule
+from mmsctl.cloud.lambda_.deploy.target import Change, Target
+from mmsctl.cloud.lambda_.deploy.triggers import check_no_overlap, ensure_trigger
+from mmsctl.cloud.lambda_.deploy.url import ensure_url
+from mmsctl.cloud.lambda_.resources import function_or_none, ours
+from mmsctl.cloud.lambda_.spec import DeploySpec
 from mmsctl.errors import CloudError, MmsError
 
 __all__ = ["DeployIncomplete", "DeployResult", "deploy"]
@@ -102,7 +102,7 @@ def _scope(t: Target, model_uri: Optional[str], model_version: Optional[str],
 
 def _variables(spec: DeploySpec, model_uri: Optional[str], model_version: Optional[str],
                account: str) -> dict[str, str]:
-    """The function's ``MMSCTL_LAMBDA_*`` environment (the contract in :mod:`mmsctl.cloud.function.env`)."""
+    """The function's ``MMSCTL_LAMBDA_*`` environment (the contract in :mod:`mmsctl.cloud.lambda_.env`)."""
     variables: dict[str, str] = {}
     if model_uri:
         variables[env.ENV_MODEL] = model_uri
@@ -137,7 +137,7 @@ def deploy(aws: AwsSession, spec: DeploySpec, *, model_file: Optional[Path] = No
     Args:
         aws: the session (``dry_run`` for a plan: reads are made, changes are only listed).
         spec: a checked :class:`DeploySpec`.
-        model_file: the archive to upload (from :func:`~mmsctl.cloud.function.deploy.model.resolve_model_file`),
+        model_file: the archive to upload (from :func:`~mmsctl.cloud.lambda_.deploy.model.resolve_model_file`),
             unless the model is an ``s3://`` URI or baked into the image.
         sleep: how to wait between polls (tests pass a no-op).
 

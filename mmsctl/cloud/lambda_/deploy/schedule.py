@@ -6,11 +6,11 @@ import json
 from typing import Any, Optional
 
 from mmsctl.cloud.aws.errors import aws_code
-from mmsctl.cloud.function import spec as names
-from mmsctl.cloud.function.deploy.permissions import Permissions
-from mmsctl.cloud.function.deploy.target import Target
-from mmsctl.cloud.function.events import WARM_EVENT
-from mmsctl.cloud.function.resources import as_dict, ours
+from mmsctl.cloud.lambda_ import spec as names
+from mmsctl.cloud.lambda_.deploy.permissions import Permissions
+from mmsctl.cloud.lambda_.deploy.target import Target
+from mmsctl.cloud.lambda_.events import WARM_EVENT
+from mmsctl.cloud.lambda_.resources import as_dict, ours
 from mmsctl.errors import CloudError
 
 __all__ = ["ensure_schedule"]

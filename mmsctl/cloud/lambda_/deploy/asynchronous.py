@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from mmsctl.cloud.aws.errors import aws_code
-from mmsctl.cloud.function.deploy.target import Target
-from mmsctl.cloud.function.failures import default_queue_name
+from mmsctl.cloud.lambda_.deploy.target import Target
+from mmsctl.cloud.lambda_.failures import default_queue_name
 from mmsctl.errors import CloudError
 
 __all__ = ["ensure_async_config", "ensure_concurrency", "ensure_failure_queue", "failure_arn"]

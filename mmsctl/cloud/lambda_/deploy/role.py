@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 from mmsctl.cloud.aws.errors import aws_code
-from mmsctl.cloud.function import policy
-from mmsctl.cloud.function import spec as names
-from mmsctl.cloud.function.deploy.target import Target
-from mmsctl.cloud.function.resources import as_dict, ours
+from mmsctl.cloud.lambda_ import policy
+from mmsctl.cloud.lambda_ import spec as names
+from mmsctl.cloud.lambda_.deploy.target import Target
+from mmsctl.cloud.lambda_.resources import as_dict, ours
 from mmsctl.errors import CloudError
 
 __all__ = ["ensure_role"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from mmsctl.cloud.aws.errors import aws_code
-from mmsctl.cloud.function.deploy.permissions import Permissions
-from mmsctl.cloud.function.deploy.target import Target
+from mmsctl.cloud.lambda_.deploy.permissions import Permissions
+from mmsctl.cloud.lambda_.deploy.target import Target
 from mmsctl.errors import CloudError
 
 __all__ = ["ensure_url"]

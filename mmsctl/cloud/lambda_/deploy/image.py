@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Optional
 
 from mmsctl.cloud.aws.errors import aws_code
-from mmsctl.cloud.function import spec as names
-from mmsctl.cloud.function.deploy.target import Target
-from mmsctl.cloud.function.repository import ensure_repository
+from mmsctl.cloud.lambda_ import spec as names
+from mmsctl.cloud.lambda_.deploy.target import Target
+from mmsctl.cloud.lambda_.repository import ensure_repository
 from mmsctl.errors import CloudError, UsageError
 
 __all__ = ["MissingImage", "ensure_image", "find_image"]

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Optional
 
 from mmsctl.cloud.aws.errors import aws_code
-from mmsctl.cloud.function import env
-from mmsctl.cloud.function import spec as names
-from mmsctl.cloud.function.deploy.buckets import ensure_bucket
-from mmsctl.cloud.function.deploy.target import Target
+from mmsctl.cloud.lambda_ import env
+from mmsctl.cloud.lambda_ import spec as names
+from mmsctl.cloud.lambda_.deploy.buckets import ensure_bucket
+from mmsctl.cloud.lambda_.deploy.target import Target
 from mmsctl.errors import CloudError, UsageError
 
 __all__ = ["ensure_model", "resolve_model_file"]

@@ -19,8 +19,8 @@ from urllib.parse import quote, urlencode
 
 from mmsctl.cloud.aws.errors import aws_code
 from mmsctl.cloud.aws.session import AwsSession, PlainHttpRefused
-from mmsctl.cloud.function import spec as names
-from mmsctl.cloud.function.invoke import MAX_PAYLOAD, MAX_SYNC_IMAGE, InvokeResult, TooBigToSend, content_type
+from mmsctl.cloud.lambda_ import spec as names
+from mmsctl.cloud.lambda_.invoke import MAX_PAYLOAD, MAX_SYNC_IMAGE, InvokeResult, TooBigToSend, content_type
 from mmsctl.errors import CloudError, InputNotFoundError, NotFoundError
 from mmsctl.tls import verify as shared_verify
 

@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from mmsctl.cloud.aws.errors import ContainerToolError
-from mmsctl.cloud.function import env
-from mmsctl.cloud.function.manifest import MANIFEST, BuildContext, StaleBuildContext
-from mmsctl.cloud.function.repository import ensure_repository
-from mmsctl.cloud.function.spec import check_function_name, repository_name
+from mmsctl.cloud.lambda_ import env
+from mmsctl.cloud.lambda_.manifest import MANIFEST, BuildContext, StaleBuildContext
+from mmsctl.cloud.lambda_.repository import ensure_repository
+from mmsctl.cloud.lambda_.spec import check_function_name, repository_name
 from mmsctl.errors import UsageError
 
 __all__ = [

@@ -20,8 +20,8 @@ from typing import Any, Optional
 from mmsctl.cloud.aws.errors import aws_code
 from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.aws.tags import LAMBDA_INPUT, LAMBDA_MODEL_BUCKET, LAMBDA_OUTPUT
-from mmsctl.cloud.function import spec as names
-from mmsctl.cloud.function.resources import NotOurAccount, as_dict, bucket_tags, function_or_none, ours
+from mmsctl.cloud.lambda_ import spec as names
+from mmsctl.cloud.lambda_.resources import NotOurAccount, as_dict, bucket_tags, function_or_none, ours
 from mmsctl.errors import CloudError
 
 __all__ = ["DestroyResult", "data_buckets", "destroy", "failure_queue"]
@@ -291,7 +291,7 @@ def _repository(aws: AwsSession, name: str, result: DestroyResult) -> None:
 def failure_queue(aws: AwsSession, name: str) -> Optional[tuple[str, str, Optional[int]]]:
     """Deploy's dead-letter queue for *name*, if it exists: (name, URL, failed events it holds), the count
     None when the queue is not tagged for *name* (someone else's: never deleted)."""
-    from mmsctl.cloud.function.failures import default_queue_name
+    from mmsctl.cloud.lambda_.failures import default_queue_name
 
     queue = default_queue_name(name)
     try:

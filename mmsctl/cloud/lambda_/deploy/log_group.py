@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from mmsctl.cloud.function import spec as names
-from mmsctl.cloud.function.deploy.target import Target
+from mmsctl.cloud.lambda_ import spec as names
+from mmsctl.cloud.lambda_.deploy.target import Target
 
 __all__ = ["ensure_log_group"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from mmsctl.cloud.function.deploy.target import Target
-from mmsctl.cloud.function.resources import wait_function_ready
+from mmsctl.cloud.lambda_.deploy.target import Target
+from mmsctl.cloud.lambda_.resources import wait_function_ready
 from mmsctl.errors import CloudError
 
 __all__ = ["ensure_function"]

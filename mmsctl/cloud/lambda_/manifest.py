@@ -1,8 +1,8 @@
 """What a Lambda image is: the build context's manifest (``mmsctl-lambda.json``).
 
-``mmsctl lambda build`` writes it (:mod:`mmsctl.cloud.function.build`) and ``lambda run-local
+``mmsctl lambda build`` writes it (:mod:`mmsctl.cloud.lambda_.build`) and ``lambda run-local
 --build`` reads it (:mod:`mmsctl.lambda_.run_local`): a contract between the control plane
-and the handler's side, like :mod:`~mmsctl.cloud.function.env`, so run-local needs nothing of build.
+and the handler's side, like :mod:`~mmsctl.cloud.lambda_.env`, so run-local needs nothing of build.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from mmsctl.cloud.function.events import S3Object
+from mmsctl.cloud.lambda_.events import S3Object
 from mmsctl.error_body import ErrorBody
 
 __all__ = ["ERROR_SUFFIX", "OUTPUT_SUFFIX", "error_document", "output_key", "result_document"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmsctl.cloud.function.deploy.target import Target
-from mmsctl.cloud.function.resources import bucket_tags, ours
+from mmsctl.cloud.lambda_.deploy.target import Target
+from mmsctl.cloud.lambda_.resources import bucket_tags, ours
 from mmsctl.errors import CloudError
 
 __all__ = ["ForeignBucket", "ensure_bucket"]

@@ -7,9 +7,9 @@ from typing import Any, Callable, Optional
 
 from mmsctl.cloud.aws.changes import Change
 from mmsctl.cloud.aws.session import AwsSession, partition
-from mmsctl.cloud.function import spec as names
-from mmsctl.cloud.function.resources import lambda_tags
-from mmsctl.cloud.function.spec import DeploySpec
+from mmsctl.cloud.lambda_ import spec as names
+from mmsctl.cloud.lambda_.resources import lambda_tags
+from mmsctl.cloud.lambda_.spec import DeploySpec
 
 __all__ = ["Change", "Target"]
 

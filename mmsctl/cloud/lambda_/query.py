@@ -8,9 +8,9 @@ from typing import Any, Optional
 from mmsctl.cloud.aws.errors import aws_code
 from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.aws.tags import LAMBDA, LAMBDA_INPUT, LAMBDA_MODEL, LAMBDA_OUTPUT
-from mmsctl.cloud.function import env
-from mmsctl.cloud.function import spec as names
-from mmsctl.cloud.function.resources import function_or_none, ours
+from mmsctl.cloud.lambda_ import env
+from mmsctl.cloud.lambda_ import spec as names
+from mmsctl.cloud.lambda_.resources import function_or_none, ours
 from mmsctl.errors import CloudError, NotFoundError
 
 __all__ = ["describe_function", "list_functions"]

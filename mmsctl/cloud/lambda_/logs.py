@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterator, Optional
 
 from mmsctl.cloud.aws.errors import aws_code
 from mmsctl.cloud.aws.session import AwsSession
-from mmsctl.cloud.function import spec as names
+from mmsctl.cloud.lambda_ import spec as names
 from mmsctl.errors import CloudError, NotFoundError, UsageError
 
 __all__ = ["log_events", "parse_since"]

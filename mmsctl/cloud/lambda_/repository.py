@@ -9,9 +9,9 @@ import json
 
 from mmsctl.cloud.aws.errors import aws_code
 from mmsctl.cloud.aws.session import AwsSession, partition
-from mmsctl.cloud.function import policy
-from mmsctl.cloud.function import spec as names
-from mmsctl.cloud.function.resources import lambda_tags
+from mmsctl.cloud.lambda_ import policy
+from mmsctl.cloud.lambda_ import spec as names
+from mmsctl.cloud.lambda_.resources import lambda_tags
 from mmsctl.errors import CloudError
 
 __all__ = ["ensure_repository"]

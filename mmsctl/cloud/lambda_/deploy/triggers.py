@@ -7,9 +7,9 @@ import json
 from typing import Any, Optional
 
 from mmsctl.cloud.aws.errors import aws_code
-from mmsctl.cloud.function import spec as names
-from mmsctl.cloud.function.deploy.permissions import Permissions
-from mmsctl.cloud.function.deploy.target import Target
+from mmsctl.cloud.lambda_ import spec as names
+from mmsctl.cloud.lambda_.deploy.permissions import Permissions
+from mmsctl.cloud.lambda_.deploy.target import Target
 from mmsctl.errors import CloudError, UsageError, causes
 
 __all__ = ["NOT_VALIDATED", "NotificationNotValidated", "NotificationOverlap", "check_no_overlap", "ensure_trigger"]

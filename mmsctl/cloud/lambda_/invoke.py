@@ -22,9 +22,9 @@ from typing import Any, Callable, Optional
 from mmsctl.cloud.aws.errors import aws_code
 from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.aws.tags import LAMBDA_INPUT, LAMBDA_OUTPUT
-from mmsctl.cloud.function import env
-from mmsctl.cloud.function.events import function_url_event
-from mmsctl.cloud.function.resources import function_or_none
+from mmsctl.cloud.lambda_ import env
+from mmsctl.cloud.lambda_.events import function_url_event
+from mmsctl.cloud.lambda_.resources import function_or_none
 from mmsctl.errors import CloudError, InputNotFoundError, NotFoundError, RequestTimeout, UsageError
 
 __all__ = ["InvokeResult", "NoPipeline", "Report", "TooBigToSend", "invoke_pipeline", "invoke_sync", "parse_report"]
@@ -202,7 +202,7 @@ def invoke_pipeline(aws: AwsSession, name: str, image: Path, *, wait: float = 12
     Raises:
         RequestTimeout: no output object within *wait* seconds (exit 7).
     """
-    from mmsctl.cloud.function.outputs import output_key
+    from mmsctl.cloud.lambda_.outputs import output_key
 
     if not image.is_file():
         raise InputNotFoundError(f"{image}: no such file")

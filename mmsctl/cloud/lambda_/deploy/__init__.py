@@ -3,7 +3,7 @@
 One module per resource, each a step that first reads what exists and changes only what
 differs, so a second deploy with the same flags makes no change; :mod:`.run` calls them in
 order. Every resource carries ``mmsctl:lambda=NAME``; the spec was checked
-(:mod:`mmsctl.cloud.function.spec`) before the first call.
+(:mod:`mmsctl.cloud.lambda_.spec`) before the first call.
 
     target.py       the function being deployed (ARNs, alias, tags) and the report of changes
     image.py        the ECR repository and the image, pinned to its digest

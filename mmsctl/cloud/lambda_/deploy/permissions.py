@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from mmsctl.cloud.aws.errors import aws_code
-from mmsctl.cloud.function.deploy.target import Target
+from mmsctl.cloud.lambda_.deploy.target import Target
 from mmsctl.errors import CloudError
 
 __all__ = ["Permissions"]

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from mmsctl.cloud.function.failures import (
+from mmsctl.cloud.lambda_.failures import (
     Destination,
     check_concurrency,
     check_retries,
