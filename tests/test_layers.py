@@ -21,7 +21,7 @@ LAYERS: list[set[str]] = [
     {"errors"},  # the MmsError tree
     # settings, token files, the MMS error body, name=location, public addresses, the shared CA store
     {"config", "tokens", "error_body", "names", "addresses", "tls"},
-    {"instances"},  # the local-instance registry (server writes, client and CLI read)
+    {"local_servers"},  # the registry of local servers (server writes, client and CLI read)
     {"engine"},  # running a model: handler contract, ServiceSpec, the worker runtime; the only mxnet
     {"archive"},  # .mar/.model/.tar.gz: packing (bundles the built-in handler), opening, ONNX import
     {"zoo"},  # names -> archives: catalog, cache, downloads, untrained builds

@@ -47,7 +47,7 @@ def complete_context_names(incomplete: str) -> list[str]:
 def complete_instance_names(incomplete: str) -> list[str]:
     """Shell completion for ``serve logs/status --name``: every local server instance with a state file."""
     try:
-        from mmsctl.instances import list_instances
+        from mmsctl.local_servers import list_instances
 
         return [i.name for i in list_instances() if i.name.startswith(incomplete)]
     except Exception:  # noqa: BLE001 - completion stays silent
@@ -57,7 +57,7 @@ def complete_instance_names(incomplete: str) -> list[str]:
 def complete_running_instance_names(incomplete: str) -> list[str]:
     """Shell completion for ``serve stop --name``: the local servers running now."""
     try:
-        from mmsctl.instances import running_instances
+        from mmsctl.local_servers import running_instances
 
         return [s.name for s in running_instances() if s.name.startswith(incomplete)]
     except Exception:  # noqa: BLE001 - completion stays silent

@@ -147,7 +147,7 @@ def start(
 
 
 def _log_hint(config: ServerConfig) -> str:
-    from mmsctl.instances import Instance
+    from mmsctl.local_servers import Instance
 
     return str(Instance(config.instance_name).log_file)
 

@@ -175,7 +175,7 @@ def _only_zoo(names: list[str]) -> None:
 
 def _running_servers() -> list[str]:
     """Names of running `mmsctl serve` instances: their workers load from the extracted copies."""
-    from mmsctl.instances import list_instances
+    from mmsctl.local_servers import list_instances
 
     return [i.name for i in list_instances() if i.running_state() is not None]
 

@@ -2,7 +2,7 @@
 
 Starting mxnet in-process costs ~0.5 s per run; a local ``mmsctl serve`` that has the same
 archive loaded (same content, same handler) answers in milliseconds. Servers publish what they
-serve in ``state.json`` (:attr:`~mmsctl.instances.InstanceState.served`: per model, the SHA-256
+serve in ``state.json`` (:attr:`~mmsctl.local_servers.InstanceState.served`: per model, the SHA-256
 prefix its extraction is named by and its handler). Here MODEL is resolved the way ``predict``
 does (a zoo name to its cached archive, a path to an archive file), hashed once per
 path + mtime + size (remembered in ``<cache>/predict/digests.json``), and matched, with the kernel set
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
 from mmsctl.config import cache_dir, settings_file
-from mmsctl.instances import InstanceState, running_instances
+from mmsctl.local_servers import InstanceState, running_instances
 
 __all__ = ["ArchiveFacts", "WarmTarget", "archive_digest", "find_warm_server", "local_archive", "warm_server_or_why"]
 

@@ -16,7 +16,7 @@ import httpx
 import psutil
 import pytest
 
-from mmsctl.instances import Instance, InstanceState, process_start_time
+from mmsctl.local_servers import Instance, InstanceState, process_start_time
 from tests.support.cli import CliResult, run_mmsctl
 from tests.support.mmsctl_server import make_handler_archive, make_noop_archive, running_mmsctl_server
 from tests.support.waiting import wait_until, wait_until_async

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mmsctl.instances import Instance, InstanceState, list_instances, process_start_time
+from mmsctl.local_servers import Instance, InstanceState, list_instances, process_start_time
 
 
 def _publish(name: str, *, pid: int, token_file: str | None = None, status: str = "ready",
