@@ -34,7 +34,7 @@ COMMAND_MODULES = (
     "mmsctl.cli.bench",
     "mmsctl.cli.ec2",
     "mmsctl.cli.fleet",
-    "mmsctl.cli.lambdas",
+    "mmsctl.cli.lambda_",
     "mmsctl.cli.sagemaker",
     "mmsctl.cli.completion",
 )

@@ -191,7 +191,7 @@ def register_model(
                          "(mmsctl context add NAME --fleet FLEET)")
     target.register(location, options, output=output, persisting=persist)
     if persist:
-        from mmsctl.cli.fleet_rollout import persist_model
+        from mmsctl.cli.fleet.rollout import persist_model
 
         persist_model(str(fleet), getattr(ctx, "region", None), f"{name}={location}" if name else location, output)
 

@@ -636,7 +636,7 @@ def cost_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    from mmsctl.cli.fleet_rollout import add_rollout
+    from mmsctl.cli.fleet.rollout import add_rollout
 
     add_rollout(fleet_app)
     app.add_typer(fleet_app, name="fleet")

@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 import typer
 
-from mmsctl.cli import sagemaker_day2
+from mmsctl.cli.sagemaker import day2 as sagemaker_day2
 from mmsctl.cli.ec2 import aws_session, render_calls
 from mmsctl.cli.hints import CommandWords
 from mmsctl.cli.options import OutputOpt, ProfileOpt, RegionOpt, check_output
