@@ -17,7 +17,7 @@ import typer
 
 from mmsctl import __version__
 from mmsctl import exit_codes
-from mmsctl.cli.options import complete_context_names
+from mmsctl.cli.options import option
 from mmsctl.cli.render import UI, get_ui, set_ui
 
 __all__ = ["app", "command", "run"]
@@ -60,10 +60,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     ctx: typer.Context,
-    context: Optional[str] = typer.Option(
-        None, "--context", help="Server context for every command (see `mmsctl context`).", metavar="NAME",
-        autocompletion=complete_context_names,
-    ),
+    context: Optional[str] = option("--context", help="Server context for every command (see `mmsctl context`)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print data only, no progress or status lines."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks instead of one-line errors."),
     version: bool = typer.Option(

@@ -13,11 +13,20 @@ from typing import Any, List, Optional
 
 import typer
 
-from mmsctl.cli.ec2 import CLOUD_WORDS, aws_session, render_calls
+from mmsctl.cli.aws import CLOUD_WORDS, aws_session, render_calls
 from mmsctl.cli.hints import CommandWords
-from mmsctl.cli.options import OutputOpt, ProfileOpt, RegionOpt, check_output, complete_context_names, \
-    note_model_locations
+from mmsctl.cli.options import (
+    DryRunOpt,
+    IdentityDirOpt,
+    OutputOpt,
+    ProfileOpt,
+    RegionOpt,
+    check_output,
+    note_model_locations,
+    option,
+)
 from mmsctl.cli.render import Column, get_ui, render_data, render_removal, render_table
+from mmsctl.cli.userdata import user_data_command
 
 __all__ = ["register"]
 
@@ -28,8 +37,7 @@ fleet_app = typer.Typer(
 )
 
 NameArg: str = typer.Argument(..., help="Fleet name (lowercase letters, digits, hyphens; up to 19).", metavar="NAME")
-DryRunOpt: bool = typer.Option(False, "--dry-run", help="Print every AWS call instead of making the changes.")
-WaitTimeoutOpt: float = typer.Option(1200.0, "--wait-timeout", help="Seconds --wait waits.", metavar="S")
+WaitTimeoutOpt: float = option("--wait-timeout", 1200.0, help="Seconds --wait waits.")
 
 _FIELDS = (Column("Field", "field"), Column("Value", "value"))
 
@@ -70,43 +78,39 @@ def _wait(aws: Any, name: str, timeout: float) -> Any:
 @_FLEET_WORDS.command
 def create_cmd(
     name: str = NameArg,
-    models: List[str] = typer.Option([], "--models", "-m", help="name=location to serve (zoo name or https URL); "
-                                     "comma-separated or repeated. A member is healthy when every one has a ready "
-                                     "worker.", metavar="NAME=LOCATION"),
-    accelerator: Optional[str] = typer.Option(None, "--accelerator", help="eia|inf1|inf2|g4dn|g5|none.",
-                                              metavar="KIND"),
-    eia: Optional[str] = typer.Option(None, "--eia", help="Elastic Inference accelerator (retired April 2024).",
-                                      metavar="SIZE"),
-    instance_type: Optional[str] = typer.Option(None, "--instance-type", help="EC2 instance type "
-                                                "(default fits the accelerator).", metavar="TYPE"),
-    ami: Optional[str] = typer.Option(None, "--ami", help="ami-… or resolve:ssm:/parameter (default: the "
-                                      "accelerator's Deep Learning AMI).", metavar="AMI"),
-    min_size: int = typer.Option(2, "--min", min=1, help="Fewest instances.", metavar="N"),
-    max_size: int = typer.Option(10, "--max", min=1, help="Most instances.", metavar="N"),
+    models: List[str] = option("--models", [], help="name=location to serve (zoo name or https URL); "
+                               "comma-separated or repeated. A member is healthy when every one has a ready "
+                               "worker."),
+    accelerator: Optional[str] = option("--accelerator", help="eia|inf1|inf2|g4dn|g5|none."),
+    eia: Optional[str] = option("--eia", help="Elastic Inference accelerator (retired April 2024)."),
+    instance_type: Optional[str] = option("--instance-type", help="EC2 instance type "
+                                          "(default fits the accelerator)."),
+    ami: Optional[str] = option("--ami", help="ami-… or resolve:ssm:/parameter (default: the "
+                                "accelerator's Deep Learning AMI)."),
+    min_size: int = option("--min", 2, help="Fewest instances.", min=1),
+    max_size: int = option("--max", 10, help="Most instances.", min=1),
     desired: Optional[int] = typer.Option(None, "--desired", min=1, help="Instances to start with (default --min).",
                                           metavar="N"),
-    target_rps: float = typer.Option(10.0, "--target-requests-per-instance", help="Requests per second per "
-                                     "instance the scaling policy holds (ALBRequestCountPerTarget; AWS counts per "
-                                     "minute, so its TargetValue is N×60).", metavar="N"),
+    target_rps: float = option("--target-requests-per-instance", 10.0, help="Requests per second per "
+                               "instance the scaling policy holds (ALBRequestCountPerTarget; AWS counts per "
+                               "minute, so its TargetValue is N×60)."),
     subnets: List[str] = typer.Option([], "--subnets", help="Subnets in two or more zones of one VPC "
                                       "(default: the default VPC's); comma-separated or repeated.", metavar="SUBNET,…"),
     internal: bool = typer.Option(False, "--internal", help="An internal balancer, open to the VPC only."),
     certificate_arn: Optional[str] = typer.Option(None, "--certificate-arn", help="ACM certificate: HTTPS on 443, "
                                                   "HTTP redirected to it.", metavar="ARN"),
-    key_name: Optional[str] = typer.Option(None, "--key-name", help="EC2 key pair for SSH.", metavar="KEY"),
+    key_name: Optional[str] = option("--key-name", help="EC2 key pair for SSH."),
     ssh_cidrs: List[str] = typer.Option([], "--ssh-cidr", help="CIDR allowed to SSH to the instances (for tunnels "
                                         "to the management port); repeatable. Default: none.", metavar="CIDR"),
-    allow_world_ssh: bool = typer.Option(False, "--allow-world-ssh", help="Accept an --ssh-cidr as wide as the "
-                                         "internet (0.0.0.0/0), which opens SSH to anyone."),
-    server: str = typer.Option("mmsctl", "--server", help="What the instances run (mms: MMS 1.1.11).",
-                               metavar="[mmsctl|mms]"),
-    pip_spec: Optional[str] = typer.Option(None, "--pip-spec", help="What instances pip-install for --server mmsctl.",
-                                           metavar="REQ"),
+    allow_world_ssh: bool = option("--allow-world-ssh", False, help="Accept an --ssh-cidr as wide as the "
+                                   "internet (0.0.0.0/0), which opens SSH to anyone."),
+    server: str = option("--server", "mmsctl", help="What the instances run (mms: MMS 1.1.11)."),
+    pip_spec: Optional[str] = option("--pip-spec", help="What instances pip-install for --server mmsctl."),
     health_check_path: Optional[str] = typer.Option(None, "--health-check-path", help="Override the target group's "
                                                     "health check (default /v2/health/ready: every model has a "
                                                     "ready worker; /ping for MMS).", metavar="PATH"),
-    instance_python: str = typer.Option("3.10", "--instance-python", metavar="X.Y", help="The AMI's python3: "
-                                        "the wheels instances install are built for it."),
+    instance_python: str = option("--instance-python", "3.10", help="The AMI's python3: "
+                                  "the wheels instances install are built for it."),
     warm_pool: int = typer.Option(0, "--warm-pool", metavar="N", help="Keep N instances booted and stopped "
                                   "(an Auto Scaling warm pool): scale-out starts them in seconds."),
     grace: Optional[int] = typer.Option(None, "--health-check-grace", help="Seconds a new instance has to boot "
@@ -115,7 +119,7 @@ def create_cmd(
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
     dry_run: bool = DryRunOpt,
-    wait: bool = typer.Option(False, "--wait", help="Return when the targets are healthy; print the endpoint."),
+    wait: bool = option("--wait", False, help="Return when the targets are healthy; print the endpoint."),
     wait_timeout: float = WaitTimeoutOpt,
     output: str = OutputOpt,
 ) -> None:
@@ -201,11 +205,9 @@ def list_cmd(region: Optional[str] = RegionOpt, profile: Optional[str] = Profile
 @fleet_app.command("describe")
 @_FLEET_WORDS.command
 def describe_cmd(name: str = NameArg, region: Optional[str] = RegionOpt, profile: Optional[str] = ProfileOpt,
-                 context: Optional[str] = typer.Option(
-                     None, "--context", metavar="NAME", autocompletion=complete_context_names,
-                     help="A context that reaches the members' management API, to find models registered by "
-                     "fan-out that the launch template lacks (default: a saved context naming this fleet, e.g. "
-                     "the one `fleet tunnel` writes)."),
+                 context: Optional[str] = option("--context", help="A context that reaches the members' management API, to find models registered by "
+                                                 "fan-out that the launch template lacks (default: a saved context naming this fleet, e.g. "
+                                                 "the one `fleet tunnel` writes)."),
                  output: str = OutputOpt) -> None:
     """Show a fleet: size, instances and their template version, target health, balancer, health check,
     policy, security groups; drift (members on an old template, models served beyond it)."""
@@ -345,13 +347,13 @@ def members_cmd(name: str = NameArg, region: Optional[str] = RegionOpt, profile:
 @_FLEET_WORDS.command
 def scale_cmd(
     name: str = NameArg,
-    min_size: Optional[int] = typer.Option(None, "--min", min=0, help="Fewest instances.", metavar="N"),
-    max_size: Optional[int] = typer.Option(None, "--max", min=0, help="Most instances.", metavar="N"),
+    min_size: Optional[int] = option("--min", help="Fewest instances.", min=0),
+    max_size: Optional[int] = option("--max", help="Most instances.", min=0),
     desired: Optional[int] = typer.Option(None, "--desired", min=0, help="Instances now.", metavar="N"),
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
     dry_run: bool = DryRunOpt,
-    wait: bool = typer.Option(False, "--wait", help="Return when as many targets are healthy as desired."),
+    wait: bool = option("--wait", False, help="Return when as many targets are healthy as desired."),
     wait_timeout: float = WaitTimeoutOpt,
     output: str = OutputOpt,
 ) -> None:
@@ -404,7 +406,6 @@ def destroy_cmd(name: str = NameArg, region: Optional[str] = RegionOpt, profile:
 LocalPortOpt: int = typer.Option(18080, "--local-port", min=1024, max=65000, help="First local port: member i "
                                   "gets inference on PORT+3i, management on PORT+3i+1, metrics on PORT+3i+2.",
                                   metavar="PORT")
-IdentityDirOpt: str = typer.Option("~/.ssh", "--identity-dir", help="Where KEY.pem files live.", metavar="DIR")
 
 
 def _members_to_tunnel(aws: Any, name: str, *, by_id: bool = False) -> list[tuple[str, str, Optional[str]]]:
@@ -464,14 +465,13 @@ def tunnel_cmd(
     via: str = typer.Option("ssh", "--via", help="ssh: the OpenSSH client to each member's public address (else "
                             "private); ssm: `aws ssm start-session` (Session Manager plugin) to its instance id.",
                             metavar="[ssh|ssm]"),
-    key_name: Optional[str] = typer.Option(None, "--key-name", help="Key pair whose DIR/KEY.pem ssh uses "
-                                           "(default: each instance's own).", metavar="KEY"),
+    key_name: Optional[str] = option("--key-name", help="Key pair whose DIR/KEY.pem ssh uses "
+                                     "(default: each instance's own)."),
     identity_dir: str = IdentityDirOpt,
     user: str = typer.Option("ubuntu", "--user", help="ssh login name.", metavar="USER"),
     context_name: Optional[str] = typer.Option(None, "--context-name", help="The context written for the "
                                                "tunnels (default NAME-tunnel).", metavar="CONTEXT"),
-    timeout: float = typer.Option(30.0, "--timeout", min=1.0, max=600.0, help="Seconds each tunnel has to open.",
-                                  metavar="S"),
+    timeout: float = option("--timeout", 30.0, help="Seconds each tunnel has to open.", min=1.0, max=600.0),
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
 ) -> None:
@@ -546,24 +546,7 @@ def _write_tunnel_context(name: str, targets: list[Any], fleet: str, region: str
     return name
 
 
-@fleet_app.command("user-data")
-@_FLEET_WORDS.command
-def user_data_cmd(
-    models: List[str] = typer.Option([], "--models", "-m", metavar="NAME=LOCATION", help="Models to serve."),
-    server: str = typer.Option("mmsctl", "--server", help="What the instance runs (mms: MMS 1.1.11).",
-                               metavar="[mmsctl|mms]"),
-    eia: Optional[str] = typer.Option(None, "--eia", metavar="SIZE"),
-    accelerator: Optional[str] = typer.Option(None, "--accelerator", metavar="KIND"),
-    pip_spec: Optional[str] = typer.Option(None, "--pip-spec", metavar="REQ"),
-) -> None:
-    """Print the boot script a fleet's launch template carries (management API on the private address, the
-    group's launch hook completed once the server is ready)."""
-    from mmsctl.cli.userdata import write_user_data
-    from mmsctl.cloud.fleet.asg import LAUNCH_HOOK
-    from mmsctl.cloud.instance.userdata import LifecycleHook
-
-    write_user_data(models, server, eia, accelerator, pip_spec, management_host="0.0.0.0", prefix="fleet/<name>/",
-                    lifecycle_hook=LifecycleHook("mmsctl-fleet-<name>", LAUNCH_HOOK))
+fleet_app.command("user-data")(_FLEET_WORDS.command(user_data_command(fleet=True)))
 
 
 @fleet_app.command("cost")
@@ -571,19 +554,15 @@ def user_data_cmd(
 def cost_cmd(
     name: Optional[str] = typer.Argument(None, help="A fleet to price at its min, desired and max size.",
                                          metavar="[NAME]"),
-    instance_type: Optional[str] = typer.Option(None, "--instance-type", help="Without NAME: the instance type.",
-                                                metavar="TYPE"),
-    eia: Optional[str] = typer.Option(None, "--eia", help="Add an Elastic Inference accelerator's price.",
-                                      metavar="SIZE"),
-    counts: List[int] = typer.Option([], "--count", min=1, help="Instance counts to price (repeatable; default: "
-                                     "the fleet's min, desired and max).", metavar="N"),
-    from_bench: Optional[str] = typer.Option(None, "--from-bench", help="A saved `mmsctl bench` run: its peak "
-                                             "goodput is one instance's throughput.", metavar="FILE"),
-    bench_target: Optional[str] = typer.Option(None, "--bench-target", help="The sweep of a --compare run to use.",
-                                               metavar="TARGET"),
-    throughput: Optional[float] = typer.Option(None, "--throughput", help="One instance's requests per second.",
-                                               metavar="RPS"),
-    price: Optional[float] = typer.Option(None, "--price", help="One instance's hourly price in USD.", metavar="USD"),
+    instance_type: Optional[str] = option("--instance-type", help="Without NAME: the instance type."),
+    eia: Optional[str] = option("--eia", help="Add an Elastic Inference accelerator's price."),
+    counts: List[int] = option("--count", [], help="Instance counts to price (repeatable; default: "
+                               "the fleet's min, desired and max).", min=1),
+    from_bench: Optional[str] = option("--from-bench", help="A saved `mmsctl bench` run: its peak "
+                                       "goodput is one instance's throughput."),
+    bench_target: Optional[str] = option("--bench-target", help="The sweep of a --compare run to use."),
+    throughput: Optional[float] = option("--throughput", help="One instance's requests per second."),
+    price: Optional[float] = option("--price", help="One instance's hourly price in USD."),
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
     output: str = OutputOpt,

@@ -10,9 +10,9 @@ from typing import Any, List, Optional
 
 import typer
 
-from mmsctl.cli.ec2 import CLOUD_WORDS, aws_session, render_calls
+from mmsctl.cli.aws import CLOUD_WORDS, aws_session, render_calls
 from mmsctl.cli.hints import CommandWords
-from mmsctl.cli.options import OutputOpt, ProfileOpt, RegionOpt, check_output, note_model_locations
+from mmsctl.cli.options import DryRunOpt, OutputOpt, ProfileOpt, RegionOpt, check_output, note_model_locations, option
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
 
 __all__ = ["add_rollout", "persist_command", "persist_model"]
@@ -29,14 +29,14 @@ _WORDS = CommandWords(
 @_WORDS.command
 def rollout_cmd(
     name: str = typer.Argument(..., help="Fleet name.", metavar="NAME"),
-    models: List[str] = typer.Option([], "--models", "-m", help="The models the new instances serve (repeatable; "
-                                     "default: the fleet's current ones).", metavar="NAME=LOCATION"),
-    instance_type: Optional[str] = typer.Option(None, "--instance-type", help="A new instance type.", metavar="TYPE"),
-    ami: Optional[str] = typer.Option(None, "--ami", help="A new AMI: ami-… or resolve:ssm:/parameter.", metavar="AMI"),
-    pip_spec: Optional[str] = typer.Option(None, "--pip-spec", help="Install mmsctl from this pip spec "
-                                           "(a new mmsctl version).", metavar="REQ"),
-    instance_python: Optional[str] = typer.Option(None, "--instance-python", metavar="X.Y", help="The new AMI's "
-                                                  "python3, for the wheels (default: the fleet's, as created)."),
+    models: List[str] = option("--models", [], help="The models the new instances serve (repeatable; "
+                               "default: the fleet's current ones)."),
+    instance_type: Optional[str] = option("--instance-type", help="A new instance type."),
+    ami: Optional[str] = option("--ami", help="A new AMI: ami-… or resolve:ssm:/parameter."),
+    pip_spec: Optional[str] = option("--pip-spec", help="Install mmsctl from this pip spec "
+                                     "(a new mmsctl version)."),
+    instance_python: Optional[str] = option("--instance-python", help="The new AMI's "
+                                            "python3, for the wheels (default: the fleet's, as created)."),
     strategy: str = typer.Option("blue-green", "--strategy", help="blue-green (a second group, traffic shifted "
                                  "when healthy) or rolling (instance refresh of the one group).", metavar="S"),
     min_healthy: int = typer.Option(90, "--min-healthy", help="rolling: percent of the group kept in service.",
@@ -52,9 +52,9 @@ def rollout_cmd(
     show_status: bool = typer.Option(False, "--status", help="Show the rollout's state and groups."),
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print every AWS call instead of making the changes."),
-    wait_timeout: float = typer.Option(1200.0, "--wait-timeout", help="Seconds to wait for the new group's "
-                                       "targets before giving up (nothing is shifted then).", metavar="S"),
+    dry_run: bool = DryRunOpt,
+    wait_timeout: float = option("--wait-timeout", 1200.0, help="Seconds to wait for the new group's "
+                                 "targets before giving up (nothing is shifted then)."),
     output: str = OutputOpt,
 ) -> None:
     """Roll new models, AMI, type or mmsctl version onto a fleet without downtime.

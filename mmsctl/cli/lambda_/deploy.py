@@ -10,9 +10,9 @@ from typing import Any, List, Optional
 
 import typer
 
-from mmsctl.cli.ec2 import aws_session, render_calls, render_destroy_plan
+from mmsctl.cli.aws import aws_session, render_calls, render_destroy_plan
 from mmsctl.cli.hints import CommandWords
-from mmsctl.cli.options import OutputOpt, ProfileOpt, RegionOpt, check_output
+from mmsctl.cli.options import DryRunOpt, OutputOpt, ProfileOpt, RegionOpt, YesOpt, check_output, option
 from mmsctl.cli.render import Column, get_ui, render_data, render_removal, render_table
 from mmsctl.errors import UsageError
 
@@ -24,7 +24,6 @@ lambda_app = typer.Typer(
     no_args_is_help=True,
 )
 
-DryRunOpt = typer.Option(False, "--dry-run", help="Print every AWS call instead of making the changes.")
 CHANGE_COLUMNS = (Column("Action", "action"), Column("Kind", "kind"), Column("Resource", "id"))
 FUNCTION_COLUMNS = (
     Column("Name", "name"),
@@ -101,15 +100,15 @@ def build_cmd(
     out: Path = typer.Option(Path("lambda-build"), "--out", help="Folder for the build context.", metavar="DIR"),
     model_version: Optional[str] = typer.Option(None, "--s3-version", metavar="VERSION_ID",
                                                 help="Pin this S3 object version (s3:// models)."),
-    force: bool = typer.Option(False, "--force", help="Replace an existing build context in DIR."),
+    force: bool = option("--force", False, help="Replace an existing build context in DIR."),
     push: bool = typer.Option(False, "--push", help="Build with docker/podman and push to ECR "
                               "(repository mmsctl-lambda/NAME)."),
-    name: Optional[str] = typer.Option(None, "--name", metavar="NAME", help="The function the image is for "
-                                       "(with --push)."),
+    name: Optional[str] = option("--name", help="The function the image is for "
+                                 "(with --push).", short=False),
     tag: str = typer.Option("latest", "--tag", metavar="TAG", help="Image tag to push."),
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
-    dry_run: bool = typer.Option(False, "--dry-run", help="With --push: print the AWS calls and commands only."),
+    dry_run: bool = option("--dry-run", False, help="With --push: print the AWS calls and commands only."),
     output: str = OutputOpt,
 ) -> None:
     """Write a container-image build context for Lambda (Dockerfile on the AWS Python base image).
@@ -166,16 +165,15 @@ def build_cmd(
 @_DEPLOY_WORDS.command
 def deploy_cmd(
     name: str = typer.Argument(..., metavar="NAME", help="Function name (1-40 of a-z, 0-9, -)."),
-    model: str = typer.Option(..., "--model", metavar="MODEL", help="Zoo name or archive (uploaded to the model "
-                              "bucket), or s3://bucket/key[?versionId=V]."),
-    image: Optional[str] = typer.Option(None, "--image", metavar="URI", help="ECR image (default: "
-                                        "mmsctl-lambda/NAME:latest, pushed by `lambda build --push`)."),
-    model_source: str = typer.Option("s3", "--model-source", metavar="[s3|image]",
-                                     help="s3: load MODEL from S3 at start; image: MODEL is baked into --image."),
+    model: str = option("--model", ..., help="Zoo name or archive (uploaded to the model "
+                        "bucket), or s3://bucket/key[?versionId=V]."),
+    image: Optional[str] = option("--image", help="ECR image (default: "
+                                  "mmsctl-lambda/NAME:latest, pushed by `lambda build --push`)."),
+    model_source: str = option("--model-source", "s3", help="s3: load MODEL from S3 at start; image: MODEL is baked into --image."),
     model_bucket: Optional[str] = typer.Option(None, "--model-bucket", metavar="BUCKET",
                                                help="Bucket for the archive (default: one deploy creates)."),
-    memory: int = typer.Option(1024, "--memory", help="MB (128-10240).", metavar="MB"),
-    timeout: int = typer.Option(30, "--timeout", help="Seconds (1-900).", metavar="S"),
+    memory: int = option("--memory", 1024, help="MB (128-10240)."),
+    timeout: int = option("--timeout", 30, help="Seconds (1-900)."),
     input_bucket: Optional[str] = typer.Option(None, "--input-bucket", metavar="BUCKET",
                                                help="New images here invoke the function (S3 trigger)."),
     output_bucket: Optional[str] = typer.Option(None, "--output-bucket", metavar="BUCKET",
@@ -190,8 +188,7 @@ def deploy_cmd(
                                        "call the function URL (https://app.example.com, or *)."),
     warm: Optional[str] = typer.Option(None, "--warm", metavar="EVERY", help="Keep-warm schedule, e.g. 5m "
                                        "(EventBridge: 1 minute at least)."),
-    max_concurrency: Optional[int] = typer.Option(None, "--max-concurrency", metavar="N",
-                                                  help="Reserved concurrency: at most N instances at once (1-1000)."),
+    max_concurrency: Optional[int] = option("--max-concurrency", help="Reserved concurrency: at most N instances at once (1-1000)."),
     on_failure: Optional[str] = typer.Option(None, "--on-failure", metavar="DEST",
                                              help="Where failed asynchronous events go: sqs://QUEUE, sns://TOPIC, "
                                                   "s3://BUCKET, an ARN, or none. Default with a pipeline: a "
@@ -280,7 +277,7 @@ def invoke_cmd(
     post: bool = typer.Option(False, "--post", help="With --url --image-url: POST {\"url\": URL} instead of GET."),
     s3: Optional[Path] = typer.Option(None, "--s3", metavar="FILE", help="Upload into the input bucket and wait "
                                       "for the output object (end-to-end)."),
-    wait: float = typer.Option(120.0, "--timeout", metavar="S", help="With --s3: seconds to wait for the output object."),
+    wait: float = option("--timeout", 120.0, help="With --s3: seconds to wait for the output object."),
     keep: bool = typer.Option(False, "--keep", help="With --s3: keep the uploaded image and its output object "
                               "(default: both are deleted once the output is read)."),
     region: Optional[str] = RegionOpt,
@@ -352,7 +349,7 @@ def _render_invoke(result: Any, output: str) -> None:
 @_LOGS_WORDS.command
 def logs_cmd(
     name: str = typer.Argument(..., metavar="NAME"),
-    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new events (Ctrl+C stops)."),
+    follow: bool = option("--follow", False, help="Keep printing new events (Ctrl+C stops)."),
     since: str = typer.Option("10m", "--since", metavar="AGE", help="From this long ago: 30s, 10m, 2h, 1d."),
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
@@ -403,9 +400,9 @@ def describe_cmd(name: str = typer.Argument(..., metavar="NAME"), region: Option
 def destroy_cmd(
     name: str = typer.Argument(..., metavar="NAME"),
     keep_data: bool = typer.Option(False, "--keep-data", help="Keep the buckets, empty ones too."),
-    delete_data: bool = typer.Option(False, "--delete-data", help="Also delete input and output buckets that "
-                                     "hold objects, every version (asks first, with the count)."),
-    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask (for scripts)."),
+    delete_data: bool = option("--delete-data", False, help="Also delete input and output buckets that "
+                               "hold objects, every version (asks first, with the count)."),
+    yes: bool = YesOpt,
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
     dry_run: bool = DryRunOpt,
@@ -469,11 +466,11 @@ def run_local_cmd(
     url: Optional[str] = typer.Option(None, "--image-url", metavar="URL", help="A function-URL GET ?url=URL."),
     serve: bool = typer.Option(False, "--serve", help="Answer Lambda's Invoke API on loopback instead "
                                "(aws lambda invoke --endpoint-url)."),
-    port: int = typer.Option(9000, "--port", min=0, max=65535, help="Port for --serve."),
-    model: Optional[str] = typer.Option(None, "--model", metavar="MODEL", help="Run without a deployed function: "
-                                        "this model (path, zoo name or s3://…)."),
-    build: Optional[Path] = typer.Option(None, "--build", metavar="DIR", help="Run the image of this build "
-                                         "context (its handler, code and environment)."),
+    port: int = option("--port", 9000, help="Port for --serve.", short=False, min=0, max=65535),
+    model: Optional[str] = option("--model", help="Run without a deployed function: "
+                                  "this model (path, zoo name or s3://…)."),
+    build: Optional[Path] = option("--build", help="Run the image of this build "
+                                   "context (its handler, code and environment)."),
     input_bucket: Optional[str] = typer.Option(None, "--input-bucket", metavar="BUCKET",
                                                help="Override: the only bucket records are read from."),
     output_bucket: Optional[str] = typer.Option(None, "--output-bucket", metavar="BUCKET",
@@ -482,9 +479,9 @@ def run_local_cmd(
                                                help="Override: stripped from input keys."),
     output_prefix: Optional[str] = typer.Option(None, "--output-prefix", metavar="PREFIX",
                                                 help="Override: put before output keys."),
-    memory: Optional[int] = typer.Option(None, "--memory", metavar="MB", help="Memory size to report "
-                                         "(default: the function's)."),
-    timeout: Optional[int] = typer.Option(None, "--timeout", metavar="S", help="Timeout (default: the function's)."),
+    memory: Optional[int] = option("--memory", help="Memory size to report "
+                                   "(default: the function's)."),
+    timeout: Optional[int] = option("--timeout", help="Timeout (default: the function's)."),
     fetch_allow: Optional[str] = typer.Option(None, "--fetch-allow", metavar="LIST",
                                               help="Non-public destinations ?url= may reach (default: the function's)."),
     region: Optional[str] = RegionOpt,
@@ -533,12 +530,12 @@ def run_local_cmd(
 @lambda_app.command("cost")
 @_COST_WORDS.command
 def cost_cmd(
-    memory: int = typer.Option(1024, "--memory", metavar="MB", help="Function memory (128-10240)."),
-    duration_ms: float = typer.Option(..., "--duration-ms", metavar="MS", help="Billed duration per request "
-                                      "(from `lambda invoke`; include init for cold starts)."),
-    requests: int = typer.Option(100_000, "--requests", metavar="N", help="How many requests to price."),
-    table_name: Optional[str] = typer.Option(None, "--table", metavar="NAME", help="Put Lambda next to a "
-                                             "published EC2/EI table (resnet152)."),
+    memory: int = option("--memory", 1024, help="Function memory (128-10240)."),
+    duration_ms: float = option("--duration-ms", ..., help="Billed duration per request "
+                                "(from `lambda invoke`; include init for cold starts)."),
+    requests: int = option("--requests", 100_000, help="How many requests to price."),
+    table_name: Optional[str] = option("--table", help="Put Lambda next to a "
+                                       "published EC2/EI table (resnet152)."),
     output: str = OutputOpt,
 ) -> None:
     """Lambda's cost per 100,000 requests (and for --requests), in the same table as `ec2 cost`.

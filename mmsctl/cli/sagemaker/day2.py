@@ -8,9 +8,9 @@ from typing import Any, Optional
 
 import typer
 
-from mmsctl.cli.ec2 import aws_session, render_destroy_plan
+from mmsctl.cli.aws import aws_session, render_destroy_plan
 from mmsctl.cli.hints import CommandWords
-from mmsctl.cli.options import OutputOpt, ProfileOpt, RegionOpt, check_output
+from mmsctl.cli.options import DryRunOpt, OutputOpt, ProfileOpt, RegionOpt, YesOpt, check_output, option
 from mmsctl.cli.render import Column, get_ui, render_data, render_removal, render_table
 from mmsctl.errors import UsageError
 
@@ -73,12 +73,12 @@ def list_cmd(region: Optional[str] = RegionOpt, profile: Optional[str] = Profile
 
 def destroy_cmd(
     name: str = typer.Argument(..., metavar="NAME"),
-    delete_data: bool = typer.Option(False, "--delete-data", help="Also delete the log group (the containers' "
-                                     "output; asks first, with its size)."),
-    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask (for scripts)."),
+    delete_data: bool = option("--delete-data", False, help="Also delete the log group (the containers' "
+                               "output; asks first, with its size)."),
+    yes: bool = YesOpt,
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print every AWS call instead of making the changes."),
+    dry_run: bool = DryRunOpt,
     output: str = OutputOpt,
 ) -> None:
     """Remove everything deploy and update made for NAME, in reverse order; a second destroy changes nothing."""
@@ -109,12 +109,12 @@ def destroy_cmd(
 def run_local_cmd(
     model: Optional[str] = typer.Argument(None, metavar="[MODEL]", help="Zoo name, archive or folder (packed and "
                                           "extracted as SageMaker does); default: the --build context's model."),
-    port: int = typer.Option(8080, "--port", "-p", metavar="N", help="The container's port "
-                             "(SAGEMAKER_BIND_TO_PORT; 8080 as in SageMaker)."),
-    build: Optional[Path] = typer.Option(None, "--build", metavar="DIR", help="Run this build context's "
-                                         "entrypoint.sh serve, code and environment (`lambda build --out DIR`)."),
-    workers: Optional[int] = typer.Option(None, "--workers", metavar="N", help="SAGEMAKER_MODEL_SERVER_WORKERS."),
-    timeout: Optional[int] = typer.Option(None, "--timeout", metavar="S", help="SAGEMAKER_MODEL_SERVER_TIMEOUT."),
+    port: int = option("--port", 8080, help="The container's port "
+                       "(SAGEMAKER_BIND_TO_PORT; 8080 as in SageMaker)."),
+    build: Optional[Path] = option("--build", help="Run this build context's "
+                                   "entrypoint.sh serve, code and environment (`lambda build --out DIR`)."),
+    workers: Optional[int] = option("--workers", help="SAGEMAKER_MODEL_SERVER_WORKERS.", short=False),
+    timeout: Optional[int] = option("--timeout", help="SAGEMAKER_MODEL_SERVER_TIMEOUT."),
 ) -> None:
     """Run the image's `serve` entry here as SageMaker would (its environment, /opt/ml/model, port 8080), no docker.
 
@@ -131,18 +131,17 @@ def run_local_cmd(
 
 
 def cost_cmd(
-    requests: int = typer.Option(100_000, "--requests", metavar="N", help="Predictions in the period."),
+    requests: int = option("--requests", 100_000, help="Predictions in the period."),
     days: float = typer.Option(30.0, "--days", metavar="D", help="The period they arrive over."),
-    duration_ms: float = typer.Option(..., "--duration-ms", metavar="MS", help="Compute per prediction (a "
-                                      "warm invocation's duration: `lambda invoke`, `sagemaker describe`)."),
-    instance_type: str = typer.Option("ml.m5.large", "--instance-type", metavar="TYPE",
-                                      help="The real-time endpoint's instances (one per ec2/fleet type below)."),
-    serverless: int = typer.Option(2048, "--serverless", metavar="MB", help="The serverless endpoint's memory."),
-    memory: int = typer.Option(1024, "--memory", metavar="MB", help="The Lambda function's memory."),
+    duration_ms: float = option("--duration-ms", ..., help="Compute per prediction (a "
+                                "warm invocation's duration: `lambda invoke`, `sagemaker describe`)."),
+    instance_type: str = option("--instance-type", "ml.m5.large", help="The real-time endpoint's instances (one per ec2/fleet type below)."),
+    serverless: int = option("--serverless", 2048, help="The serverless endpoint's memory."),
+    memory: int = option("--memory", 1024, help="The Lambda function's memory."),
     payload_kb: float = typer.Option(8.0, "--payload-kb", metavar="KB", help="Kilobytes in and out per prediction, "
                                      "together (SageMaker bills data processed; the kitten JPEG and its answer: 8)."),
-    throughput: Optional[float] = typer.Option(None, "--throughput", metavar="RPS", help="One instance's requests/s "
-                                               "(`mmsctl bench`): instances for the mean rate (default: one)."),
+    throughput: Optional[float] = option("--throughput", help="One instance's requests/s "
+                                         "(`mmsctl bench`): instances for the mean rate (default: one)."),
     output: str = OutputOpt,
 ) -> None:
     """What N predictions over D days cost on ec2, a fleet, Lambda and SageMaker (real-time and serverless).

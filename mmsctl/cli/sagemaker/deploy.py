@@ -9,9 +9,9 @@ from typing import Any, Optional
 import typer
 
 from mmsctl.cli.sagemaker import day2 as sagemaker_day2
-from mmsctl.cli.ec2 import aws_session, render_calls
+from mmsctl.cli.aws import aws_session, render_calls
 from mmsctl.cli.hints import CommandWords
-from mmsctl.cli.options import OutputOpt, ProfileOpt, RegionOpt, check_output
+from mmsctl.cli.options import DryRunOpt, OutputOpt, ProfileOpt, RegionOpt, check_output, option
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
 
 __all__ = ["register"]
@@ -22,8 +22,7 @@ sagemaker_app = typer.Typer(
     no_args_is_help=True,
 )
 
-DryRunOpt = typer.Option(False, "--dry-run", help="Print every AWS call instead of making the changes.")
-WaitTimeoutOpt = typer.Option(3600.0, "--wait-timeout", metavar="S", help="Seconds to wait for InService.")
+WaitTimeoutOpt = option("--wait-timeout", 3600.0, help="Seconds to wait for InService.")
 CHANGE_COLUMNS = (Column("Action", "action"), Column("Kind", "kind"), Column("Resource", "id"))
 TOP_COLUMNS = (Column("Rank", "rank", justify="right"), Column("Class", "class"),
                Column("Probability", "probability", justify="right"))
@@ -80,27 +79,24 @@ def _packed(model: Optional[str], work: Path) -> Any:
 @_DEPLOY_WORDS.command
 def deploy_cmd(
     name: str = typer.Argument(..., metavar="NAME", help="Endpoint name (1-40 of a-z, 0-9, -)."),
-    model: Optional[str] = typer.Option(None, "--model", metavar="MODEL", help="Zoo name, archive or folder "
-                                        "(packed as model.tar.gz into the asset bucket), or s3://…/model.tar.gz."),
-    image: str = typer.Option(..., "--image", metavar="URI", help="ECR image from `lambda build --push` (same "
-                              "region; pinned to its digest)."),
-    model_source: str = typer.Option("s3", "--model-source", metavar="[s3|image]",
-                                     help="s3: MODEL as model.tar.gz; image: the model baked into --image."),
-    instance_type: str = typer.Option("ml.m5.large", "--instance-type", metavar="TYPE", help="Real-time instances."),
-    count: int = typer.Option(1, "--count", metavar="N", help="Instances at start."),
-    min_count: Optional[int] = typer.Option(None, "--min", metavar="N", help="Scale down to N (with --max)."),
-    max_count: Optional[int] = typer.Option(None, "--max", metavar="N", help="Scale up to N instances: target "
-                                            "tracking on invocations per instance."),
-    target_rps: float = typer.Option(10.0, "--target-requests-per-instance", metavar="N",
-                                     help="Requests per second per instance the scaling keeps (x60: per minute)."),
-    serverless: Optional[int] = typer.Option(None, "--serverless", metavar="MB", help="A serverless endpoint of "
-                                             "this memory (1024-6144, whole GB) instead of instances."),
-    max_concurrency: Optional[int] = typer.Option(None, "--max-concurrency", metavar="N",
-                                                  help="Serverless: concurrent invocations (1-200, default 5)."),
-    workers: Optional[int] = typer.Option(None, "--workers", metavar="N", help="Model workers per container "
-                                          "(default: one per CPU)."),
-    timeout: Optional[int] = typer.Option(None, "--timeout", metavar="S", help="Seconds a batch may take "
-                                          "(default 60, SageMaker's invocation timeout)."),
+    model: Optional[str] = option("--model", help="Zoo name, archive or folder "
+                                  "(packed as model.tar.gz into the asset bucket), or s3://…/model.tar.gz."),
+    image: str = option("--image", ..., help="ECR image from `lambda build --push` (same "
+                        "region; pinned to its digest)."),
+    model_source: str = option("--model-source", "s3", help="s3: MODEL as model.tar.gz; image: the model baked into --image."),
+    instance_type: str = option("--instance-type", "ml.m5.large", help="Real-time instances."),
+    count: int = option("--count", 1, help="Instances at start."),
+    min_count: Optional[int] = option("--min", help="Scale down to N (with --max)."),
+    max_count: Optional[int] = option("--max", help="Scale up to N instances: target "
+                                      "tracking on invocations per instance."),
+    target_rps: float = option("--target-requests-per-instance", 10.0, help="Requests per second per instance the scaling keeps (x60: per minute)."),
+    serverless: Optional[int] = option("--serverless", help="A serverless endpoint of "
+                                       "this memory (1024-6144, whole GB) instead of instances."),
+    max_concurrency: Optional[int] = option("--max-concurrency", help="Serverless: concurrent invocations (1-200, default 5)."),
+    workers: Optional[int] = option("--workers", help="Model workers per container "
+                                    "(default: one per CPU).", short=False),
+    timeout: Optional[int] = option("--timeout", help="Seconds a batch may take "
+                                    "(default 60, SageMaker's invocation timeout)."),
     wait_timeout: float = WaitTimeoutOpt,
     no_wait: bool = typer.Option(False, "--no-wait", help="Return once the endpoint is being created."),
     region: Optional[str] = RegionOpt,
@@ -135,9 +131,9 @@ def deploy_cmd(
 @_UPDATE_WORDS.command
 def update_cmd(
     name: str = typer.Argument(..., metavar="NAME"),
-    model: Optional[str] = typer.Option(None, "--model", metavar="MODEL", help="The new model (as for deploy)."),
-    image: Optional[str] = typer.Option(None, "--image", metavar="URI", help="A new image (default: the one the "
-                                        "endpoint runs)."),
+    model: Optional[str] = option("--model", help="The new model (as for deploy)."),
+    image: Optional[str] = option("--image", help="A new image (default: the one the "
+                                  "endpoint runs)."),
     canary: Optional[int] = typer.Option(None, "--canary", metavar="PERCENT", help="Deployment guardrail: this "
                                          "share of the new fleet (1-50) takes traffic first; alarms roll it back."),
     bake: Optional[int] = typer.Option(None, "--bake", metavar="S",
@@ -175,8 +171,7 @@ def invoke_cmd(
                                                help="Default: from the file's bytes."),
     accept: Optional[str] = typer.Option(None, "--accept", metavar="TYPE", help="The answer's form "
                                          "(application/json, application/x-npy)."),
-    top_k: Optional[int] = typer.Option(None, "--top-k", "-k", min=1, max=1000, metavar="K",
-                                        help="Classes per answer (CustomAttributes topk=K)."),
+    top_k: Optional[int] = option("--top-k", help="Classes per answer (CustomAttributes topk=K).", min=1, max=1000),
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
     output: str = OutputOpt,
