@@ -1,4 +1,4 @@
-"""`mmsctl sagemaker`: managed endpoints (real-time or serverless) from the same archive and the same image."""
+"""`mmsctl sagemaker deploy | update | invoke`: the endpoint and what it serves; the group, its other commands from day2."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from typing import Any, Optional
 
 import typer
 
-from mmsctl.cli.sagemaker import day2 as sagemaker_day2
 from mmsctl.cli.aws import aws_session, render_calls
 from mmsctl.cli.hints import CommandWords
 from mmsctl.cli.options import DryRunOpt, OutputOpt, ProfileOpt, RegionOpt, check_output, option
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
+from mmsctl.cli.sagemaker import day2
 
 __all__ = ["register"]
 
@@ -204,7 +204,7 @@ def invoke_cmd(
     get_ui().message(f"variant {answer.variant} · {answer.duration_ms:.1f} ms round trip")
 
 
-sagemaker_day2.add_commands(sagemaker_app)
+day2.add_commands(sagemaker_app)
 
 
 def register(app: typer.Typer) -> None:
