@@ -216,11 +216,18 @@ def _run_here(p: LocalPlan, event: Any, serve_port: Optional[int], extra: dict[s
         os.environ.update(saved)
 
 
+def context_runner(handler: str) -> str:
+    """The module that runs a build context's *handler* in the child: the ``local`` beside the handler's package
+    (``mmsctl.lambda_.local`` for ``mmsctl.lambda_.handler.handler``), so a context runs with its own code's layout."""
+    package = handler.rsplit(".", 2)[0]
+    return f"{package}.local"
+
+
 def _run_child(p: LocalPlan, event: Any, serve_port: Optional[int], extra: dict[str, str], work: str) -> int:
     assert p.code_dir is not None
     child_env = {**os.environ, **extra}
     child_env["PYTHONPATH"] = os.pathsep.join([str(p.code_dir), *filter(None, [os.environ.get("PYTHONPATH")])])
-    args = [sys.executable, "-m", "mmsctl.lambda_.local", "--handler", p.handler,
+    args = [sys.executable, "-m", context_runner(p.handler), "--handler", p.handler,
             "--function-name", p.function_name, "--memory", str(p.memory), "--timeout", str(p.timeout)]
     if serve_port is not None:
         args += ["--serve", str(serve_port)]

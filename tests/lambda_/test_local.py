@@ -191,3 +191,17 @@ def test_a_server_says_nothing_when_a_client_drops_its_connection(kind: str, cap
         server.server_close()
     err = capsys.readouterr().err
     assert err.count("Traceback") == 1 and "ValueError: a bug in a handler" in err and "reset" not in err
+
+
+def test_a_build_context_runs_the_runner_beside_its_handler() -> None:
+    """`run-local --build DIR` runs the context's own code in the child: the runner is the ``local`` module beside the
+    handler its manifest names, so a context an earlier mmsctl wrote (its handler under ``mmsctl.serverless``) runs
+    with that layout."""
+    import importlib.util
+
+    from mmsctl.cloud.lambda_ import env
+    from mmsctl.lambda_.run_local import context_runner
+
+    assert context_runner(env.HANDLER) == "mmsctl.lambda_.local"
+    assert importlib.util.find_spec(context_runner(env.HANDLER)) is not None
+    assert context_runner("mmsctl.serverless.handler.handler") == "mmsctl.serverless.local"
