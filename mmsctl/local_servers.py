@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, NamedTuple, Optional
 from urllib.parse import urlsplit
 
+from mmsctl.atomic import write_atomic
 from mmsctl.config import state_dir
 
 __all__ = ["Instance", "InstanceState", "holder", "list_instances", "one_running", "pid_alive", "process_start_time",
@@ -186,10 +187,7 @@ class Instance:
             return None
 
     def write_state(self, state: InstanceState) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_file.with_name(f"state.json.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(state._asdict(), indent=2))
-        os.replace(tmp, self.state_file)
+        write_atomic(self.state_file, json.dumps(state._asdict(), indent=2))
 
     def update(self, **changes: Any) -> Optional[InstanceState]:
         state = self.read_state()

@@ -33,13 +33,13 @@ import logging
 import math
 import os
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
+from mmsctl.atomic import write_atomic
 from mmsctl.engine.kernel_trials import BATCHED, BUSY_LOAD, MARGIN
 
 __all__ = [
@@ -291,15 +291,8 @@ def _write_cache(path: Path, key: str, choice: KernelChoice, model: str) -> None
     entry.pop("reason")
     entry.update(model=model, measured=time.strftime("%Y-%m-%d %H:%M"))
     data[key] = entry
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".choices-", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=1, sort_keys=True)
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError, UnboundLocalError):
-            os.unlink(tmp)
+    with contextlib.suppress(OSError):
+        write_atomic(path, json.dumps(data, indent=1, sort_keys=True), private=True)
 
 
 @contextlib.contextmanager

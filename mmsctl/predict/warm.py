@@ -87,15 +87,11 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 def _save_json(path: Path, data: dict[str, Any]) -> None:
     """Atomically, the most recent entries; a cache that cannot be written only costs working it out again."""
-    import tempfile
+    from mmsctl.atomic import write_atomic
 
     keep = dict(list(data.items())[-_MAX_DIGESTS:])
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(keep, fh)
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(keep), private=True)
     except OSError:
         pass
 

@@ -162,7 +162,7 @@ def test_an_unwritable_state_folder_fails_the_register_and_the_server_serves_on(
     make_noop_archive(store / "echo", name="echo")
     with running_mmsctl_server(tmp_path / "srv", model_store=store, models={"noop": "noop"}) as srv:
         m = srv.management_url
-        blocker = srv.instance_dir / f"state.json.{srv.pid}.tmp"  # where state.json is written first
+        blocker = srv.instance_dir / f".state.json.{srv.pid}.tmp"  # where state.json is written first (mmsctl/atomic.py)
         blocker.mkdir()  # (a permission bit would not stop root)
         resp = httpx.post(f"{m}/models", params={"url": "echo", "initial_workers": "1"}, timeout=60)
         assert resp.status_code == 500, resp.text
