@@ -115,7 +115,7 @@ def setting(key: str, default: Optional[str] = None) -> Optional[str]:
 
 
 #: The most bytes a network may take unless set otherwise: 4 GiB, or half the machine's memory where that
-#: is less. ResNet-152 at a batch of 8 is 2.6 GiB by this measure; every zoo model fits at a batch of 4.
+#: is less: every zoo model fits at a batch of 4 (docs/performance.md).
 MAX_MODEL_MEMORY_CAP = 4 * 1024**3
 
 

@@ -47,8 +47,8 @@ _WILDCARDS = frozenset({"", "0.0.0.0", "::", "*"})
 class InstanceState(NamedTuple):
     """What ``state.json`` holds; a change is a new state (:meth:`Instance.update`).
 
-    A NamedTuple, not a dataclass: the lean ``predict`` reads these, and ``dataclasses`` costs ~20 ms
-    of its start (tests/cli/test_lazy_imports.py)."""
+    A NamedTuple, not a dataclass: the lean ``predict`` reads these (no ``dataclasses`` on the lean path:
+    tests/cli/test_lazy_imports.py)."""
 
     name: str
     pid: int
@@ -113,7 +113,7 @@ def process_start_time(pid: int) -> Optional[float]:
     """When process *pid* started (seconds since the epoch, as the kernel counts it), None if it is gone.
 
     On Linux read from /proc as psutil computes it (boot time + start ticks), without importing psutil
-    (~40 ms; the warm ``mmsctl predict`` checks servers this way)."""
+    (the warm ``mmsctl predict`` checks servers this way: tests/cli/test_lazy_imports.py)."""
     boot: Optional[float]
     try:
         with open("/proc/stat", "rb") as fh:
@@ -146,8 +146,8 @@ def _runs_mmsctl_server(pid: int) -> bool:
 def server_alive(state: InstanceState) -> bool:
     """Whether ``state.pid`` is still the server that wrote *state* (not a process that got its number since).
 
-    The start time recorded by the server must match; a state file from before it was recorded
-    needs the process to run ``mmsctl.server``.
+    The start time recorded by the server must match; a state file without one needs the process to
+    run ``mmsctl.server``.
     """
     if not pid_alive(state.pid):
         return False

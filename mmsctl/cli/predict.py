@@ -150,7 +150,7 @@ def _exit_now() -> None:
     """End a successful local run without tearing the interpreter down.
 
     With mxnet loaded, freeing its thousands of objects and running its C++ static
-    destructors takes ~0.1 s after the answer is printed. Exit handlers still run and the
+    destructors delays the exit after the answer is printed. Exit handlers still run and the
     streams are flushed; only that teardown is skipped. Only in the `mmsctl` process itself.
     """
     if not _is_cli_process():

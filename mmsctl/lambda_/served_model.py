@@ -101,7 +101,7 @@ def download_model(s3: Any, uri: str, version_id: Optional[str], work_dir: Path)
 
 def _remembered_kernels(root: Path, model: str, handler: Optional[str] = None) -> None:
     """Run with the kernel set (MKL-DNN on or off) remembered for this model on this machine, as ``predict``
-    and ``serve`` do: on this project's CPU SqueezeNet's forward takes half the time without MKL-DNN.
+    and ``serve`` do (the faster set depends on the network and the CPU: :mod:`mmsctl.engine.kernels`).
 
     Never measured here (a cold start must not spend seconds on it): where nothing is remembered (a
     fresh Lambda container) MXNet's default stays. Only before mxnet is imported: it reads the choice once.
