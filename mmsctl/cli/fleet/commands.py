@@ -15,16 +15,8 @@ import typer
 
 from mmsctl.cli.aws import CLOUD_WORDS, aws_session, render_calls
 from mmsctl.cli.hints import CommandWords
-from mmsctl.cli.options import (
-    DryRunOpt,
-    IdentityDirOpt,
-    OutputOpt,
-    ProfileOpt,
-    RegionOpt,
-    check_output,
-    note_model_locations,
-    option,
-)
+from mmsctl.cli.options import (DryRunOpt, IdentityDirOpt, OutputOpt, ProfileOpt, RegionOpt, check_output,
+                                note_model_locations, option)
 from mmsctl.cli.render import Column, get_ui, render_data, render_removal, render_table
 from mmsctl.cli.userdata import user_data_command
 
