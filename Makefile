@@ -61,7 +61,7 @@ test: install-test reference-servers boot-wheels
 # moto, or only listed by a dry run (tests/support/planned_calls.py). .venv-lowest holds only the pinned SDK and
 # reads everything else from .venv (scripts/lowest_venv.py). CI runs it after `make test`.
 LOWEST_VENV ?= .venv-lowest
-AWS_TESTS ?= tests/cloud tests/serverless tests/recipes/test_lambda_pipeline.py
+AWS_TESTS ?= tests/cloud tests/lambda_ tests/recipes/test_lambda_pipeline.py
 $(LOWEST_VENV)/.ok: $(VENV)/.test-deps pyproject.toml scripts/lowest_venv.py
 	$(BIN)/python scripts/lowest_venv.py $(LOWEST_VENV)
 	@touch $@

@@ -1,7 +1,7 @@
 """Cold start of the Lambda handler, with a cold `mmsctl predict` as the reference (run by hand; not collected by pytest).
 
 What Lambda reports as Init Duration for an image is, for this handler, the import of
-``mmsctl.serverless.handler``: the settings, ``import mxnet`` and the model load at module
+``mmsctl.lambda_.handler``: the settings, ``import mxnet`` and the model load at module
 scope. This measures exactly that, in a fresh interpreter each time, from the build context
 `mmsctl lambda build` writes (its copy of mmsctl on PYTHONPATH, the model baked into
 ``model/``, mmsctl's bytecode compiled by the image's own build step), for the real
@@ -38,7 +38,7 @@ MMSCTL = [sys.executable, "-m", "mmsctl"]
 CHILD = r"""
 import base64, json, sys, time
 t0 = time.perf_counter()
-import mmsctl.serverless.handler as h
+import mmsctl.lambda_.handler as h
 t1 = time.perf_counter()
 body = base64.b64encode(open(sys.argv[1], "rb").read()).decode()
 event = {"version": "2.0", "rawPath": "/", "headers": {"content-type": "image/jpeg"},
@@ -81,7 +81,7 @@ def main() -> int:
         image = _env(work, MMSCTL_CACHE_DIR=str(work / "image-cache"), MMSCTL_LAMBDA_MODEL=str(ctx / "model"),
                      PYTHONPATH=str(ctx / "task"), MMSCTL_LAMBDA_WORK_DIR=str(work / "tmp"))
         # The Dockerfile's build step: compile mxnet's wrappers into the image's cache, load the model once.
-        subprocess.run([sys.executable, "-m", "mmsctl.serverless.prepare"], env=image, check=True,
+        subprocess.run([sys.executable, "-m", "mmsctl.lambda_.prepare"], env=image, check=True,
                        capture_output=True, cwd=ctx / "task")
         predict = [*MMSCTL, "predict", "squeezenet", str(KITTEN_JPG), "-o", "json"]
         subprocess.run(predict, env=base, check=True, capture_output=True)  # cache the extracted archive

@@ -129,10 +129,10 @@ def predict_dir(archive: Path, folder: Path, decoder: str, oversample: str = "2"
 def lambda_billed(archive: Path, photo: Path) -> dict[str, tuple[float, float]]:
     """Median billed ms (whole ms of wall clock, as Lambda bills) and CPU ms of the handler in-process, warm,
     on *photo*, for each decoder; the decoders take turns, so a change in the machine's load hits each alike."""
-    from mmsctl.cloud.function.events import function_url_event
-    from mmsctl.serverless.runtime import Runtime
-    from mmsctl.serverless.served_model import load_model
-    from mmsctl.serverless.settings import HandlerSettings
+    from mmsctl.cloud.lambda_.events import function_url_event
+    from mmsctl.lambda_.runtime import Runtime
+    from mmsctl.lambda_.served_model import load_model
+    from mmsctl.lambda_.settings import HandlerSettings
 
     model = load_model(HandlerSettings(model=str(archive)))
     runtime = Runtime(HandlerSettings(model="(loaded)"), model, lambda: None)

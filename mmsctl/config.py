@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from mmsctl.atomic import write_atomic
 from mmsctl.errors import ConfigError
 
 __all__ = [
@@ -96,14 +97,10 @@ def load_toml(path: Path) -> dict[str, Any]:
 
 
 def save_toml(path: Path, data: Mapping[str, Any]) -> None:
-    """Write a TOML file atomically (a temp file renamed into place)."""
+    """Write a TOML file atomically (:func:`mmsctl.atomic.write_atomic`)."""
     import tomli_w
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        tomli_w.dump(dict(data), fh)
-    os.replace(tmp, path)
+    write_atomic(path, tomli_w.dumps(dict(data)))
 
 
 def setting(key: str, default: Optional[str] = None) -> Optional[str]:
@@ -118,7 +115,7 @@ def setting(key: str, default: Optional[str] = None) -> Optional[str]:
 
 
 #: The most bytes a network may take unless set otherwise: 4 GiB, or half the machine's memory where that
-#: is less. ResNet-152 at a batch of 8 is 2.6 GiB by this measure; every zoo model fits at a batch of 4.
+#: is less: every zoo model fits at a batch of 4 (docs/performance.md).
 MAX_MODEL_MEMORY_CAP = 4 * 1024**3
 
 

@@ -19,7 +19,7 @@ _MAX_TEXT = 300
 
 
 class ErrorBody(NamedTuple):
-    """One MMS error answer (a NamedTuple: the lean ``predict`` reads them, without ``dataclasses``' ~20 ms)."""
+    """One MMS error answer (a NamedTuple: the lean ``predict`` reads them; tests/cli/test_lazy_imports.py)."""
 
     code: int
     type: str

@@ -1,7 +1,7 @@
 """The CA store that mmsctl's HTTPS clients verify servers with, loaded once per process.
 
-httpx builds an SSL context for every client and transport it makes: certifi's ~150 certificates parsed
-again, 20-30 ms of CPU each time. A context is safe to share between clients and threads, so every client
+httpx builds an SSL context for every client and transport it makes: certifi's certificates parsed
+again each time. A context is safe to share between clients and threads, so every client
 mmsctl makes passes :func:`verify`'s as httpx's ``verify``: a `predict` of many image URLs, a warm Lambda
 fetching each event's URL and a zoo download with retries load the store once, not once a request.
 """

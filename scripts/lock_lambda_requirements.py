@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Write mmsctl/cloud/function/requirements-lambda.txt: the image's dependencies, pinned with hashes.
+"""Write mmsctl/cloud/lambda_/requirements-lambda.txt: the image's dependencies, pinned with hashes.
 
 One image serves Lambda (the handler) and SageMaker (``docker run IMAGE serve``: the embedded server's
 inference API), so the lock holds what both import: the handler's (mxnet, numpy, Pillow, pillow-heif,
 httpx, boto3 and the small ones under them) and the server's (aiohttp, httptools, uvloop, psutil), taken
 by name from mmsctl's own package metadata and resolved by pip for the Lambda platform (manylinux2014
 x86_64, CPython 3.11: the base image), with the sha256 of each wheel pip chose. The terminal UI and the
-load generator's extras (textual, typer, rich, …) stay out. tests/serverless/test_import_graph.py fails
+load generator's extras (textual, typer, rich, …) stay out. tests/lambda_/test_import_graph.py fails
 when the handler starts to import something the lock does not hold, tests/sagemaker/test_contract.py when
 the ``serve`` entry does.
 

@@ -17,11 +17,11 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mmsctl"
 
 #: Lowest first. A unit may import units of lower layers only (never one of its own layer).
 LAYERS: list[set[str]] = [
-    {"exit_codes"},  # the numbers errors carry
+    {"exit_codes", "atomic"},  # the numbers errors carry; the one atomic file write
     {"errors"},  # the MmsError tree
     # settings, token files, the MMS error body, name=location, public addresses, the shared CA store
     {"config", "tokens", "error_body", "names", "addresses", "tls"},
-    {"instances"},  # the local-instance registry (server writes, client and CLI read)
+    {"local_servers"},  # the registry of local servers (server writes, client and CLI read)
     {"engine"},  # running a model: handler contract, ServiceSpec, the worker runtime; the only mxnet
     {"archive"},  # .mar/.model/.tar.gz: packing (bundles the built-in handler), opening, ONNX import
     {"zoo"},  # names -> archives: catalog, cache, downloads, untrained builds
@@ -29,7 +29,7 @@ LAYERS: list[set[str]] = [
     # mmsctl top over the client; loadtest (the `mmsctl bench` command's load generator) over client and predict inputs;
     # the Lambda handler (and run-local) over the predict core and the control plane; SageMaker's `serve` entry (and
     # its run-local) over the server and the contract in cloud/sagemaker
-    {"tui", "loadtest", "serverless", "sagemaker"},
+    {"tui", "loadtest", "lambda_", "sagemaker"},
     {"cli"},  # the typer commands, over everything
     {"__main__"},
 ]
@@ -37,16 +37,16 @@ LAYERS: list[set[str]] = [
 KNOWN_MODULE_CYCLES: list[set[str]] = []
 #: Inside ``cloud``, lowest first: AWS plumbing, what an instance boots, then the three products.
 #: A sub-package imports lower layers and never one beside it (a product never imports another).
-CLOUD_LAYERS: list[set[str]] = [{"aws"}, {"instance"}, {"ec2", "fleet", "function", "sagemaker"}]
+CLOUD_LAYERS: list[set[str]] = [{"aws"}, {"instance"}, {"ec2", "fleet", "lambda_", "sagemaker"}]
 #: Lambda and SageMaker need nothing of EC2 instances, though ``instance`` is below them.
-CLOUD_FORBIDDEN: set[tuple[str, str]] = {("function", "instance"), ("sagemaker", "instance")}
+CLOUD_FORBIDDEN: set[tuple[str, str]] = {("lambda_", "instance"), ("sagemaker", "instance")}
 #: What the Lambda handler's side may take from ``cloud``: the plumbing and the contract with the control plane.
-SERVERLESS_MAY_IMPORT = ("mmsctl.cloud.aws", "mmsctl.cloud.function.env", "mmsctl.cloud.function.events",
-                         "mmsctl.cloud.function.outputs", "mmsctl.cloud.function.manifest")
+LAMBDA_MAY_IMPORT = ("mmsctl.cloud.aws", "mmsctl.cloud.lambda_.env", "mmsctl.cloud.lambda_.events",
+                         "mmsctl.cloud.lambda_.outputs", "mmsctl.cloud.lambda_.manifest")
 #: What SageMaker's container side may take from ``cloud``: the plumbing, its contract and model packing, and the
 #: image's names (the entry points, the baked model's folder, the build context's manifest).
 SAGEMAKER_MAY_IMPORT = ("mmsctl.cloud.aws", "mmsctl.cloud.sagemaker.contract", "mmsctl.cloud.sagemaker.model_data",
-                        "mmsctl.cloud.function.env", "mmsctl.cloud.function.manifest")
+                        "mmsctl.cloud.lambda_.env", "mmsctl.cloud.lambda_.manifest")
 #: The one door to boto3: no other module imports boto3 or botocore.
 BOTO_DOOR = "mmsctl.cloud.aws.session"
 
@@ -233,8 +233,8 @@ def _cloud_faults(graph: dict[str, set[str]]) -> list[str]:
     return sorted(faults)
 
 
-def _serverless_faults(graph: dict[str, set[str]], package: str = "mmsctl.serverless",
-                       allowed: tuple[str, ...] = SERVERLESS_MAY_IMPORT) -> list[str]:
+def _container_faults(graph: dict[str, set[str]], package: str = "mmsctl.lambda_",
+                      allowed: tuple[str, ...] = LAMBDA_MAY_IMPORT) -> list[str]:
     return sorted(
         f"{module} -> {target}"
         for module, targets in graph.items() if module == package or module.startswith(package + ".")
@@ -253,26 +253,26 @@ def test_the_cloud_order_check_catches_a_bad_graph() -> None:
     bad = {
         "mmsctl.cloud.aws.session": {"mmsctl.cloud.instance.ami"},  # plumbing over an instance part
         "mmsctl.cloud.ec2.launch": {"mmsctl.cloud.fleet.asg", "mmsctl.cloud.instance.ei"},  # product -> product
-        "mmsctl.cloud.function.build": {"mmsctl.cloud.instance.userdata"},  # Lambda needs nothing of instances
+        "mmsctl.cloud.lambda_.build": {"mmsctl.cloud.instance.userdata"},  # Lambda needs nothing of instances
         "mmsctl.cloud.stray": set(),  # a module outside the sub-packages
         "mmsctl.cloud.fleet.create": {"mmsctl.cloud.instance.ei", "mmsctl.cloud.aws.tags", "mmsctl.cloud.fleet.asg"},
     }
     assert _cloud_faults(bad) == [
         "mmsctl.cloud.aws.session -> mmsctl.cloud.instance.ami",
         "mmsctl.cloud.ec2.launch -> mmsctl.cloud.fleet.asg",
-        "mmsctl.cloud.function.build -> mmsctl.cloud.instance.userdata",
+        "mmsctl.cloud.lambda_.build -> mmsctl.cloud.instance.userdata",
         "mmsctl.cloud.stray: not in a cloud sub-package of CLOUD_LAYERS",
     ]
 
 
-def test_serverless_takes_only_the_plumbing_and_the_contract_from_cloud() -> None:
+def test_the_lambda_handler_takes_only_the_plumbing_and_the_contract_from_cloud() -> None:
     """The handler's side shares env, events, outputs and the image manifest with the control plane; nothing else."""
-    assert "mmsctl.cloud.function.events" in module_graph()["mmsctl.serverless.runtime"]
-    assert _serverless_faults(module_graph()) == []
-    bad = {"mmsctl.serverless.run_local": {"mmsctl.cloud.function.build", "mmsctl.cloud.function.env",
-                                           "mmsctl.cloud.aws.errors", "mmsctl.cloud.function.environment"}}
-    assert _serverless_faults(bad) == ["mmsctl.serverless.run_local -> mmsctl.cloud.function.build",
-                                       "mmsctl.serverless.run_local -> mmsctl.cloud.function.environment"]
+    assert "mmsctl.cloud.lambda_.events" in module_graph()["mmsctl.lambda_.runtime"]
+    assert _container_faults(module_graph()) == []
+    bad = {"mmsctl.lambda_.run_local": {"mmsctl.cloud.lambda_.build", "mmsctl.cloud.lambda_.env",
+                                        "mmsctl.cloud.aws.errors", "mmsctl.cloud.lambda_.environment"}}
+    assert _container_faults(bad) == ["mmsctl.lambda_.run_local -> mmsctl.cloud.lambda_.build",
+                                      "mmsctl.lambda_.run_local -> mmsctl.cloud.lambda_.environment"]
 
 
 def test_only_the_session_module_imports_boto3_or_botocore() -> None:
@@ -290,7 +290,7 @@ def test_sagemakers_container_side_takes_only_its_contract_from_cloud() -> None:
     """The ``serve`` entry and run-local share the contract, the packing and the image's names with the control
     plane; nothing else (the control plane never imports the container's side: the layers say so)."""
     assert "mmsctl.cloud.sagemaker.contract" in module_graph()["mmsctl.sagemaker.serve"]
-    assert _serverless_faults(module_graph(), "mmsctl.sagemaker", SAGEMAKER_MAY_IMPORT) == []
+    assert _container_faults(module_graph(), "mmsctl.sagemaker", SAGEMAKER_MAY_IMPORT) == []
     bad = {"mmsctl.sagemaker.run_local": {"mmsctl.cloud.sagemaker.deploy.run", "mmsctl.cloud.sagemaker.contract"}}
-    assert _serverless_faults(bad, "mmsctl.sagemaker", SAGEMAKER_MAY_IMPORT) == [
+    assert _container_faults(bad, "mmsctl.sagemaker", SAGEMAKER_MAY_IMPORT) == [
         "mmsctl.sagemaker.run_local -> mmsctl.cloud.sagemaker.deploy.run"]

@@ -1,8 +1,8 @@
 """Archive headers bounded before the libraries read them.
 
 ``tarfile`` reads a GNU long-name (``L``), long-link (``K``) or pax (``x``/``g``/``X``) header's
-whole data into memory before it hands over the member it describes, so a 1 MB ``.tar.gz``
-whose first header claims 1 GiB of name took the server to 3 GB before any member check ran.
+whole data into memory before it hands over the member it describes, so a small ``.tar.gz``
+whose first header claims a huge name makes it allocate that much before any member check runs.
 :class:`BoundedTarFile` checks each header's size field as it is parsed, before its data is
 read, and refuses what no real archive holds: a name over 4 KiB, a pax header over 64 KiB,
 more than 16 MiB of such headers in all, a chain of them, negative sizes and sparse members.

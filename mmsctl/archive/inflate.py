@@ -1,4 +1,4 @@
-"""Reading a deflated zip member with ISA-L's inflate (``isal``), about twice as fast as zlib's.
+"""Reading a deflated zip member with ISA-L's inflate (``isal``), faster than zlib's.
 
 Extracting the weights is most of what registering a large ``.mar`` costs, and it sits between
 ``serve start`` and the first prediction (``bench/archive_bench.py`` times a resnet-18 archive

@@ -41,8 +41,8 @@ def _write_zip(target: Path, files: dict[str, Path], manifest: bytes) -> None:
                 zf.writestr(info, manifest)
                 continue
             size = os.path.getsize(src)
-            # Weights barely compress and deflate's higher levels are 6x slower on them (2.4 s vs
-            # 0.4 s for SqueezeNet's 5 MB at level 6 vs 1) for 6% smaller output: big files get level 1.
+            # Weights barely compress, and deflate's higher levels take several times as long on them for
+            # a few percent less: big files get level 1 (docs/performance.md).
             info._compresslevel = 1 if size > _BIG else 6  # type: ignore[attr-defined]
             with open(src, "rb") as fh, zf.open(info, "w", force_zip64=size > 2**31) as out:
                 shutil.copyfileobj(fh, out, _CHUNK)

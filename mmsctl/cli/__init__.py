@@ -1,7 +1,7 @@
 """The ``mmsctl`` command line (``cli/main.py`` is the root).
 
 The console script imports this package first: until :func:`mmsctl.cli.main.run`
-starts (typer and rich take ~0.1 s to import), a Ctrl+C ends the process quietly
+starts (importing typer and rich takes a while), a Ctrl+C ends the process quietly
 with 130 instead of a KeyboardInterrupt traceback from the middle of an import.
 """
 

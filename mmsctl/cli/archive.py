@@ -8,7 +8,7 @@ from typing import Any, List, Optional
 import typer
 
 from mmsctl.cli.hints import CommandWords
-from mmsctl.cli.options import OutputOpt, check_output
+from mmsctl.cli.options import OutputOpt, check_output, option, output_option
 from mmsctl.cli.render import Column, get_ui, human_size, render_data, render_table
 from mmsctl.errors import AlreadyExistsError, NoCheckpointError
 
@@ -41,19 +41,15 @@ _ModelPathOpt: Optional[Path] = typer.Option(
 _FromOnnxOpt: Optional[Path] = typer.Option(
     None, "--from-onnx", help="Import an ONNX model (fp16 weights become fp32) instead of a folder.",
     show_default=False, metavar="FILE")
-_ModelNameOpt: Optional[str] = typer.Option(
-    None, "--model-name", help="Model name (default: the folder or ONNX file name).", show_default=False,
-    metavar="NAME")
-_HandlerOpt: Optional[str] = typer.Option(
-    None, "--handler", help="Your handler as module:function; leave out to use the built-in image classifier.",
-    show_default=False, metavar="MODULE[:FN]")
+_ModelNameOpt: Optional[str] = option("--model-name", help="Model name (default: the folder or ONNX file name).", show_default=False)
+_HandlerOpt: Optional[str] = option("--handler", help="Your handler as module:function; leave out to use the built-in image classifier.", show_default=False)
 _ExtraFilesOpt: Optional[List[str]] = typer.Option(
     None, "--extra-files", help="More files or folders to include (comma list, may repeat).", show_default=False,
     metavar="PATHS")
 _SynsetOpt: Optional[Path] = typer.Option(
     None, "--synset", help="Labels file (one class per line), stored as synset.txt.", show_default=False,
     metavar="FILE")
-_RuntimeOpt: str = typer.Option("python", "--runtime", help="python, python2 or python3.", metavar="RUNTIME")
+_RuntimeOpt: str = option("--runtime", "python", help="python, python2 or python3.")
 _ExportPathOpt: Optional[Path] = typer.Option(
     None, "--export-path", help="Where to write the archive (default: current folder).", show_default=False,
     metavar="DIR")
@@ -62,8 +58,7 @@ _FormatOpt: str = typer.Option(
     metavar="[default|tgz|no-archive]")
 _DescriptionOpt: Optional[str] = typer.Option(
     None, "--description", help="Model description.", show_default=False, metavar="WORDS")
-_VersionOpt: str = typer.Option("1.0", "--model-version", help="Model version written to the manifest.",
-                                metavar="V")
+_VersionOpt: str = option("--model-version", "1.0", help="Model version written to the manifest.")
 
 #: How `archive create` names the arguments of create_archive / import_onnx, and its fixes.
 _CREATE_WORDS = CommandWords(
@@ -90,11 +85,11 @@ def create(
     runtime: str = _RuntimeOpt,
     export_path: Optional[Path] = _ExportPathOpt,
     archive_format: str = _FormatOpt,
-    force: bool = typer.Option(False, "--force", help="Overwrite an existing archive."),
+    force: bool = option("--force", False, help="Overwrite an existing archive."),
     description: Optional[str] = _DescriptionOpt,
     model_version: str = _VersionOpt,
-    output: str = typer.Option("", "--output", "-o", help="Print the result as json or yaml (default: a line).",
-                               metavar="[json|yaml]", show_default=False),
+    output: str = output_option("json", "yaml", default="", help="Print the result as json or yaml (default: a line).",
+                                show_default=False),
 ) -> None:
     """Package a model as an MMS model archive (model-archiver 1.0 compatible).
 
@@ -236,7 +231,7 @@ def extract(
     dest: Optional[Path] = typer.Argument(
         None, help="Target folder (default: ./NAME, named after the archive).", show_default=False, metavar="DEST"
     ),
-    force: bool = typer.Option(False, "--force", help="Replace the target folder if it exists."),
+    force: bool = option("--force", False, help="Replace the target folder if it exists."),
 ) -> None:
     """Extract an archive safely (no zip-slip, links, devices or zip bombs); MAR-INF/ lands at the top."""
     from mmsctl.archive import extract_archive

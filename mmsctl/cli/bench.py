@@ -24,6 +24,7 @@ from mmsctl.cli.options import (
     check_output,
     complete_context_names,
     global_context,
+    option,
     output_option,
 )
 from mmsctl.cli.hints import CommandWords
@@ -228,11 +229,9 @@ def run_cmd(
                                        help="Open loop instead: requests scheduled per second, per level "
                                        "(latency counts from the scheduled time)."),
     duration: str = typer.Option("10s", "--duration", "-d", metavar="TIME", help="How long each level runs."),
-    requests: Optional[int] = typer.Option(None, "--requests", metavar="N",
-                                           help="Send N requests per level instead of running for --duration."),
+    requests: Optional[int] = option("--requests", help="Send N requests per level instead of running for --duration."),
     warmup: str = typer.Option("2s", "--warmup", metavar="TIME", help="Load before each level, not measured."),
-    timeout: str = typer.Option("30", "--timeout", metavar="S",
-                                help="Seconds per request, the whole answer included; a late answer is an error."),
+    timeout: str = option("--timeout", "30", help="Seconds per request, the whole answer included; a late answer is an error."),
     max_response_bytes: Optional[int] = typer.Option(
         None, "--max-response-bytes", min=1, metavar="N",
         help="Longest answer read, in bytes; a longer one is an error, read no further "

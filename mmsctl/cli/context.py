@@ -16,7 +16,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from mmsctl.cli.options import ContextOpt, OutputOpt, check_output, complete_context_names, output_option
+from mmsctl.cli.options import ContextOpt, OutputOpt, check_output, complete_context_names, output_option, option
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
 
 __all__ = ["register"]
@@ -59,9 +59,7 @@ def add(
     management: Optional[str] = typer.Option(
         None, "--management", help="Management API URL, e.g. http://host:8081.", metavar="URL"),
     metrics: Optional[str] = typer.Option(None, "--metrics", help="Prometheus metrics URL, e.g. http://host:8082.", metavar="URL"),
-    token_file: Optional[str] = typer.Option(
-        None, "--token-file", help="Bearer token file (plain token or TorchServe key_file.json).", metavar="FILE"
-    ),
+    token_file: Optional[str] = option("--token-file", help="Bearer token file (plain token or TorchServe key_file.json)."),
     members: List[str] = typer.Option(
         [], "--members", help="A fleet of servers: management URLs (port 8081 default; inference and metrics "
         "assumed on 8080 and 8082 of the same host) or INFERENCE=MANAGEMENT[=METRICS], comma-separated or repeated.",
@@ -69,7 +67,7 @@ def add(
     fleet: Optional[str] = typer.Option(
         None, "--fleet", help="An mmsctl fleet on AWS (`mmsctl fleet create`): members are its instances, "
         "predict goes through its load balancer.", metavar="FLEET"),
-    region: Optional[str] = typer.Option(None, "--region", help="AWS region of --fleet.", metavar="REGION"),
+    region: Optional[str] = option("--region", help="AWS region of --fleet."),
     use: bool = typer.Option(False, "--use", help="Also make it the current context."),
     protocol: Optional[str] = typer.Option(
         None, "--protocol", help="What the server speaks: mms (MMS 1.1, TorchServe, mmsctl; the default) or v2 "

@@ -7,28 +7,15 @@ from typing import Any, List, Optional
 
 import typer
 
+from mmsctl.cli.aws import CLOUD_WORDS, aws_session, render_calls
 from mmsctl.cli.hints import CommandWords
-from mmsctl.cli.options import OutputOpt, ProfileOpt, RegionOpt, check_output, note_model_locations
+from mmsctl.cli.options import (DryRunOpt, IdentityDirOpt, OutputOpt, ProfileOpt, RegionOpt, check_output,
+                                note_model_locations, option)
 from mmsctl.cli.render import Column, get_ui, render_data, render_removal, render_table
+from mmsctl.cli.userdata import ServerOpt, user_data_command
 
-__all__ = ["CLOUD_WORDS", "aws_session", "register", "render_calls", "render_destroy_plan"]
+__all__ = ["register"]
 
-#: How `ec2` and `fleet` name the arguments of mmsctl/cloud (userdata, accelerators, ami, network, cost), and fixes.
-CLOUD_WORDS = CommandWords(
-    flags={"models": "--models", "server": "--server", "eia": "--eia", "accelerator": "--accelerator", "ami": "--ami",
-           "count": "--count", "subnet": "--subnet", "subnets": "--subnets", "throughput": "--throughput",
-           "price": "--price", "allow_cidrs": "--allow-cidr", "allow_world_ssh": "--allow-world-ssh"},
-    hints=(
-        ("cloud-world-open-ssh", "name your own network (curl -s https://checkip.amazonaws.com)/32, tunnel through "
-                                 "Session Manager, or pass --allow-world-ssh if you mean it"),
-        ("cloud-ami-parameter-not-found", "pass --ami ami-… or --ami resolve:ssm:/your/parameter"),
-        ("cloud-no-bundled-price", "pass --price DOLLARS_PER_HOUR, or --live to ask the AWS Pricing API"),
-        ("mms-needs-archive-url", "use --server mmsctl, which resolves zoo names itself"),
-        ("cloud-ami-python", lambda exc: f"pass --instance-python {getattr(exc, 'found', '')}"
-         if getattr(exc, "found", "") in ("3.9", "3.10", "3.11", "3.12")
-         else "pass --ami with an image whose python3 is 3.9 to 3.12"),
-    ),
-)
 _EC2_WORDS = CommandWords(
     flags={**CLOUD_WORDS.flags, "all_instances": "--all", "instance_python": "--instance-python", "name": "--name"},
     hints=(*CLOUD_WORDS.hints, ("instances", "terminate them first: mmsctl ec2 terminate --all --wait")),
@@ -39,13 +26,6 @@ ec2_app = typer.Typer(
     no_args_is_help=True,
 )
 
-CALL_COLUMNS = (
-    Column("#", "n", justify="right"),
-    Column("Service", "service"),
-    Column("Operation", "operation"),
-    Column("Status", "status"),
-    Column("Parameters", "parameters"),
-)
 INSTANCE_COLUMNS = (
     Column("Instance", "id"),
     Column("Name", "name"),
@@ -63,80 +43,39 @@ INSTANCE_COLUMNS = (
 )
 
 
-def aws_session(region: Optional[str], profile: Optional[str], dry_run: bool = False,
-                plan_without_aws: bool = False, local_service: Optional[str] = None) -> Any:
-    """The AWS session; a dry run that may plan without AWS (*plan_without_aws*) needs no region or credentials,
-    nor does a command whose one service (*local_service*) is pointed at loopback."""
-    from mmsctl.cloud.aws.session import open_session
-
-    return open_session(region=region, profile=profile, dry_run=dry_run, plan_without_aws=plan_without_aws,
-                        local_service=local_service)
-
-
-def render_destroy_plan(aws: Any, output: str, result: dict[str, Any], tag: str) -> None:
-    """A destroy's dry run: its calls, and where nothing was looked up, that it deletes only what it finds."""
-    render_calls(aws, output, {"destroy": result})
-    if aws.unlooked is not None:  # unlooked, destroy finds nothing: the plan is its look-ups
-        get_ui().message(f"destroy deletes only what it finds tagged {tag}: this plan shows what it would look for; "
-                         "with a region and credentials it lists what it would delete")
-
-
-def render_calls(aws: Any, output: str, extra: Optional[dict[str, Any]] = None) -> None:
-    calls = [c.to_dict() for c in aws.calls]
-    unlooked = getattr(aws, "unlooked", None)
-    ui = get_ui()
-    if unlooked is not None:
-        ui.message(f"dry run with {unlooked}: nothing was looked up in AWS; <…> marks what a real run "
-                   f"would find there (AMI, VPC, subnets, account), and what mmsctl creates when missing is "
-                   f"planned as missing. Pass --region and credentials for a plan from your account.")
-    if render_data({**(extra or {}), "dry_run": True, "region": aws.region, "looked_up": unlooked is None,
-                    "calls": calls}, output):
-        return
-    rows = [{"n": i, "service": c.service, "operation": c.to_dict()["operation"],
-             "status": "would look up" if not c.looked else "would run" if not c.executed else "read",
-             "parameters": c.summary()}
-            for i, c in enumerate(aws.calls, 1)]
-    render_table(rows, CALL_COLUMNS, wide=output == "wide")
-    made = sum(1 for c in aws.calls if not c.executed and c.mutating)
-    ui.message(f"dry run in {aws.region}: {made} call(s) would change something; nothing was changed")
-
-
 @ec2_app.command("launch")
 @_EC2_WORDS.command
 def launch_cmd(
-    eia: Optional[str] = typer.Option(None, "--eia", help="Elastic Inference accelerator: medium|large|xlarge "
-                                      "(eia1) or eia2.medium|eia2.large|eia2.xlarge.", metavar="SIZE"),
-    accelerator: Optional[str] = typer.Option(None, "--accelerator", help="eia|inf1|inf2|g4dn|g5|none "
-                                              "(default: eia with --eia, else none).", metavar="KIND"),
-    instance_type: Optional[str] = typer.Option(None, "--instance-type", help="EC2 instance type "
-                                                "(default fits the accelerator: m5.large for EI).", metavar="TYPE"),
-    models: List[str] = typer.Option([], "--models", "-m", help="name=location to serve (zoo name, local .mar or "
-                                     "folder, s3:// or https URL); repeatable.", metavar="NAME=LOCATION"),
+    eia: Optional[str] = option("--eia", help="Elastic Inference accelerator: medium|large|xlarge "
+                                "(eia1) or eia2.medium|eia2.large|eia2.xlarge."),
+    accelerator: Optional[str] = option("--accelerator", help="eia|inf1|inf2|g4dn|g5|none "
+                                        "(default: eia with --eia, else none)."),
+    instance_type: Optional[str] = option("--instance-type", help="EC2 instance type "
+                                          "(default fits the accelerator: m5.large for EI)."),
+    models: List[str] = option("--models", [], help="name=location to serve (zoo name, local .mar or "
+                               "folder, s3:// or https URL); repeatable."),
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
     subnet: Optional[str] = typer.Option(None, "--subnet", help="Subnet (default: the default VPC's first).",
                                          metavar="SUBNET"),
-    key_name: Optional[str] = typer.Option(None, "--key-name", help="EC2 key pair for SSH.", metavar="KEY"),
-    ami: Optional[str] = typer.Option(None, "--ami", help="ami-… or resolve:ssm:/parameter (default: the "
-                                      "accelerator's Deep Learning AMI from its public SSM parameter).", metavar="AMI"),
-    count: int = typer.Option(1, "--count", help="How many instances.", min=1, metavar="N"),
-    server: str = typer.Option("mmsctl", "--server", help="What the instance runs (mms: MMS 1.1.11).",
-                               metavar="[mmsctl|mms]"),
+    key_name: Optional[str] = option("--key-name", help="EC2 key pair for SSH."),
+    ami: Optional[str] = option("--ami", help="ami-… or resolve:ssm:/parameter (default: the "
+                                "accelerator's Deep Learning AMI from its public SSM parameter)."),
+    count: int = option("--count", 1, help="How many instances.", min=1),
+    server: str = ServerOpt,
     allow: List[str] = typer.Option([], "--allow-cidr", help="CIDR allowed to reach port 8080 and SSH "
                                     "(default: the VPC only); repeatable.", metavar="CIDR"),
-    allow_world_ssh: bool = typer.Option(False, "--allow-world-ssh", help="Accept an --allow-cidr as wide as "
-                                         "the internet (0.0.0.0/0), which opens SSH to anyone."),
-    name: Optional[str] = typer.Option(None, "--name", "-n", help="Name tag (default: mmsctl-MODELS).",
-                                       metavar="NAME"),
-    pip_spec: Optional[str] = typer.Option(None, "--pip-spec", help="What the instance pip-installs for "
-                                           "--server mmsctl from the package index (default: from the "
-                                           "asset bucket, no index).", metavar="REQ"),
-    instance_python: str = typer.Option("3.10", "--instance-python", metavar="X.Y", help="The AMI's python3: "
-                                        "the wheels instances install are built for it."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print every AWS call instead of making the changes."),
-    wait: bool = typer.Option(False, "--wait", help="Wait until the instances run and their servers answer /ping."),
-    wait_timeout: float = typer.Option(900.0, "--wait-timeout", help="Seconds --wait waits for the server.",
-                                       metavar="S"),
+    allow_world_ssh: bool = option("--allow-world-ssh", False, help="Accept an --allow-cidr as wide as "
+                                   "the internet (0.0.0.0/0), which opens SSH to anyone."),
+    name: Optional[str] = option("--name", help="Name tag (default: mmsctl-MODELS)."),
+    pip_spec: Optional[str] = option("--pip-spec", help="What the instance pip-installs for "
+                                     "--server mmsctl from the package index (default: from the "
+                                     "asset bucket, no index)."),
+    instance_python: str = option("--instance-python", "3.10", help="The AMI's python3: "
+                                  "the wheels instances install are built for it."),
+    dry_run: bool = DryRunOpt,
+    wait: bool = option("--wait", False, help="Wait until the instances run and their servers answer /ping."),
+    wait_timeout: float = option("--wait-timeout", 900.0, help="Seconds --wait waits for the server."),
     output: str = OutputOpt,
 ) -> None:
     """Launch a model server on EC2; finds or creates the EI endpoint, security groups and role first.
@@ -212,7 +151,7 @@ def _wait_servers(aws: Any, rows: list[dict[str, Any]], timeout: float) -> None:
 def list_cmd(
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
-    all_: bool = typer.Option(False, "--all", "-A", help="Include terminated instances."),
+    all_: bool = option("--all", False, help="Include terminated instances."),
     output: str = OutputOpt,
 ) -> None:
     """List the instances mmsctl launched (found by their mmsctl:managed tag)."""
@@ -248,11 +187,11 @@ def describe_cmd(
 @_EC2_WORDS.command
 def terminate_cmd(
     instance_ids: List[str] = typer.Argument(None, metavar="[INSTANCE_ID]..."),
-    all_: bool = typer.Option(False, "--all", help="Terminate every mmsctl instance in the region."),
+    all_: bool = option("--all", False, help="Terminate every mmsctl instance in the region.", short=False),
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
-    wait: bool = typer.Option(False, "--wait", help="Wait until they are terminated."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the AWS calls instead of making them."),
+    wait: bool = option("--wait", False, help="Wait until they are terminated."),
+    dry_run: bool = option("--dry-run", False, help="Print the AWS calls instead of making them."),
     output: str = OutputOpt,
 ) -> None:
     """Terminate mmsctl instances (instances without the mmsctl:managed tag are refused)."""
@@ -290,7 +229,7 @@ def ssh_config_cmd(
     instance_ids: List[str] = typer.Argument(None, metavar="[INSTANCE_ID]..."),
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
-    identity_dir: str = typer.Option("~/.ssh", "--identity-dir", help="Where KEY.pem files live.", metavar="DIR"),
+    identity_dir: str = IdentityDirOpt,
 ) -> None:
     """Print ~/.ssh/config entries for mmsctl instances (management port 8081 forwarded to localhost)."""
     from mmsctl.cloud.ec2.query import ssh_config
@@ -309,7 +248,7 @@ def ssh_config_cmd(
 def cleanup_cmd(
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the AWS calls instead of making them."),
+    dry_run: bool = option("--dry-run", False, help="Print the AWS calls instead of making them."),
     output: str = OutputOpt,
 ) -> None:
     """Delete the VPC endpoints, security groups, IAM role and instance profile mmsctl created, nothing else."""
@@ -326,39 +265,20 @@ def cleanup_cmd(
                    notes=[f"kept {item['kind']} {item['id']} (not tagged mmsctl:managed)" for item in result.kept])
 
 
-@ec2_app.command("user-data")
-@_EC2_WORDS.command
-def user_data_cmd(
-    models: List[str] = typer.Option([], "--models", "-m", metavar="NAME=LOCATION", help="Models to serve."),
-    server: str = typer.Option("mmsctl", "--server", help="What the instance runs (mms: MMS 1.1.11).",
-                               metavar="[mmsctl|mms]"),
-    eia: Optional[str] = typer.Option(None, "--eia", metavar="SIZE"),
-    accelerator: Optional[str] = typer.Option(None, "--accelerator", metavar="KIND"),
-    pip_spec: Optional[str] = typer.Option(None, "--pip-spec", metavar="REQ"),
-) -> None:
-    """Print the boot script `launch` would pass to the instance (readable bash; no AWS call)."""
-    from mmsctl.cli.userdata import write_user_data
-
-    write_user_data(models, server, eia, accelerator, pip_spec)
+ec2_app.command("user-data")(_EC2_WORDS.command(user_data_command(fleet=False)))
 
 
 @ec2_app.command("cost")
 @_EC2_WORDS.command
 def cost_cmd(
-    instance_type: Optional[str] = typer.Option(None, "--instance-type", metavar="TYPE"),
-    eia: Optional[str] = typer.Option(None, "--eia", help="Add an Elastic Inference accelerator's price.",
-                                      metavar="SIZE"),
-    throughput: Optional[float] = typer.Option(None, "--throughput", help="Measured requests per second.",
-                                               metavar="RPS"),
-    from_bench: Optional[Path] = typer.Option(None, "--from-bench", metavar="FILE",
-                                              help="Take the throughput from a saved `mmsctl bench --save` run "
-                                              "(its peak OK/s)."),
-    bench_target: Optional[str] = typer.Option(None, "--bench-target", metavar="TARGET",
-                                               help="With --from-bench: the server of a --compare run to use."),
-    price: Optional[float] = typer.Option(None, "--price", help="Total hourly price in USD (skips the table).",
-                                          metavar="USD"),
-    table_name: Optional[str] = typer.Option(None, "--table", help="Print a published table (resnet152).",
-                                             metavar="NAME"),
+    instance_type: Optional[str] = option("--instance-type"),
+    eia: Optional[str] = option("--eia", help="Add an Elastic Inference accelerator's price."),
+    throughput: Optional[float] = option("--throughput", help="Measured requests per second."),
+    from_bench: Optional[Path] = option("--from-bench", help="Take the throughput from a saved `mmsctl bench --save` run "
+                                        "(its peak OK/s)."),
+    bench_target: Optional[str] = option("--bench-target", help="With --from-bench: the server of a --compare run to use."),
+    price: Optional[float] = option("--price", help="Total hourly price in USD (skips the table)."),
+    table_name: Optional[str] = option("--table", help="Print a published table (resnet152)."),
     live: bool = typer.Option(False, "--live", help="Ask the AWS Pricing API for the instance price."),
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,

@@ -177,7 +177,7 @@ class FleetTarget:
         answers = self._client().register(location, timeout=self.timeout, **options)
         rows = _write_rows(answers, pending="accepted", done="registered")
         if self.ctx.fleet and not persisting:  # members the group launches later boot the template's models only
-            from mmsctl.cli.fleet_rollout import persist_command
+            from mmsctl.cli.fleet.rollout import persist_command
 
             get_ui().message("only today's members serve it; to make it permanent (a rollout), add --persist or run: "
                              + persist_command(str(self.ctx.fleet), self.ctx.region, location))

@@ -1,7 +1,7 @@
-"""The ``mmsctl`` console entry, and its lean ``predict``: a warm server's answers in ~0.1 s.
+"""The ``mmsctl`` console entry, and its lean ``predict``: a warm server's answers without the full CLI.
 
 ``mmsctl predict MODEL IMAGE…`` with a running local server that serves the same archive spends
-most of its time importing typer, rich and httpx (~0.3 s) before it sends anything. :func:`run`
+most of its time importing typer, rich and httpx before it sends anything. :func:`run`
 looks at the command line first: a plain ``predict`` (MODEL, image files, folders or globs,
 ``-o``, ``-k``/``--top-k`` up to the server's 5, ``-v``, ``-q``) whose MODEL an earlier run worked
 out (:func:`mmsctl.predict.warm.find_warm_server` with ``remembered_only``) and whose server is
@@ -36,7 +36,8 @@ _TIMEOUT_S = 60.0
 
 
 class LeanRequest(NamedTuple):
-    """A ``predict`` command line the lean path may serve (a NamedTuple: ``dataclasses`` costs ~20 ms to import)."""
+    """A ``predict`` command line the lean path may serve (a NamedTuple: no ``dataclasses`` on the lean path, see
+    tests/cli/test_lazy_imports.py)."""
 
     model: str
     inputs: list[str]

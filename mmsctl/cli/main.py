@@ -17,7 +17,7 @@ import typer
 
 from mmsctl import __version__
 from mmsctl import exit_codes
-from mmsctl.cli.options import complete_context_names
+from mmsctl.cli.options import option
 from mmsctl.cli.render import UI, get_ui, set_ui
 
 __all__ = ["app", "command", "run"]
@@ -34,7 +34,7 @@ COMMAND_MODULES = (
     "mmsctl.cli.bench",
     "mmsctl.cli.ec2",
     "mmsctl.cli.fleet",
-    "mmsctl.cli.lambdas",
+    "mmsctl.cli.lambda_",
     "mmsctl.cli.sagemaker",
     "mmsctl.cli.completion",
 )
@@ -60,10 +60,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     ctx: typer.Context,
-    context: Optional[str] = typer.Option(
-        None, "--context", help="Server context for every command (see `mmsctl context`).", metavar="NAME",
-        autocompletion=complete_context_names,
-    ),
+    context: Optional[str] = option("--context", help="Server context for every command (see `mmsctl context`)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print data only, no progress or status lines."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks instead of one-line errors."),
     version: bool = typer.Option(
@@ -124,8 +121,8 @@ def command(name: Optional[str] = None) -> Any:
     """The click command tree ``mmsctl`` runs: typer's, built once, with kubectl-like help.
 
     With *name*, a root command, only that branch is built (an unknown name: the whole tree, whose error
-    suggests the close names). Typer turns every command's signature into click parameters when it builds
-    a tree: ~70 ms of each run for all ~60 commands, ~5 for one group."""
+    suggests the close names): typer turns every command's signature into click parameters when it builds
+    a tree, so a run builds the one group it needs."""
     entries = [*app.registered_groups, *app.registered_commands]
     if name is not None and name not in {_entry_name(e) for e in entries}:
         name = None
@@ -177,8 +174,8 @@ def run(argv: Optional[list[str]] = None) -> None:
 
     restore_sigint()
     set_ui(UI())
-    # httpx imports its own command-line client with itself (click, pygments, rich.syntax: ~80 ms of CPU on
-    # each command that talks HTTP), which mmsctl never runs. None in sys.modules makes that one import fail,
+    # httpx imports its own command-line client with itself (click, pygments, rich.syntax), which mmsctl never
+    # runs. None in sys.modules makes that one import fail,
     # and httpx then defines a stub in its place (its own `except ImportError`; tests/cli/test_lazy_imports.py).
     sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
     args = hoist_global_switches(list(sys.argv[1:] if argv is None else argv))

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 import typer
 
-from mmsctl.cli.options import ContextOpt, ModelVersionOpt, OutputOpt, check_output, global_context, output_option
+from mmsctl.cli.options import ContextOpt, ModelVersionOpt, OutputOpt, check_output, global_context, output_option, option
 from mmsctl.cli.render import Column, get_ui, human_size, render_data, render_table
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,7 +34,7 @@ models_app = typer.Typer(
     no_args_is_help=True,
 )
 
-TimeoutOpt: float = typer.Option(30.0, "--timeout", help="Seconds to wait for the server.", metavar="S")
+TimeoutOpt: float = option("--timeout", 30.0, help="Seconds to wait for the server.")
 WriteOutputOpt = output_option("text", "json", "yaml")
 
 
@@ -131,9 +131,7 @@ def list_models(
 @models_app.command("describe")
 def describe(
     model: str = ModelArg,
-    version: Optional[str] = typer.Option(
-        None, "--model-version", help="Model version (TorchServe; `all` describes every version).", metavar="V"
-    ),
+    version: Optional[str] = option("--model-version", help="Model version (TorchServe; `all` describes every version)."),
     output: str = OutputOpt,
     context: Optional[str] = ContextOpt,
     timeout: float = TimeoutOpt,
@@ -148,13 +146,10 @@ def register_model(
     location: str = typer.Argument(
         ..., help="Archive URL (http/https) or a file name in the server's model store.", metavar="LOCATION"
     ),
-    name: Optional[str] = typer.Option(None, "--model-name", help="Model name (default: the archive's).",
-                                       metavar="NAME"),
-    handler: Optional[str] = typer.Option(None, "--handler", help="Handler overriding the archive's.",
-                                          metavar="MODULE[:FN]"),
-    runtime: Optional[str] = typer.Option(None, "--runtime", help="Runtime, e.g. python or python3.",
-                                          metavar="RUNTIME"),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Inference batch size.", metavar="N"),
+    name: Optional[str] = option("--model-name", help="Model name (default: the archive's)."),
+    handler: Optional[str] = option("--handler", help="Handler overriding the archive's."),
+    runtime: Optional[str] = option("--runtime", help="Runtime, e.g. python or python3."),
+    batch_size: Optional[int] = option("--batch-size", help="Inference batch size.", short=False, min=1),
     max_batch_delay: Optional[int] = typer.Option(
         None, "--max-batch-delay", min=0, help="Milliseconds to wait to fill a batch.", metavar="MS"
     ),
@@ -174,7 +169,7 @@ def register_model(
                                  "the fleet's launch template (blue/green), so instances launched later serve it."),
     output: str = WriteOutputOpt,
     context: Optional[str] = ContextOpt,
-    timeout: float = typer.Option(120.0, "--timeout", help="Seconds to wait for the server.", metavar="S"),
+    timeout: float = option("--timeout", 120.0, help="Seconds to wait for the server."),
 ) -> None:
     """Register a model archive on the server (POST /models)."""
     check_output(output, ("text", "json", "yaml"))
@@ -191,7 +186,7 @@ def register_model(
                          "(mmsctl context add NAME --fleet FLEET)")
     target.register(location, options, output=output, persisting=persist)
     if persist:
-        from mmsctl.cli.fleet_rollout import persist_model
+        from mmsctl.cli.fleet.rollout import persist_model
 
         persist_model(str(fleet), getattr(ctx, "region", None), f"{name}={location}" if name else location, output)
 
@@ -201,7 +196,7 @@ def unregister_model(
     model: str = ModelArg,
     version: Optional[str] = ModelVersionOpt,
     context: Optional[str] = ContextOpt,
-    timeout: float = typer.Option(60.0, "--timeout", help="Seconds to wait for the server.", metavar="S"),
+    timeout: float = option("--timeout", 60.0, help="Seconds to wait for the server."),
     output: str = WriteOutputOpt,
 ) -> None:
     """Unregister a model (DELETE /models/MODEL), stopping its workers."""
@@ -214,8 +209,8 @@ def scale(
     min_workers: int = typer.Option(..., "--min-workers", "--replicas", min=0, help="Workers to run.", metavar="N"),
     max_workers: Optional[int] = typer.Option(None, "--max-workers", min=0, help="Upper bound (default: N).", metavar="M"),
     version: Optional[str] = ModelVersionOpt,
-    wait: bool = typer.Option(False, "--wait", help="Wait until N workers are ready (exit 7 on timeout)."),
-    timeout: float = typer.Option(120.0, "--timeout", help="Seconds --wait may take.", metavar="S"),
+    wait: bool = option("--wait", False, help="Wait until N workers are ready (exit 7 on timeout)."),
+    timeout: float = option("--timeout", 120.0, help="Seconds --wait may take."),
     output: str = WriteOutputOpt,
     context: Optional[str] = ContextOpt,
 ) -> None:
@@ -229,10 +224,10 @@ def scale(
 
 
 def ping(
-    all_contexts: bool = typer.Option(False, "--all", "-A", help="Every configured context, not just the current one."),
+    all_contexts: bool = option("--all", False, help="Every configured context, not just the current one."),
     output: str = OutputOpt,
     context: Optional[str] = ContextOpt,
-    timeout: float = typer.Option(5.0, "--timeout", help="Seconds to wait for each server.", metavar="S"),
+    timeout: float = option("--timeout", 5.0, help="Seconds to wait for each server."),
 ) -> None:
     """Check server health (GET /ping) and tell MMS, TorchServe and mmsctl apart.
 

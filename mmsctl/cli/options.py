@@ -1,4 +1,10 @@
-"""Options shared by many commands, defined once (like pip's cmdoptions)."""
+"""Options shared by many commands, defined once (like pip's cmdoptions and sam-cli's commands/_utils/options.py).
+
+A flag that more than one command module takes is declared here: its long and short names and the kind of
+value it takes (:data:`SHARED_FLAGS`, read by :func:`option`), so it means one thing on every command
+(docs/cli.md's table; ``tests/cli/test_flags.py`` fails on a second declaration elsewhere). A command gives its
+own default and help; where both are the same everywhere, the option itself is here (``RegionOpt``, ``DryRunOpt``).
+"""
 
 from __future__ import annotations
 
@@ -10,25 +16,103 @@ from typing import Any, Optional
 import typer
 
 __all__ = [
+    "SHARED_FLAGS",
     "ContextOpt",
+    "DryRunOpt",
+    "IdentityDirOpt",
     "ModelVersionOpt",
     "OutputOpt",
     "ProfileOpt",
     "RegionOpt",
+    "YesOpt",
     "check_output",
     "click_module",
     "complete_context_names",
     "complete_zoo_names",
     "global_context",
+    "option",
     "output_option",
 ]
 
+#: Every flag that several command modules take: its short form ("" for none) and what it takes (a metavar, or
+#: None for a switch). Where docs/cli.md gives a command the long form only, that command passes ``short=False``.
+SHARED_FLAGS: dict[str, tuple[str, Optional[str]]] = {
+    "--accelerator": ("", "KIND"),
+    "--all": ("-A", None),
+    "--allow-world-ssh": ("", None),
+    "--ami": ("", "AMI"),
+    "--batch-size": ("-b", "N"),
+    "--bench-target": ("", "TARGET"),
+    "--build": ("", "DIR"),
+    "--context": ("", "NAME"),
+    "--count": ("", "N"),
+    "--delete-data": ("", None),
+    "--dry-run": ("", None),
+    "--duration-ms": ("", "MS"),
+    "--eia": ("", "SIZE"),
+    "--fetch-allow": ("", "LIST"),
+    "--follow": ("-f", None),
+    "--force": ("", None),
+    "--from-bench": ("", "FILE"),
+    "--handler": ("", "MODULE[:FN]"),
+    "--identity-dir": ("", "DIR"),
+    "--image": ("", "URI"),
+    "--input-bucket": ("", "BUCKET"),
+    "--input-prefix": ("", "PREFIX"),
+    "--instance-python": ("", "X.Y"),
+    "--instance-type": ("", "TYPE"),
+    "--key-name": ("", "KEY"),
+    "--max": ("", "N"),
+    "--max-concurrency": ("", "N"),
+    "--memory": ("", "MB"),
+    "--min": ("", "N"),
+    "--model": ("", "MODEL"),
+    "--model-name": ("", "NAME"),
+    "--model-source": ("", "[s3|image]"),
+    "--model-version": ("", "V"),
+    "--models": ("-m", "NAME=LOCATION"),
+    "--name": ("-n", "NAME"),
+    "--output-bucket": ("", "BUCKET"),
+    "--output-prefix": ("", "PREFIX"),
+    "--pip-spec": ("", "REQ"),
+    "--port": ("-p", "N"),
+    "--price": ("", "USD"),
+    "--profile": ("", "PROFILE"),
+    "--region": ("", "REGION"),
+    "--requests": ("", "N"),
+    "--runtime": ("", "RUNTIME"),
+    "--server": ("", "[mmsctl|mms]"),
+    "--serverless": ("", "MB"),
+    "--table": ("", "NAME"),
+    "--target-requests-per-instance": ("", "N"),
+    "--throughput": ("", "RPS"),
+    "--timeout": ("", "S"),
+    "--token-file": ("", "FILE"),
+    "--top-k": ("-k", "K"),
+    "--wait": ("", None),
+    "--wait-timeout": ("", "S"),
+    "--workers": ("-w", "N"),
+    "--yes": ("-y", None),
+}
 
-def output_option(*choices: str, default: Optional[str] = None) -> Any:
+
+def option(flag: str, default: Any = None, help: Optional[str] = None, *, short: bool = True, **extra: Any) -> Any:
+    """The typer option for *flag* of :data:`SHARED_FLAGS`: its names and metavar from there, this command's
+    *default* and *help* (and any other typer.Option argument in *extra*); ``short=False``: the long form only."""
+    short_name, metavar = SHARED_FLAGS[flag]
+    names = (flag, short_name) if short and short_name else (flag,)
+    if metavar is not None:
+        extra["metavar"] = metavar
+    if flag == "--context":
+        extra.setdefault("autocompletion", complete_context_names)
+    return typer.Option(default, *names, help=help, **extra)
+
+
+def output_option(*choices: str, default: Optional[str] = None, help: str = "Output format.", **extra: Any) -> Any:
     """``-o, --output [a|b|c]``: the formats this command prints (the first is the default)."""
     formats = choices or ("table", "wide", "json", "yaml")
-    return typer.Option(default or formats[0], "--output", "-o", metavar="[" + "|".join(formats) + "]",
-                        help="Output format.")
+    return typer.Option(formats[0] if default is None else default, "--output", "-o",
+                        metavar="[" + "|".join(formats) + "]", help=help, **extra)
 
 
 OutputOpt = output_option()
@@ -47,7 +131,7 @@ def complete_context_names(incomplete: str) -> list[str]:
 def complete_instance_names(incomplete: str) -> list[str]:
     """Shell completion for ``serve logs/status --name``: every local server instance with a state file."""
     try:
-        from mmsctl.instances import list_instances
+        from mmsctl.local_servers import list_instances
 
         return [i.name for i in list_instances() if i.name.startswith(incomplete)]
     except Exception:  # noqa: BLE001 - completion stays silent
@@ -57,7 +141,7 @@ def complete_instance_names(incomplete: str) -> list[str]:
 def complete_running_instance_names(incomplete: str) -> list[str]:
     """Shell completion for ``serve stop --name``: the local servers running now."""
     try:
-        from mmsctl.instances import running_instances
+        from mmsctl.local_servers import running_instances
 
         return [s.name for s in running_instances() if s.name.startswith(incomplete)]
     except Exception:  # noqa: BLE001 - completion stays silent
@@ -76,23 +160,21 @@ def complete_zoo_names(incomplete: str) -> list[str]:
         return []
 
 
-ContextOpt: Optional[str] = typer.Option(
-    None,
-    "--context",
-    help="Server context to use (see `mmsctl context list`); overrides MMSCTL_CONTEXT.",
-    metavar="NAME",
-    autocompletion=complete_context_names,
-)
+ContextOpt: Optional[str] = option(
+    "--context", help="Server context to use (see `mmsctl context list`); overrides MMSCTL_CONTEXT.")
 
-ModelVersionOpt: Optional[str] = typer.Option(
-    None, "--model-version", help="Model version (TorchServe; default: the model's default version).", metavar="V"
-)
+ModelVersionOpt: Optional[str] = option(
+    "--model-version", help="Model version (TorchServe; default: the model's default version).")
 
-#: The AWS commands' (``ec2``, ``fleet``, ``lambda``) region and profile, as the aws CLI names them.
-RegionOpt: Optional[str] = typer.Option(None, "--region", help="AWS region (default: AWS_DEFAULT_REGION / profile).",
-                                        metavar="REGION")
-ProfileOpt: Optional[str] = typer.Option(None, "--profile", help="AWS profile from ~/.aws/config.",
-                                         metavar="PROFILE")
+#: The AWS commands' (``ec2``, ``fleet``, ``lambda``, ``sagemaker``) region and profile, as the aws CLI names them.
+RegionOpt: Optional[str] = option("--region", help="AWS region (default: AWS_DEFAULT_REGION / profile).")
+ProfileOpt: Optional[str] = option("--profile", help="AWS profile from ~/.aws/config.")
+#: A command that changes AWS resources prints the calls instead.
+DryRunOpt: bool = option("--dry-run", False, help="Print every AWS call instead of making the changes.")
+#: Where ``ssh-config`` finds each key pair's KEY.pem (``ec2``, ``fleet``).
+IdentityDirOpt: str = option("--identity-dir", "~/.ssh", help="Where KEY.pem files live.")
+#: A command that asks before it deletes data goes on without asking.
+YesOpt: bool = option("--yes", False, help="Do not ask (for scripts).")
 
 
 def click_module(name: str) -> ModuleType:

@@ -17,6 +17,7 @@ from mmsctl.cli.options import (
     complete_zoo_names,
     global_context,
     note_model_locations,
+    option,
     output_option,
 )
 from mmsctl.cli.render import UI, Column, get_ui, render_data, render_table
@@ -149,7 +150,7 @@ def _exit_now() -> None:
     """End a successful local run without tearing the interpreter down.
 
     With mxnet loaded, freeing its thousands of objects and running its C++ static
-    destructors takes ~0.1 s after the answer is printed. Exit handlers still run and the
+    destructors delays the exit after the answer is printed. Exit handlers still run and the
     streams are flushed; only that teardown is skipped. Only in the `mmsctl` process itself.
     """
     if not _is_cli_process():
@@ -224,23 +225,17 @@ def predict(
     inputs: List[str] = typer.Argument(..., help="Image files, folders, globs, URLs or - (stdin).",
                                        metavar="INPUT..."),
     output: str = output_option(*PREDICT_OUTPUTS),
-    top_k: Optional[int] = typer.Option(None, "--top-k", "-k", min=1, metavar="K",
-                                        help="How many classes per input (built-in handler default 5)."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", "-b", min=1, metavar="N",
-                                             help="Inputs per forward pass (default 16 for the "
-                                             "built-in handler, 1 for others)."),
-    handler: Optional[str] = typer.Option(None, "--handler", metavar="MODULE[:FN]",
-                                          help="Use this handler instead of the archive's "
-                                          "(module in the archive, or path/to/file.py)."),
+    top_k: Optional[int] = option("--top-k", help="How many classes per input (built-in handler default 5).", min=1),
+    batch_size: Optional[int] = option("--batch-size", help="Inputs per forward pass (default 16 for the "
+                                       "built-in handler, 1 for others).", min=1),
+    handler: Optional[str] = option("--handler", help="Use this handler instead of the archive's "
+                                    "(module in the archive, or path/to/file.py)."),
     gpu: Optional[int] = typer.Option(None, "--gpu", metavar="N", help="Run on GPU N."),
-    workers: Optional[int] = typer.Option(None, "--workers", min=1, metavar="N",
-                                          help="Processes that run the model (default: one per CPU "
-                                          "core from 64 inputs on, else 1: in this process)."),
+    workers: Optional[int] = option("--workers", help="Processes that run the model (default: one per CPU "
+                                    "core from 64 inputs on, else 1: in this process).", short=False, min=1),
     context: Optional[str] = ContextOpt,
-    model_version: Optional[str] = typer.Option(None, "--model-version", metavar="V",
-                                                help="With --context: the model version to call."),
-    timeout: float = typer.Option(60.0, "--timeout", metavar="S",
-                                  help="With --context: seconds to wait for each answer."),
+    model_version: Optional[str] = option("--model-version", help="With --context: the model version to call."),
+    timeout: float = option("--timeout", 60.0, help="With --context: seconds to wait for each answer."),
     local_only: bool = typer.Option(False, "--local", help="Run the model in this process even when a local "
                                     "server already serves the same archive."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Say on stderr which path was taken "
@@ -265,7 +260,7 @@ def predict(
             raise UsageError("--timeout must be more than 0")
         remote = resolve_context(context_name)
         if remote.sagemaker:  # a SageMaker endpoint: InvokeEndpoint, signed by botocore
-            from mmsctl.cli.ec2 import aws_session
+            from mmsctl.cli.aws import aws_session
             from mmsctl.cloud.sagemaker.invoke import SageMakerClient
 
             client: Any = SageMakerClient(aws_session(remote.region, None, local_service="sagemaker-runtime"),

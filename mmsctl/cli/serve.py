@@ -18,6 +18,7 @@ from mmsctl.cli.options import (
     complete_instance_names,
     complete_running_instance_names,
     complete_zoo_names,
+    option,
 )
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
 from mmsctl.errors import AmbiguousInstanceError, InstanceRunningError, MmsError
@@ -69,26 +70,16 @@ _DEFAULT_WORDS = CommandWords(hints=(*_START_WORDS.hints, ("inference_address", 
 _STOP_WORDS = CommandWords(hints=((AmbiguousInstanceError, _which(", or stop them all with --all")),))
 _LOGS_WORDS = CommandWords(hints=((AmbiguousInstanceError, _which()),))
 
-NameOpt: Optional[str] = typer.Option(
-    None, "--name", "-n", help="The instance (`serve status` lists them); default: the one running here.",
-    metavar="NAME", autocompletion=complete_instance_names,
-)
-RunningNameOpt: Optional[str] = typer.Option(
-    None, "--name", "-n", help="The instance (`serve status` lists them); default: the one running here.",
-    metavar="NAME", autocompletion=complete_running_instance_names,
-)
+NameOpt: Optional[str] = option("--name", help="The instance (`serve status` lists them); default: the one running here.", autocompletion=complete_instance_names)
+RunningNameOpt: Optional[str] = option("--name", help="The instance (`serve status` lists them); default: the one running here.", autocompletion=complete_running_instance_names)
 
 
 @serve_app.command("start")
 def start(
-    models: List[str] = typer.Option(
-        [], "--models", "-m", metavar="NAME=LOCATION", autocompletion=complete_zoo_names,
-        help="Model to load at start-up: a zoo name (served under that name), a path (./m.mar, "
-        "./folder/), an http(s) URL or a file in --model-store; NAME=LOCATION names it. Repeat for more.",
-    ),
-    port: Optional[int] = typer.Option(None, "--port", "-p", min=1, max=65533, metavar="N",
-                                       help="Inference API on 127.0.0.1:N, management on N+1, metrics on N+2 "
-                                       "(default 8080, 8081, 8082)."),
+    models: List[str] = option("--models", [], help="Model to load at start-up: a zoo name (served under that name), a path (./m.mar, "
+                               "./folder/), an http(s) URL or a file in --model-store; NAME=LOCATION names it. Repeat for more.", autocompletion=complete_zoo_names),
+    port: Optional[int] = option("--port", help="Inference API on 127.0.0.1:N, management on N+1, metrics on N+2 "
+                                 "(default 8080, 8081, 8082).", min=1, max=65533),
     model_store: Optional[Path] = typer.Option(None, "--model-store", help="Folder register urls resolve against.",
                                                metavar="DIR"),
     config_file: Optional[Path] = typer.Option(
@@ -100,22 +91,17 @@ def start(
                                                      help="Management API address."),
     metrics_address: Optional[str] = typer.Option(None, "--metrics-address", metavar="URL",
                                                   help="Metrics address."),
-    workers: Optional[int] = typer.Option(None, "--workers", "-w", min=0, metavar="N",
-                                          help="Workers per start-up model and per register without "
-                                          "initial_workers (default_workers_per_model; unset: 1 and 0)."),
+    workers: Optional[int] = option("--workers", help="Workers per start-up model and per register without "
+                                    "initial_workers (default_workers_per_model; unset: 1 and 0).", min=0),
     worker_limit: Optional[int] = typer.Option(
         None, "--worker-limit", min=1, metavar="N",
         help="Most worker processes of all models together (worker_limit; default: 4 per core, "
         "at most one per 256 MiB of memory)."),
-    token_file: Optional[Path] = typer.Option(
-        None, "--token-file", help="Require a bearer token (plain file or TorchServe key_file.json).", metavar="FILE"
-    ),
-    name: Optional[str] = typer.Option(
-        None, "--name", "-n", help="Instance name (default: the inference port, e.g. 8080); its context is "
-        "local:NAME.", metavar="NAME"),
+    token_file: Optional[Path] = option("--token-file", help="Require a bearer token (plain file or TorchServe key_file.json)."),
+    name: Optional[str] = option("--name", help="Instance name (default: the inference port, e.g. 8080); its context is "
+                                 "local:NAME."),
     foreground: bool = typer.Option(False, "--foreground", help="Run in this terminal until Ctrl+C."),
-    timeout: float = typer.Option(300.0, "--timeout", help="Seconds to wait for the server to be ready.",
-                                  metavar="S"),
+    timeout: float = option("--timeout", 300.0, help="Seconds to wait for the server to be ready."),
 ) -> None:
     """Start a server; return once its APIs answer and the start-up models have READY workers."""
     from mmsctl.server.control import build_config, start_background, start_foreground
@@ -147,7 +133,7 @@ def start(
 
 
 def _log_hint(config: ServerConfig) -> str:
-    from mmsctl.instances import Instance
+    from mmsctl.local_servers import Instance
 
     return str(Instance(config.instance_name).log_file)
 
@@ -163,10 +149,8 @@ _STOPPED = {
 @serve_app.command("stop")
 def stop(
     name: Optional[str] = RunningNameOpt,
-    all_: bool = typer.Option(False, "--all", help="Stop every running instance."),
-    timeout: float = typer.Option(
-        30.0, "--timeout", help="Seconds to answer queued and in-flight requests before killing.", metavar="S"
-    ),
+    all_: bool = option("--all", False, help="Stop every running instance.", short=False),
+    timeout: float = option("--timeout", 30.0, help="Seconds to answer queued and in-flight requests before killing."),
 ) -> None:
     """Stop a server after it has answered queued and in-flight requests.
 
@@ -210,7 +194,7 @@ def status(
 @serve_app.command("logs")
 def logs(
     name: Optional[str] = NameOpt,
-    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines (Ctrl+C stops)."),
+    follow: bool = option("--follow", False, help="Keep printing new lines (Ctrl+C stops)."),
     tail: int = typer.Option(-1, "--tail", help="Only the last N lines (-1: all).", metavar="N"),
 ) -> None:
     """Print a server's log (worker output included)."""

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from mmsctl.cli.options import ContextOpt, check_output, global_context
+from mmsctl.cli.options import ContextOpt, check_output, global_context, option, output_option
 from mmsctl.cli.render import Column, get_ui, render_data, render_table
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,9 +49,8 @@ def top(
     interval: float = typer.Option(1.0, "--interval", "-i", help="Seconds between polls.", metavar="S"),
     readonly: bool = typer.Option(False, "--readonly", help="No scale/register/unregister actions."),
     once: bool = typer.Option(False, "--once", help="Print one snapshot (two polls, S apart) and exit."),
-    output: str = typer.Option("table", "--output", "-o", help="Output format of --once.",
-                               metavar="[table|wide|json|yaml]"),
-    timeout: float = typer.Option(2.0, "--timeout", help="Seconds to wait for each request.", metavar="S"),
+    output: str = output_option(help="Output format of --once."),
+    timeout: float = option("--timeout", 2.0, help="Seconds to wait for each request."),
 ) -> None:
     """Watch a model server live: models, workers, requests/s, latency, queue (like k9s or nvitop).
 
@@ -79,7 +78,7 @@ def top(
     describe_every = max(5.0, 5 * interval)
     source: "DataSource"
     if target.sagemaker:  # CloudWatch's figures and the endpoint's instances, through AWS
-        from mmsctl.cli.ec2 import aws_session
+        from mmsctl.cli.aws import aws_session
         from mmsctl.tui.sagemaker_source import SageMakerSource
 
         aws = aws_session(target.region, None)  # no region or credentials: said here, once

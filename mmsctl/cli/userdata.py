@@ -1,14 +1,47 @@
-"""The one body of `ec2 user-data` and `fleet user-data`: print the boot script an instance gets."""
+"""`ec2 user-data` and `fleet user-data`, written once: print the boot script an instance gets."""
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, List, Optional
 
+from mmsctl.cli.options import option
 from mmsctl.cli.render import get_ui
 
 if TYPE_CHECKING:
     from mmsctl.cloud.instance.userdata import LifecycleHook
+
+__all__ = ["ServerOpt", "user_data_command", "write_user_data"]
+
+#: What an instance runs: ``ec2 launch`` and both ``user-data`` commands.
+ServerOpt: str = option("--server", "mmsctl", help="What the instance runs (mms: MMS 1.1.11).")
+
+
+def user_data_command(*, fleet: bool) -> Callable[..., None]:
+    """The ``user-data`` command of ``ec2`` (what ``launch`` sends) or, with *fleet*, of ``fleet`` (what the
+    launch template carries: the management API on the private address, the group's launch hook completed)."""
+
+    def user_data_cmd(
+        models: List[str] = option("--models", [], help="Models to serve."),
+        server: str = ServerOpt,
+        eia: Optional[str] = option("--eia"),
+        accelerator: Optional[str] = option("--accelerator"),
+        pip_spec: Optional[str] = option("--pip-spec"),
+    ) -> None:
+        extra: dict[str, Any] = {}
+        if fleet:
+            from mmsctl.cloud.fleet.asg import LAUNCH_HOOK
+            from mmsctl.cloud.instance.userdata import LifecycleHook
+
+            extra = {"management_host": "0.0.0.0", "prefix": "fleet/<name>/",
+                     "lifecycle_hook": LifecycleHook("mmsctl-fleet-<name>", LAUNCH_HOOK)}
+        write_user_data(models, server, eia, accelerator, pip_spec, **extra)
+
+    user_data_cmd.__doc__ = (
+        """Print the boot script a fleet's launch template carries (management API on the private address, the
+        group's launch hook completed once the server is ready)."""
+        if fleet else """Print the boot script `launch` would pass to the instance (readable bash; no AWS call).""")
+    return user_data_cmd
 
 
 def write_user_data(models: List[str], server: str, eia: Optional[str], accelerator: Optional[str],

@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from mmsctl.cli.options import OutputOpt, check_output, complete_zoo_names, output_option
+from mmsctl.cli.options import OutputOpt, check_output, complete_zoo_names, output_option, option
 from mmsctl.cli.render import Column, get_ui, human_size, render_data, render_table
 
 __all__ = ["register"]
@@ -66,7 +66,7 @@ def list_models(
 def pull(
     names: list[str] = typer.Argument(..., help="Zoo names, aliases or http(s) URLs.", metavar="NAME...",
                                       autocompletion=complete_zoo_names),
-    force: bool = typer.Option(False, "--force", help="Download again even if cached."),
+    force: bool = option("--force", False, help="Download again even if cached."),
     output: str = output_option("path", "json", "yaml"),
 ) -> None:
     """Download archives into the cache (or a mirror's copy) and print their paths."""
@@ -175,7 +175,7 @@ def _only_zoo(names: list[str]) -> None:
 
 def _running_servers() -> list[str]:
     """Names of running `mmsctl serve` instances: their workers load from the extracted copies."""
-    from mmsctl.instances import list_instances
+    from mmsctl.local_servers import list_instances
 
     return [i.name for i in list_instances() if i.running_state() is not None]
 

@@ -209,7 +209,7 @@ class BaseApi:
 
     def _verify(self) -> Any:
         # Every call is relative to base_url and redirects are not followed, so a plain-http
-        # server never needs TLS: skip loading the CA bundle (about 30 ms of every command).
+        # server never needs TLS: the CA bundle is not loaded for it.
         from mmsctl.tls import verify
 
         return verify(self.verify) if self.base_url.lower().startswith("https:") else False

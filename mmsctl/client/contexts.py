@@ -43,7 +43,7 @@ from mmsctl.config import config_dir, load_toml, save_toml
 from mmsctl.errors import ConfigError, NotFoundError, UsageError
 
 if TYPE_CHECKING:
-    from mmsctl.instances import InstanceState
+    from mmsctl.local_servers import InstanceState
 
 __all__ = [
     "DEFAULT_INFERENCE_URL",
@@ -311,7 +311,7 @@ def local_context() -> Context:
     Raises:
         AmbiguousInstanceError: several instances run here (each is ``local:NAME``; say which).
     """
-    from mmsctl.instances import one_running
+    from mmsctl.local_servers import one_running
 
     state = one_running()
     if state is not None:
@@ -321,7 +321,7 @@ def local_context() -> Context:
 
 def instance_contexts() -> list[Context]:
     """Every running ``mmsctl serve`` instance as its own context, ``local:NAME``."""
-    from mmsctl.instances import running_instances
+    from mmsctl.local_servers import running_instances
 
     try:
         return [_instance_context(state) for state in running_instances()]

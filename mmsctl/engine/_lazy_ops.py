@@ -1,13 +1,12 @@
 """mxnet's operator wrappers, each compiled on its first call instead of all during ``import mxnet``.
 
 MXNet 1.x writes the source of ~2,500 Python functions (``mx.nd.*``, ``mx.sym.*``) while it imports and
-``exec``s each one. Compiling them is most of a cold ``import mxnet`` (~0.9 s of CPU here against ~0.6 s
-for the rest), and a process calls a handful. While mxnet imports, :func:`lazy_operator_wrappers` has
+``exec``s each one. Compiling them is most of a cold ``import mxnet``, and a process calls a handful.
+While mxnet imports, :func:`lazy_operator_wrappers` has
 each such ``exec`` define a stand-in under the wrapper's name instead; mxnet sets its name, documentation
 and module as it would the wrapper's, and the stand-in compiles the wrapper from the very same source in
 the very same namespace on its first call and calls it from then on. What a wrapper does is unchanged;
-``inspect.signature`` of one shows ``(*args, **kwargs)``. This replaced a disk cache of the compiled
-wrappers (which a first run, an empty cache folder or a new Python had to build: 0.9 s), and needs none.
+``inspect.signature`` of one shows ``(*args, **kwargs)``. Nothing is cached on disk.
 
 ``MMSCTL_LAZY_OPS=0`` has mxnet compile them all as it always did.
 """

@@ -4,11 +4,11 @@ Networks imported from ONNX (SqueezeNet v1.1 as MMS's model zoo ships it) use th
 instead of ``Activation(act_type='relu')`` and put a ``Pad`` of all-zero width before each max
 pool. MXNet 1.9.1 has MKL-DNN kernels for neither, so every convolution's output is reordered
 back to plain NCHW and the pools get NCHW input, for which oneDNN falls back to its reference
-pooling: MKL-DNN ran that SqueezeNet at 45 ms a forward instead of ~16 ms. The rewrites here
+pooling, several times slower than the network run whole (docs/performance.md). The rewrites here
 cannot change an output: ``relu`` and ``Activation(relu)`` are the same function and a zero-width
 pad is the identity. Node names and the graph's outputs are kept. ``MMSCTL_GRAPH_REWRITE=0``
 switches them off (debugging). A ``Dropout`` (the identity at inference) is left in: oneDNN's
-verbose log shows it costs no reorder, and removing it measured no faster.
+verbose log shows it costs no reorder.
 
 Works on the symbol's JSON text (``Symbol.tojson()``), so importing this module loads no mxnet.
 """

@@ -7,9 +7,8 @@ A 12-megapixel JPEG decoded at full size costs several times the network's forwa
 greyscale, CMYK, palette, alpha (composited on white) and 16-bit images to RGB (or L), and
 averages it down (area) to at most the model's size. What is left to enlarge is left to the
 model's own resize (the built-in handler's is MMS's), so it gives the model
-exactly the numbers it did before. HEIC/HEIF goes through ``pillow-heif``, imported only when
-the bytes are HEIF. Pillow was picked by measurement over simplejpeg (~8 % faster on scaled
-decodes, but a new dependency without CMYK or EXIF) and PyTurboJPEG (needs a system
+exactly the numbers a full decode would. HEIC/HEIF goes through ``pillow-heif``, imported only when
+the bytes are HEIF. Pillow, not simplejpeg (no CMYK or EXIF) or PyTurboJPEG (a system
 libturbojpeg, not on PyPI): docs/predict.md.
 
 The pixel cap applies to the decoded size: a JPEG scaled by 1/4 on decode allocates 1/16 of its
@@ -34,9 +33,9 @@ HEIF_PACKAGE = "pillow-heif"
 _HEIF_BRANDS = (b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx", b"mif1", b"msf1", b"avif")
 _ORIENTATION = 0x0112
 _TRANSPOSED = frozenset((5, 6, 7, 8))  # orientations that swap width and height
-#: Decode JPEGs to at least this many times the model's input, then average down (area): at 1x
-#: (1/8 scale for 12 MP to 224) a kitten's top-5 moved by up to 0.08 from a full decode's, at 2x by < 0.02
-#: (4:2:0 chroma at 1/8 is 1/16: coarser than the model's input). MMSCTL_IMAGE_OVERSAMPLE in the handler.
+#: Decode JPEGs to at least this many times the model's input, then average down (area): at 1x the chroma
+#: of a 4:2:0 JPEG is coarser than the model's input and the top-5 drifts from a full decode's; at 2x it
+#: stays close (docs/performance.md). MMSCTL_IMAGE_OVERSAMPLE in the handler.
 OVERSAMPLE = 2
 _heif_ready = False
 
@@ -178,7 +177,7 @@ def decode(data: bytes, width: int, height: int, *, gray: bool = False, max_pixe
 
     A side shorter than the model's comes back as it is, for the caller's own resize (the built-in
     handler's is MMS's: an image that needs no shrinking gives the model exactly the numbers it did).
-    *oversample* 1 trades fidelity for speed (12 MP to 224: 1/8 scale, ~25 % less decode time).
+    *oversample* 1 trades fidelity for speed (a smaller decode scale).
 
     Raises:
         ImageError: not an image, truncated or corrupt, or more than *max_pixels* once decoded.

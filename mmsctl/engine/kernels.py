@@ -2,8 +2,8 @@
 
 MXNet 1.9.1 reads ``MXNET_MKLDNN_ENABLED`` once, when its library loads, so the choice
 is made before a worker imports mxnet: at spawn, in the parent, into the worker's
-environment. Which set is faster depends on the network and the CPU (SqueezeNet runs
-twice as fast with MKL-DNN on one machine and half as fast on another), so the first
+environment. Which set is faster depends on the network and the CPU (the same SqueezeNet is faster
+with MKL-DNN on one machine and without it on another: docs/kernels.md), so the first
 time a model is started on a machine it is timed both ways, each in a child process
 (a short forward loop at batch 1, with the worker's thread count), and the faster one
 is remembered in ``<cache>/kernels/choices.json``. Every later worker of that model,
@@ -33,14 +33,14 @@ import logging
 import math
 import os
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
-from mmsctl.engine.kernel_trials import BATCHED, BUSY_LOAD, MARGIN
+from mmsctl.atomic import write_atomic
+from mmsctl.engine.kernel_trials import BATCHED, BUSY_LOAD
 
 __all__ = [
     "Checkpoint",
@@ -62,8 +62,6 @@ MXNET_VAR = "MXNET_MKLDNN_ENABLED"
 SETTING = "mkldnn"
 #: A model whose one input is larger than this (elements; 1 GiB of float32) is not measured.
 _MAX_INPUT_ELEMENTS = 2**28
-#: MKL-DNN is switched off only when that is more than 10 % faster (noise never flips MXNet's default).
-_MARGIN = MARGIN
 #: Measurements of one model, at most, while the result is not confident (a busy machine, a thin margin).
 _MAX_ATTEMPTS = 3
 _ON = ("1", "on", "true", "yes")
@@ -243,7 +241,7 @@ def _remembered(entry: Any) -> Optional[KernelChoice]:
     when = str(entry.get("measured", "earlier"))[:32]
     batch = entry.get("batch", 1)
     batch = batch if type(batch) is int and 1 <= batch <= BATCHED else 1
-    confident = entry.get("confident") is True  # an entry from before the interleaved trials: measured again
+    confident = entry.get("confident") is True  # an entry without the mark is measured again
     attempts = entry.get("attempts", 1)
     attempts = attempts if type(attempts) is int and attempts >= 1 else 1
     load, spread = (v if isinstance(v, (int, float)) else None for v in (entry.get("load"), entry.get("spread")))
@@ -291,15 +289,8 @@ def _write_cache(path: Path, key: str, choice: KernelChoice, model: str) -> None
     entry.pop("reason")
     entry.update(model=model, measured=time.strftime("%Y-%m-%d %H:%M"))
     data[key] = entry
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".choices-", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=1, sort_keys=True)
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError, UnboundLocalError):
-            os.unlink(tmp)
+    with contextlib.suppress(OSError):
+        write_atomic(path, json.dumps(data, indent=1, sort_keys=True), private=True)
 
 
 @contextlib.contextmanager

@@ -82,7 +82,7 @@ class ModuleScope:
 
     def pin(self) -> None:
         """Stay in this scope for the rest of the process (a worker serves one model): entering and
-        leaving it per batch walks ``sys.modules`` twice, about half of a no-op batch's cost."""
+        leaving it per batch walks ``sys.modules`` twice, a large share of a no-op batch's cost."""
         self.__enter__()
 
     def __exit__(self, *exc: object) -> None:

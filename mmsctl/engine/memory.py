@@ -12,8 +12,8 @@ figures and the setting.
 The estimate counts every intermediate output as if all were alive at once: MXNet reuses
 buffers, so the real figure is lower, but MKL-DNN keeps reordered copies beside it. What the
 estimate misses is bounded by the process limit (:func:`limit_this_process`): each worker and
-each measuring child runs under ``RLIMIT_DATA`` = twice the network limit plus 1 GiB (the
-interpreter, MXNet and its threads take 0.2-0.4 GiB of it, a decoded image up to 0.25 GiB).
+each measuring child runs under ``RLIMIT_DATA`` = twice the network limit plus 1 GiB (room for the
+interpreter, MXNet and its threads, and a decoded image: docs/performance.md).
 ``RLIMIT_DATA`` counts memory a process can write to (heap, anonymous mappings), not address
 space that is only reserved, so MXNet's and OpenMP's reservations do not trip it the way
 ``RLIMIT_AS`` would; an allocation past it fails (``MemoryError``, or MXNet's "Failed to

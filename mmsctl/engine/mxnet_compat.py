@@ -45,8 +45,8 @@ def patch_numpy() -> None:
 
 def _patch_distutils() -> None:
     """Give mxnet a ``distutils.version.LooseVersion`` where Python has none (3.12+)."""
-    # setuptools' distutils shim makes mxnet's `import distutils` pull in pkg_resources
-    # (~0.2 s of a cold `predict`); the standard library's distutils is enough for mxnet.
+    # setuptools' distutils shim makes mxnet's `import distutils` pull in pkg_resources, slow to
+    # import; the standard library's distutils is enough for mxnet.
     hack = sys.modules.get("_distutils_hack")
     if "distutils" not in sys.modules and hack is not None and hasattr(hack, "remove_shim"):
         hack.remove_shim()
@@ -113,7 +113,7 @@ def prepare_imports() -> None:
 
 
 #: Modules mxnet imports at start-up and uses only in functions a server never calls (ONNX export,
-#: downloads): ~16 MB and ~0.1 s of CPU per worker. See :func:`_deferred_imports`.
+#: downloads): memory and start-up every worker would pay for nothing. See :func:`_deferred_imports`.
 DEFERRED = ("onnx", "requests")
 
 
@@ -164,8 +164,8 @@ _operator_docs = True
 
 def leave_out_operator_docs() -> None:
     """Have :func:`import_mxnet` give mxnet's ~2,500 operator wrappers a one-line docstring instead
-    of the generated reference text: for worker processes, which never show it (~2.3 MB of memory
-    and ~45 ms of start-up each). Call it before mxnet is imported."""
+    of the generated reference text: for worker processes, which never show it (it costs memory and
+    start-up in each). Call it before mxnet is imported."""
     global _operator_docs
     _operator_docs = False
 
@@ -213,9 +213,9 @@ _mx: Any = None
 def _collector_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while mxnet imports.
 
-    The import makes tens of thousands of objects that live as long as the process, and Python runs ~120
-    collections among them that free nothing: ~9 % of the import's CPU (0.08 of 0.9 s here), paid by every
-    worker, `predict` and Lambda cold start.
+    The import makes tens of thousands of objects that live as long as the process, and Python runs
+    collection after collection among them that free nothing, paid by every worker, `predict` and
+    Lambda cold start.
     """
     enabled = gc.isenabled()
     gc.disable()

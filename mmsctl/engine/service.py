@@ -294,7 +294,7 @@ def _locate_handler(
 def _preload_mxnet(handler: str, root: Path, handler_file: Optional[Path]) -> None:
     """Import mxnet through :func:`~mmsctl.engine.mxnet_compat.import_mxnet` before a handler
     that uses it does, so the import gets the patches and the operator wrappers compiled on first call
-    (~0.9 s of a cold start).
+    (most of a cold start's import).
 
     Handlers that never mention mxnet (no-op, custom pure-Python ones) stay light.
     """

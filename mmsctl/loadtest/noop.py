@@ -204,7 +204,7 @@ def noop_model(
 
 def _local_model_store(context: "Context") -> Optional[Path]:
     """The model store of the local mmsctl server behind *context* (from its ``state.json``), if it has one."""
-    from mmsctl.instances import list_instances
+    from mmsctl.local_servers import list_instances
 
     for instance in list_instances():
         state = instance.running_state()

@@ -10,12 +10,11 @@ a sweep holds one :class:`Level` per concurrency (closed loop) or arrival rate
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from mmsctl.atomic import write_atomic
 from mmsctl.errors import UsageError
 
 __all__ = ["FORMAT", "VERSION", "BenchRun", "Level", "Sweep", "load_run", "save_run"]
@@ -124,17 +123,7 @@ class BenchRun:
 
 def save_run(run: BenchRun, path: Path) -> None:
     """Write *run* atomically (a reader never sees half a file)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(run.to_dict(), fh, indent=2)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, json.dumps(run.to_dict(), indent=2) + "\n", private=True)
 
 
 def load_run(path: Path) -> BenchRun:

@@ -2,7 +2,7 @@
 
 Starting mxnet in-process costs ~0.5 s per run; a local ``mmsctl serve`` that has the same
 archive loaded (same content, same handler) answers in milliseconds. Servers publish what they
-serve in ``state.json`` (:attr:`~mmsctl.instances.InstanceState.served`: per model, the SHA-256
+serve in ``state.json`` (:attr:`~mmsctl.local_servers.InstanceState.served`: per model, the SHA-256
 prefix its extraction is named by and its handler). Here MODEL is resolved the way ``predict``
 does (a zoo name to its cached archive, a path to an archive file), hashed once per
 path + mtime + size (remembered in ``<cache>/predict/digests.json``), and matched, with the kernel set
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
 from mmsctl.config import cache_dir, settings_file
-from mmsctl.instances import InstanceState, running_instances
+from mmsctl.local_servers import InstanceState, running_instances
 
 __all__ = ["ArchiveFacts", "WarmTarget", "archive_digest", "find_warm_server", "local_archive", "warm_server_or_why"]
 
@@ -87,15 +87,11 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 def _save_json(path: Path, data: dict[str, Any]) -> None:
     """Atomically, the most recent entries; a cache that cannot be written only costs working it out again."""
-    import tempfile
+    from mmsctl.atomic import write_atomic
 
     keep = dict(list(data.items())[-_MAX_DIGESTS:])
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(keep, fh)
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(keep), private=True)
     except OSError:
         pass
 

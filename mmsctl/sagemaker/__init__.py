@@ -15,7 +15,7 @@ On the user's machine (``mmsctl sagemaker run-local``):
                   process with SageMaker's environment, without docker
 
 The contract both sides share lives below, in :mod:`mmsctl.cloud.sagemaker.contract` (names of the
-environment, the model folder, the port, the drain) and :mod:`mmsctl.cloud.function.env` (the image's
+environment, the model folder, the port, the drain) and :mod:`mmsctl.cloud.lambda_.env` (the image's
 entries); the model's packing is :mod:`mmsctl.cloud.sagemaker.model_data`'s. Nothing else of
 :mod:`mmsctl.cloud` is imported here (``tests/test_layers.py`` checks).
 """

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from mmsctl.cloud.function.manifest import BuildContext
+from mmsctl.cloud.lambda_.manifest import BuildContext
 from mmsctl.cloud.sagemaker import contract
 from mmsctl.cloud.sagemaker.model_data import pack, unpack
 from mmsctl.errors import ServerError, UsageError

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Mapping
 
-from mmsctl.cloud.function.env import IMAGE_MODEL_DIR
+from mmsctl.cloud.lambda_.env import IMAGE_MODEL_DIR
 from mmsctl.cloud.sagemaker import contract
 from mmsctl.errors import ConfigError, MmsError
 from mmsctl.server.config import ServerConfig

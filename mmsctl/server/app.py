@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 from mmsctl.errors import MmsError, ServerError
 from mmsctl.server.config import ServerConfig, parse_address
-from mmsctl.instances import Instance, InstanceState, holder, process_start_time, registry_lock
+from mmsctl.local_servers import Instance, InstanceState, holder, process_start_time, registry_lock
 from mmsctl.names import split_named
 
 __all__ = ["Server", "STARTUP_FAILURE", "main", "run_server", "starting_state"]

@@ -17,7 +17,7 @@ from typing import IO, Any, Callable, Iterator, Optional
 
 from mmsctl.errors import AmbiguousInstanceError, InstanceRunningError, NotFoundError, ServerError
 from mmsctl.server.config import ServerConfig, load_properties, parse_address
-from mmsctl.instances import (
+from mmsctl.local_servers import (
     LIVE_STATUSES,
     Instance,
     InstanceState,
@@ -275,7 +275,7 @@ def stop_instances(name: Optional[str], *, all_: bool, timeout: float) -> Iterat
 
     The outcome is ``stopped``, ``killed`` (still running after the timeout), ``died`` (the server was
     already gone: it is marked so and cleaned up) or ``not running`` (*name*'s server is not running: nothing
-    to do). Only a process that is really the server (:func:`~mmsctl.instances.server_alive`: pid and start
+    to do). Only a process that is really the server (:func:`~mmsctl.local_servers.server_alive`: pid and start
     time) is ever signalled. Without *name* or *all_* it is the one running instance ("the local server");
     several running is an AmbiguousInstanceError naming them. None running yields nothing: not an error.
 

@@ -121,7 +121,7 @@ class ModelManager:
 
     # -- state.json --------------------------------------------------------------------------
     def _update_state(self, **changes: Any) -> None:
-        from mmsctl.instances import Instance
+        from mmsctl.local_servers import Instance
 
         try:
             Instance(self.config.instance_name).update(**changes)

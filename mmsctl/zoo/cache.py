@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
+from mmsctl.atomic import write_atomic
 from mmsctl.config import cache_dir
 from mmsctl import names
 
@@ -123,9 +124,7 @@ def publish(part: Path, target: Path, *, url: Optional[str], sha256: Optional[st
         "size": target.stat().st_size,
         "downloaded_at": time.time(),
     }
-    tmp = _meta_path(target).with_name(_meta_path(target).name + f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(meta, indent=2), encoding="utf-8")
-    os.replace(tmp, _meta_path(target))
+    write_atomic(_meta_path(target), json.dumps(meta, indent=2))
     return target
 
 

@@ -95,7 +95,7 @@ def test_context_completes_on_every_command_that_takes_it(capsys) -> None:
     """`--context <TAB>`: local, each running local server as local:NAME, contexts.toml's names."""
     import os as _os
 
-    from mmsctl.instances import Instance, InstanceState, process_start_time
+    from mmsctl.local_servers import Instance, InstanceState, process_start_time
 
     assert run_mmsctl(capsys, "context", "add", "prod", "--inference", "http://10.0.0.5:8080",
                       "--management", "http://10.0.0.5:8081").code == 0
@@ -119,7 +119,7 @@ def test_zoo_names_complete_for_predict_and_zoo_pull(capsys) -> None:
 
 def test_serve_name_completes_instances_stop_only_the_running_ones(capsys) -> None:
     """`serve stop --name <TAB>` offers the servers running here; `logs`/`status` every instance."""
-    from mmsctl.instances import Instance, InstanceState, process_start_time
+    from mmsctl.local_servers import Instance, InstanceState, process_start_time
 
     pid = os.getpid()  # a live process with its real start time: the registry takes it as running
     for name, status in (("alpha", "ready"), ("beta", "stopped")):

@@ -85,7 +85,7 @@ def test_local_instance_name_from_context_list_is_accepted(capsys) -> None:
     """The name `context list` shows for a running `mmsctl serve --name qa` (local:qa) works as --context."""
     import os
 
-    from mmsctl.instances import Instance, InstanceState, process_start_time
+    from mmsctl.local_servers import Instance, InstanceState, process_start_time
 
     Instance("qa").write_state(InstanceState(
         name="qa", pid=os.getpid(), status="ready", inference_url="http://127.0.0.1:18080",
@@ -113,7 +113,7 @@ def _fake_instance(name: str, port: int) -> None:
     """A running `mmsctl serve` instance as the registry shows it (this process stands in for its pid)."""
     import os
 
-    from mmsctl.instances import Instance, InstanceState, process_start_time
+    from mmsctl.local_servers import Instance, InstanceState, process_start_time
 
     Instance(name).write_state(InstanceState(
         name=name, pid=os.getpid(), status="ready", inference_url=f"http://127.0.0.1:{port}",

@@ -6,15 +6,20 @@ command added later is checked without anyone listing it here.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections import defaultdict
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mmsctl.cli.main import command
+from mmsctl.cli.options import SHARED_FLAGS
 from tests.support.cli import run_mmsctl
+
+CLI = Path(__file__).resolve().parents[2] / "mmsctl" / "cli"
 
 #: Long options that are the same thing under two spellings on one command (kept for people who
 #: know MMS/kubectl): they share a short option and a meaning.
@@ -78,6 +83,38 @@ def test_the_conventions_hold() -> None:
             assert "--follow" in param.opts
         if "-A" in param.opts:
             assert "--all" in param.opts
+
+
+def _declared_flags(sources: dict[str, str]) -> list[str]:
+    """Where a flag is declared twice: a ``typer.Option`` naming a flag of SHARED_FLAGS (``option`` declares
+    those), or one flag that ``typer.Option`` declares in two modules (module name -> its source)."""
+    modules: dict[str, set[str]] = defaultdict(set)
+    for module, source in sources.items():
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "Option":
+                names = [a.value for a in node.args if isinstance(a, ast.Constant) and str(a.value).startswith("--")]
+                if names:
+                    modules[names[0]].add(module)
+    return sorted([f"{flag}: typer.Option in {sorted(found)}, not option()" for flag, found in modules.items()
+                   if flag in SHARED_FLAGS]
+                  + [f"{flag}: declared in {sorted(found)}" for flag, found in modules.items()
+                     if flag not in SHARED_FLAGS and len(found) > 1])
+
+
+def test_a_flag_several_modules_take_is_declared_once() -> None:
+    """cli/options.py names each shared flag and what it takes; the command modules give a default and help."""
+    sources = {str(p.relative_to(CLI)): p.read_text(encoding="utf-8") for p in sorted(CLI.rglob("*.py"))
+               if p.name != "options.py"}
+    assert _declared_flags(sources) == []
+    bad = {"ec2.py": 'x = typer.Option(None, "--eia", metavar="SIZE")\ny = typer.Option(1, "--spot", metavar="N")',
+           "fleet.py": 'z = typer.Option(2, "--spot", metavar="N")\nw = typer.Option(2, "--fleet-only")'}
+    assert _declared_flags(bad) == ["--eia: typer.Option in ['ec2.py'], not option()",
+                                    "--spot: declared in ['ec2.py', 'fleet.py']"]
+    for _, param in _options():  # and the tree has them as the table says
+        long_ = next((o for o in param.opts if o in SHARED_FLAGS), None)
+        if long_ is not None:
+            short, metavar = SHARED_FLAGS[long_]
+            assert set(param.opts) <= {long_, short} and (param.metavar if not param.is_flag else None) == metavar
 
 
 def _help_pages() -> list[list[str]]:

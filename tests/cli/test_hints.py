@@ -29,12 +29,12 @@ def _subclasses(cls: type) -> Iterator[type]:
 
 
 #: Modules that cannot be imported in a test process (textual apps; the Lambda handler reads its environment).
-_NOT_IMPORTED = ("mmsctl.tui.app", "mmsctl.tui.screens", "mmsctl.tui.widgets", "mmsctl.serverless.handler")
+_NOT_IMPORTED = ("mmsctl.tui.app", "mmsctl.tui.screens", "mmsctl.tui.widgets", "mmsctl.lambda_.handler")
 
 
 def _references() -> set[str]:
     """The reference of every MmsError type of the packages whose errors the CLI words."""
-    for module in ("client", "tui", "cloud", "loadtest", "serverless"):
+    for module in ("client", "tui", "cloud", "loadtest", "lambda_"):
         for info in pkgutil.walk_packages([str(PACKAGE / module)], f"mmsctl.{module}."):
             if not info.name.startswith(_NOT_IMPORTED):
                 importlib.import_module(info.name)
@@ -65,7 +65,7 @@ def test_command_words_name_every_flag_of_an_error_and_match_hints_by_reference_
     words.reword(both)
     assert both.message == "a schedule or provisioned concurrency, not both (--warm, --provisioned)"
     assert both.hint == "use --provisioned 1" and both.param == "warm"
-    from mmsctl.cloud.function.spec import ScheduleTooShort
+    from mmsctl.cloud.lambda_.spec import ScheduleTooShort
 
     short = ScheduleTooShort("30s: too short (--warm)", param="warm", hint="the core's")
     words.reword(short)
@@ -97,18 +97,18 @@ _OTHER_PROGRAMS = {"--platform", "--provenance", "--load", "--format", "--userna
                    "--no-cache-dir", "--expires-in", "--start", "--foreground", "--mms-config", "--model-store",
                    "--enable-model-api", "--convert", "--target", "--document-name", "--parameters", "--endpoint-url",
                    "--function-name",
-                   "--ol-s3"}  # not a flag: S3's reserved bucket-name suffix (function/spec.py)
+                   "--ol-s3"}  # not a flag: S3's reserved bucket-name suffix (lambda_/spec.py)
 #: Strings that are a command line a core module writes, not a message, found by the name of the
 #: assignment, call or function that holds them (module -> names): the EC2 boot script's own
 #: ``mmsctl serve start --inference-address …`` line, the Dockerfile's comment, and the child
-#: ``python -m mmsctl.serverless.local --handler …`` of ``lambda run-local --build`` with its parser, and the
+#: ``python -m mmsctl.lambda_.local --handler …`` of ``lambda run-local --build`` with its parser, and the
 #: ``curl`` line ``sagemaker run-local`` shows once the container answers.
 _COMMAND_LINES: dict[str, frozenset[str]] = {
     "cloud/instance/userdata.py": frozenset({"exec_line", "_pip_part", "_fetch_part"}),
     "cloud/instance/wheelhouse.py": frozenset({"_pip"}),
-    "cloud/function/build.py": frozenset({"dockerfile_text"}),
-    "serverless/run_local.py": frozenset({"args"}),
-    "serverless/local.py": frozenset({"add_argument"}),
+    "cloud/lambda_/build.py": frozenset({"dockerfile_text"}),
+    "lambda_/run_local.py": frozenset({"args"}),
+    "lambda_/local.py": frozenset({"add_argument"}),
     "sagemaker/run_local.py": frozenset({"curl_line"}),
 }
 #: Core modules that still name mmsctl flags, and how many strings do (issue 11): the CLI should

@@ -83,7 +83,7 @@ def test_ctrl_c_during_a_multi_worker_predict(tmp_path: Path, to_group: bool, wh
 
 
 def test_ctrl_c_ends_serve_logs_follow_quietly(tmp_path: Path) -> None:
-    from mmsctl.instances import Instance, InstanceState, process_start_time
+    from mmsctl.local_servers import Instance, InstanceState, process_start_time
 
     instance = Instance("following")
     instance.dir.mkdir(parents=True)

@@ -32,7 +32,7 @@ def test_local_default_finds_a_running_mmsctl_instance() -> None:
 
     inst = state_dir() / "instances" / "default"
     inst.mkdir(parents=True)
-    from mmsctl.instances import process_start_time
+    from mmsctl.local_servers import process_start_time
 
     (inst / "state.json").write_text(json.dumps({
         "name": "default", "pid": os.getpid(), "status": "ready", "process_start": process_start_time(os.getpid()),
@@ -113,7 +113,7 @@ def _running_instance(name: str, port: int, token_file: str = "") -> None:
     import os
 
     from mmsctl.config import state_dir
-    from mmsctl.instances import process_start_time
+    from mmsctl.local_servers import process_start_time
 
     inst = state_dir() / "instances" / name
     inst.mkdir(parents=True)

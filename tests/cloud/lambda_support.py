@@ -37,7 +37,7 @@ def noop_mar(folder: Path, name: str = "noop") -> Path:
 def pushed_image(name: str, tag: str = "latest") -> str:
     """What `mmsctl lambda build --push --name NAME` leaves in ECR; the image's digest."""
     from mmsctl.cloud.aws.session import open_session
-    from mmsctl.cloud.function.repository import ensure_repository
+    from mmsctl.cloud.lambda_.repository import ensure_repository
 
     ensure_repository(open_session(), name)
     layer = hashlib.sha256(f"{name}:{tag}".encode()).hexdigest()

@@ -19,7 +19,7 @@ import pytest
 
 from tests.cloud.conftest import REPO, Moto
 from tests.cloud.lambda_support import pushed_image
-from tests.serverless.conftest import squeezenet_archive  # noqa: F401 - the fixture
+from tests.lambda_.conftest import squeezenet_archive  # noqa: F401 - the fixture
 from tests.support.cli import run_here
 from tests.support.moto import AMAZON_IMAGE
 from tests.support.scripts import load_script
@@ -38,9 +38,9 @@ def in_process(args: Sequence[str]) -> Any:
 @pytest.fixture
 def function_url(squeezenet_archive: Path, tmp_path: Path) -> Iterator[StandIn]:  # noqa: F811
     """The function URL: checks the signature as AWS does, then runs the handler on the real SqueezeNet."""
-    from mmsctl.serverless.runtime import Runtime
-    from mmsctl.serverless.served_model import load_model
-    from mmsctl.serverless.settings import HandlerSettings
+    from mmsctl.lambda_.runtime import Runtime
+    from mmsctl.lambda_.served_model import load_model
+    from mmsctl.lambda_.settings import HandlerSettings
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MMSCTL_CACHE_DIR", str(tmp_path / "cache"))

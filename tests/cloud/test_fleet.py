@@ -712,7 +712,7 @@ def test_what_aws_shows_of_the_launch_lifecycle(moto: Moto) -> None:
     stopped there, one whose boot abandoned (Terminating). What `fleet describe` and `--wait` make of them."""
     from botocore.stub import Stubber
 
-    from mmsctl.cli.fleet import _hook_line, _warm_line
+    from mmsctl.cli.fleet.commands import _hook_line, _warm_line
     from mmsctl.cloud.aws.session import open_session
     from mmsctl.cloud.fleet import asg
     from mmsctl.cloud.fleet.query import FleetHealth, not_in_service

@@ -75,7 +75,7 @@ def test_blue_green_rollout_finish_rollback_and_refusal(aws: dict[str, Any]) -> 
     desc = json.loads(cli("fleet", "describe", "ro", "-o", "json").stdout)
     assert desc["models"].endswith(",sq3=squeezenet") and desc["drift"] == []
     assert {i["template_version"] for i in desc["instances"]} == {"3"}
-    from mmsctl.cli.fleet_rollout import persist_command
+    from mmsctl.cli.fleet.rollout import persist_command
 
     assert persist_command("ro", "us-east-1", "new=./x.mar") == (
         f"mmsctl fleet rollout ro --models {desc['models'].replace(',', ' --models ')} --models new=./x.mar "
@@ -223,7 +223,7 @@ def test_checkpoint_delay_bounds() -> None:
 def test_register_persist_is_a_rollout_of_the_templates_models_plus_the_new_one(aws: dict[str, Any], capsys) -> None:
     """`models register --persist` on a fleet's context: what the members were told goes into the template too
     (the fan-out itself reaches the members' private addresses, which tests do not; the rollout is shown here)."""
-    from mmsctl.cli.fleet_rollout import persist_model
+    from mmsctl.cli.fleet.rollout import persist_model
 
     cli = aws["cli"]
     _create(aws, "pe", "-m", "squeezenet", "--min", "1", "--max", "2")

@@ -15,7 +15,7 @@ import pytest
 import mmsctl
 from tests.cloud.conftest import REPO, Moto, run_cli_here
 from tests.cloud.lambda_support import aws_calls_recorded
-from tests.serverless.conftest import squeezenet_archive  # noqa: F401 - the fixture
+from tests.lambda_.conftest import squeezenet_archive  # noqa: F401 - the fixture
 from tests.support.cli import run_here
 
 
@@ -26,7 +26,7 @@ def mmsctl_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Comp
 
 
 def mmsctl_here(*args: str) -> subprocess.CompletedProcess[str]:
-    """``mmsctl ARGS`` in this process's environment, in REPO, as tests/serverless/conftest.py's ``mmsctl`` runs it
+    """``mmsctl ARGS`` in this process's environment, in REPO, as tests/lambda_/conftest.py's ``mmsctl`` runs it
     without *env*; in this process: no interpreter to start, no second MXNet to load."""
     return run_here(*args, cwd=REPO)
 
@@ -51,10 +51,10 @@ def test_the_dockerfile_follows_awss_python_base_image_layout(context: Path) -> 
         "ENV MMSCTL_LAMBDA_MODEL=/opt/mmsctl/model \\",
         "    MMSCTL_CACHE_DIR=/opt/mmsctl/cache \\",
         "    MMSCTL_OFFLINE=1",
-        "RUN python -m mmsctl.serverless.prepare",
+        "RUN python -m mmsctl.lambda_.prepare",
         "COPY entrypoint.sh /opt/mmsctl/entrypoint.sh",
         'ENTRYPOINT ["/bin/sh", "/opt/mmsctl/entrypoint.sh"]',  # exec form: SageMaker's `docker run IMAGE serve`
-        'CMD ["mmsctl.serverless.handler.handler"]',
+        'CMD ["mmsctl.lambda_.handler.handler"]',
     ]
     pins = _pins((context / "requirements.txt").read_text())
     assert pins["mxnet"] == "1.9.1" and pins["numpy"].startswith("1.")  # numpy<2: mxnet 1.9.1 needs it
@@ -77,11 +77,11 @@ def test_the_context_holds_this_mmsctl_and_the_extracted_model(context: Path, sq
     copied = context / "task" / "mmsctl"
     compare = filecmp.dircmp(source, copied, ignore=["__pycache__"])
     assert not compare.left_only and not compare.right_only and not compare.diff_files
-    assert (copied / "serverless" / "handler.py").read_bytes() == (source / "serverless" / "handler.py").read_bytes()
+    assert (copied / "lambda_" / "handler.py").read_bytes() == (source / "lambda_" / "handler.py").read_bytes()
     assert (context / "model" / "MAR-INF" / "MANIFEST.json").is_file()
     assert (context / "model" / "squeezenet_v1.1-0000.params").is_file()
     manifest = json.loads((context / "mmsctl-lambda.json").read_text())
-    assert manifest["handler"] == "mmsctl.serverless.handler.handler" and manifest["baked"] is True
+    assert manifest["handler"] == "mmsctl.lambda_.handler.handler" and manifest["baked"] is True
 
 
 def test_run_local_build_imports_the_handler_from_the_context(context: Path, kitten_jpg: Path, tmp_path: Path) -> None:
@@ -92,8 +92,8 @@ def test_run_local_build_imports_the_handler_from_the_context(context: Path, kit
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     proc = mmsctl_cli("lambda", "run-local", "kitten", str(tmp_path / "event.json"), "--build", str(context), env=env)
     assert proc.returncode == 0, proc.stderr
-    handler_file = context / "task" / "mmsctl" / "serverless" / "handler.py"
-    assert f"handler mmsctl.serverless.handler.handler from {handler_file}" in proc.stderr
+    handler_file = context / "task" / "mmsctl" / "lambda_" / "handler.py"
+    assert f"handler mmsctl.lambda_.handler.handler from {handler_file}" in proc.stderr
     assert f"loaded from {context / 'model'}" in proc.stderr
     answer = json.loads(proc.stdout)
     assert answer["statusCode"] == 200

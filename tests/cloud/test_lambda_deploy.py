@@ -480,7 +480,7 @@ def test_a_deploy_that_fails_at_its_last_step_names_everything_it_made(moto: Mot
 
 def _not_validated(arn: str) -> dict[str, Any]:
     """AWS's answer to PutBucketNotificationConfiguration while S3 may not yet invoke the function (400)."""
-    from mmsctl.cloud.function.deploy.triggers import NOT_VALIDATED
+    from mmsctl.cloud.lambda_.deploy.triggers import NOT_VALIDATED
 
     return {"service_error_code": "InvalidArgument", "service_message": NOT_VALIDATED, "http_status_code": 400,
             "service_error_meta": {"ArgumentName1": f"{arn}, null",
@@ -494,10 +494,10 @@ def test_the_notification_is_put_again_while_s3_cannot_validate_the_new_permissi
     from botocore.stub import ANY, Stubber
 
     from mmsctl.cloud.aws.session import open_session
-    from mmsctl.cloud.function.deploy.permissions import Permissions
-    from mmsctl.cloud.function.deploy.target import Target
-    from mmsctl.cloud.function.deploy.triggers import NotificationNotValidated, ensure_trigger
-    from mmsctl.cloud.function.spec import DeploySpec
+    from mmsctl.cloud.lambda_.deploy.permissions import Permissions
+    from mmsctl.cloud.lambda_.deploy.target import Target
+    from mmsctl.cloud.lambda_.deploy.triggers import NotificationNotValidated, ensure_trigger
+    from mmsctl.cloud.lambda_.spec import DeploySpec
 
     pushed_image(NAME)
     deploy(cli, "--model", str(mar), *PIPELINE)
@@ -547,8 +547,8 @@ def test_a_bucket_of_another_account_is_never_taken_for_ours(moto: Moto, aws: di
     may even carry our tag; moto has one account. S3 refuses (403) a call whose ExpectedBucketOwner is not the
     bucket's: the policy stand-in plays that owner check (tests/support/s3_policy_standin.py)."""
     from mmsctl.cloud.aws.session import open_session
-    from mmsctl.cloud.function.destroy import DestroyResult, _bucket
-    from mmsctl.cloud.function.resources import NotOurAccount, bucket_tags
+    from mmsctl.cloud.lambda_.destroy import DestroyResult, _bucket
+    from mmsctl.cloud.lambda_.resources import NotOurAccount, bucket_tags
     from tests.support.s3_policy_standin import serving_s3_as_role
 
     for bucket in ("their-photos", "kitten-out"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 
-from mmsctl.cloud.function.events import (
+from mmsctl.cloud.lambda_.events import (
     WARM_EVENT,
     DirectRequest,
     HttpRequest,
@@ -18,7 +18,7 @@ from mmsctl.cloud.function.events import (
     parse_event,
     s3_put_event,
 )
-from tests.serverless.conftest import sample
+from tests.lambda_.conftest import sample
 
 
 def test_documented_s3_put_event_decodes_the_key() -> None:

@@ -25,8 +25,8 @@ ANSWER = [{"class": "n02124075 Egyptian cat", "probability": 0.9}]
 @pytest.fixture
 def pipeline(moto: Moto) -> Iterator[Any]:
     """Versioned input and output buckets, a function whose environment names them, and a stand-in that answers."""
-    from mmsctl.cloud.function import env
-    from mmsctl.cloud.function.outputs import output_key
+    from mmsctl.cloud.lambda_ import env
+    from mmsctl.cloud.lambda_.outputs import output_key
 
     s3 = boto3.client("s3")
     for bucket in ("kitten-in", "kitten-out"):

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from mmsctl.cloud.function.env import parse_s3_uri
-from mmsctl.cloud.function.events import S3Object
-from mmsctl.cloud.function.outputs import error_document, output_key, result_document
+from mmsctl.cloud.lambda_.env import parse_s3_uri
+from mmsctl.cloud.lambda_.events import S3Object
+from mmsctl.cloud.lambda_.outputs import error_document, output_key, result_document
 from mmsctl.errors import ConfigError
 
 

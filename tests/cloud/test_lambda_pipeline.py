@@ -24,7 +24,7 @@ import pytest
 
 from tests.cloud.conftest import REPO, Moto, run_cli_here
 from tests.cloud.lambda_support import pushed_image
-from tests.serverless.conftest import sample, squeezenet_archive  # noqa: F401 - the fixture
+from tests.lambda_.conftest import sample, squeezenet_archive  # noqa: F401 - the fixture
 from tests.support.cli import run_here
 from tests.support.imageserver import serving_images
 from tests.support.waiting import wait_until

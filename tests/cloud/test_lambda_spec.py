@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mmsctl.cloud.function import policy
-from mmsctl.cloud.function.spec import DeploySpec, check_bucket_name, model_bucket_name, parse_schedule
+from mmsctl.cloud.lambda_ import policy
+from mmsctl.cloud.lambda_.spec import DeploySpec, check_bucket_name, model_bucket_name, parse_schedule
 from mmsctl.errors import UsageError
 
 
@@ -112,7 +112,7 @@ def test_the_role_policy_names_exactly_what_the_function_touches() -> None:
 
 
 def test_commands_on_any_function_take_lambdas_own_names() -> None:
-    from mmsctl.cloud.function.spec import check_lambda_name
+    from mmsctl.cloud.lambda_.spec import check_lambda_name
 
     assert check_lambda_name("My_Function-2") == "My_Function-2"
     for bad in ("", "a b", "x" * 65, "arn:aws:lambda:us-east-1:1:function:f"):

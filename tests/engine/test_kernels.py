@@ -76,7 +76,7 @@ def test_auto_measures_a_model_once_and_its_workers_run_with_the_faster_set(
     assert len(entries) == 1
     (entry,) = entries.values()
     assert entry["on_ms"] > 0 and entry["off_ms"] > 0
-    assert entry["mkldnn"] == (entry["on_ms"] <= kernels._MARGIN * entry["off_ms"])  # default unless clearly slower
+    assert entry["mkldnn"] == (entry["on_ms"] <= MARGIN * entry["off_ms"])  # default unless clearly slower
     assert entry["rounds"] >= 3 and entry["load"] >= 0 and entry["attempts"] == 1 and "confident" in entry
     assert reported["MXNET_MKLDNN_ENABLED"] == ("1" if entry["mkldnn"] else "0")
     assert reported["MXNET_STORAGE_FALLBACK_LOG_VERBOSE"] == (None if entry["mkldnn"] else "0")

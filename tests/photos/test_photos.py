@@ -19,10 +19,10 @@ import pytest
 
 from mmsctl.engine import imaging
 from mmsctl.engine.service import ModelService
-from mmsctl.serverless.runtime import Runtime
-from mmsctl.serverless.served_model import ServedModel, load_model
-from mmsctl.serverless.settings import HandlerSettings
-from mmsctl.cloud.function.events import function_url_event
+from mmsctl.lambda_.runtime import Runtime
+from mmsctl.lambda_.served_model import ServedModel, load_model
+from mmsctl.lambda_.settings import HandlerSettings
+from mmsctl.cloud.lambda_.events import function_url_event
 from tests.photos.conftest import Answer, answer, assert_matches
 from tests.support.cli import run_here
 from tests.support.mmsctl_server import ServerInfo, running_mmsctl_server

@@ -151,7 +151,7 @@ def test_a_batching_model_gets_enough_images_in_flight_to_fill_its_batches(serve
     is bounded, and without it the count comes from this machine's cores."""
     import httpx
 
-    from mmsctl.instances import running_instances
+    from mmsctl.local_servers import running_instances
     from mmsctl.predict.warm import WarmTarget
     from mmsctl.predict.warm_client import _MAX_IN_FLIGHT, _in_flight
 

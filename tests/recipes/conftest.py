@@ -102,7 +102,7 @@ def recipe(tmp_path: Path) -> Iterator[RecipeRun]:
     run = RecipeRun(env=env, cwd=cwd)
     yield run
     # A `serve stop` process costs seconds on a busy machine: only where a server left its state behind.
-    from mmsctl.instances import list_instances
+    from mmsctl.local_servers import list_instances
 
     if list_instances(Path(env["MMSCTL_STATE_DIR"]) / "instances"):
         run.mmsctl("serve", "stop", "--all", "--timeout", "10")

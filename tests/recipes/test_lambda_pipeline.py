@@ -17,7 +17,7 @@ import pytest
 from tests.support.moto import Moto
 from tests.cloud.lambda_support import pushed_image
 from tests.recipes.conftest import RECIPES, RecipeRun
-from tests.serverless.conftest import squeezenet_archive  # noqa: F401 - the fixture
+from tests.lambda_.conftest import squeezenet_archive  # noqa: F401 - the fixture
 from tests.support.waiting import wait_until
 
 SCRIPT = RECIPES / "lambda-s3-pipeline" / "run.sh"

@@ -34,9 +34,9 @@ import numpy as np
 import psutil
 import pytest
 
-from mmsctl.cloud.function.build import LOCK_FILE
+from mmsctl.cloud.lambda_.build import LOCK_FILE
 from tests.recipes.doc_examples import block_at, without_comment
-from tests.serverless.conftest import squeezenet_archive  # noqa: F401 - the fixture
+from tests.lambda_.conftest import squeezenet_archive  # noqa: F401 - the fixture
 from tests.support._proc import free_port
 from tests.support.cli import run_here
 from tests.support.http_mirror import serving_folder

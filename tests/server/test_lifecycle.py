@@ -15,7 +15,7 @@ from typing import Iterator
 import httpx
 import pytest
 
-from mmsctl.instances import Instance, InstanceState, pid_alive
+from mmsctl.local_servers import Instance, InstanceState, pid_alive
 from tests.support.cli import run_mmsctl
 from tests.support._proc import port_block
 from tests.support.mmsctl_server import free_port, make_noop_archive

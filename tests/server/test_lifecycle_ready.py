@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 
-from mmsctl.instances import Instance
+from mmsctl.local_servers import Instance
 from mmsctl.server.app import STARTUP_FAILURE
 from mmsctl.server.control import build_config
 from tests.support.mmsctl_server import free_port, make_noop_archive

@@ -1,6 +1,6 @@
 """Two ``serve start`` (or a start and a stop) at the same moment, as separate processes: one claim wins.
 
-Starting is one atomic claim per name and per port (``mmsctl/instances.py``: the registry's ``flock``, the
+Starting is one atomic claim per name and per port (``mmsctl/local_servers.py``: the registry's ``flock``, the
 ``starting`` state written before it is let go): exactly one server runs, the other command is refused at
 once with who holds what, and ``serve status`` names the server that really runs. A ``serve stop`` at the
 same moment either stops the start that claimed, or finds nothing to stop and the start goes on. Every
@@ -20,7 +20,7 @@ from typing import Iterator
 import httpx
 import pytest
 
-from mmsctl.instances import Instance, pid_alive
+from mmsctl.local_servers import Instance, pid_alive
 from tests.support._proc import port_block
 from tests.support.cli import run_mmsctl
 from tests.support.mmsctl_server import make_handler_archive, make_noop_archive

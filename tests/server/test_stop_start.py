@@ -16,7 +16,7 @@ import httpx
 import psutil
 import pytest
 
-from mmsctl.instances import Instance, InstanceState, process_start_time
+from mmsctl.local_servers import Instance, InstanceState, process_start_time
 from tests.support.cli import CliResult, run_mmsctl
 from tests.support.mmsctl_server import make_handler_archive, make_noop_archive, running_mmsctl_server
 from tests.support.waiting import wait_until, wait_until_async
@@ -162,7 +162,7 @@ def test_an_unwritable_state_folder_fails_the_register_and_the_server_serves_on(
     make_noop_archive(store / "echo", name="echo")
     with running_mmsctl_server(tmp_path / "srv", model_store=store, models={"noop": "noop"}) as srv:
         m = srv.management_url
-        blocker = srv.instance_dir / f"state.json.{srv.pid}.tmp"  # where state.json is written first
+        blocker = srv.instance_dir / f".state.json.{srv.pid}.tmp"  # where state.json is written first (mmsctl/atomic.py)
         blocker.mkdir()  # (a permission bit would not stop root)
         resp = httpx.post(f"{m}/models", params={"url": "echo", "initial_workers": "1"}, timeout=60)
         assert resp.status_code == 500, resp.text

@@ -140,7 +140,7 @@ def test_clean_keeps_extracted_copies_while_a_server_runs(capsys, tmp_path: Path
     import os
 
     from mmsctl.archive import open_archive
-    from mmsctl.instances import Instance, InstanceState, process_start_time
+    from mmsctl.local_servers import Instance, InstanceState, process_start_time
 
     open_archive(_real_mar(tmp_path / "served.mar"))
     Instance("18999").write_state(InstanceState(name="18999", pid=os.getpid(), status="ready",

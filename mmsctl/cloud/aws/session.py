@@ -286,8 +286,8 @@ def open_session(*, region: Optional[str] = None, profile: Optional[str] = None,
     return AwsSession(boto_session, name, dry_run=dry_run)
 
 
-#: botocore's data loader, shared by every session this process opens: it keeps the parsed service models
-#: (EC2's alone is ~20 ms of JSON), which a loader of each session's own would read from disk again.
+#: botocore's data loader, shared by every session this process opens: it keeps the parsed service models,
+#: which a loader of each session's own would read and parse again.
 _loader: Any = None
 
 

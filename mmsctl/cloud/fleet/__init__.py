@@ -9,5 +9,5 @@
     asg.py       the Auto Scaling group and its request-tracking policy
 
 Every function takes an :class:`~mmsctl.cloud.aws.session.AwsSession` and returns
-plain data; the CLI (``mmsctl/cli/fleet.py``) renders it.
+plain data; the CLI (``mmsctl/cli/fleet/``) renders it.
 """

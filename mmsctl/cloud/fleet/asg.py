@@ -39,8 +39,8 @@ MAX_GROUP_SIZE = 1000
 BOOT_TO_PING_S = 60
 #: EC2 launch to the boot script starting (instance start, cloud-init): AWS's usual 60-90 s, upper end.
 INSTANCE_START_S = 90
-#: The health-check grace (and policy warm-up): twice the measured boot, so a slow boot is not killed,
-#: instead of the fixed 600 s used before the boot was measured. ``--health-check-grace`` overrides it.
+#: The health-check grace (and policy warm-up): twice the measured boot, so a slow boot is not killed.
+#: ``--health-check-grace`` overrides it.
 HEALTH_GRACE_S = 2 * (BOOT_TO_PING_S + INSTANCE_START_S)
 #: The EC2_INSTANCE_LAUNCHING hook on every fleet group: AWS holds a launching instance in ``Pending:Wait``
 #: (``Warmed:Pending:Wait`` on its way into a warm pool) until its boot script completes the action once the

@@ -303,8 +303,8 @@ class VisionService(object):
     def _bound_size(self, n):
         """The batch size to run *n* images at (the rest of the batch is padding).
 
-        A new input shape costs a bind plus a first forward (MKL-DNN sets up its kernels):
-        ~0.3 s for SqueezeNet, more than the forward itself. So a size seen only now and
+        A new input shape costs a bind plus a first forward (MKL-DNN sets up its kernels),
+        more than the forward itself. So a size seen only now and
         then (the last, partial batch of a folder; a rare size under dynamic batching) runs
         padded in a larger shape that is already bound (at most 4x its size); a size that
         keeps coming back gets its own shape, so padding never costs compute for long.

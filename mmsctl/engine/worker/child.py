@@ -81,9 +81,8 @@ def _release_freed() -> None:
     """Return free heap memory to the system (glibc's ``malloc_trim``).
 
     Loading a model and its first forward passes free a lot (a loaded copy of the weights, MKL-DNN's
-    set-up buffers) among blocks still in use, and glibc keeps such holes: a resnet-18 worker with
-    MMS's example handler holds ~27 MB it no longer uses. Cheap (well under a millisecond here);
-    a no-op where the C library is not glibc.
+    set-up buffers) among blocks still in use, and glibc keeps such holes, which a worker holds for
+    nothing otherwise. Cheap; a no-op where the C library is not glibc.
     """
     global _trim
     if _trim is None:

@@ -113,7 +113,7 @@ _LENGTH = struct.Struct("!i")
 _LONG_LENGTH = struct.Struct("!Q")
 
 
-#: A frame larger than this goes out as its header and its data, not one copy of both (a 3 MB photo: ~1 ms).
+#: A frame larger than this goes out as its header and its data, not one copy of both (a photo is not copied).
 _JOIN_BELOW = 1 << 16
 
 
