@@ -1,4 +1,5 @@
-"""The IAM role and instance profile an instance runs with: find-or-create, and delete.
+"""The IAM role and instance profile an instance runs with: find-or-create, and delete; and how every policy
+document mmsctl writes is versioned and sent (:data:`POLICY_VERSION`, :func:`policy_text`).
 
 ``ec2 launch --eia`` shares one role (``/mmsctl/mmsctl-ei``); each fleet has its own
 (``/mmsctl-fleet/mmsctl-fleet-NAME``). Both are a role EC2 may assume, inline
@@ -18,15 +19,26 @@ from mmsctl.cloud.aws.made import Made
 
 __all__ = [
     "EC2_TRUST",
+    "POLICY_VERSION",
     "SESSION_MANAGER_POLICY",
     "delete_instance_profile",
     "delete_role",
     "ensure_instance_role",
     "find",
+    "policy_text",
 ]
 
+#: The policy language version every document mmsctl writes declares.
+POLICY_VERSION = "2012-10-17"
+
+
+def policy_text(policy: Mapping[str, Any]) -> str:
+    """A policy document as compact JSON, as IAM stores it."""
+    return json.dumps(policy, separators=(",", ":"))
+
+
 EC2_TRUST: dict[str, Any] = {
-    "Version": "2012-10-17",
+    "Version": POLICY_VERSION,
     "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}],
 }
 
@@ -34,7 +46,7 @@ EC2_TRUST: dict[str, Any] = {
 # policy), so `aws ssm start-session … AWS-StartPortForwardingSession` reaches the management
 # port without opening SSH.
 SESSION_MANAGER_POLICY: dict[str, Any] = {
-    "Version": "2012-10-17",
+    "Version": POLICY_VERSION,
     "Statement": [{
         "Effect": "Allow",
         "Action": ["ssm:UpdateInstanceInformation", "ssmmessages:CreateControlChannel",

@@ -8,13 +8,12 @@ Lambda pull images only for this function. Pure functions, so tests read the exa
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Optional
 
-__all__ = ["RoleScope", "permissions_policy", "repository_policy", "trust_policy"]
+from mmsctl.cloud.aws.iam import POLICY_VERSION as VERSION
 
-VERSION = "2012-10-17"
+__all__ = ["RoleScope", "permissions_policy", "repository_policy", "trust_policy"]
 
 
 @dataclass(frozen=True)
@@ -118,7 +117,3 @@ def repository_policy(scope: RoleScope) -> dict[str, Any]:
         "Condition": {"StringLike": {"aws:sourceArn": [scope.function_arn, f"{scope.function_arn}:*"]}},
     }]}
 
-
-def dumps(policy: dict[str, Any]) -> str:
-    """Compact JSON, as IAM stores it."""
-    return json.dumps(policy, separators=(",", ":"))

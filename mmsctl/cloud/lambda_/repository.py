@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from mmsctl.cloud.aws.errors import aws_code
+from mmsctl.cloud.aws.iam import policy_text
 from mmsctl.cloud.aws.session import AwsSession, partition
 from mmsctl.cloud.lambda_ import policy
 from mmsctl.cloud.lambda_ import spec as names
@@ -36,7 +37,7 @@ def ensure_repository(aws: AwsSession, name: str) -> tuple[str, str]:
         made = aws.call("ecr", "create_repository", repositoryName=repo,
                         imageScanningConfiguration={"scanOnPush": True},
                         tags=[{"Key": k, "Value": v} for k, v in lambda_tags(name, "ecr-repository").items()])
-        aws.call("ecr", "set_repository_policy", repositoryName=repo, policyText=policy.dumps(wanted))
+        aws.call("ecr", "set_repository_policy", repositoryName=repo, policyText=policy_text(wanted))
         uri = (made.get("repository") or {}).get("repositoryUri")
         return "create", uri or f"{account}.dkr.ecr.{aws.region}.amazonaws.com/{repo}"
     current = None
@@ -46,6 +47,6 @@ def ensure_repository(aws: AwsSession, name: str) -> tuple[str, str]:
         if aws_code(exc) != "RepositoryPolicyNotFoundException":
             raise
     if current != wanted:
-        aws.call("ecr", "set_repository_policy", repositoryName=repo, policyText=policy.dumps(wanted))
+        aws.call("ecr", "set_repository_policy", repositoryName=repo, policyText=policy_text(wanted))
         return "update", str(found["repositoryUri"])
     return "reuse", str(found["repositoryUri"])

@@ -10,13 +10,12 @@ objects the endpoint's configurations use, the endpoint's own log group, and the
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["RoleScope", "dumps", "permissions_policy", "trust_policy"]
+from mmsctl.cloud.aws.iam import POLICY_VERSION as VERSION
 
-VERSION = "2012-10-17"
+__all__ = ["RoleScope", "permissions_policy", "trust_policy"]
 
 
 @dataclass(frozen=True)
@@ -70,7 +69,3 @@ def permissions_policy(scope: RoleScope) -> dict[str, Any]:
                                         for a in sorted(scope.alarms)]})
     return {"Version": VERSION, "Statement": statements}
 
-
-def dumps(policy: dict[str, Any]) -> str:
-    """Compact JSON, as IAM stores it."""
-    return json.dumps(policy, separators=(",", ":"))

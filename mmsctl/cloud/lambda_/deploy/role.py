@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from mmsctl.cloud.aws.errors import aws_code
+from mmsctl.cloud.aws.iam import policy_text
 from mmsctl.cloud.lambda_ import policy
 from mmsctl.cloud.lambda_ import spec as names
 from mmsctl.cloud.lambda_.deploy.target import Target
@@ -17,7 +18,7 @@ __all__ = ["ensure_role"]
 def ensure_role(t: Target, scope: policy.RoleScope) -> str:
     """The role's ARN. A role of that name mmsctl did not make for this function is refused."""
     role = names.role_name(t.name)
-    doc = policy.dumps(policy.permissions_policy(scope))
+    doc = policy_text(policy.permissions_policy(scope))
     try:
         found = t.aws.call("iam", "get_role", RoleName=role)["Role"]
     except CloudError as exc:
@@ -26,7 +27,7 @@ def ensure_role(t: Target, scope: policy.RoleScope) -> str:
         found = None
     if found is None:
         made = t.aws.call("iam", "create_role", RoleName=role, Path=names.ROLE_PATH,
-                          AssumeRolePolicyDocument=policy.dumps(policy.trust_policy()),
+                          AssumeRolePolicyDocument=policy_text(policy.trust_policy()),
                           Description=f"mmsctl lambda {t.name}: execution role",
                           Tags=[{"Key": k, "Value": v} for k, v in t.tags("lambda-role").items()])
         t.aws.call("iam", "put_role_policy", RoleName=role, PolicyName=names.POLICY_NAME, PolicyDocument=doc)

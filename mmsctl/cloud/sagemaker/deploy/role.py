@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from mmsctl.cloud.aws.errors import ResourceNotFound
+from mmsctl.cloud.aws.iam import policy_text
 from mmsctl.cloud.sagemaker import policy
 from mmsctl.cloud.sagemaker.deploy.target import Target
 from mmsctl.cloud.sagemaker.resources import ours, tag_dict
@@ -19,12 +20,12 @@ POLICY_NAME = "mmsctl-sagemaker-endpoint"
 def ensure_role(t: Target, scope: policy.RoleScope) -> str:
     """The role's ARN. A role of that name mmsctl did not make for this endpoint is refused."""
     role = role_name(t.name)
-    doc = policy.dumps(policy.permissions_policy(scope))
+    doc = policy_text(policy.permissions_policy(scope))
     try:
         found = t.aws.call("iam", "get_role", RoleName=role)["Role"]
     except ResourceNotFound:
         made = t.aws.call("iam", "create_role", RoleName=role, Path=ROLE_PATH,
-                          AssumeRolePolicyDocument=policy.dumps(policy.trust_policy()),
+                          AssumeRolePolicyDocument=policy_text(policy.trust_policy()),
                           Description=f"mmsctl sagemaker {t.name}: execution role", Tags=t.tag_list("role"))
         t.aws.call("iam", "put_role_policy", RoleName=role, PolicyName=POLICY_NAME, PolicyDocument=doc)
         t.note("create", "iam-role", role)
