@@ -43,7 +43,7 @@ class _Answered:
 
 def _lean() -> Any:
     from mmsctl.engine.protocol import ResponseItem
-    from mmsctl.server.admission import Gate, Traffic
+    from mmsctl.server.http.admission import Gate, Traffic
     from mmsctl.server.fastpath import LeanInference
     from mmsctl.server.metrics import ServerMetrics
 

@@ -8,10 +8,10 @@ write the head and a larger body separately) and is one of
   (``Content-Length``, not a form, no ``Expect``), the token (if one is set) and a model that
   takes it;
 * ``GET /ping`` without a body;
-* SageMaker's ``POST /invocations`` for the default answer form (:mod:`~mmsctl.server.invocations` says
+* SageMaker's ``POST /invocations`` for the default answer form (:mod:`~mmsctl.server.http.invocations` says
   which), its body as for a prediction, or a v2 infer body (below);
 * ``POST /v2/models/{model}[/versions/{version}]/infer`` (the Open Inference Protocol) that makes one
-  request of the model's queue: :mod:`~mmsctl.server.fastpath_v2` says which, and renders its answer
+  request of the model's queue: :mod:`~mmsctl.server.v2.recipes` says which, and renders its answer
   with the full path's own steps;
 
 is parsed by httptools (llhttp, C), queued for a worker and answered from the worker's answer,
@@ -26,9 +26,9 @@ a percent-escape, a form, ``Expect``, ``Connection: close``, HTTP/1.0, any metho
 not above, and every request the full path would refuse: a bad token, an unknown model, a
 full queue, a draining server, a body over ``max_request_size`` or ``max_buffered_bytes``)
 hands the connection, with the bytes of that request, to aiohttp's protocol
-(:mod:`~mmsctl.server.connections`), which serves it and the rest of the connection exactly
+(:mod:`~mmsctl.server.http.connections`), which serves it and the rest of the connection exactly
 as it serves the management and metrics APIs. What the full path would refuse is judged by the
-same admission gate (:mod:`~mmsctl.server.admission`: header anomalies, token, draining, sizes,
+same admission gate (:mod:`~mmsctl.server.http.admission`: header anomalies, token, draining, sizes,
 buffered bytes) on both paths. The fast path therefore never answers an error of its own
 making except a worker's answer it cannot send (500).
 """
@@ -48,17 +48,17 @@ import httptools
 
 from mmsctl.engine.protocol import Parameter, RequestItem, ResponseItem
 from mmsctl.error_body import error_body
-from mmsctl.server import invocations
-from mmsctl.server.admission import Gate, Ticket
-from mmsctl.server.batching import Job
+from mmsctl.server.http import invocations
+from mmsctl.server.http.admission import Gate, Ticket
+from mmsctl.server.workers.batching import Job
 from mmsctl.server.errors import ApiException
 from mmsctl.server.metrics import ServerMetrics
-from mmsctl.server.middleware import next_request_id
-from mmsctl.server.supervisor import ModelManager
-from mmsctl.server.workers import Model
+from mmsctl.server.http.middleware import next_request_id
+from mmsctl.server.workers.manager import ModelManager
+from mmsctl.server.workers.model import Model
 
 if TYPE_CHECKING:  # numpy and the v2 codec load with the first v2 request
-    from mmsctl.server.fastpath_v2 import V2Call
+    from mmsctl.server.v2.recipes import V2Call
 
 __all__ = ["LeanInference", "LeanProtocol"]
 
@@ -328,7 +328,7 @@ class LeanProtocol(asyncio.Protocol):
 
     def _take_invocation(self) -> bool:
         """SageMaker's ``POST /invocations`` in its default form, or with a v2 body
-        (:mod:`~mmsctl.server.invocations` decides); False when it is the full path's."""
+        (:mod:`~mmsctl.server.http.invocations` decides); False when it is the full path's."""
         body = b"".join(self._body)
         try:
             ticket = self.lean.gate.admit("POST", "/invocations", self._headers, True, len(body), bool(body))
@@ -365,7 +365,7 @@ class LeanProtocol(asyncio.Protocol):
         return True
 
     def _take_v2(self, parts: list[bytes]) -> bool:
-        """Start answering a v2 infer request (:mod:`~mmsctl.server.fastpath_v2`); False when it is the full path's."""
+        """Start answering a v2 infer request (:mod:`~mmsctl.server.v2.recipes`); False when it is the full path's."""
         fastpath_v2 = _V2[0] if _V2 else _load_v2()
         target = fastpath_v2.infer_route(parts)
         if target is None:
@@ -505,12 +505,12 @@ class LeanProtocol(asyncio.Protocol):
         transport.resume_reading()
 
 
-#: :mod:`~mmsctl.server.fastpath_v2` once the first v2 request has loaded it (with numpy and the codec).
+#: :mod:`~mmsctl.server.v2.recipes` once the first v2 request has loaded it (with numpy and the codec).
 _V2: list[Any] = []
 
 
 def _load_v2() -> Any:
-    from mmsctl.server import fastpath_v2
+    from mmsctl.server.v2 import recipes as fastpath_v2
 
     _V2.append(fastpath_v2)
     return fastpath_v2

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mmsctl.server.admission import Gate, Traffic
+from mmsctl.server.http.admission import Gate, Traffic
 from mmsctl.server.errors import BadRequest, InvalidKey, RequestTooLarge, ServiceUnavailable
 from mmsctl.server.pipelining import RequestSplitter, request_ends
 

@@ -20,8 +20,8 @@ import pytest
 
 from mmsctl.engine.protocol import ResponseItem
 from mmsctl.engine.tensors import HEADER_LENGTH, RequestedOutput, Tensor, decode_response, encode_request
-from mmsctl.server.supervisor import ModelManager
-from mmsctl.server.workers import Model
+from mmsctl.server.workers.manager import ModelManager
+from mmsctl.server.workers.model import Model
 from tests.support.leaks import LEAK
 from tests.support.mmsctl_server import ServerInfo, make_noop_archive, running_mmsctl_server
 from tests.support.paths import KITTEN_JPG, SQUEEZENET_DIR, require_shared
@@ -270,7 +270,7 @@ def _prepare(manager: ModelManager, name: str, body: bytes, length: Optional[Any
     """prepare's call for this request: with what earlier requests left remembered, or (memo False) as the first
     request of a fresh server makes it (nothing remembered)."""
     from mmsctl.engine import tensors
-    from mmsctl.server import fastpath_v2
+    from mmsctl.server.v2 import recipes as fastpath_v2
 
     if not memo:
         fastpath_v2._RECIPES.clear()
@@ -288,7 +288,7 @@ _ANSWERS = [(200, b"hello"), (200, b""), (200, b'\xff\x00"\\ \xe2\x82\xac\n</'),
 def _same_as_unmemoised(manager: ModelManager, name: str, body: bytes, length: Optional[Any]) -> Any:
     """prepare's call for the request (made with what is remembered), checked against the unmemoised one: the same
     refusal (None), or the same queued request and the same answer to every worker answer."""
-    from mmsctl.server import fastpath_v2
+    from mmsctl.server.v2 import recipes as fastpath_v2
 
     call = _prepare(manager, name, body, length)
     kept = dict(fastpath_v2._RECIPES)
@@ -311,7 +311,7 @@ def _header(spec: dict[str, Any], *blobs: bytes) -> tuple[bytes, int]:
 def test_a_repeated_header_is_planned_once_and_answered_as_the_full_steps_answer(tmp_path: Path) -> None:
     """The request shapes clients repeat: each sent three times with its own data; the third is made from the
     recipe (no plan until an error answer needs one) and every one queues and answers exactly what the full steps make of it."""
-    from mmsctl.server import fastpath_v2
+    from mmsctl.server.v2 import recipes as fastpath_v2
 
     manager, _ = _manager(tmp_path)
     fastpath_v2._RECIPES.clear()
@@ -338,7 +338,7 @@ def test_what_a_recipe_does_not_fit_gets_what_the_unmemoised_path_gives(tmp_path
     """With the bench's header remembered: element lengths that do not fill their sizes, extra or missing bytes,
     the same header spelt with another length text, another model or version registered under the name, a
     signature cache emptied since: each gets what the full steps give (refused, or their exact answer)."""
-    from mmsctl.server import fastpath_v2, v2_models
+    from mmsctl.server.v2 import models as v2_models, recipes as fastpath_v2
 
     manager, models = _manager(tmp_path)
     body, length = encode_request([_bytes("body", b"hello")], [])

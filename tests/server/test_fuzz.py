@@ -16,7 +16,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 
 from mmsctl.server.errors import INTERNAL_ERROR
-from mmsctl.server.middleware import _error_for
+from mmsctl.server.http.middleware import _error_for
 from tests.support.error_bodies import is_error_body
 from tests.support.leaks import LEAK
 from tests.support.mmsctl_server import ServerInfo, make_handler_archive, running_mmsctl_server

@@ -9,7 +9,7 @@ from typing import Optional
 import pytest
 
 from mmsctl.server.errors import BadRequest
-from mmsctl.server.invocations import answer_form, is_v2_body, lean_model, maybe_v2_body, model_name
+from mmsctl.server.http.invocations import answer_form, is_v2_body, lean_model, maybe_v2_body, model_name
 
 JSON, NPY = "application/json", "application/x-npy"
 

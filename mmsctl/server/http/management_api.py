@@ -20,13 +20,13 @@ from aiohttp import web
 from mmsctl.server import openapi
 from mmsctl.server.config import ServerConfig
 from mmsctl.server.errors import BadRequest, InternalServerError
-from mmsctl.server.http import (
+from mmsctl.server.http.aio import (
     MAX_BATCH_DELAY_MS, MAX_RESPONSE_TIMEOUT, MAX_WAIT_SECONDS, bool_param, int_param, json_response, params,
     status_response,
 )
 from mmsctl.server.store import resolve_archive
-from mmsctl.server.workers import Model
-from mmsctl.server.supervisor import ModelManager
+from mmsctl.server.workers.model import Model
+from mmsctl.server.workers.manager import ModelManager
 
 if TYPE_CHECKING:
     from mmsctl.archive import ModelArchive

@@ -29,10 +29,10 @@ from aiohttp import web
 
 from mmsctl.engine.protocol import Parameter
 from mmsctl.server.errors import ApiException, BadRequest
-from mmsctl.server.http import read_body, request_item, web_response
-from mmsctl.server.supervisor import ModelManager
-from mmsctl.server.v2_api import HEADER_LENGTH, V2Api
-from mmsctl.server.workers import Model
+from mmsctl.server.http.aio import read_body, request_item, web_response
+from mmsctl.server.workers.manager import ModelManager
+from mmsctl.server.v2.api import HEADER_LENGTH, V2Api
+from mmsctl.server.workers.model import Model
 
 __all__ = ["InvocationsApi", "NotAcceptable", "answer_form", "is_v2_body", "lean_model", "maybe_v2_body",
            "model_name"]
@@ -159,7 +159,7 @@ class InvocationsApi:
         item = await request_item(request)
         item.parameters[:0] = _attributes(headers)
         if form != JSON:
-            from mmsctl.server import v2_models  # numpy: loaded only for these requests
+            from mmsctl.server.v2 import models as v2_models  # numpy: loaded only for these requests
 
             if v2_models.signature_of(model).classifier:
                 if form is None:
@@ -170,8 +170,8 @@ class InvocationsApi:
 
     async def _v2(self, request: web.Request, model: Model) -> web.StreamResponse:
         """A v2 body: the protocol's answer, its errors as ``{"error": …}`` too (as the lean path gives them)."""
-        from mmsctl.server.middleware import _error_for
-        from mmsctl.server.v2_errors import as_v2_error
+        from mmsctl.server.http.middleware import _error_for
+        from mmsctl.server.v2.errors import as_v2_error
 
         try:
             return await self.v2.infer_model(request, model)

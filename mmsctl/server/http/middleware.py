@@ -1,4 +1,4 @@
-"""What every request of every API goes through: an id, admission (:mod:`~mmsctl.server.admission`), MMS error bodies.
+"""What every request of every API goes through: an id, admission (:mod:`~mmsctl.server.http.admission`), MMS error bodies.
 
 No request ever gets a traceback: an ``ApiException`` becomes its MMS error body, aiohttp's
 own HTTP errors are mapped to MMS's types, and anything else is a 500 that is logged here.
@@ -21,11 +21,11 @@ from typing import Awaitable, Callable
 
 from aiohttp import HttpVersion11, web
 
-from mmsctl.server.admission import Gate
+from mmsctl.server.http.admission import Gate
 from mmsctl.server.errors import INTERNAL_ERROR, ApiException, MethodNotAllowed, ResourceNotFound
-from mmsctl.server.http import error_response
+from mmsctl.server.http.aio import error_response
 from mmsctl.server.metrics import ServerMetrics
-from mmsctl.server.v2_errors import as_v2_error, is_v2_path
+from mmsctl.server.v2.errors import as_v2_error, is_v2_path
 
 __all__ = ["api_middleware", "next_request_id"]
 

@@ -5,7 +5,7 @@ JSON body or Triton's binary tensor data extension (one ``Inference-Header-Conte
 ONE request of the model's queue (any handler but a classifier; a classifier's one image: what
 ``mmsctl bench``, tritonclient and kserve's clients send) are answered without aiohttp. The request
 means what it means on the full path: it is admitted by the same gate, read by the same codec and
-planned and rendered by the same steps (:mod:`~mmsctl.server.v2_infer`). Whatever those steps refuse
+planned and rendered by the same steps (:mod:`~mmsctl.server.v2.infer`). Whatever those steps refuse
 before the model runs (a bad header, a body the codec refuses, an unknown model or version, inputs the
 model does not take, several images, a full queue) hands the request, with its bytes, to aiohttp, which
 answers it as it always has. Only an answer that fails after the model ran (a handler's error, an
@@ -31,13 +31,13 @@ from typing import Optional, Union
 from mmsctl.engine.protocol import Parameter, RequestItem, ResponseItem
 from mmsctl.engine.spec import ServiceSpec
 from mmsctl.engine.tensors import HEADER_LENGTH, json_element
-from mmsctl.server import v2_models
+from mmsctl.server.v2 import models as v2_models
 from mmsctl.server.errors import ApiException
-from mmsctl.server.middleware import _error_for
-from mmsctl.server.supervisor import ModelManager
-from mmsctl.server.v2_errors import as_v2_error
-from mmsctl.server.v2_infer import InferPlan, parse, plan, render
-from mmsctl.server.workers import Model
+from mmsctl.server.http.middleware import _error_for
+from mmsctl.server.workers.manager import ModelManager
+from mmsctl.server.v2.errors import as_v2_error
+from mmsctl.server.v2.infer import InferPlan, parse, plan, render
+from mmsctl.server.workers.model import Model
 
 __all__ = ["Reply", "V2Call", "infer_route", "prepare"]
 

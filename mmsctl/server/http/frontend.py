@@ -1,9 +1,9 @@
 """The HTTP front end: MMS 1.1's inference, management and metrics APIs as three aiohttp applications.
 
 Routes, status codes, error bodies and JSON shapes follow MMS's Java front end; each API
-lives in its own module (:mod:`~mmsctl.server.inference_api`,
-:mod:`~mmsctl.server.management_api`), every request passes the same middleware
-(:mod:`~mmsctl.server.middleware`: ids, tokens, size limit, error bodies). Deliberate
+lives in its own module (:mod:`~mmsctl.server.http.inference_api`,
+:mod:`~mmsctl.server.http.management_api`), every request passes the same middleware
+(:mod:`~mmsctl.server.http.middleware`: ids, tokens, size limit, error bodies). Deliberate
 differences are listed in docs/server.md.
 """
 
@@ -14,17 +14,17 @@ from typing import Callable, Optional
 
 from aiohttp import web
 
-from mmsctl.server.admission import Gate, Traffic
+from mmsctl.server.http.admission import Gate, Traffic
 from mmsctl.server.config import ServerConfig
 from mmsctl.server.fastpath import LeanInference
-from mmsctl.server.http import BODY_TIMEOUT
-from mmsctl.server.inference_api import InferenceApi
-from mmsctl.server.invocations import InvocationsApi
-from mmsctl.server.management_api import ManagementApi
+from mmsctl.server.http.aio import BODY_TIMEOUT
+from mmsctl.server.http.inference_api import InferenceApi
+from mmsctl.server.http.invocations import InvocationsApi
+from mmsctl.server.http.management_api import ManagementApi
 from mmsctl.server.metrics import ServerMetrics
-from mmsctl.server.middleware import api_middleware
-from mmsctl.server.supervisor import ModelManager
-from mmsctl.server.v2_api import V2Api
+from mmsctl.server.http.middleware import api_middleware
+from mmsctl.server.workers.manager import ModelManager
+from mmsctl.server.v2.api import V2Api
 
 __all__ = ["Frontend"]
 

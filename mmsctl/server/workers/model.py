@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from mmsctl.engine.protocol import RequestItem, ResponseItem
 from mmsctl.engine.spec import ServiceSpec
 from mmsctl.engine.worker import AsyncWorkerProcess, BatchFailed, WorkerExited
-from mmsctl.server.batching import Job, JobQueue, next_batch, until_stopped
+from mmsctl.server.workers.batching import Job, JobQueue, next_batch, until_stopped
 from mmsctl.server.config import ServerConfig
 
 if TYPE_CHECKING:

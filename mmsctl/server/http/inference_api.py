@@ -1,5 +1,5 @@
 """MMS 1.1's inference API: ``/ping``, ``/predictions/{model}[/{version}]``, the legacy ``/{model}/predict``
-and the API description on ``OPTIONS /`` (SageMaker's ``/invocations``: :mod:`~mmsctl.server.invocations`).
+and the API description on ``OPTIONS /`` (SageMaker's ``/invocations``: :mod:`~mmsctl.server.http.invocations`).
 
 Routes, status codes and bodies follow MMS's ``InferenceRequestHandler``; a per-model
 ``/ping/{model}`` is mmsctl's addition (docs/server.md).
@@ -10,10 +10,10 @@ from __future__ import annotations
 from aiohttp import web
 
 from mmsctl.server import openapi
-from mmsctl.server.admission import Traffic
+from mmsctl.server.http.admission import Traffic
 from mmsctl.server.errors import ServiceUnavailable
-from mmsctl.server.http import json_response, request_item, status_response, web_response
-from mmsctl.server.supervisor import ModelManager
+from mmsctl.server.http.aio import json_response, request_item, status_response, web_response
+from mmsctl.server.workers.manager import ModelManager
 
 __all__ = ["InferenceApi"]
 

@@ -33,7 +33,7 @@ from mmsctl.engine.protocol import Parameter, RequestItem, ResponseItem
 from mmsctl.engine.tensors import DATATYPES, RequestedOutput, Tensor, TensorError
 from mmsctl.error_body import parse_error_body
 from mmsctl.server.errors import ApiException, BadRequest
-from mmsctl.server.workers import Model
+from mmsctl.server.workers.model import Model
 
 __all__ = ["ModelSignature", "V2Failure", "signature_of"]
 

@@ -1,6 +1,6 @@
 """All models of one server and the rules for their workers: register, scale, restart, drain, unregister.
 
-Every model has one bounded queue and its workers (:mod:`mmsctl.server.workers`). A worker
+Every model has one bounded queue and its workers (:mod:`mmsctl.server.workers.model`). A worker
 that dies, overruns ``response_timeout`` or fails to start is replaced with MMS's back-off;
 queued jobs wait for the replacement of a worker that died, but once a worker fails to start
 and none is READY, queued and new requests are answered 503 at once (a model whose handler
@@ -18,9 +18,9 @@ import time
 from typing import TYPE_CHECKING, Any, Optional
 
 from mmsctl.engine.protocol import RequestItem, ResponseItem
-from mmsctl.server.batching import Job
+from mmsctl.server.workers.batching import Job
 from mmsctl.server.config import ServerConfig
-from mmsctl.server.workers import Model, Worker, WorkerStartError, WorkerState
+from mmsctl.server.workers.model import Model, Worker, WorkerStartError, WorkerState
 
 if TYPE_CHECKING:
     from mmsctl.server.errors import ApiException

@@ -5,7 +5,7 @@
 request passes the same middleware and admission gate as MMS's routes (token, draining, sizes, held
 bytes), and every image or request goes through the model's one queue and its workers; errors are
 the protocol's ``{"error": "..."}`` bodies (the middleware writes them for any path under ``/v2``).
-How tensors map onto a model's handler is :mod:`~mmsctl.server.v2_models`'s.
+How tensors map onto a model's handler is :mod:`~mmsctl.server.v2.models`'s.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from aiohttp import web
 from mmsctl import __version__
 from mmsctl.engine.protocol import RequestItem, ResponseItem
 from mmsctl.server import openapi
-from mmsctl.server.admission import Traffic
+from mmsctl.server.http.admission import Traffic
 from mmsctl.server.errors import ServiceUnavailable
-from mmsctl.server.http import read_body
-from mmsctl.server.supervisor import ModelManager
-from mmsctl.server.workers import Model
+from mmsctl.server.http.aio import read_body
+from mmsctl.server.workers.manager import ModelManager
+from mmsctl.server.workers.model import Model
 
 __all__ = ["V2Api"]
 
@@ -94,7 +94,7 @@ class V2Api:
                       for m in sorted(self.manager.models.values(), key=lambda m: m.name)])
 
     async def model_metadata(self, request: web.Request) -> web.Response:
-        from mmsctl.server import v2_models
+        from mmsctl.server.v2 import models as v2_models
 
         model = self._model(request)
         sig = v2_models.signature_of(model)
@@ -114,7 +114,7 @@ class V2Api:
 
     async def infer_model(self, request: web.Request, model: Model) -> web.Response:
         """Answer *request*, an infer request's body, with *model* (SageMaker's ``/invocations`` names none)."""
-        from mmsctl.server import v2_infer
+        from mmsctl.server.v2 import infer as v2_infer
 
         infer = v2_infer.parse(await read_body(request), request.headers.get(HEADER_LENGTH))
         plan = v2_infer.plan(model, infer, request["request_id"], request.get("headers") or {})
