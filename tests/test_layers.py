@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mmsctl"
 
 #: Lowest first. A unit may import units of lower layers only (never one of its own layer).
 LAYERS: list[set[str]] = [
-    {"exit_codes"},  # the numbers errors carry
+    {"exit_codes", "http1"},  # the numbers errors carry; HTTP/1.1 on the wire (httptools only)
     {"errors"},  # the MmsError tree
     # settings, token files, the MMS error body, name=location, public addresses, the shared CA store
     {"config", "tokens", "error_body", "names", "addresses", "tls"},

@@ -24,7 +24,7 @@ from aiohttp.web_protocol import RequestHandler
 
 from mmsctl.server.errors import INTERNAL_ERROR
 from mmsctl.server.http.aio import error_response
-from mmsctl.server.pipelining import RequestSplitter
+from mmsctl.http1.splitter import RequestSplitter
 
 __all__ = ["MmsAppRunner"]
 
