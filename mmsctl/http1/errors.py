@@ -6,8 +6,8 @@ __all__ = ["AnswerTooLarge", "ParseError"]
 
 
 class ParseError(Exception):
-    """Bytes that are not an HTTP/1.1 message; *status* is what a server answers them (400, 414 for a request
-    target over the line limit, 431 for header fields over theirs)."""
+    """Bytes that are not an HTTP/1.1 message; *status* is what a server answers them (400; 431 for header
+    fields over their limits)."""
 
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)

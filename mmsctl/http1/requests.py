@@ -12,8 +12,9 @@ after the blank line that closes a head without a body, after Content-Length byt
 blank line that closes a chunked body's trailer. Each read is fed up to the next place a request may end
 (a blank line, or the declared length), so llhttp stops there when it does.
 
-The limits on a head are aiohttp's (the server's other path), so both paths refuse the same heads: a request
-target or header field over 8190 bytes, more than 128 fields (trailer fields included).
+The limits on a head are aiohttp's (the server's other path), so both paths refuse the same heads: a header
+field over 8190 bytes, more than 128 fields (trailer fields included); a request line over 8190 bytes is not
+one :func:`request_line` reads (a server refuses it as aiohttp does: 414).
 """
 
 from __future__ import annotations
@@ -26,23 +27,29 @@ from mmsctl.http1.errors import ParseError
 
 __all__ = ["MAX_FIELD", "MAX_FIELDS", "MAX_LINE", "RequestReader", "RequestSink", "request_line"]
 
-#: The longest request target and header field (name and value), and the most fields, as aiohttp's parser.
+#: The longest request line and header field (name and value), and the most fields, as aiohttp's parser.
 MAX_LINE = 8190
 MAX_FIELD = 8190
 MAX_FIELDS = 128
 _BLANK = b"\r\n\r\n"
 _HEAD, _LENGTH, _CHUNKED = 0, 1, 2
+#: The most bytes a head may take (its line and every field at their limits): past it, 431 before llhttp (which
+#: holds a field's value until it ends) holds more.
+MAX_HEAD = MAX_LINE + MAX_FIELDS * (MAX_FIELD + 4) + 4
+#: A slice of a read smaller than this is copied; a larger one is fed as a view.
+_COPY_BELOW = 1 << 14
 
 
 def request_line(data: bytes) -> Optional[tuple[bytes, bytes, bytes]]:
     """``(method, target, version)`` of the request *data* starts with (the empty lines llhttp skips before a
-    request skipped), ``(b"", b"", b"")`` for a line that is not three words, None while the line is incomplete."""
+    request skipped), ``(b"", b"", b"")`` for a line that is not three words or longer than :data:`MAX_LINE`,
+    None while the line is incomplete."""
     start = 0
     while data.startswith(b"\r\n", start):
         start += 2
-    end = data.find(b"\r\n", start)
+    end = data.find(b"\r\n", start, start + MAX_LINE + 2)
     if end < 0:
-        return None
+        return None if len(data) - start <= MAX_LINE + 2 else (b"", b"", b"")
     words = data[start:end].split(b" ")
     if len(words) != 3:
         return b"", b"", b""
@@ -52,10 +59,12 @@ def request_line(data: bytes) -> Optional[tuple[bytes, bytes, bytes]]:
 class RequestSink(Protocol):
     """What a :class:`RequestReader` tells of each request."""
 
-    def on_head(self, method: bytes, target: bytes, version: str, headers: list[tuple[bytes, bytes]],
-                keep_alive: bool, length: Optional[int]) -> None:
-        """The head is whole: *headers* as sent (values without trailing blanks), *length* the body's declared
-        length (0: no body; None: chunked), *keep_alive* what the version and ``Connection`` ask."""
+    def on_head(self, headers: list[tuple[bytes, bytes]], keep_alive: bool, length: Optional[int],
+                expect: Optional[bytes]) -> None:
+        """The head is whole (its request line is the one :func:`request_line` read): *headers* as sent (values
+        without trailing blanks), *keep_alive* what the version and ``Connection`` ask, *length* the body's
+        declared length (0: no body; None: chunked), *expect* the first ``Expect`` value (a client that sent
+        ``100-continue`` waits for one before it sends its body)."""
 
     def on_body(self, chunk: bytes) -> None:
         """The next bytes of the body."""
@@ -67,8 +76,8 @@ class RequestSink(Protocol):
 class RequestReader:
     """Parses one connection's requests, one at a time, for a :class:`RequestSink`."""
 
-    __slots__ = ("_sink", "_parser", "_state", "_tail", "_remaining", "_target", "_headers", "_fields", "_length",
-                 "_done")
+    __slots__ = ("_sink", "_parser", "_state", "_tail", "_remaining", "_head_size", "_headers", "_fields", "_length",
+                 "_expect", "_done", "_whole")
 
     def __init__(self, sink: RequestSink) -> None:
         self._sink = sink
@@ -76,25 +85,33 @@ class RequestReader:
         self._state = _HEAD
         #: The last bytes fed while looking for a blank line (one may straddle two reads).
         self._tail = b""
-        #: Body bytes still to come (a declared length).
+        #: Body bytes still to come (a declared length), and head bytes fed so far.
         self._remaining = 0
-        self._target = b""
+        self._head_size = 0
         self._headers: list[tuple[bytes, bytes]] = []
         #: Header and trailer fields of this request so far.
         self._fields = 0
         self._length: Optional[int] = 0
+        self._expect: Optional[bytes] = None
         self._done = False
+        #: The read being parsed is fed at once (it holds a whole head: :meth:`_feed_whole`).
+        self._whole = False
 
     # -- feeding --------------------------------------------------------------------------------
-    def feed(self, data: bytes) -> int:
+    def feed(self, data: bytes, *, careful: bool = False) -> int:
         """Parse *data* up to the end of the request being read; how many of its bytes the request took (all
         of them, unless it ended inside *data*: the rest is the next request's, not parsed).
 
         Raises:
             ParseError: the bytes are not a request (the connection cannot go on), or a head over the limits.
         """
-        view = memoryview(data)
+        if self._state == _HEAD and not self._tail and not careful:
+            head_end = data.find(_BLANK)
+            if 0 < head_end <= MAX_HEAD and data.find(b"hunked", 0, head_end) < 0 \
+                    and data.find(b"HUNKED", 0, head_end) < 0:
+                return self._feed_whole(data, head_end + 4)
         taken, size = 0, len(data)
+        parser = self._parser
         while taken < size:
             state = self._state
             if state == _LENGTH:
@@ -102,15 +119,60 @@ class RequestReader:
                 self._remaining -= stop - taken
             else:
                 stop = self._after_blank_line(data, taken)
-            self._execute(view[taken:stop] if taken or stop < size else data)
+                if state == _HEAD:
+                    self._head_size += stop - taken
+                    if self._head_size > MAX_HEAD:
+                        raise ParseError("Request header fields too large.", 431)
+            if taken == 0 and stop == size:
+                piece: "bytes | memoryview" = data
+            elif stop - taken < _COPY_BELOW:
+                piece = data[taken:stop]
+            else:  # a large body's slice: no copy
+                piece = memoryview(data)[taken:stop]
+            try:
+                parser.feed_data(piece)
+            except httptools.HttpParserUpgrade:
+                if not self._done:  # CONNECT, or an upgrade without a body: what follows is not HTTP/1.1
+                    raise ParseError("the connection asks to leave HTTP/1.1") from None
+            except (httptools.HttpParserCallbackError, httptools.HttpParserError) as exc:
+                raise _parse_error(exc) from None
             if self._done:
                 self._done = False
-                self._state, self._tail = _HEAD, b""
+                self._state, self._tail, self._head_size = _HEAD, b"", 0
                 return stop
             if state != _LENGTH and self._state == state:
                 self._tail = (self._tail + data[max(taken, stop - 3):stop])[-3:]
             taken = stop
         return taken
+
+    def _feed_whole(self, data: bytes, head_end: int) -> int:
+        """*data* holds a whole head, of a request without a chunked body: it is fed at once. If a second
+        request begins in it, the first ended at its head and declared length: the parser starts over there.
+        (A chunked body after all, its coding spelt in mixed case, is read again the careful way.)"""
+        self._whole = True
+        try:
+            self._parser.feed_data(data)
+        except (httptools.HttpParserCallbackError, httptools.HttpParserError) as exc:
+            if isinstance(exc.__context__, _Chunked):
+                self._parser, self._state, self._whole = httptools.HttpRequestParser(self), _HEAD, False
+                return self.feed(data, careful=True)
+            if not self._done:
+                raise _parse_error(exc) from None
+            self._parser = httptools.HttpRequestParser(self)  # it began the next request: not its to read
+            self._done, self._state = False, _HEAD
+            return head_end + (self._length or 0)
+        except httptools.HttpParserUpgrade:
+            if not self._done:  # CONNECT, or an upgrade without a body: what follows is not HTTP/1.1
+                raise ParseError("the connection asks to leave HTTP/1.1") from None
+            self._done, self._state = False, _HEAD
+            return head_end + (self._length or 0)
+        finally:
+            self._whole = False
+        if self._done:
+            self._done, self._state = False, _HEAD
+        elif self._state == _LENGTH:
+            self._remaining -= len(data) - head_end
+        return len(data)
 
     def _after_blank_line(self, data: bytes, start: int) -> int:
         """Just past the first blank line (CRLF CRLF) in *data* from *start*, counting the bytes fed before; the
@@ -123,51 +185,39 @@ class RequestReader:
         found = data.find(_BLANK, start)
         return len(data) if found < 0 else found + 4
 
-    def _execute(self, piece: memoryview) -> None:
-        try:
-            self._parser.feed_data(piece)
-        except httptools.HttpParserUpgrade:
-            if not self._done:  # CONNECT, or an upgrade without a body: what follows is not HTTP/1.1
-                raise ParseError("the connection asks to leave HTTP/1.1") from None
-        except httptools.HttpParserCallbackError as exc:
-            raise (exc.__context__ or ParseError("Invalid HTTP message.")) from None
-        except httptools.HttpParserError as exc:
-            raise ParseError(f"Invalid HTTP message: {exc}") from None
-
     # -- httptools' callbacks -------------------------------------------------------------------
     def on_message_begin(self) -> None:
-        self._target, self._headers, self._fields, self._length = b"", [], 0, 0
-
-    def on_url(self, url: bytes) -> None:
-        self._target += url
-        if len(self._target) > MAX_LINE:
-            raise ParseError("Request URI too long.", 414)
+        if self._done:
+            raise _NextRequest()  # (fed at once: the request before ended in this read)
+        self._headers, self._fields, self._length, self._expect = [], 0, 0, None
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._fields += 1
-        if self._fields > MAX_FIELDS:
-            raise ParseError("Too many request header fields.", 431)
         value = value.rstrip(b" \t")
-        if len(name) + len(value) > MAX_FIELD:
-            raise ParseError("Request header fields too large.", 431)
-        if self._state != _HEAD:
+        fields = self._fields = self._fields + 1
+        size = len(name)
+        if fields > MAX_FIELDS or size + len(value) > MAX_FIELD:
+            raise ParseError("Too many request header fields." if fields > MAX_FIELDS else
+                             "Request header fields too large.", 431)
+        if self._state:
             return  # a chunked body's trailer: framing only
         self._headers.append((name, value))
-        if len(name) == 14 and name.lower() == b"content-length":
+        if size == 14 and name.lower() == b"content-length":
             self._length = int(value)  # llhttp took it: digits (one field, one value)
-        elif len(name) == 17 and name.lower() == b"transfer-encoding":
+        elif size == 17 and name.lower() == b"transfer-encoding":
             self._length = None  # llhttp took it: chunked, last
+        elif size == 6 and self._expect is None and name.lower() == b"expect":
+            self._expect = value
 
     def on_headers_complete(self) -> None:
         length = self._length
         if length is None:
+            if self._whole:
+                raise _Chunked()
             self._state = _CHUNKED
         elif length:
             self._state, self._remaining = _LENGTH, length
-        self._tail = b""
-        parser = self._parser
-        self._sink.on_head(parser.get_method(), self._target, parser.get_http_version(), self._headers,
-                           parser.should_keep_alive(), length)
+        self._tail, self._head_size = b"", 0
+        self._sink.on_head(self._headers, self._parser.should_keep_alive(), length, self._expect)
 
     def on_body(self, body: bytes) -> None:
         self._sink.on_body(body)
@@ -175,3 +225,18 @@ class RequestReader:
     def on_message_complete(self) -> None:
         self._done = True
         self._sink.on_complete()
+
+
+class _NextRequest(Exception):
+    """A read fed at once holds the start of the next request."""
+
+
+class _Chunked(Exception):
+    """A read fed at once holds a chunked body's head (its end is found the careful way)."""
+
+
+def _parse_error(exc: Exception) -> BaseException:
+    """The ParseError (or the sink's own error) behind an httptools error."""
+    if isinstance(exc, httptools.HttpParserCallbackError) and exc.__context__ is not None:
+        return exc.__context__
+    return ParseError(f"Invalid HTTP message: {exc}")

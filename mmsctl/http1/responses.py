@@ -14,7 +14,8 @@ __all__ = ["CONTINUE", "encode_response", "http_date"]
 
 #: What a server sends a client that waits (``Expect: 100-continue``) before its body.
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
-_PHRASES = {s.value: s.phrase for s in HTTPStatus}
+#: The status line of each status with a phrase.
+_STATUS_LINES = {s.value: b"HTTP/1.1 %d %s\r\n" % (s.value, s.phrase.encode()) for s in HTTPStatus}
 _date = [-1, b""]
 
 
@@ -45,14 +46,17 @@ def encode_response(status: int, reason: Optional[str], content_type: Optional[b
     Raises:
         ValueError: a status outside 200-999 (or not an int), or a line break in a phrase, name or value.
     """
-    if not isinstance(status, int) or not 200 <= status <= 999:
+    if type(status) is not int or not 200 <= status <= 999:
         raise ValueError(f"status {status!r}")
-    lines = [b"HTTP/1.1 %d %s\r\n" % (status, _field(reason if reason is not None else _PHRASES.get(status, "")))]
+    line = _STATUS_LINES.get(status) if reason is None else None
+    if line is None:
+        line = b"HTTP/1.1 %d %s\r\n" % (status, _field(reason or ""))
     if content_type is not None:
-        lines.append(b"Content-Type: " + _field(content_type.decode()) + b"\r\n")
-    for key, value in headers.items():
-        lines.append(_field(key) + b": " + _field(value) + b"\r\n")
-    lines.append(b"%sDate: %s\r\nContent-Length: %d\r\n%s\r\n"
-                 % (extra, http_date(), len(body), b"Connection: close\r\n" if close else b""))
-    lines.append(body)
-    return b"".join(lines)
+        if b"\r" in content_type or b"\n" in content_type:
+            raise ValueError("line break in a header")
+        line += b"Content-Type: " + content_type + b"\r\n"
+    if headers:
+        line += b"".join(_field(key) + b": " + _field(value) + b"\r\n" for key, value in headers.items())
+    head = b"%s%sDate: %s\r\nContent-Length: %d\r\n%s\r\n" % (line, extra, http_date(), len(body),
+                                                               b"Connection: close\r\n" if close else b"")
+    return head + body

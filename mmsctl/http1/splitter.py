@@ -25,8 +25,8 @@ class _Ends:
     def __init__(self) -> None:
         self.ended = 0
 
-    def on_head(self, method: bytes, target: bytes, version: str, headers: list[tuple[bytes, bytes]],
-                keep_alive: bool, length: Optional[int]) -> None:
+    def on_head(self, headers: list[tuple[bytes, bytes]], keep_alive: bool, length: Optional[int],
+                expect: Optional[bytes]) -> None:
         pass
 
     def on_body(self, chunk: bytes) -> None:

@@ -8,7 +8,7 @@ from typing import Optional
 import pytest
 
 from mmsctl.http1.errors import AnswerTooLarge, ParseError
-from mmsctl.http1.requests import MAX_FIELDS, RequestReader, request_line
+from mmsctl.http1.requests import MAX_FIELDS, MAX_HEAD, RequestReader, request_line
 from mmsctl.http1.answers import AnswerReader, BodyReader
 from mmsctl.http1.responses import encode_response
 from mmsctl.http1.splitter import RequestSplitter
@@ -27,9 +27,9 @@ class Sink:
     def __init__(self) -> None:
         self.events: list[tuple] = []
 
-    def on_head(self, method: bytes, target: bytes, version: str, headers: list[tuple[bytes, bytes]],
-                keep_alive: bool, length: Optional[int]) -> None:
-        self.events.append(("head", method, target, version, tuple(headers), keep_alive, length))
+    def on_head(self, headers: list[tuple[bytes, bytes]], keep_alive: bool, length: Optional[int],
+                expect: Optional[bytes]) -> None:
+        self.events.append(("head", tuple(headers), keep_alive, length, expect))
 
     def on_body(self, chunk: bytes) -> None:
         if self.events[-1][0] == "body":
@@ -61,15 +61,33 @@ def test_each_request_is_read_to_its_last_byte_however_the_reads_fall() -> None:
     whole, ends = _read([stream])
     assert ends == [len(GET), len(GET + POST), len(GET + POST + CHUNKED), len(stream)]
     assert [e for e in whole if e[0] == "head"] == [
-        ("head", b"GET", b"/a", "1.1", ((b"Host", b"x"),), True, 0),
-        ("head", b"POST", b"/b", "1.1", ((b"Host", b"x"), (b"Content-Length", b"5")), True, 5),
-        ("head", b"POST", b"/c", "1.1", ((b"Host", b"x"), (b"Transfer-Encoding", b"chunked")), True, None),
-        ("head", b"GET", b"/d", "1.1", ((b"Host", b"x"),), True, 0),
+        ("head", ((b"Host", b"x"),), True, 0, None),
+        ("head", ((b"Host", b"x"), (b"Content-Length", b"5")), True, 5, None),
+        ("head", ((b"Host", b"x"), (b"Transfer-Encoding", b"chunked")), True, None, None),
+        ("head", ((b"Host", b"x"),), True, 0, None),
     ]
     assert [e[1] for e in whole if e[0] == "body"] == [b"hello", b"abc\r\n\r\n"]
     for cut in range(1, len(stream)):
         assert _read([stream[:cut], stream[cut:]]) == (whole, ends), cut
     assert _read([stream[i:i + 1] for i in range(len(stream))]) == (whole, ends)
+
+
+def test_a_chunked_body_spelt_in_any_case_ends_where_llhttp_ends_it() -> None:
+    spelt = CHUNKED.replace(b"chunked", b"cHuNkEd")
+    stream = spelt + GET
+    events, ends = _read([stream])
+    assert ends == [len(spelt), len(stream)] and [e[1] for e in events if e[0] == "body"] == [b"abc\r\n\r\n"]
+    for cut in range(1, len(stream)):
+        assert _read([stream[:cut], stream[cut:]]) == (events, ends), cut
+
+
+def test_a_head_that_never_ends_is_refused_before_it_is_held() -> None:
+    reader = RequestReader(Sink())
+    reader.feed(b"GET / HTTP/1.1\r\nX-Long: ")
+    with pytest.raises(ParseError) as refused:
+        for _ in range(MAX_HEAD // 65536 + 2):
+            reader.feed(b"a" * 65536)
+    assert refused.value.status == 431
 
 
 def test_the_bytes_after_a_request_are_not_parsed() -> None:
@@ -84,14 +102,13 @@ def test_the_bytes_after_a_request_are_not_parsed() -> None:
 
 
 @pytest.mark.parametrize("request_bytes, status", [
-    (b"GET /" + b"a" * 8190 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414),
     (b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 8190 + b"\r\n\r\n", 431),
     (b"GET / HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-%d: 1\r\n" % i for i in range(MAX_FIELDS)) + b"\r\n", 431),
     (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
     (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello", 400),
     (b"GET / HTTP/1.1\nHost: x\n\n", 400),
     (b"GET / HTTP/1.1\r\nHost: x\r\nX: a\x00b\r\n\r\n", 400),
-], ids=["long-target", "long-field", "too-many-fields", "length-and-chunked", "two-lengths", "bare-lf", "nul"])
+], ids=["long-field", "too-many-fields", "length-and-chunked", "two-lengths", "bare-lf", "nul"])
 def test_a_head_past_the_limits_or_malformed_is_refused(request_bytes: bytes, status: int) -> None:
     with pytest.raises(ParseError) as refused:
         RequestReader(Sink()).feed(request_bytes)
@@ -102,6 +119,7 @@ def test_the_request_line_is_read_alone() -> None:
     assert request_line(b"\r\n\r\nPOST /p HTTP/1.1\r\nHost") == (b"POST", b"/p", b"HTTP/1.1")
     assert request_line(b"POST /p HTT") is None
     assert request_line(b"GARBAGE\r\n") == (b"", b"", b"") and request_line(b"A B C D\r\n") == (b"", b"", b"")
+    assert request_line(b"GET /" + b"a" * 8190) == (b"", b"", b"")  # past the line limit: not a line to route
 
 
 def test_a_read_that_fails_is_cut_after_its_whole_requests() -> None:

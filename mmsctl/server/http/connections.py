@@ -23,7 +23,7 @@ from aiohttp.http_exceptions import LineTooLong
 from aiohttp.web_protocol import RequestHandler
 
 from mmsctl.server.errors import INTERNAL_ERROR
-from mmsctl.server.http.aio import error_response
+from mmsctl.server.http.replies import error_response
 from mmsctl.http1.splitter import RequestSplitter
 
 __all__ = ["MmsAppRunner"]

@@ -10,20 +10,41 @@ from __future__ import annotations
 from aiohttp import web
 
 from mmsctl.server import openapi
-from mmsctl.server.http.admission import Traffic
 from mmsctl.server.errors import ServiceUnavailable
-from mmsctl.server.http.aio import json_response, request_item, status_response, web_response
+from mmsctl.server.http.admission import Traffic
+from mmsctl.server.http.bodies import MULTIPART, body_parameters, media_type, multipart_parameters, read_body, \
+    request_item
+from mmsctl.server.http.calls import Call, Outcome, Prediction, Whole, WholeRequest, answer
+from mmsctl.server.http.replies import Reply, as_response, json_reply, json_response, status_response
 from mmsctl.server.workers.manager import ModelManager
+from mmsctl.server.workers.model import Model
 
-__all__ = ["InferenceApi"]
+__all__ = ["InferenceApi", "prediction_call"]
+
+
+def prediction_call(model: Model, request: WholeRequest, max_request_size: int) -> Outcome:
+    """A prediction of *model* from its whole request (the query's parameters, then a form's fields or the
+    raw body)."""
+    content_type = request.headers.get("content-type")
+    mime = media_type(content_type)
+    if mime == MULTIPART:
+        return _form_prediction(model, request, content_type or "", max_request_size)
+    return Prediction(model, request_item(request.request_id, request.query, request.headers,
+                                          body_parameters(mime, request.body)))
+
+
+async def _form_prediction(model: Model, request: WholeRequest, content_type: str, max_request_size: int) -> Call:
+    fields = await multipart_parameters(content_type, request.body, max_request_size)
+    return Prediction(model, request_item(request.request_id, request.query, request.headers, fields))
 
 
 class InferenceApi:
     """The inference routes over one ModelManager."""
 
-    def __init__(self, manager: ModelManager, traffic: Traffic) -> None:
+    def __init__(self, manager: ModelManager, traffic: Traffic, max_request_size: int) -> None:
         self.manager = manager
         self.traffic = traffic
+        self.max_request_size = max_request_size
 
     def add_routes(self, router: web.UrlDispatcher) -> None:
         router.add_route("OPTIONS", "/", self.describe_api)
@@ -38,8 +59,13 @@ class InferenceApi:
     async def describe_api(self, request: web.Request) -> web.Response:
         return json_response(openapi.inference_api(sorted(self.manager.models)))
 
+    def ping_reply(self) -> Reply:
+        """``/ping``'s answer, on both paths."""
+        status, code = self.health()
+        return json_reply({"status": status}, code)
+
     def health(self) -> tuple[str, int]:
-        """``/ping``'s status text and code (the fast path answers it too)."""
+        """``/ping``'s status text and code."""
         if self.traffic.draining:  # load balancers: take this server out
             return "Draining", 503
         models = self.manager.models.values()
@@ -55,7 +81,7 @@ class InferenceApi:
         return status, 200
 
     async def ping(self, request: web.Request) -> web.Response:
-        return status_response(*self.health())
+        return as_response(self.ping_reply())
 
     async def ping_model(self, request: web.Request) -> web.Response:
         model = self.manager.get(request.match_info["model"], request.match_info.get("version"))
@@ -78,5 +104,5 @@ class InferenceApi:
     async def _predict(self, request: web.Request, name: str) -> web.StreamResponse:
         model = self.manager.get(name, request.match_info.get("version"))
         request["model"] = model.name
-        item = await request_item(request)
-        return web_response(await self.manager.predict(model, item))
+        outcome = prediction_call(model, Whole(request, await read_body(request)), self.max_request_size)
+        return as_response(await answer(self.manager, outcome, self.max_request_size))

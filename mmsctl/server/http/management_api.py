@@ -20,10 +20,9 @@ from aiohttp import web
 from mmsctl.server import openapi
 from mmsctl.server.config import ServerConfig
 from mmsctl.server.errors import BadRequest, InternalServerError
-from mmsctl.server.http.aio import (
-    MAX_BATCH_DELAY_MS, MAX_RESPONSE_TIMEOUT, MAX_WAIT_SECONDS, bool_param, int_param, json_response, params,
-    status_response,
-)
+from mmsctl.server.http.params import MAX_BATCH_DELAY_MS, MAX_RESPONSE_TIMEOUT, MAX_WAIT_SECONDS, bool_param, \
+    int_param, params
+from mmsctl.server.http.replies import json_response, status_response
 from mmsctl.server.store import resolve_archive
 from mmsctl.server.workers.model import Model
 from mmsctl.server.workers.manager import ModelManager

@@ -21,9 +21,9 @@ from typing import Awaitable, Callable
 
 from aiohttp import HttpVersion11, web
 
+from mmsctl.server.errors import ApiException
 from mmsctl.server.http.admission import Gate
-from mmsctl.server.errors import INTERNAL_ERROR, ApiException, MethodNotAllowed, ResourceNotFound
-from mmsctl.server.http.aio import error_response
+from mmsctl.server.http.replies import as_response, error_reply
 from mmsctl.server.metrics import ServerMetrics
 from mmsctl.server.v2.errors import as_v2_error, is_v2_path
 
@@ -52,35 +52,6 @@ def _route(request: web.Request) -> str:
     return resource.canonical if resource is not None else ""
 
 
-def _error_for(exc: Exception, max_request_size: int) -> web.Response:
-    """The MMS error body for anything a handler raised (the connection closes when the body was not read)."""
-    response = _error_response_for(exc, max_request_size)
-    if response.status in (408, 413):
-        response.force_close()
-    return response
-
-
-def _error_response_for(exc: Exception, max_request_size: int) -> web.Response:
-    if isinstance(exc, ApiException):
-        response = error_response(exc.status, exc.type_name, exc.message, exc.cause)
-        if exc.retry_after:
-            response.headers["Retry-After"] = str(exc.retry_after)
-        if exc.status == 401:
-            response.headers["WWW-Authenticate"] = "Bearer"
-        return response
-    if isinstance(exc, web.HTTPRequestEntityTooLarge):
-        return error_response(413, "RequestEntityTooLargeException",
-                              f"Request body exceeds max_request_size ({max_request_size} bytes).")
-    for aiohttp_error, ours in ((web.HTTPMethodNotAllowed, MethodNotAllowed), (web.HTTPNotFound, ResourceNotFound)):
-        if isinstance(exc, aiohttp_error):
-            mapped = ours()
-            return error_response(mapped.status, mapped.type_name, mapped.message)
-    if isinstance(exc, web.HTTPException):
-        return error_response(exc.status, "BadRequestException" if exc.status < 500 else "InternalServerException",
-                              exc.reason)
-    return error_response(500, "InternalServerException", INTERNAL_ERROR)
-
-
 def api_middleware(gate: Gate, metrics: ServerMetrics) -> Callable[..., Awaitable[web.StreamResponse]]:
     """The middleware of the API whose admission rules are *gate*."""
     api, max_request_size = gate.api, gate.max_request_size
@@ -101,9 +72,10 @@ def api_middleware(gate: Gate, metrics: ServerMetrics) -> Callable[..., Awaitabl
         except Exception as exc:  # noqa: BLE001 - never leak a traceback to a client
             if not isinstance(exc, (ApiException, web.HTTPException)):
                 log.exception("unhandled error on %s %s (request %s)", request.method, request.path, request_id)
-            response = _error_for(exc, max_request_size)
+            reply = error_reply(exc, max_request_size)
             if is_v2_path(request.path):  # the Open Inference Protocol's {"error": ...}
-                response = as_v2_error(response)
+                reply = as_v2_error(reply)
+            response = as_response(reply)
         response.headers["x-request-id"] = request_id
         metrics.count_request(api, request["model"], response.status)
         if access_log.isEnabledFor(logging.INFO):

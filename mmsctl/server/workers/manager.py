@@ -443,3 +443,29 @@ class ModelManager:
             model.withdraw(job)
             raise
         return job.answers
+
+    def enqueue_all(self, model: Model, groups: list[list[RequestItem]]) -> list[Job]:
+        """Queue each group as one job; if one cannot be queued, those already queued leave again and the
+        ServiceUnavailable is raised."""
+        jobs: list[Job] = []
+        try:
+            for group in groups:
+                jobs.append(self.enqueue(model, *group))
+        except BaseException:
+            for job in jobs:
+                model.withdraw(job)
+            raise
+        return jobs
+
+    async def predict_all(self, model: Model, groups: list[list[RequestItem]]) -> list[ResponseItem]:
+        """Every group through the model's queue, each one handler call, answered together in order (the client
+        leaving withdraws them all)."""
+        if len(groups) == 1:
+            return await self.predict_together(model, groups[0])
+        tasks = [asyncio.ensure_future(self.predict_together(model, group)) for group in groups]
+        try:
+            answers = await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+        return [answer for group in answers for answer in group]

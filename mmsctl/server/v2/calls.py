@@ -1,23 +1,19 @@
-"""Open Inference Protocol (KServe v2) infer on the inference API's fast path (:mod:`~mmsctl.server.fastpath`).
+"""One Open Inference Protocol (KServe v2) infer request as a :class:`~mmsctl.server.http.calls.Call`: both
+HTTP paths make it here, from the whole body, and answer with its :meth:`V2Call.reply`.
 
-``POST /v2/models/{name}/infer`` and ``POST /v2/models/{name}/versions/{version}/infer``, whole, with a
-JSON body or Triton's binary tensor data extension (one ``Inference-Header-Content-Length``), that make
-ONE request of the model's queue (any handler but a classifier; a classifier's one image: what
-``mmsctl bench``, tritonclient and kserve's clients send) are answered without aiohttp. The request
-means what it means on the full path: it is admitted by the same gate, read by the same codec and
-planned and rendered by the same steps (:mod:`~mmsctl.server.v2.infer`). Whatever those steps refuse
-before the model runs (a bad header, a body the codec refuses, an unknown model or version, inputs the
-model does not take, several images, a full queue) hands the request, with its bytes, to aiohttp, which
-answers it as it always has. Only an answer that fails after the model ran (a handler's error, an
-output the model does not have) is rendered here, by the full path's own error functions.
+The request is read, planned and rendered by the protocol's steps (:mod:`~mmsctl.server.v2.infer`); a
+classifier's images go to the queue :func:`~mmsctl.server.v2.models.client_batch` at a time, each group one
+handler call. Errors before the model runs are raised (the route answers them as ``{"error": ...}``);
+an answer that fails after it ran (a handler's error, an output the model does not have) is rendered by
+:meth:`V2Call.reply` the same way.
 
 Clients resend one JSON header with every binary request (only the binary part changes). For a
-non-classifier whose inputs are each one binary BYTES element, the full path's steps run on the first
-such request; what they decided (the plan, the checks, the response's bytes around the handler's
-answer) is kept as a :class:`_Recipe` for that header and model, and later requests only have their
-elements cut out and the answer spliced in. A recipe is kept only when its templates give the full
-path's bytes for several probe answers, and it is used only when the model, its signature and the
-sizes in the body are what the recipe was made from; anything else goes through the full steps.
+non-classifier whose inputs are each one binary BYTES element, the steps run on the first such request;
+what they decided (the plan, the checks, the response's bytes around the handler's answer) is kept as a
+:class:`_Recipe` for that header and model, and later requests only have their elements cut out and the
+answer spliced in. A recipe is kept only when its templates give the steps' bytes for several probe
+answers, and it is used only when the model, its signature and the sizes in the body are what the recipe
+was made from; anything else goes through the steps.
 """
 
 from __future__ import annotations
@@ -31,26 +27,22 @@ from typing import Optional, Union
 from mmsctl.engine.protocol import Parameter, RequestItem, ResponseItem
 from mmsctl.engine.spec import ServiceSpec
 from mmsctl.engine.tensors import HEADER_LENGTH, json_element
+from mmsctl.server.errors import ApiException, ServiceUnavailable
+from mmsctl.server.http.calls import Call, WholeRequest, first_header
+from mmsctl.server.http.replies import JSON, Reply, error_reply
 from mmsctl.server.v2 import models as v2_models
-from mmsctl.server.errors import ApiException
-from mmsctl.server.http.middleware import _error_for
-from mmsctl.server.workers.manager import ModelManager
 from mmsctl.server.v2.errors import as_v2_error
 from mmsctl.server.v2.infer import InferPlan, parse, plan, render
 from mmsctl.server.workers.model import Model
 
-__all__ = ["Reply", "V2Call", "infer_route", "prepare"]
+__all__ = ["V2Call", "infer_call"]
 
 log = logging.getLogger("mmsctl.server")
 
-#: The routes of aiohttp's application these URLs match (what the admission gate judges by).
-_ROUTES = {5: "/v2/models/{model}/infer", 7: "/v2/models/{model}/versions/{version}/infer"}
-_LENGTH = b"inference-header-content-length"
-#: The headers an error answer keeps (as :func:`~mmsctl.server.v2_errors.as_v2_error` does).
-_KEPT = ("Retry-After", "WWW-Authenticate")
+_LENGTH = HEADER_LENGTH.lower().encode()
 #: A binary BYTES element's length prefix.
 _ELEMENT = struct.Struct("<I")
-#: What is known of a request header, by (URL model name, URL version, ``Inference-Header-Content-Length`` as
+#: What is known of a request header, by (model name, URL version, ``Inference-Header-Content-Length`` as
 #: sent, JSON header): seen once (:data:`_SEEN`: a header seen once, such as one with a new id each time, is not
 #: worth a recipe), its recipe, or None (seen again, no recipe). At most so many, of headers at most so long.
 _Key = tuple[str, Optional[str], str, bytes]
@@ -64,36 +56,7 @@ _PROBES = (b"\x01mmsctl probe\x02", b"", b'a"\\\n\xff\xc3\xa9</\x00' + b"x" * 20
 _SIZE_KEY = b'"binary_data_size":'
 #: A str as a JSON string, ASCII (what json_element does, without its checks: the body is bytes here).
 _json_string = encode_basestring_ascii
-_JSON, _OCTETS = b"application/json", b"application/octet-stream"
-
-
-@dataclass
-class Reply:
-    """One answer as the fast path writes it."""
-
-    status: int
-    body: bytes
-    content_type: bytes
-    headers: dict[str, str]
-
-
-def infer_route(parts: list[bytes]) -> Optional[tuple[str, str, Optional[str]]]:
-    """The route, model name and version of a v2 infer URL split at "/" (no empty part), or None."""
-    if len(parts) == 5 and parts[4] == b"infer":
-        return _ROUTES[5], parts[3].decode(), None
-    if len(parts) == 7 and parts[4] == b"versions" and parts[6] == b"infer":
-        return _ROUTES[7], parts[3].decode(), parts[5].decode()
-    return None
-
-
-def _header_length(headers: dict[str, str], raw: list[tuple[bytes, bytes]]) -> tuple[bool, Optional[str]]:
-    """Whether ``Inference-Header-Content-Length`` is sent at most once, and its value."""
-    if len(raw) == len(headers):  # no header line repeats a name (the gate's dict holds one per name)
-        return True, headers.get("inference-header-content-length")
-    values = [value for name, value in raw if name.lower() == _LENGTH]
-    if len(values) > 1:
-        return False, None  # the full path reads the first: it alone answers such a request
-    return True, values[0].decode("utf-8", "surrogateescape") if values else None  # as the gate decodes
+_OCTETS = b"application/octet-stream"
 
 
 @dataclass(frozen=True)
@@ -106,10 +69,10 @@ class _Answer:
     binary: bool
 
     def reply(self, body: bytes) -> Reply:
-        """The fast path's 200 for an ok answer with this *body*."""
+        """The 200 for an ok answer with this *body*."""
         data, length, _ = self.render(body)
         if length is None:
-            return Reply(200, data, _JSON, {})
+            return Reply(200, data, JSON)
         return Reply(200, data, _OCTETS, {HEADER_LENGTH: str(length)})
 
     def render(self, body: bytes) -> tuple[bytes, Optional[int], str]:
@@ -134,7 +97,7 @@ class _Answer:
             answer = cls(before + _SIZE_KEY if binary else before, after, binary)
             if all(answer.render(p) == render(infer_plan, [ResponseItem(200, p)]) for p in _PROBES):
                 return answer
-        except Exception:  # noqa: BLE001 - an answer the full path refuses: no recipe, the full steps decide
+        except Exception:  # noqa: BLE001 - an answer the steps refuse: no recipe, the steps decide
             pass
         return None
 
@@ -186,19 +149,18 @@ class _Recipe:
                                                tuple(inputs), start, total, answer)
 
 
-class V2Call:
-    """An infer request the fast path takes: its model, the one request to queue, and how to answer it
-    (a recipe's templates, or the full path's plan). (Slots, no dataclass: one is made per request.)"""
+class V2Call(Call):
+    """An infer request's groups for the model's queue, and how to answer them (a recipe's templates, or the
+    steps' plan). (Slots, no dataclass: one is made per request.)"""
 
-    __slots__ = ("model", "item", "max_request_size", "plan", "answer", "source")
+    __slots__ = ("max_request_size", "plan", "answer", "source")
 
-    def __init__(self, model: Model, item: RequestItem, max_request_size: int, plan: Optional[InferPlan] = None,
-                 answer: Optional[_Answer] = None,
+    def __init__(self, model: Model, groups: list[list[RequestItem]], max_request_size: int,
+                 plan: Optional[InferPlan] = None, answer: Optional[_Answer] = None,
                  source: Optional[tuple[bytes, Optional[str], dict[str, str]]] = None) -> None:
-        self.model = model
-        self.item = item
+        super().__init__(model, groups, v2=True)
         self.max_request_size = max_request_size
-        #: The full path's plan (None: made from a recipe until an answer needs it: see :meth:`_plan`).
+        #: The steps' plan (None: made from a recipe until an answer needs it: see :meth:`_plan`).
         self.plan = plan
         self.answer = answer
         #: What the plan is made from when it is needed: the body, its header length and the request's headers.
@@ -208,30 +170,27 @@ class V2Call:
         if self.plan is None:
             assert self.source is not None
             body, header_length, headers = self.source
-            self.plan = plan(self.model, parse(body, header_length), self.item.request_id, headers)
+            self.plan = plan(self.model, parse(body, header_length), self.groups[0][0].request_id, headers)
         return self.plan
 
-    def reply(self, response: ResponseItem) -> Reply:
-        """The answer to the worker's *response*, as the full path gives it."""
+    def reply(self, answers: list[ResponseItem]) -> Reply:
+        """The answer to the workers' *answers*, the protocol's error where they failed."""
         answer = self.answer
-        if answer is not None and 200 <= response.status < 300 and type(response.body) is bytes:
-            return answer.reply(response.body)
+        if answer is not None and 200 <= answers[0].status < 300 and type(answers[0].body) is bytes:
+            return answer.reply(answers[0].body)
         try:
-            body, header_length, content_type = render(self._plan(), [response])
-        except Exception as exc:  # noqa: BLE001 - the full path's error functions decide what it answers
+            body, header_length, content_type = render(self._plan(), answers)
+        except Exception as exc:  # noqa: BLE001 - answered as the protocol's error, never a traceback
             if not isinstance(exc, ApiException):
                 log.exception("unhandled error answering v2 infer for %s", self.model.name)
-            error = as_v2_error(_error_for(exc, self.max_request_size))
-            kept = {k: error.headers[k] for k in _KEPT if k in error.headers}
-            return Reply(error.status, error.body if isinstance(error.body, bytes) else b"",
-                         (error.content_type or "application/json").encode(), kept)
+            return as_v2_error(error_reply(exc, self.max_request_size))
         headers = {HEADER_LENGTH: str(header_length)} if header_length is not None else {}
         return Reply(200, body, content_type.encode(), headers)
 
 
 def _recipe_key(name: str, version: Optional[str], body: bytes, header_length: Optional[str]) -> Optional[_Key]:
     """The key of this request's recipe, or None (a JSON body; a length longer than a recipe's header). The
-    length is not checked here: the key holds it as sent, and only what the full steps accepted has a recipe."""
+    length is not checked here: the key holds it as sent, and only what the steps accepted has a recipe."""
     if header_length is None:
         return None
     try:
@@ -241,39 +200,42 @@ def _recipe_key(name: str, version: Optional[str], body: bytes, header_length: O
     return (name, version, header_length, body[:length]) if 0 < length <= _RECIPE_HEADER else None
 
 
+def _check_queue(model: Model, items: int) -> None:
+    if items > model.queue_size:
+        raise ServiceUnavailable(f"{items} images are more than model {model.name}'s queue holds "
+                                 f"({model.queue_size}, job_queue_size).", retry_after=1)
+
+
 def _planned(model: Model, key: Optional[_Key], body: bytes, header_length: Optional[str], request_id: str,
-             headers: dict[str, str], max_request_size: int) -> Optional[V2Call]:
-    """The call the full steps make of this request (and its recipe made, the second time its header comes)."""
+             headers: dict[str, str], max_request_size: int) -> V2Call:
+    """The call the steps make of this request (and its recipe made, the second time its header comes)."""
     infer_plan = plan(model, parse(body, header_length), request_id, headers)
-    if len(infer_plan.items) != 1:
-        return None  # several images: the full path queues and answers them together
-    if key is not None:
+    items, together = infer_plan.items, infer_plan.together
+    _check_queue(model, len(items))
+    if key is not None and len(items) == 1:
         known = _RECIPES.get(key, True)
         if known is not None:  # (a recipe that did not fit was made for a model or signature since replaced)
             if len(_RECIPES) >= _RECIPES_KEPT:
                 _RECIPES.clear()
             _RECIPES[key] = _SEEN if known is True else _Recipe.of(infer_plan, len(key[3]), len(body))
-    return V2Call(model, infer_plan.items[0], max_request_size, infer_plan)
+    return V2Call(model, [items[i:i + together] for i in range(0, len(items), together)], max_request_size,
+                  infer_plan)
 
 
-def prepare(manager: ModelManager, headers: dict[str, str], raw: list[tuple[bytes, bytes]], name: str,
-            version: Optional[str], body: bytes, request_id: str, max_request_size: int) -> Optional[V2Call]:
-    """The fast path's call for this admitted request, or None when it is the full path's to answer."""
-    once, header_length = _header_length(headers, raw)
-    if not once or "transfer-encoding" in headers or "expect" in headers:
-        return None
-    try:
-        model = manager.get(name, version)
-        key = _recipe_key(name, version, body, header_length)
-        recipe = _RECIPES.get(key) if key is not None else None
-        if isinstance(recipe, _Recipe):
-            item = recipe.item(model, body, request_id, headers)
-            if item is not None:
-                return V2Call(model, item, max_request_size, None, recipe.answer, (body, header_length, headers)) \
-                    if model.queue_size >= 1 else None
-        call = _planned(model, key, body, header_length, request_id, headers, max_request_size)
-    except Exception:  # noqa: BLE001 - refused (or worse): the full path answers, logs, counts it
-        return None
-    if call is None or model.queue_size < 1:
-        return None  # (no queue: the full path answers it)
-    return call
+def infer_call(model: Model, version: Optional[str], request: WholeRequest, max_request_size: int) -> V2Call:
+    """The call of a whole infer request for *model* (*version*: the URL's, if it names one).
+
+    Raises:
+        ApiException: what the request is answered instead (a body the codec refuses, inputs the model does
+            not take, more images than the queue holds).
+    """
+    body, headers, request_id = request.body, request.headers, request.request_id
+    header_length = first_header(request, _LENGTH)  # the first, as aiohttp's mapping gives it
+    key = _recipe_key(model.name, version, body, header_length)
+    recipe = _RECIPES.get(key) if key is not None else None
+    if isinstance(recipe, _Recipe):
+        item = recipe.item(model, body, request_id, headers)
+        if item is not None:
+            _check_queue(model, 1)
+            return V2Call(model, [[item]], max_request_size, None, recipe.answer, (body, header_length, headers))
+    return _planned(model, key, body, header_length, request_id, headers, max_request_size)
