@@ -38,9 +38,9 @@ def test_ping_model(server: ServerInfo) -> None:
     _mms_error(httpx.get(f"{server.inference_url}/ping/nope"), 404, "ModelNotFoundException")
 
 
-def test_the_fast_and_the_full_path_answer_alike(server: ServerInfo) -> None:
-    """A plain prediction and ping (the fast path) and the same with a query or a chunked body (aiohttp's
-    path) carry the same status, headers and body, and both are counted."""
+def test_the_lean_and_the_aiohttp_path_answer_alike(server: ServerInfo) -> None:
+    """A plain prediction, a chunked one and a ping (the lean path) and the same with a query (aiohttp's path)
+    carry the same status, headers and body, and all are counted."""
     url = f"{server.inference_url}/predictions/noop"
 
     def chunks():
