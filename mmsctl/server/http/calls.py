@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Iterable, Protocol, Sequence, 
 
 from mmsctl.engine.protocol import RequestItem, ResponseItem
 from mmsctl.server.errors import ApiException
+from mmsctl.server.http.middleware import HEADERS, REQUEST_ID
 from mmsctl.server.http.replies import Reply, error_reply, reply_of
 from mmsctl.server.workers.model import Model
 
@@ -50,9 +51,9 @@ class Whole:
     __slots__ = ("request_id", "query", "headers", "raw_headers", "body")
 
     def __init__(self, request: Any, body: bytes) -> None:
-        self.request_id = request["request_id"]
+        self.request_id = request[REQUEST_ID]
         self.query = request.query.items()
-        self.headers = request.get("headers") or {}
+        self.headers = request.get(HEADERS) or {}
         self.raw_headers = request.raw_headers
         self.body = body
 

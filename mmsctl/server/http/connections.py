@@ -22,9 +22,9 @@ from aiohttp import web
 from aiohttp.http_exceptions import LineTooLong
 from aiohttp.web_protocol import RequestHandler
 
+from mmsctl.http1.splitter import RequestSplitter
 from mmsctl.server.errors import INTERNAL_ERROR
 from mmsctl.server.http.replies import error_response
-from mmsctl.http1.splitter import RequestSplitter
 
 __all__ = ["MmsAppRunner"]
 

@@ -12,9 +12,16 @@ from aiohttp import web
 from mmsctl.server import openapi
 from mmsctl.server.errors import ServiceUnavailable
 from mmsctl.server.http.admission import Traffic
-from mmsctl.server.http.bodies import MULTIPART, body_parameters, media_type, multipart_parameters, read_body, \
-    request_item
+from mmsctl.server.http.bodies import (
+    MULTIPART,
+    body_parameters,
+    media_type,
+    multipart_parameters,
+    read_body,
+    request_item,
+)
 from mmsctl.server.http.calls import Call, Outcome, Prediction, Whole, WholeRequest, answer
+from mmsctl.server.http.middleware import MODEL
 from mmsctl.server.http.replies import Reply, as_response, json_reply, json_response, status_response
 from mmsctl.server.workers.manager import ModelManager
 from mmsctl.server.workers.model import Model
@@ -85,7 +92,7 @@ class InferenceApi:
 
     async def ping_model(self, request: web.Request) -> web.Response:
         model = self.manager.get(request.match_info["model"], request.match_info.get("version"))
-        request["model"] = model.name
+        request[MODEL] = model.name
         ready = len(model.ready_workers())
         if ready == 0:
             raise ServiceUnavailable(f"No worker is ready for model: {model.name}")
@@ -103,6 +110,6 @@ class InferenceApi:
 
     async def _predict(self, request: web.Request, name: str) -> web.StreamResponse:
         model = self.manager.get(name, request.match_info.get("version"))
-        request["model"] = model.name
+        request[MODEL] = model.name
         outcome = prediction_call(model, Whole(request, await read_body(request)), self.max_request_size)
         return as_response(await answer(self.manager, outcome, self.max_request_size))

@@ -29,9 +29,17 @@ from aiohttp import web
 
 from mmsctl.engine.protocol import Parameter
 from mmsctl.server.errors import ApiException, BadRequest
-from mmsctl.server.http.bodies import FORMS, MULTIPART, body_parameters, media_type, multipart_parameters, \
-    read_body, request_item
+from mmsctl.server.http.bodies import (
+    FORMS,
+    MULTIPART,
+    body_parameters,
+    media_type,
+    multipart_parameters,
+    read_body,
+    request_item,
+)
 from mmsctl.server.http.calls import Call, Outcome, Prediction, Whole, WholeRequest, answer
+from mmsctl.server.http.middleware import HEADERS, MODEL
 from mmsctl.server.http.replies import Reply, as_response, error_reply
 from mmsctl.server.v2.api import HEADER_LENGTH
 from mmsctl.server.workers.manager import ModelManager
@@ -198,9 +206,9 @@ class InvocationsApi:
         router.add_route("*", "/models/{model}/invoke", self.invocations)
 
     async def invocations(self, request: web.Request) -> web.StreamResponse:
-        headers = request.get("headers") or {}
+        headers = request.get(HEADERS) or {}
         model = invocation_model(self.manager, request.match_info.get("model") or request.query.get("model_name"),
                                  headers)
-        request["model"] = model.name
+        request[MODEL] = model.name
         outcome = invocation_call(model, Whole(request, await read_body(request)), self.max_request_size)
         return as_response(await answer(self.manager, outcome, self.max_request_size))

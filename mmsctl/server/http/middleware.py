@@ -27,12 +27,18 @@ from mmsctl.server.http.replies import as_response, error_reply
 from mmsctl.server.metrics import ServerMetrics
 from mmsctl.server.v2.errors import as_v2_error, is_v2_path
 
-__all__ = ["api_middleware", "next_request_id"]
+__all__ = ["HEADERS", "MODEL", "REQUEST_ID", "api_middleware", "next_request_id"]
 
 log = logging.getLogger("mmsctl.server")
 access_log = logging.getLogger("mmsctl.access")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+#: What the middleware keeps on each request: its id, the model a handler names (for the metrics) and the headers
+#: as admission read them.
+REQUEST_ID = web.RequestKey("request_id", str)
+MODEL = web.RequestKey("model", str)
+HEADERS = web.RequestKey("headers", dict)
 
 
 _ID_PREFIX = str(uuid.uuid4())[:23]
@@ -59,13 +65,13 @@ def api_middleware(gate: Gate, metrics: ServerMetrics) -> Callable[..., Awaitabl
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         request_id = next_request_id()
-        request["request_id"] = request_id
-        request["model"] = ""
+        request[REQUEST_ID] = request_id
+        request[MODEL] = ""
         started = time.monotonic()
         try:
             with gate.admit(request.method, _route(request), request.raw_headers, request.version == HttpVersion11,
                             request.content_length, request.body_exists) as ticket:
-                request["headers"] = ticket.headers
+                request[HEADERS] = ticket.headers
                 response = await handler(request)
         except asyncio.CancelledError:
             raise
@@ -77,7 +83,7 @@ def api_middleware(gate: Gate, metrics: ServerMetrics) -> Callable[..., Awaitabl
                 reply = as_v2_error(reply)
             response = as_response(reply)
         response.headers["x-request-id"] = request_id
-        metrics.count_request(api, request["model"], response.status)
+        metrics.count_request(api, request[MODEL], response.status)
         if access_log.isEnabledFor(logging.INFO):
             access_log.info('%s "%s %s" %s %.1fms', request.remote, request.method, request.path_qs,
                             response.status, (time.monotonic() - started) * 1000)

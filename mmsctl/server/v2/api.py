@@ -17,10 +17,11 @@ from aiohttp import web
 
 from mmsctl import __version__
 from mmsctl.server import openapi
-from mmsctl.server.http.admission import Traffic
 from mmsctl.server.errors import ServiceUnavailable
+from mmsctl.server.http.admission import Traffic
 from mmsctl.server.http.bodies import read_body
 from mmsctl.server.http.calls import Whole
+from mmsctl.server.http.middleware import MODEL
 from mmsctl.server.http.replies import as_response
 from mmsctl.server.workers.manager import ModelManager
 from mmsctl.server.workers.model import Model
@@ -86,7 +87,7 @@ class V2Api:
 
     def _model(self, request: web.Request) -> Model:
         model = self.manager.get(request.match_info["model"], request.match_info.get("version"))
-        request["model"] = model.name
+        request[MODEL] = model.name
         return model
 
     async def repository_index(self, request: web.Request) -> web.Response:

@@ -28,8 +28,8 @@ from typing import Any, Optional
 import numpy as np
 
 from mmsctl.engine.builtin import VISION_HANDLER_MODULE
-from mmsctl.engine.spec import ServiceSpec
 from mmsctl.engine.protocol import Parameter, RequestItem, ResponseItem
+from mmsctl.engine.spec import ServiceSpec
 from mmsctl.engine.tensors import DATATYPES, RequestedOutput, Tensor, TensorError
 from mmsctl.error_body import parse_error_body
 from mmsctl.server.errors import ApiException, BadRequest
