@@ -47,16 +47,17 @@ class _Answered:
 def _lean() -> Any:
     from mmsctl.engine.protocol import ResponseItem
     from mmsctl.server.http.admission import Gate, Traffic
-    from mmsctl.server.http.lean.server import LeanServer
+    from mmsctl.server.http.lean.connection import LeanServer
     from mmsctl.server.metrics import ServerMetrics
 
     answer = ResponseItem(200, b"hello", "application/octet-stream")
     model = SimpleNamespace(name="noop", withdraw=lambda job: None)
 
-    def enqueue_all(m: Any, groups: Any) -> list[Any]:
-        return [SimpleNamespace(future=_Answered(answer), answers=[answer]) for _ in groups]
+    def enqueue(m: Any, *items: Any) -> Any:
+        return SimpleNamespace(future=_Answered(answer), answers=[answer])
 
-    manager = SimpleNamespace(startup_models={"noop": 1}, get=lambda name, version: model, enqueue_all=enqueue_all)
+    manager = SimpleNamespace(startup_models={"noop": 1}, get=lambda name, version: model, enqueue=enqueue,
+                              enqueue_all=lambda m, groups: [enqueue(m, *group) for group in groups])
     lean = LeanServer(manager, Gate("inference", None, 6 << 20, Traffic()),  # type: ignore[arg-type]
                       ServerMetrics(lambda: {}), header_timeout=60.0, body_timeout=60.0, ping=lambda: None,  # type: ignore[arg-type]
                       fallback=lambda: None)  # type: ignore[arg-type,return-value]

@@ -26,6 +26,9 @@ through ``POST /v2/models/MODEL/infer`` (the file as one BYTES element, binary t
 machine) and the server process's CPU per request on each path. ``--v2-only`` runs just that part,
 ``--skip-v2`` leaves it out.
 
+``--against REV``: this checkout's server against REV's (a git worktree), alternating per round: the no-op
+model through the MMS API and v2, and a 3 MB photo's front-end CPU (bench/_against.py).
+
 ``--invocations-only``: SageMaker's ``POST /invocations`` (the model named by ``X-Model-Name``) against
 ``POST /predictions/MODEL`` on the same server, the same two models and bodies, alternating per round (target:
 /invocations no slower; it takes the same lean path); then the front end's own time per request on that path
@@ -303,6 +306,10 @@ def main() -> int:
     parser.add_argument("--v2-only", action="store_true", help="only the v2 runs (no MMS, echo or levels)")
     parser.add_argument("--invocations-only", action="store_true",
                         help="only SageMaker's /invocations against /predictions (no-op and squeezenet)")
+    parser.add_argument("--against", metavar="REV",
+                        help="only this checkout against REV (a commit or branch, run from a git worktree): no-op "
+                             "through the MMS API and v2, and a 3 MB photo, alternating per round")
+    parser.add_argument("--photo-clients", type=int, default=10, help="clients for --against's photo runs")
     args = parser.parse_args()
     loadgen = args.loadgen
     if loadgen == "hey" and _loadgen.HEY is None:
@@ -310,6 +317,15 @@ def main() -> int:
         return 1
 
     work = Path(tempfile.mkdtemp(prefix="bench-serve-"))
+    if args.against:
+        from _against import against
+
+        try:
+            summary = against(args.against, args, work, _measure, Target, BODY)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        _write({"against": summary}, "serve_against.json")
+        return 0
     store = work / "store"
     build_noop_mar(store, "noop")
     reason = "--skip-mms" if args.skip_mms else mms_skip_reason()

@@ -2,8 +2,8 @@
 
 :func:`request_line` reads the line a request starts with, and nothing else, so a server can give the request
 to one handler or another before its head is parsed. :class:`RequestReader` then parses it with llhttp and
-calls its sink: :meth:`~RequestSink.on_head` once the head is whole, :meth:`~RequestSink.on_body` for each
-piece of the body (a chunked one unchunked), :meth:`~RequestSink.on_complete` at its end. The reader never
+calls its sink: :meth:`~RequestSink.on_head` once the head is whole, which answers what to tell of the body:
+:meth:`~BodySink.on_body` for each piece of it (a chunked one unchunked), :meth:`~BodySink.on_complete` at its end. The reader never
 parses past a request's last byte: :meth:`RequestReader.feed` says how many bytes the request took, and the
 rest of the read, the next request, is still the caller's to route.
 
@@ -25,7 +25,8 @@ import httptools
 
 from mmsctl.http1.errors import ParseError
 
-__all__ = ["MAX_FIELD", "MAX_FIELDS", "MAX_LINE", "RequestReader", "RequestSink", "request_line"]
+__all__ = ["MAX_FIELD", "MAX_FIELDS", "MAX_HEAD", "MAX_LINE", "BodySink", "RequestReader", "RequestSink",
+           "request_line"]
 
 #: The longest request line and header field (name and value), and the most fields, as aiohttp's parser.
 MAX_LINE = 8190
@@ -56,15 +57,8 @@ def request_line(data: bytes) -> Optional[tuple[bytes, bytes, bytes]]:
     return words[0], words[1], words[2]
 
 
-class RequestSink(Protocol):
-    """What a :class:`RequestReader` tells of each request."""
-
-    def on_head(self, headers: list[tuple[bytes, bytes]], keep_alive: bool, length: Optional[int],
-                expect: Optional[bytes]) -> None:
-        """The head is whole (its request line is the one :func:`request_line` read): *headers* as sent (values
-        without trailing blanks), *keep_alive* what the version and ``Connection`` ask, *length* the body's
-        declared length (0: no body; None: chunked), *expect* the first ``Expect`` value (a client that sent
-        ``100-continue`` waits for one before it sends its body)."""
+class BodySink(Protocol):
+    """What a :class:`RequestReader` tells of one request's body."""
 
     def on_body(self, chunk: bytes) -> None:
         """The next bytes of the body."""
@@ -73,14 +67,26 @@ class RequestSink(Protocol):
         """The request's last byte has been read."""
 
 
+class RequestSink(Protocol):
+    """What a :class:`RequestReader` tells of each request's head."""
+
+    def on_head(self, headers: list[tuple[bytes, bytes]], keep_alive: bool, length: Optional[int],
+                expect: Optional[bytes]) -> BodySink:
+        """The head is whole (its request line is the one :func:`request_line` read): *headers* as sent (values
+        without trailing blanks), *keep_alive* what the version and ``Connection`` ask, *length* the body's
+        declared length (0: no body; None: chunked), *expect* the first ``Expect`` value (a client that sent
+        ``100-continue`` waits for one before it sends its body). Returns what is told of the body."""
+
+
 class RequestReader:
     """Parses one connection's requests, one at a time, for a :class:`RequestSink`."""
 
-    __slots__ = ("_sink", "_parser", "_state", "_tail", "_remaining", "_head_size", "_headers", "_fields", "_length",
-                 "_expect", "_done", "_whole")
+    __slots__ = ("_sink", "_body", "_parser", "_state", "_tail", "_remaining", "_head_size", "_headers", "_fields", "_length",
+                 "_expect", "_done", "_whole", "_small")
 
     def __init__(self, sink: RequestSink) -> None:
         self._sink = sink
+        self._body: Optional[BodySink] = None
         self._parser = httptools.HttpRequestParser(self)
         self._state = _HEAD
         #: The last bytes fed while looking for a blank line (one may straddle two reads).
@@ -89,27 +95,60 @@ class RequestReader:
         self._remaining = 0
         self._head_size = 0
         self._headers: list[tuple[bytes, bytes]] = []
-        #: Header and trailer fields of this request so far.
+        #: Trailer fields of this request so far.
         self._fields = 0
         self._length: Optional[int] = 0
         self._expect: Optional[bytes] = None
         self._done = False
-        #: The read being parsed is fed at once (it holds a whole head: :meth:`_feed_whole`).
+        #: The read being parsed is fed at once (it holds a whole head: :meth:`feed`), and that head is shorter
+        #: than a field may be (no field to measure).
         self._whole = False
+        self._small = False
 
     # -- feeding --------------------------------------------------------------------------------
-    def feed(self, data: bytes, *, careful: bool = False) -> int:
+    def feed(self, data: bytes) -> int:
         """Parse *data* up to the end of the request being read; how many of its bytes the request took (all
         of them, unless it ended inside *data*: the rest is the next request's, not parsed).
+
+        A read that holds a whole head, of a request without a chunked body, is fed at once: if a second request
+        begins in it, the first ended at its head and declared length, and the parser starts over there. (A
+        chunked body after all, its coding spelt in capitals, is read again the careful way.) Any other read is
+        fed up to the places a request may end (:meth:`_feed_careful`).
 
         Raises:
             ParseError: the bytes are not a request (the connection cannot go on), or a head over the limits.
         """
-        if self._state == _HEAD and not self._tail and not careful:
-            head_end = data.find(_BLANK)
-            if 0 < head_end <= MAX_HEAD and data.find(b"hunked", 0, head_end) < 0 \
-                    and data.find(b"HUNKED", 0, head_end) < 0:
-                return self._feed_whole(data, head_end + 4)
+        if self._state != _HEAD or self._tail:
+            return self._feed_careful(data)
+        head_end = data.find(_BLANK) + 4
+        if not 4 < head_end <= MAX_HEAD or data.find(b"hunked", 0, head_end) >= 0:
+            return self._feed_careful(data)
+        self._whole, self._small = True, head_end <= MAX_FIELD
+        try:
+            self._parser.feed_data(data)
+        except (httptools.HttpParserCallbackError, httptools.HttpParserError) as exc:
+            if isinstance(exc.__context__, _Chunked):
+                self._parser = httptools.HttpRequestParser(self)
+                return self._feed_careful(data)
+            if not self._done:
+                raise _parse_error(exc) from None
+            self._parser = httptools.HttpRequestParser(self)  # it began the next request: not its to read
+            self._done, self._state = False, _HEAD
+            return head_end + (self._length or 0)
+        except httptools.HttpParserUpgrade:
+            if not self._done:  # CONNECT, or an upgrade without a body: what follows is not HTTP/1.1
+                raise ParseError("the connection asks to leave HTTP/1.1") from None
+            self._done, self._state = False, _HEAD
+            return head_end + (self._length or 0)
+        if self._done:
+            self._done, self._state = False, _HEAD
+        elif self._state == _LENGTH:
+            self._remaining -= len(data) - head_end
+        return len(data)
+
+    def _feed_careful(self, data: bytes) -> int:
+        """Feed *data* up to each place the request may end: a blank line, or its declared length."""
+        self._whole = self._small = False
         taken, size = 0, len(data)
         parser = self._parser
         while taken < size:
@@ -145,35 +184,6 @@ class RequestReader:
             taken = stop
         return taken
 
-    def _feed_whole(self, data: bytes, head_end: int) -> int:
-        """*data* holds a whole head, of a request without a chunked body: it is fed at once. If a second
-        request begins in it, the first ended at its head and declared length: the parser starts over there.
-        (A chunked body after all, its coding spelt in mixed case, is read again the careful way.)"""
-        self._whole = True
-        try:
-            self._parser.feed_data(data)
-        except (httptools.HttpParserCallbackError, httptools.HttpParserError) as exc:
-            if isinstance(exc.__context__, _Chunked):
-                self._parser, self._state, self._whole = httptools.HttpRequestParser(self), _HEAD, False
-                return self.feed(data, careful=True)
-            if not self._done:
-                raise _parse_error(exc) from None
-            self._parser = httptools.HttpRequestParser(self)  # it began the next request: not its to read
-            self._done, self._state = False, _HEAD
-            return head_end + (self._length or 0)
-        except httptools.HttpParserUpgrade:
-            if not self._done:  # CONNECT, or an upgrade without a body: what follows is not HTTP/1.1
-                raise ParseError("the connection asks to leave HTTP/1.1") from None
-            self._done, self._state = False, _HEAD
-            return head_end + (self._length or 0)
-        finally:
-            self._whole = False
-        if self._done:
-            self._done, self._state = False, _HEAD
-        elif self._state == _LENGTH:
-            self._remaining -= len(data) - head_end
-        return len(data)
-
     def _after_blank_line(self, data: bytes, start: int) -> int:
         """Just past the first blank line (CRLF CRLF) in *data* from *start*, counting the bytes fed before; the
         end of *data* when there is none (a head, or a chunked body, cannot end before one)."""
@@ -192,14 +202,16 @@ class RequestReader:
         self._headers, self._fields, self._length, self._expect = [], 0, 0, None
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        value = value.rstrip(b" \t")
-        fields = self._fields = self._fields + 1
+        if value and value[-1] in b" \t":
+            value = value.rstrip(b" \t")
         size = len(name)
-        if fields > MAX_FIELDS or size + len(value) > MAX_FIELD:
-            raise ParseError("Too many request header fields." if fields > MAX_FIELDS else
-                             "Request header fields too large.", 431)
-        if self._state:
-            return  # a chunked body's trailer: framing only
+        if not self._small and size + len(value) > MAX_FIELD:
+            raise ParseError("Request header fields too large.", 431)
+        if self._state:  # a chunked body's trailer: counted, for framing only
+            self._fields += 1
+            if self._fields + len(self._headers) > MAX_FIELDS:
+                raise ParseError("Too many request header fields.", 431)
+            return
         self._headers.append((name, value))
         if size == 14 and name.lower() == b"content-length":
             self._length = int(value)  # llhttp took it: digits (one field, one value)
@@ -209,6 +221,8 @@ class RequestReader:
             self._expect = value
 
     def on_headers_complete(self) -> None:
+        if len(self._headers) > MAX_FIELDS:
+            raise ParseError("Too many request header fields.", 431)
         length = self._length
         if length is None:
             if self._whole:
@@ -217,14 +231,14 @@ class RequestReader:
         elif length:
             self._state, self._remaining = _LENGTH, length
         self._tail, self._head_size = b"", 0
-        self._sink.on_head(self._headers, self._parser.should_keep_alive(), length, self._expect)
+        self._body = self._sink.on_head(self._headers, self._parser.should_keep_alive(), length, self._expect)
 
     def on_body(self, body: bytes) -> None:
-        self._sink.on_body(body)
+        self._body.on_body(body)  # type: ignore[union-attr]  # (set by the head, which comes first)
 
     def on_message_complete(self) -> None:
         self._done = True
-        self._sink.on_complete()
+        self._body.on_complete()  # type: ignore[union-attr]
 
 
 class _NextRequest(Exception):
@@ -232,7 +246,8 @@ class _NextRequest(Exception):
 
 
 class _Chunked(Exception):
-    """A read fed at once holds a chunked body's head (its end is found the careful way)."""
+    """A read fed at once holds a chunked body's head, its coding spelt in capitals (its end is found the careful
+    way)."""
 
 
 def _parse_error(exc: Exception) -> BaseException:

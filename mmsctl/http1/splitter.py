@@ -26,8 +26,8 @@ class _Ends:
         self.ended = 0
 
     def on_head(self, headers: list[tuple[bytes, bytes]], keep_alive: bool, length: Optional[int],
-                expect: Optional[bytes]) -> None:
-        pass
+                expect: Optional[bytes]) -> "_Ends":
+        return self
 
     def on_body(self, chunk: bytes) -> None:
         pass

@@ -28,8 +28,9 @@ class Sink:
         self.events: list[tuple] = []
 
     def on_head(self, headers: list[tuple[bytes, bytes]], keep_alive: bool, length: Optional[int],
-                expect: Optional[bytes]) -> None:
+                expect: Optional[bytes]) -> "Sink":
         self.events.append(("head", tuple(headers), keep_alive, length, expect))
+        return self
 
     def on_body(self, chunk: bytes) -> None:
         if self.events[-1][0] == "body":
@@ -72,8 +73,9 @@ def test_each_request_is_read_to_its_last_byte_however_the_reads_fall() -> None:
     assert _read([stream[i:i + 1] for i in range(len(stream))]) == (whole, ends)
 
 
-def test_a_chunked_body_spelt_in_any_case_ends_where_llhttp_ends_it() -> None:
-    spelt = CHUNKED.replace(b"chunked", b"cHuNkEd")
+@pytest.mark.parametrize("spelling", [b"CHUNKED", b"cHuNkEd"])
+def test_a_chunked_body_spelt_in_any_case_ends_where_llhttp_ends_it(spelling: bytes) -> None:
+    spelt = CHUNKED.replace(b"chunked", spelling)
     stream = spelt + GET
     events, ends = _read([stream])
     assert ends == [len(spelt), len(stream)] and [e[1] for e in events if e[0] == "body"] == [b"abc\r\n\r\n"]

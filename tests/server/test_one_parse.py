@@ -52,9 +52,9 @@ async def _serve(tmp_path: Path, counts: _Counts, monkeypatch: pytest.MonkeyPatc
         counts.admitted += 1
         return admit(self, *args)
 
-    def lean_head(self: LeanConnection, *args: Any) -> None:
+    def lean_head(self: LeanConnection, *args: Any) -> Any:
         counts.lean += 1
-        on_head(self, *args)
+        return on_head(self, *args)
 
     monkeypatch.setattr(Gate, "admit", admitted)
     monkeypatch.setattr(LeanConnection, "on_head", lean_head)

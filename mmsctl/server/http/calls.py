@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Iterable, Protocol, Sequence, 
 from mmsctl.engine.protocol import RequestItem, ResponseItem
 from mmsctl.server.errors import ApiException
 from mmsctl.server.http.middleware import HEADERS, REQUEST_ID
-from mmsctl.server.http.replies import Reply, error_reply, reply_of
+from mmsctl.server.http.replies import Reply, error_reply
 from mmsctl.server.workers.model import Model
 
 if TYPE_CHECKING:
@@ -60,7 +60,10 @@ class Whole:
 
 def first_header(request: WholeRequest, name: bytes) -> "str | None":
     """The first value of header *name* (lower case), decoded as the gate decodes values."""
-    for key, value in request.raw_headers:
+    raw = request.raw_headers
+    if len(raw) == len(request.headers):  # no name repeats: the gate's mapping has each header's one value
+        return request.headers.get(name.decode())
+    for key, value in raw:
         if len(key) == len(name) and key.lower() == name:
             return value.decode("utf-8", "surrogateescape")
     return None
@@ -91,7 +94,10 @@ class Prediction(Call):
         self.model, self.groups, self.v2 = model, [[item]], False
 
     def reply(self, answers: list[ResponseItem]) -> Reply:
-        return reply_of(answers[0])
+        answer = answers[0]
+        content_type = answer.content_type
+        return Reply(answer.status, answer.body, content_type.encode() if content_type else None, answer.headers,
+                     reason=answer.reason)
 
 
 #: What a route makes of a whole request: an answer already, a call, or (a multipart form, whose parser is

@@ -19,7 +19,7 @@ from mmsctl.server.http.admission import Gate, Traffic
 from mmsctl.server.http.bodies import BODY_TIMEOUT
 from mmsctl.server.http.inference_api import InferenceApi
 from mmsctl.server.http.invocations import InvocationsApi
-from mmsctl.server.http.lean.server import LeanServer
+from mmsctl.server.http.lean.connection import LeanServer
 from mmsctl.server.http.management_api import ManagementApi
 from mmsctl.server.http.middleware import api_middleware
 from mmsctl.server.metrics import ServerMetrics

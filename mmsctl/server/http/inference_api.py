@@ -9,17 +9,12 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from mmsctl.engine.protocol import Parameter
 from mmsctl.server import openapi
 from mmsctl.server.errors import ServiceUnavailable
 from mmsctl.server.http.admission import Traffic
-from mmsctl.server.http.bodies import (
-    MULTIPART,
-    body_parameters,
-    media_type,
-    multipart_parameters,
-    read_body,
-    request_item,
-)
+from mmsctl.server.http.bodies import FORMS, MULTIPART, body_parameters, media_type, multipart_parameters, read_body, \
+    request_item
 from mmsctl.server.http.calls import Call, Outcome, Prediction, Whole, WholeRequest, answer
 from mmsctl.server.http.middleware import MODEL
 from mmsctl.server.http.replies import Reply, as_response, json_reply, json_response, status_response
@@ -36,8 +31,8 @@ def prediction_call(model: Model, request: WholeRequest, max_request_size: int) 
     mime = media_type(content_type)
     if mime == MULTIPART:
         return _form_prediction(model, request, content_type or "", max_request_size)
-    return Prediction(model, request_item(request.request_id, request.query, request.headers,
-                                          body_parameters(mime, request.body)))
+    parameters = body_parameters(mime, request.body) if mime in FORMS else [Parameter("body", request.body, mime)]
+    return Prediction(model, request_item(request.request_id, request.query, request.headers, parameters))
 
 
 async def _form_prediction(model: Model, request: WholeRequest, content_type: str, max_request_size: int) -> Call:

@@ -29,15 +29,8 @@ from aiohttp import web
 
 from mmsctl.engine.protocol import Parameter
 from mmsctl.server.errors import ApiException, BadRequest
-from mmsctl.server.http.bodies import (
-    FORMS,
-    MULTIPART,
-    body_parameters,
-    media_type,
-    multipart_parameters,
-    read_body,
-    request_item,
-)
+from mmsctl.server.http.bodies import FORMS, MULTIPART, body_parameters, media_type, multipart_parameters, read_body, \
+    request_item
 from mmsctl.server.http.calls import Call, Outcome, Prediction, Whole, WholeRequest, answer
 from mmsctl.server.http.middleware import HEADERS, MODEL
 from mmsctl.server.http.replies import Reply, as_response, error_reply

@@ -13,14 +13,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from mmsctl.engine.protocol import RequestItem, ResponseItem
-from mmsctl.engine.tensors import (
-    HEADER_LENGTH,
-    InferRequest,
-    InferResponse,
-    TensorError,
-    decode_request,
-    encode_response,
-)
+from mmsctl.engine.tensors import HEADER_LENGTH, InferRequest, InferResponse, TensorError, decode_request, \
+    encode_response
 from mmsctl.server.errors import BadRequest
 from mmsctl.server.v2 import models as v2_models
 from mmsctl.server.workers.model import Model

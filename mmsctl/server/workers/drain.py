@@ -7,9 +7,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from mmsctl.server.workers.model import Model
 from mmsctl.server.workers.supervision import Supervisor
-from mmsctl.server.workers.worker import WorkerState
+from mmsctl.server.workers.model import Model, WorkerState
 
 __all__ = ["drain"]
 

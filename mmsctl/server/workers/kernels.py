@@ -13,10 +13,9 @@ import contextlib
 import logging
 from typing import Any
 
-from mmsctl.server.workers.model import Model
 from mmsctl.server.workers.registry import Registry
 from mmsctl.server.workers.supervision import Supervisor
-from mmsctl.server.workers.worker import WorkerState
+from mmsctl.server.workers.model import Model, WorkerState
 
 __all__ = ["KernelWatch"]
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from mmsctl.engine.protocol import RequestItem, ResponseItem
 from mmsctl.server.config import ServerConfig
+from mmsctl.server.errors import ApiException, InternalServerError, ServiceUnavailable
 from mmsctl.server.workers.batching import Job
 from mmsctl.server.workers.drain import drain
 from mmsctl.server.workers.kernels import KernelWatch
@@ -24,9 +25,6 @@ from mmsctl.server.workers.model import Model
 from mmsctl.server.workers.registry import Registry
 from mmsctl.server.workers.scaling import Scaling
 from mmsctl.server.workers.supervision import Supervisor
-
-if TYPE_CHECKING:
-    from mmsctl.server.errors import ApiException
 
 __all__ = ["ModelManager"]
 
@@ -105,8 +103,6 @@ class ModelManager:
     def workers_failed(model: Model, error: str) -> ApiException:
         """MMS's answer when workers cannot start: 500 ``Failed to start workers`` (507 when the load ran out of
         memory), with why in the body's ``cause``."""
-        from mmsctl.server.errors import InternalServerError
-
         status = model.last_error_status if error == model.last_error else 500
         return InternalServerError("Failed to start workers", cause=f'model "{model.name}": {error}', status=status)
 
@@ -150,8 +146,6 @@ class ModelManager:
     def enqueue(self, model: Model, item: RequestItem, *more: RequestItem) -> Job:
         """Queue one request (with *more*: several, for one handler call); raise ServiceUnavailable when no
         worker can take it or the queue is full."""
-        from mmsctl.server.errors import ServiceUnavailable
-
         if not model.serving():
             raise ServiceUnavailable(self.supervisor.unavailable(model) + ".")
         loop = asyncio.get_running_loop()

@@ -10,6 +10,7 @@ import logging
 from typing import Any, Optional
 
 from mmsctl.server.config import ServerConfig
+from mmsctl.server.errors import ConflictError, ModelNotFound, ModelVersionNotFound
 from mmsctl.server.workers.model import Model
 
 __all__ = ["Registry"]
@@ -29,8 +30,6 @@ class Registry:
 
     def add(self, model: Model) -> None:
         """Register *model* (ConflictError: the name is taken)."""
-        from mmsctl.server.errors import ConflictError
-
         if model.name in self.models:
             raise ConflictError(f"Model {model.name} is already registered.")
         self.models[model.name] = model
@@ -39,8 +38,6 @@ class Registry:
 
     def get(self, name: str, version: Optional[str] = None) -> Model:
         """The model called *name*; with *version*, only if that is its version (else 404)."""
-        from mmsctl.server.errors import ModelNotFound, ModelVersionNotFound
-
         model = self.models.get(name)
         if model is None:
             raise ModelNotFound(f"Model not found: {name}")

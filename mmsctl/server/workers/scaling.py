@@ -9,10 +9,10 @@ import logging
 import time
 from typing import Optional
 
-from mmsctl.server.workers.model import Model
+from mmsctl.server.errors import BadRequest
 from mmsctl.server.workers.registry import Registry
 from mmsctl.server.workers.supervision import Supervisor
-from mmsctl.server.workers.worker import WorkerState
+from mmsctl.server.workers.model import Model, WorkerState
 
 __all__ = ["Scaling"]
 
@@ -34,8 +34,6 @@ class Scaling:
         Every model holds its ``maxWorkers`` (autoscaling may start that many), so the sum over
         all models never passes the limit, however the requests come.
         """
-        from mmsctl.server.errors import BadRequest
-
         others = sum(max(m.min_workers, m.max_workers) for m in self.registry.models.values() if m is not model)
         if others + wanted > self.worker_limit:
             raise BadRequest(

@@ -14,9 +14,8 @@ from typing import Any, Callable, Optional
 
 from mmsctl.engine.protocol import ResponseItem
 from mmsctl.server.config import ServerConfig
-from mmsctl.server.workers.model import Model
 from mmsctl.server.workers.registry import Registry
-from mmsctl.server.workers.worker import Worker, WorkerStartError, WorkerState
+from mmsctl.server.workers.model import Model, Worker, WorkerStartError, WorkerState
 
 __all__ = ["BACK_OFF", "Supervisor"]
 

@@ -1,4 +1,6 @@
-"""A connection on the lean path: the HTTP/1.1 codec's reader, the bytes not fed yet, flow control, deadlines.
+"""The lean path's connections: what they share (:class:`LeanServer`, a protocol factory with one timer that
+sweeps every connection's deadlines) and each one's state (:class:`LeanConnection`: the HTTP/1.1 codec's reader,
+the bytes not fed yet, flow control, deadlines).
 
 Each request is routed by its request line (:mod:`~mmsctl.server.http.lean.routes`). A lean one is parsed to
 its last byte by the connection's :class:`~mmsctl.http1.requests.RequestReader` and served by an
@@ -20,21 +22,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Optional
+from typing import Callable, Optional
 
 from mmsctl.error_body import error_body
 from mmsctl.http1.errors import ParseError
 from mmsctl.http1.requests import RequestReader
 from mmsctl.http1.responses import encode_response
-from mmsctl.server.errors import RequestTimeout
+from mmsctl.server.errors import INTERNAL_ERROR, RequestTimeout
 from mmsctl.server.http.lean.exchange import Exchange
 from mmsctl.server.http.lean.routes import Route, route_at
+from mmsctl.server.http.admission import Gate
 from mmsctl.server.http.replies import JSON, Reply
+from mmsctl.server.metrics import ServerMetrics
+from mmsctl.server.workers.manager import ModelManager
 
-if TYPE_CHECKING:
-    from mmsctl.server.http.lean.server import LeanServer
-
-__all__ = ["LeanConnection"]
+__all__ = ["LeanConnection", "LeanServer"]
 
 log = logging.getLogger("mmsctl.server")
 access_log = logging.getLogger("mmsctl.access")
@@ -44,10 +46,58 @@ _INVALID = error_body(500, "InternalServerException", "Invalid response from the
 _OCTETS = b"application/octet-stream"
 
 
+class LeanServer:
+    """The inference API's connections (a protocol factory for ``loop.create_server``)."""
+
+    def __init__(self, manager: ModelManager, gate: Gate, metrics: ServerMetrics, *, header_timeout: float,
+                 body_timeout: float, ping: Callable[[], Reply], fallback: Callable[[], asyncio.Protocol]) -> None:
+        self.manager = manager
+        #: The inference API's admission rules, which aiohttp's path applies too.
+        self.gate = gate
+        self.metrics = metrics
+        #: ``request_header_timeout`` and ``request_body_timeout``, in seconds.
+        self.header_timeout = header_timeout
+        self.body_timeout = body_timeout
+        #: ``GET /ping``'s answer, the inference API's own.
+        self.ping = ping
+        #: Makes aiohttp's protocol for a connection that is handed over.
+        self.fallback = fallback
+        self.connections: set["LeanConnection"] = set()
+        self._sweeper: Optional[asyncio.TimerHandle] = None
+
+    def __call__(self) -> "LeanConnection":
+        return LeanConnection(self)
+
+    def watch(self) -> None:
+        """Make sure deadlines are swept (one timer for all connections, not one per request)."""
+        if self._sweeper is None:
+            self._sweeper = asyncio.get_running_loop().call_later(self._period(), self._sweep)
+
+    def _period(self) -> float:
+        """A quarter of the shorter timeout, within 10 ms and 1 s: a deadline is kept to that."""
+        return min(max(min(self.header_timeout, self.body_timeout) / 4, 0.01), 1.0)
+
+    def _sweep(self) -> None:
+        self._sweeper = None
+        now = time.monotonic()
+        for connection in list(self.connections):
+            connection.check(now)
+        if self.connections:
+            self.watch()
+
+    def close(self) -> None:
+        """Close the connections still on the lean path (the server stops)."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+        for connection in list(self.connections):
+            connection.close()
+
+
 class LeanConnection(asyncio.Protocol):
     """One inference connection: its requests served here while their request lines are lean routes."""
 
-    def __init__(self, lean: "LeanServer") -> None:
+    def __init__(self, lean: LeanServer) -> None:
         self.lean = lean
         self.transport: Optional[asyncio.Transport] = None
         self.reader = RequestReader(self)
@@ -114,32 +164,33 @@ class LeanConnection(asyncio.Protocol):
                     self.hand_over(data)
                     return
                 self.route = route  # type: ignore[assignment]
-            data = data[self._feed(data):]
+            self._feeding = True
+            try:
+                data = data[self.reader.feed(data):]
+            except Exception as exc:  # noqa: BLE001 - answered as aiohttp answers bytes it cannot parse
+                self._unparsable(exc)
+                return
+            finally:
+                self._feeding = False
             exchange = self.exchange
             if exchange is not None and exchange.read and exchange.done:
                 self._idle()
 
-    def _feed(self, data: bytes) -> int:
-        self._feeding = True
-        try:
-            return self.reader.feed(data)
-        except ParseError as exc:  # the head is the lean path's and is not HTTP: answered as aiohttp answers it
-            message = "Invalid HTTP message." if exc.status == 400 else str(exc)
-            self._refuse(Reply(exc.status, error_body(exc.status, "BadRequestException", message), JSON, close=True))
-        except Exception:  # noqa: BLE001 - a bug: the log has it, the client an MMS 500
+    def _unparsable(self, exc: Exception) -> None:
+        """The lean path's request is not HTTP (or the codec hit a bug: the log has it, the client an MMS 500)."""
+        if isinstance(exc, ParseError):
+            status, kind, message = exc.status, "BadRequestException", str(exc) if exc.status != 400 else \
+                "Invalid HTTP message."
+        else:
             log.exception("unhandled error reading a request on the lean path")
-            self._refuse(Reply(500, error_body(500, "InternalServerException",
-                                                "Internal server error; the server log has the details."), JSON,
-                               close=True))
-        finally:
-            self._feeding = False
-        return len(data)
+            status, kind, message = 500, "InternalServerException", INTERNAL_ERROR
+        self._refuse(Reply(status, error_body(status, kind, message), JSON, close=True))
 
     def _refuse(self, reply: Reply) -> None:
         """Bytes that end the connection: answered (unless their request was), then read and dropped a while."""
         exchange = self.exchange
         if exchange is None:
-            self._write(reply, "", True)
+            self._write(reply, b"", True)
         elif not exchange.done:
             exchange.answer(reply)
         if self.linger_until is None:
@@ -147,7 +198,7 @@ class LeanConnection(asyncio.Protocol):
 
     # -- the codec's callbacks (RequestSink) ---------------------------------------------------
     def on_head(self, headers: list[tuple[bytes, bytes]], keep_alive: bool, length: Optional[int],
-                expect: Optional[bytes]) -> None:
+                expect: Optional[bytes]) -> Exchange:
         route, self.route = self.route, None
         assert route is not None  # routed before it was fed
         self.exchange = exchange = Exchange(self, route, headers, keep_alive, length)
@@ -155,15 +206,7 @@ class LeanConnection(asyncio.Protocol):
         if length != 0:
             self.body_by = time.monotonic() + self.lean.body_timeout
         exchange.open(expect)
-
-    def on_body(self, chunk: bytes) -> None:
-        if self.exchange is not None:  # (None: answered, and the connection ends: dropped)
-            self.exchange.add(chunk)
-
-    def on_complete(self) -> None:
-        self.body_by = None
-        if self.exchange is not None:
-            self.exchange.complete()
+        return exchange
 
     # -- answers -------------------------------------------------------------------------------
     def write(self, data: bytes) -> None:
@@ -171,22 +214,29 @@ class LeanConnection(asyncio.Protocol):
             self.transport.write(data)
 
     def answer(self, exchange: Exchange, reply: Reply) -> None:
-        """Send *exchange*'s answer; then the next request, or the end of the connection."""
-        if self.transport is None:
+        """Send *exchange*'s answer, count it and log it; then the next request, or the end of the connection."""
+        transport = self.transport
+        if transport is None:
             return
         close = reply.close or not exchange.keep_alive
-        self._write(reply, exchange.request_id, close, exchange)
+        status = self._write(reply, b"x-request-id: %s\r\n" % exchange.request_id.encode(), close)
+        model = exchange.model
+        self.lean.metrics.count_request("inference", model.name if model is not None else "", status)
+        if access_log.isEnabledFor(logging.INFO):
+            peer = transport.get_extra_info("peername")
+            access_log.info('%s "%s %s" %s %.1fms', peer[0] if peer else "", exchange.method, exchange.path, status,
+                            (time.monotonic() - exchange.started) * 1000)
         if close:
             if exchange.read:
-                self.transport.close()
+                transport.close()
             else:  # its body is still coming: read and drop it for a while, so that the client sees the answer
                 self._linger()
         elif exchange.read and not self._feeding:
             self._idle()
             self._go_on()
 
-    def _write(self, reply: Reply, request_id: str, close: bool, exchange: Optional[Exchange] = None) -> None:
-        extra = b"x-request-id: %s\r\n" % request_id.encode() if request_id else b""
+    def _write(self, reply: Reply, extra: bytes, close: bool) -> int:
+        """Write *reply* (with the header lines *extra*); the status sent (500 for an answer no HTTP can carry)."""
         try:
             data = encode_response(reply.status, reply.reason, reply.content_type or _OCTETS, reply.headers,
                                    reply.body, extra, close=close)
@@ -195,16 +245,7 @@ class LeanConnection(asyncio.Protocol):
             status, data = 500, encode_response(500, None, JSON, {}, _INVALID, extra, close=close)
         assert self.transport is not None
         self.transport.write(data)
-        if exchange is not None:
-            self._count(exchange, status)
-
-    def _count(self, exchange: Exchange, status: int) -> None:
-        """Count the answered request and log it."""
-        self.lean.metrics.count_request("inference", exchange.model_name, status)
-        if access_log.isEnabledFor(logging.INFO) and self.transport is not None:
-            peer = self.transport.get_extra_info("peername")
-            access_log.info('%s "%s %s" %s %.1fms', peer[0] if peer else "", exchange.method, exchange.path, status,
-                            (time.monotonic() - exchange.started) * 1000)
+        return status
 
     def _idle(self) -> None:
         """No request in progress: the next head must come within the header timeout."""

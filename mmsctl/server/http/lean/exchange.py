@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional, Protocol
 
 from aiohttp import web
 
@@ -31,12 +31,23 @@ from mmsctl.server.http.replies import Reply, error_reply
 from mmsctl.server.workers.batching import Job
 from mmsctl.server.workers.model import Model
 
-if TYPE_CHECKING:
-    from mmsctl.server.http.lean.connection import LeanConnection
-
-__all__ = ["Exchange"]
+__all__ = ["Channel", "Exchange"]
 
 log = logging.getLogger("mmsctl.server")
+
+
+class Channel(Protocol):
+    """What an exchange needs of its connection (:class:`~mmsctl.server.http.lean.connection.LeanConnection`)."""
+
+    #: What the connections share: ``manager``, ``gate``, ``ping``, ``body_timeout``
+    #: (:class:`~mmsctl.server.http.lean.connection.LeanServer`).
+    lean: Any
+    transport: Any
+    body_by: Optional[float]
+
+    def write(self, data: bytes) -> None: ...
+
+    def answer(self, exchange: "Exchange", reply: Reply) -> None: ...
 
 
 class Exchange:
@@ -48,7 +59,7 @@ class Exchange:
     #: The lean path takes no query (:mod:`~mmsctl.server.http.lean.routes`).
     query: tuple[tuple[str, str], ...] = ()
 
-    def __init__(self, conn: "LeanConnection", route: Route, raw_headers: list[tuple[bytes, bytes]],
+    def __init__(self, conn: Channel, route: Route, raw_headers: list[tuple[bytes, bytes]],
                  keep_alive: bool, length: Optional[int]) -> None:
         self.conn = conn
         self.route = route
@@ -94,10 +105,10 @@ class Exchange:
         try:
             if expect is not None and expect.lower() != b"100-continue":
                 raise web.HTTPExpectationFailed()
-            self.ticket = ticket = lean.gate.admit(self.method, self.route[1], self.raw_headers, True, self.length,
-                                                   self.length != 0)
+            kind, path, name, version = self.route
+            self.ticket = ticket = lean.gate.admit("GET" if kind == PING else "POST", path, self.raw_headers, True,
+                                                   self.length, self.length != 0)
             self.headers = ticket.headers
-            kind, _, name, version = self.route
             if kind == PREDICT or kind == V2:
                 self.model = lean.manager.get(name or "", version)
             elif kind == INVOKE:
@@ -107,7 +118,7 @@ class Exchange:
         except Exception as exc:  # noqa: BLE001 - answered as its error body, never a traceback
             self.fail(exc)
 
-    def add(self, chunk: bytes) -> None:
+    def on_body(self, chunk: bytes) -> None:
         """The next bytes of the body (dropped once the request is answered)."""
         if self.done:
             return
@@ -118,15 +129,19 @@ class Exchange:
             self.fail(RequestTooLarge(f"Request body exceeds max_request_size ({limit} bytes)."))
 
     # -- the body is whole -------------------------------------------------------------------------
-    def complete(self) -> None:
+    def on_complete(self) -> None:
         """The body is whole: make the request's call, queue it, and answer when its jobs are answered."""
         self.read = True
+        self.conn.body_by = None
         if self.done:
             return
         self.body = b"".join(self.chunks) if len(self.chunks) != 1 else self.chunks[0]
         self.chunks = []
         try:
-            outcome = self._outcome()
+            if self.route[0] == PREDICT:
+                outcome = prediction_call(self.model, self, self.conn.lean.gate.max_request_size)  # type: ignore[arg-type]
+            else:
+                outcome = self._outcome()
             if not isinstance(outcome, (Reply, Call)):
                 task = asyncio.ensure_future(outcome)  # a multipart form: its parser awaits
                 task.add_done_callback(self._prepared)
@@ -147,9 +162,7 @@ class Exchange:
             return prediction_call(model, self, limit)
         if kind == INVOKE:
             return invocation_call(model, self, limit)
-        from mmsctl.server.v2.calls import infer_call  # numpy and the v2 codec load with the first v2 request
-
-        return infer_call(model, version, self, limit)
+        return (_V2[0] if _V2 else _load_v2())(model, version, self, limit)
 
     def _prepared(self, task: "asyncio.Future[Any]") -> None:
         if task.cancelled() or self.conn.transport is None:
@@ -164,7 +177,11 @@ class Exchange:
             self.answer(outcome)
             return
         self.call = outcome
-        self.jobs = jobs = self.conn.lean.manager.enqueue_all(outcome.model, outcome.groups)
+        manager, groups = self.conn.lean.manager, outcome.groups
+        if len(groups) == 1:
+            self.jobs = jobs = [manager.enqueue(outcome.model, *groups[0])]
+        else:
+            self.jobs = jobs = manager.enqueue_all(outcome.model, groups)
         for job in jobs:
             job.future.add_done_callback(self._answered)
 
@@ -198,7 +215,10 @@ class Exchange:
         if self.done:
             return
         self.done = True
-        self.release()
+        if self.ticket is not None:
+            self.ticket.release()
+        if self.jobs:
+            self.release()
         self.conn.answer(self, reply)
 
     def release(self) -> None:
@@ -210,6 +230,14 @@ class Exchange:
                 self.call.model.withdraw(job)
         self.jobs = []
 
-    @property
-    def model_name(self) -> str:
-        return self.model.name if self.model is not None else ""
+
+#: :func:`~mmsctl.server.v2.calls.infer_call` once the first v2 request has loaded it (numpy and the v2 codec load
+#: with it, not with the server).
+_V2: list[Any] = []
+
+
+def _load_v2() -> Any:
+    from mmsctl.server.v2.calls import infer_call
+
+    _V2.append(infer_call)
+    return infer_call
