@@ -276,7 +276,8 @@ def test_slow_uploads_hold_no_more_than_max_buffered_bytes(srv: ServerInfo) -> N
     (b"Content-Length: 5000\r\n", 413),
     (b"Content-Length: " + b"9" * 5000 + b"\r\n", 400),  # not a length llhttp takes
     (b"Expect: 100-continue\r\nContent-Length: 10\r\n", 100),
-], ids=["too-large", "thousands-of-digits", "expect-continue"])
+    (b"Expect: magic\r\nContent-Length: 10\r\n", 417),
+], ids=["too-large", "thousands-of-digits", "expect-continue", "expect-other"])
 def test_a_head_alone_is_answered_when_it_must_be(srv: ServerInfo, extra: bytes, status: int) -> None:
     """A declared body over max_request_size is refused, and a client waiting for 100 Continue gets it, as soon
     as the head is read: nothing waits for a body."""
