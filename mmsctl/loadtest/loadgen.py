@@ -520,7 +520,7 @@ T = TypeVar("T")
 
 
 def event_loop_name() -> str:
-    """``uvloop`` where it is installed (it halves the load generator's CPU per request), else ``asyncio``."""
+    """``uvloop`` where it is installed (a cheaper loop: docs/bench.md), else ``asyncio``."""
     try:
         import uvloop  # noqa: F401
     except ImportError:

@@ -137,7 +137,7 @@ class Server:
             await runner.setup()
             self._runners.append(runner)
             try:
-                if api == "inference":  # plain predictions on the fast path, the rest through aiohttp
+                if api == "inference":  # the lean path first (http/lean/), aiohttp's for the rest
                     assert runner.server is not None  # set up above
                     self._lean = self.frontend.lean_inference(fallback=runner.server)
                     self._servers.append(await asyncio.get_running_loop().create_server(

@@ -1,7 +1,7 @@
-"""Who gets in: the rules every request passes before a handler, on the full path and the lean path alike.
+"""Who gets in: the rules every request passes before a handler, on aiohttp's path and the lean path alike.
 
 Both paths of the inference API (aiohttp's middleware, :mod:`~mmsctl.server.http.middleware`, and the
-lean httptools path, :mod:`~mmsctl.server.fastpath`) and the management and metrics APIs call
+lean path, :mod:`~mmsctl.server.http.lean`) and the management and metrics APIs call
 :meth:`Gate.admit`, so a request gets the same answer whichever path its bytes took. In order:
 
 * header anomalies: no ``Host`` on HTTP/1.1, or a header that may appear once

@@ -50,7 +50,7 @@ _RECIPES: dict[_Key, Union["_Recipe", bool, None]] = {}
 _SEEN = False
 _RECIPES_KEPT = 256
 _RECIPE_HEADER = 4096
-#: Answers a recipe's templates must render exactly as the full path does before it is kept (escapes,
+#: Answers a recipe's templates must render exactly as the steps do before it is kept (escapes,
 #: bytes that are not UTF-8, sizes of different widths).
 _PROBES = (b"\x01mmsctl probe\x02", b"", b'a"\\\n\xff\xc3\xa9</\x00' + b"x" * 200, b"z" * 12345)
 _SIZE_KEY = b'"binary_data_size":'
@@ -61,7 +61,7 @@ _OCTETS = b"application/octet-stream"
 
 @dataclass(frozen=True)
 class _Answer:
-    """The full path's response to a non-classifier's answer, as bytes around it (its body is the one
+    """The steps' response to a non-classifier's answer, as bytes around it (its body is the one
     element of the one BYTES output): JSON, or binary with the element's size spliced into the header."""
 
     head: bytes
@@ -76,7 +76,7 @@ class _Answer:
         return Reply(200, data, _OCTETS, {HEADER_LENGTH: str(length)})
 
     def render(self, body: bytes) -> tuple[bytes, Optional[int], str]:
-        """What :func:`~mmsctl.server.v2_infer.render` returns for an ok answer with this *body*."""
+        """What :func:`~mmsctl.server.v2.infer.render` returns for an ok answer with this *body*."""
         if self.binary:
             header = b"%s%d%s" % (self.head, len(body) + 4, self.tail)
             return b"".join((header, _ELEMENT.pack(len(body)), body)), len(header), "application/octet-stream"
@@ -85,7 +85,7 @@ class _Answer:
 
     @classmethod
     def of(cls, infer_plan: InferPlan) -> Optional["_Answer"]:
-        """The templates of *infer_plan*'s answers, if they give the full path's bytes for every probe."""
+        """The templates of *infer_plan*'s answers, if they give the steps' bytes for every probe."""
         try:
             sample, length, _ = render(infer_plan, [ResponseItem(200, _PROBES[0])])
             binary = length is not None
@@ -104,7 +104,7 @@ class _Answer:
 
 @dataclass(frozen=True)
 class _Recipe:
-    """What the full steps made of one JSON header for one model (see the module's docstring)."""
+    """What the steps made of one JSON header for one model (see the module's docstring)."""
 
     spec: ServiceSpec
     #: ``v2_models.generation`` when the recipe was made (the model's signature is the one it was made with).
@@ -120,7 +120,7 @@ class _Recipe:
 
     def item(self, model: Model, body: bytes, request_id: str, headers: dict[str, str]) -> Optional[RequestItem]:
         """The queue's request for *body* (it starts with this header), or None when the recipe does not fit:
-        another model or signature, or sizes that do not add up (the full steps then answer it)."""
+        another model or signature, or sizes that do not add up (the steps then answer it)."""
         if (len(body) != self.total or model.spec is not self.spec or model.name != self.name
                 or model.version != self.version or v2_models.generation != self.generation):
             return None
@@ -134,7 +134,7 @@ class _Recipe:
 
     @classmethod
     def of(cls, infer_plan: InferPlan, start: int, total: int) -> Optional["_Recipe"]:
-        """The recipe of a request the full steps just planned, if it is one a recipe can repeat."""
+        """The recipe of a request the steps just planned, if it is one a recipe can repeat."""
         model, sig = infer_plan.model, infer_plan.signature
         inputs = []
         for tensor in infer_plan.infer.inputs:

@@ -1,7 +1,8 @@
 """One v2 infer request from its body to its answer: the steps both HTTP paths share.
 
-aiohttp's route (:mod:`~mmsctl.server.v2.api`) and the fast path (:mod:`~mmsctl.server.v2.recipes`)
-differ only in how the bytes arrive and leave; what a request means is decided here, once:
+aiohttp's route (:mod:`~mmsctl.server.v2.api`) and the lean path (:mod:`~mmsctl.server.http.lean`) differ
+only in how the bytes arrive and leave (both make a :mod:`~mmsctl.server.v2.calls` call); what a request means
+is decided here, once:
 :func:`parse` (the codec, :mod:`mmsctl.engine.tensors`), :func:`plan` (the requests for the model's
 queue, :mod:`~mmsctl.server.v2.models`) and :func:`render` (the workers' answers as the infer
 response). Each step raises the ApiException the request is answered with.
@@ -31,7 +32,7 @@ class InferPlan:
     signature: v2_models.ModelSignature
     items: list[RequestItem]
     #: How many of *items* go to the handler in one call: a classifier's images up to
-    #: max(batchSize, :data:`~mmsctl.server.v2_models.CLIENT_BATCH`) (the built-in handler runs any batch).
+    #: max(batchSize, :data:`~mmsctl.server.v2.models.CLIENT_BATCH`) (the built-in handler runs any batch).
     together: int = 1
 
 

@@ -45,7 +45,8 @@ DEFAULT_OUTPUT = "probabilities"
 #: Signatures read, by the spec a model's workers load.
 _SIGNATURES: dict[ServiceSpec, "ModelSignature"] = {}
 #: How many times :data:`_SIGNATURES` was emptied: while it is unchanged, a signature kept elsewhere for a spec is
-#: still what :func:`signature_of` gives for it (the fast path's recipes check it instead of hashing the spec).
+#: still what :func:`signature_of` gives for it (:mod:`~mmsctl.server.v2.calls`' recipes check it instead of
+#: hashing the spec).
 generation = 0
 #: What the handler is asked for when every class's probability is wanted.
 ALL_CLASSES = 1 << 30

@@ -388,7 +388,7 @@ class Model:
     def withdraw(self, job: Job) -> None:
         """The client of *job* left: it leaves the queue (if it still waits) and its answer is cancelled.
 
-        The one way out for a request whose client leaves, on the full path and the lean path alike.
+        The one way out for a request whose client leaves, on aiohttp's path and the lean path alike.
         """
         if job.future.done() and not job.future.cancelled():
             return  # answered already
