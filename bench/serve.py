@@ -3,6 +3,7 @@
     .venv/bin/python bench/serve.py                                   # 100/200/500 clients, 10 s, 3 rounds
     .venv/bin/python bench/serve.py --clients 100 --duration 5 --rounds 1   # quick
     .venv/bin/python bench/serve.py --loadgen hey                     # hey instead of mmsctl bench
+    .venv/bin/python bench/serve.py --against main --rounds 6 --duration 5  # this checkout against main's server
 
 The no-op scenario of issue 12: the echo model (one ``.mar`` built by MMS's own
 model-archiver, so both servers load the same file) with 2 workers, N keep-alive

@@ -109,14 +109,19 @@ def _statuses(raw: bytes) -> list[int]:
     return found
 
 
-async def _exchange(port: int, *writes: bytes, answers: int) -> list[int]:
-    """Send *writes* (a pause between them) on one connection; the statuses of the first *answers* answers."""
+async def _exchange(port: int, *writes: bytes, answers: int, pause: float = 0.0) -> list[int]:
+    """Send *writes* on one connection; the statuses of the first *answers* answers. Between two writes the
+    client waits *pause* seconds (to split a request over reads), or with none for the 100 Continue the next
+    write waits for."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     raw = b""
     try:
         for i, data in enumerate(writes):
-            if i:
-                raw += await asyncio.wait_for(reader.read(65536), 30)  # (the 100 Continue the last write waits for)
+            if i and pause:
+                await asyncio.sleep(pause)  # bounded: only to split the request over reads
+            elif i:
+                raw += await asyncio.wait_for(reader.read(65536), 30)
             writer.write(data)
             await writer.drain()
         while len(_statuses(raw)) < answers:
@@ -194,28 +199,10 @@ def test_a_photo_is_read_on_the_lean_path_however_it_arrives(tmp_path: Path,
     async def scenario() -> list[list[int]]:
         port, stop = await _serve(tmp_path, counts, monkeypatch)
         try:
-            return [await _exchange(port, request, answers=1), await _send_slowly(port, [head, PHOTO]),
-                    await _send_slowly(port, pieces)]
+            return [await _exchange(port, request, answers=1), await _exchange(port, head, PHOTO, answers=1, pause=0.005),
+                    await _exchange(port, *pieces, answers=1, pause=0.005)]
         finally:
             await stop()
 
     assert asyncio.run(scenario()) == [[200]] * 3
     assert (counts.lean, counts.aiohttp, counts.admitted) == (3, 0, 3)
-
-
-async def _send_slowly(port: int, pieces: list[bytes]) -> list[int]:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    try:
-        for piece in pieces:
-            writer.write(piece)
-            await writer.drain()
-            await asyncio.sleep(0.005)  # bounded: only to split the request over reads
-        raw = b""
-        while not _statuses(raw):
-            chunk = await asyncio.wait_for(reader.read(1 << 20), 30)
-            assert chunk, raw[:300]
-            raw += chunk
-    finally:
-        writer.close()
-    return _statuses(raw)
