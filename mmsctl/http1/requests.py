@@ -34,6 +34,7 @@ MAX_FIELD = 8190
 MAX_FIELDS = 128
 _BLANK = b"\r\n\r\n"
 _HEAD, _LENGTH, _CHUNKED = 0, 1, 2
+_CAREFUL, _WHOLE, _SMALL = 0, 1, 2
 #: The most bytes a head may take (its line and every field at their limits): past it, 431 before llhttp (which
 #: holds a field's value until it ends) holds more.
 MAX_HEAD = MAX_LINE + MAX_FIELDS * (MAX_FIELD + 4) + 4
@@ -82,7 +83,7 @@ class RequestReader:
     """Parses one connection's requests, one at a time, for a :class:`RequestSink`."""
 
     __slots__ = ("_sink", "_body", "_parser", "_state", "_tail", "_remaining", "_head_size", "_headers", "_fields", "_length",
-                 "_expect", "_done", "_whole", "_small")
+                 "_expect", "_done", "_mode")
 
     def __init__(self, sink: RequestSink) -> None:
         self._sink = sink
@@ -100,10 +101,9 @@ class RequestReader:
         self._length: Optional[int] = 0
         self._expect: Optional[bytes] = None
         self._done = False
-        #: The read being parsed is fed at once (it holds a whole head: :meth:`feed`), and that head is shorter
-        #: than a field may be (no field to measure).
-        self._whole = False
-        self._small = False
+        #: How the read being parsed is fed: :data:`_CAREFUL`, or at once (it holds a whole head: :meth:`feed`),
+        #: :data:`_SMALL` when that head is shorter than a field may be (no field to measure).
+        self._mode = _CAREFUL
 
     # -- feeding --------------------------------------------------------------------------------
     def feed(self, data: bytes) -> int:
@@ -123,7 +123,7 @@ class RequestReader:
         head_end = data.find(_BLANK) + 4
         if not 4 < head_end <= MAX_HEAD or data.find(b"hunked", 0, head_end) >= 0:
             return self._feed_careful(data)
-        self._whole, self._small = True, head_end <= MAX_FIELD
+        self._mode = _SMALL if head_end <= MAX_FIELD else _WHOLE
         try:
             self._parser.feed_data(data)
         except (httptools.HttpParserCallbackError, httptools.HttpParserError) as exc:
@@ -148,7 +148,7 @@ class RequestReader:
 
     def _feed_careful(self, data: bytes) -> int:
         """Feed *data* up to each place the request may end: a blank line, or its declared length."""
-        self._whole = self._small = False
+        self._mode = _CAREFUL
         taken, size = 0, len(data)
         parser = self._parser
         while taken < size:
@@ -205,7 +205,7 @@ class RequestReader:
         if value and value[-1] in b" \t":
             value = value.rstrip(b" \t")
         size = len(name)
-        if not self._small and size + len(value) > MAX_FIELD:
+        if self._mode != _SMALL and size + len(value) > MAX_FIELD:
             raise ParseError("Request header fields too large.", 431)
         if self._state:  # a chunked body's trailer: counted, for framing only
             self._fields += 1
@@ -225,12 +225,13 @@ class RequestReader:
             raise ParseError("Too many request header fields.", 431)
         length = self._length
         if length is None:
-            if self._whole:
+            if self._mode:
                 raise _Chunked()
             self._state = _CHUNKED
         elif length:
             self._state, self._remaining = _LENGTH, length
-        self._tail, self._head_size = b"", 0
+        if not self._mode:
+            self._tail, self._head_size = b"", 0
         self._body = self._sink.on_head(self._headers, self._parser.should_keep_alive(), length, self._expect)
 
     def on_body(self, body: bytes) -> None:

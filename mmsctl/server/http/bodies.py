@@ -33,9 +33,22 @@ FORMS = frozenset({MULTIPART, _URLENCODED})
 _MAX_FORM_FIELDS = 1000
 
 
+#: ``Content-Type`` values seen -> their media types (clients send the same few): at most so many.
+_MEDIA: dict[str, str] = {}
+_MEDIA_KEPT = 256
+
+
 def media_type(content_type: Optional[str]) -> Optional[str]:
     """The media type of a ``Content-Type`` value, lower case, without parameters (None: none sent)."""
-    return content_type.split(";")[0].strip().lower() if content_type else None
+    if not content_type:
+        return None
+    found = _MEDIA.get(content_type)
+    if found is None:
+        found = content_type.split(";")[0].strip().lower()
+        if len(_MEDIA) >= _MEDIA_KEPT:
+            _MEDIA.clear()
+        _MEDIA[content_type] = found
+    return found
 
 
 async def read_body(request: web.Request) -> bytes:

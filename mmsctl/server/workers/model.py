@@ -246,10 +246,11 @@ class Worker:
                 _answer_all(jobs, ResponseItem.error(503, "ServiceUnavailableException",  # the log has why
                                                      "Prediction failed"))
             else:
-                at = 0
+                at, responses = 0, outcome.responses
                 for job in jobs:
-                    job.answer_each(outcome.responses[at:at + job.size])
-                    at += job.size
+                    size = 1 + len(job.more)
+                    job.answer_each(responses[at:at + size])
+                    at += size
             for _ in jobs:
                 m.queue.task_done()
             self.batches += 1

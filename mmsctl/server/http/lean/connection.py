@@ -54,6 +54,7 @@ class LeanServer:
         self.manager = manager
         #: The inference API's admission rules, which aiohttp's path applies too.
         self.gate = gate
+        self.max_request_size = gate.max_request_size
         self.metrics = metrics
         #: ``request_header_timeout`` and ``request_body_timeout``, in seconds.
         self.header_timeout = header_timeout

@@ -139,7 +139,7 @@ class Exchange:
         self.chunks = []
         try:
             if self.route[0] == PREDICT:
-                outcome = prediction_call(self.model, self, self.conn.lean.gate.max_request_size)  # type: ignore[arg-type]
+                outcome = prediction_call(self.model, self, self.conn.lean.max_request_size)  # type: ignore[arg-type]
             else:
                 outcome = self._outcome()
             if not isinstance(outcome, (Reply, Call)):
