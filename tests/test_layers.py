@@ -294,3 +294,14 @@ def test_sagemakers_container_side_takes_only_its_contract_from_cloud() -> None:
     bad = {"mmsctl.sagemaker.run_local": {"mmsctl.cloud.sagemaker.deploy.run", "mmsctl.cloud.sagemaker.contract"}}
     assert _serverless_faults(bad, "mmsctl.sagemaker", SAGEMAKER_MAY_IMPORT) == [
         "mmsctl.sagemaker.run_local -> mmsctl.cloud.sagemaker.deploy.run"]
+
+
+def test_the_servers_workers_know_nothing_of_http() -> None:
+    """server/workers/ (queues, workers, supervision) is below the HTTP paths and the v2 protocol: it imports
+    neither, so either path, or another, can drive it."""
+    assert "mmsctl.server.workers.model" in module_graph()["mmsctl.server.workers.manager"]
+    faults = sorted(f"{module} -> {target}" for module, targets in module_graph().items()
+                    if module.startswith("mmsctl.server.workers.")
+                    for target in targets if target.startswith(("mmsctl.server.http", "mmsctl.server.v2")))
+    assert faults == []
+
