@@ -86,7 +86,8 @@ class Call:
 
 
 class Prediction(Call):
-    """One request; its reply is the handler's answer as it is."""
+    """One request; its reply is the handler's answer as it is: status, reason, body, headers, and its content
+    type only if it set one."""
 
     __slots__ = ()
 

@@ -13,12 +13,11 @@ from typing import Any, Optional
 
 from aiohttp import web
 
-from mmsctl.engine.protocol import ResponseItem
 from mmsctl.error_body import error_body
 from mmsctl.server.errors import INTERNAL_ERROR, ApiException, MethodNotAllowed, ResourceNotFound
 
 __all__ = ["JSON", "Reply", "as_response", "error_reply", "error_response", "json_reply", "json_response",
-           "reply_of", "status_response"]
+           "status_response"]
 
 JSON = b"application/json"
 _JSON_UTF8 = b"application/json; charset=utf-8"
@@ -39,13 +38,6 @@ class Reply:
         self.content_type = content_type
         self.headers = headers if headers is not None else {}
         self.close = close
-
-
-def reply_of(item: ResponseItem) -> Reply:
-    """A handler's answer as it is: status, reason, body, headers, and its content type only if it set one."""
-    content_type = item.content_type
-    return Reply(item.status, item.body, content_type.encode() if content_type else None, item.headers,
-                 reason=item.reason)
 
 
 def json_reply(data: Any, status: int = 200, reason: Optional[str] = None) -> Reply:
