@@ -94,6 +94,15 @@ def test_pipelined_requests_are_answered_in_order(srv: ServerInfo) -> None:
     assert raw.index(b"aaa") < raw.index(b"bbb") < raw.index(b"ccc")
 
 
+def test_a_refused_request_that_expects_100_continue_ends_its_connection(srv: ServerInfo) -> None:
+    """Told no 100 Continue, a client may send its body or not: after the refusal the connection closes, so no
+    body is taken for the next request."""
+    head = b"POST /predictions/noop HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n"
+    raw = _exchange(srv.inference_url, head)  # no token; then EOF, never a 100
+    assert _mms_body(raw, 401)["type"] == "InvalidKeyException" and b"HTTP/1.1 100" not in raw
+    assert b"\r\nConnection: close" in raw.split(b"\r\n\r\n")[0]
+
+
 def test_a_keep_alive_connection_serves_plain_then_chunked_requests(srv: ServerInfo) -> None:
     """A connection whose first requests are plain predictions still serves whatever comes next."""
     with socket.create_connection(("127.0.0.1", _port(srv.inference_url)), timeout=20) as sock:

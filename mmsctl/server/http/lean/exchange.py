@@ -54,7 +54,7 @@ class Exchange:
     """One request: read, admitted, queued, answered. (Slots, no dataclass: one is made per request.)"""
 
     __slots__ = ("conn", "route", "raw_headers", "headers", "keep_alive", "length", "request_id", "started",
-                 "ticket", "model", "chunks", "size", "body", "jobs", "call", "read", "done")
+                 "ticket", "model", "chunks", "size", "body", "jobs", "call", "preparing", "read", "done")
 
     #: The lean path takes no query (:mod:`~mmsctl.server.http.lean.routes`).
     query: tuple[tuple[str, str], ...] = ()
@@ -77,6 +77,8 @@ class Exchange:
         self.body = b""
         self.jobs: list[Job] = []
         self.call: Optional[Call] = None
+        #: The task making the call of a multipart form (held: the loop keeps only a weak reference).
+        self.preparing: Optional["asyncio.Future[Any]"] = None
         #: The whole request has been read.
         self.read = False
         #: Answered (or refused): the rest of its body is read and dropped.
@@ -116,7 +118,8 @@ class Exchange:
             if expect is not None:
                 self.conn.write(CONTINUE)
         except Exception as exc:  # noqa: BLE001 - answered as its error body, never a traceback
-            self.fail(exc)
+            # a client told no 100 Continue may send its body or not: the connection cannot go on after it
+            self.fail(exc, close=expect is not None and self.length != 0)
 
     def on_body(self, chunk: bytes) -> None:
         """The next bytes of the body (dropped once the request is answered)."""
@@ -143,8 +146,8 @@ class Exchange:
             else:
                 outcome = self._outcome()
             if not isinstance(outcome, (Reply, Call)):
-                task = asyncio.ensure_future(outcome)  # a multipart form: its parser awaits
-                task.add_done_callback(self._prepared)
+                self.preparing = asyncio.ensure_future(outcome)  # a multipart form: its parser awaits
+                self.preparing.add_done_callback(self._prepared)
                 return
             self._dispatch(outcome)
         except Exception as exc:  # noqa: BLE001 - answered as its error body, never a traceback
@@ -198,8 +201,8 @@ class Exchange:
         self.answer(call.reply(answers))
 
     # -- answers ---------------------------------------------------------------------------------
-    def fail(self, exc: BaseException) -> None:
-        """Answer *exc* as its error body (the protocol's on a v2 route or call)."""
+    def fail(self, exc: BaseException, *, close: bool = False) -> None:
+        """Answer *exc* as its error body (the protocol's on a v2 route or call); *close*: the connection ends."""
         if not isinstance(exc, (ApiException, web.HTTPException)):
             log.exception("unhandled error on %s %s (request %s)", self.method, self.path,
                           self.request_id)
@@ -208,6 +211,7 @@ class Exchange:
             from mmsctl.server.v2.errors import as_v2_error
 
             reply = as_v2_error(reply)
+        reply.close = reply.close or close
         self.answer(reply)
 
     def answer(self, reply: Reply) -> None:
