@@ -1,6 +1,6 @@
 """The inference front end's own cost per request on the lean path, in this process: no sockets, no workers.
 
-A :class:`~mmsctl.server.fastpath.LeanProtocol` is fed whole requests over and over; its manager answers each
+A :class:`~mmsctl.server.http.lean.connection.LeanConnection` is fed whole requests over and over; its manager answers each
 at once (a no-op model's answer) and its transport swallows the answer, so what is timed is what the front end
 does for one request: parse it, admit it, pick the model, queue it, write the answer, count it. Used by
 bench/serve.py ``--invocations-only`` beside its end-to-end runs, whose figures swing with the machine's load
@@ -34,6 +34,9 @@ class _Answered:
     def cancelled(self) -> bool:
         return False
 
+    def done(self) -> bool:
+        return True
+
     def result(self) -> Any:
         return self.answer
 
@@ -43,31 +46,36 @@ class _Answered:
 
 def _lean() -> Any:
     from mmsctl.engine.protocol import ResponseItem
-    from mmsctl.server.admission import Gate, Traffic
-    from mmsctl.server.fastpath import LeanInference
+    from mmsctl.server.http.admission import Gate, Traffic
+    from mmsctl.server.http.lean.connection import LeanServer
     from mmsctl.server.metrics import ServerMetrics
 
     answer = ResponseItem(200, b"hello", "application/octet-stream")
     model = SimpleNamespace(name="noop", withdraw=lambda job: None)
-    manager = SimpleNamespace(startup_models={"noop": 1}, get=lambda name, version: model,
-                              enqueue=lambda m, item: SimpleNamespace(future=_Answered(answer)))
-    lean = LeanInference(manager, Gate("inference", None, 6 << 20, Traffic()),  # type: ignore[arg-type]
-                         ServerMetrics(lambda: {}), 60.0, lambda: ("Healthy", 200), lambda: None)  # type: ignore[arg-type]
+
+    def enqueue(m: Any, *items: Any) -> Any:
+        return SimpleNamespace(future=_Answered(answer), answers=[answer])
+
+    manager = SimpleNamespace(startup_models={"noop": 1}, get=lambda name, version: model, enqueue=enqueue,
+                              enqueue_all=lambda m, groups: [enqueue(m, *group) for group in groups])
+    lean = LeanServer(manager, Gate("inference", None, 6 << 20, Traffic()),  # type: ignore[arg-type]
+                      ServerMetrics(lambda: {}), header_timeout=60.0, body_timeout=60.0, ping=lambda: None,  # type: ignore[arg-type]
+                      fallback=lambda: None)  # type: ignore[arg-type,return-value]
     lean.watch = lambda: None  # type: ignore[method-assign] - no event loop here: nothing to sweep
     return lean
 
 
 def lean_path_us(requests: int = 50_000, repeats: int = 7) -> dict[str, float]:
     """Microseconds per request of each of :data:`CASES` (5-byte bodies), the best of *repeats* runs."""
-    from mmsctl.server.fastpath import LeanProtocol
+    from mmsctl.server.http.lean.connection import LeanConnection
 
     transport = SimpleNamespace(write=lambda data: None, pause_reading=lambda: None, resume_reading=lambda: None,
-                                get_extra_info=lambda key: None, close=lambda: None)
+                                get_extra_info=lambda key: None, close=lambda: None, is_closing=lambda: False)
     lean, best = _lean(), {}
     for _ in range(repeats):
         for name, head in CASES:
             data = head + b"Content-Length: 5\r\n\r\nhello"
-            protocol = LeanProtocol(lean)
+            protocol = LeanConnection(lean)
             protocol.connection_made(transport)  # type: ignore[arg-type]
             started = time.perf_counter()
             for _ in range(requests):

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/echo_server.py PORT
 
-A keep-alive server on 127.0.0.1:PORT built from the same parts as mmsctl's fast path
+A keep-alive server on 127.0.0.1:PORT built from the same parts as mmsctl's lean path
 (httptools' C parser on uvloop): it reads each request's body and answers ``200 OK``
 with the body ``OK``, nothing else (no routing, no worker, no limits). Runs until SIGTERM.
 """

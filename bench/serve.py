@@ -3,6 +3,7 @@
     .venv/bin/python bench/serve.py                                   # 100/200/500 clients, 10 s, 3 rounds
     .venv/bin/python bench/serve.py --clients 100 --duration 5 --rounds 1   # quick
     .venv/bin/python bench/serve.py --loadgen hey                     # hey instead of mmsctl bench
+    .venv/bin/python bench/serve.py --against main --rounds 6 --duration 5  # this checkout against main's server
 
 The no-op scenario of issue 12: the echo model (one ``.mar`` built by MMS's own
 model-archiver, so both servers load the same file) with 2 workers, N keep-alive
@@ -25,6 +26,9 @@ through ``POST /v2/models/MODEL/infer`` (the file as one BYTES element, binary t
 (target >= 0.9x), the median of each round's own ratio (its two runs back to back: steadier on a shared
 machine) and the server process's CPU per request on each path. ``--v2-only`` runs just that part,
 ``--skip-v2`` leaves it out.
+
+``--against REV``: this checkout's server against REV's (a git worktree), alternating per round: the no-op
+model through the MMS API and v2, and a 3 MB photo's front-end CPU (bench/_against.py).
 
 ``--invocations-only``: SageMaker's ``POST /invocations`` (the model named by ``X-Model-Name``) against
 ``POST /predictions/MODEL`` on the same server, the same two models and bodies, alternating per round (target:
@@ -303,6 +307,10 @@ def main() -> int:
     parser.add_argument("--v2-only", action="store_true", help="only the v2 runs (no MMS, echo or levels)")
     parser.add_argument("--invocations-only", action="store_true",
                         help="only SageMaker's /invocations against /predictions (no-op and squeezenet)")
+    parser.add_argument("--against", metavar="REV",
+                        help="only this checkout against REV (a commit or branch, run from a git worktree): no-op "
+                             "through the MMS API and v2, and a 3 MB photo, alternating per round")
+    parser.add_argument("--photo-clients", type=int, default=10, help="clients for --against's photo runs")
     args = parser.parse_args()
     loadgen = args.loadgen
     if loadgen == "hey" and _loadgen.HEY is None:
@@ -310,6 +318,15 @@ def main() -> int:
         return 1
 
     work = Path(tempfile.mkdtemp(prefix="bench-serve-"))
+    if args.against:
+        from _against import against
+
+        try:
+            summary = against(args.against, args, work, _measure, Target, BODY)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        _write({"against": summary}, "serve_against.json")
+        return 0
     store = work / "store"
     build_noop_mar(store, "noop")
     reason = "--skip-mms" if args.skip_mms else mms_skip_reason()

@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mmsctl"
 
 #: Lowest first. A unit may import units of lower layers only (never one of its own layer).
 LAYERS: list[set[str]] = [
-    {"exit_codes", "atomic"},  # the numbers errors carry; the one atomic file write
+    {"exit_codes", "atomic", "http1"},  # the numbers errors carry; the one atomic file write; HTTP/1.1 on the wire (httptools only)
     {"errors"},  # the MmsError tree
     # settings, token files, the MMS error body, name=location, public addresses, the shared CA store
     {"config", "tokens", "error_body", "names", "addresses", "tls"},
@@ -203,7 +203,7 @@ def test_the_docs_diagram_names_every_package() -> None:
     """docs/index.md draws these layers; a package missing from its diagram makes the map wrong."""
     text = (PACKAGE.parent / "docs" / "index.md").read_text(encoding="utf-8")
     diagram = text.split("## Architecture", 1)[1].split("```", 2)[1]
-    words = set(re.findall(r"[a-z_]+", diagram))
+    words = set(re.findall(r"[a-z_][a-z_0-9]*", diagram))
     assert sorted(set().union(*LAYERS) - {"__main__"} - words) == []
 
 
@@ -294,3 +294,14 @@ def test_sagemakers_container_side_takes_only_its_contract_from_cloud() -> None:
     bad = {"mmsctl.sagemaker.run_local": {"mmsctl.cloud.sagemaker.deploy.run", "mmsctl.cloud.sagemaker.contract"}}
     assert _container_faults(bad, "mmsctl.sagemaker", SAGEMAKER_MAY_IMPORT) == [
         "mmsctl.sagemaker.run_local -> mmsctl.cloud.sagemaker.deploy.run"]
+
+
+def test_the_servers_workers_know_nothing_of_http() -> None:
+    """server/workers/ (queues, workers, supervision) is below the HTTP paths and the v2 protocol: it imports
+    neither, so either path, or another, can drive it."""
+    assert "mmsctl.server.workers.model" in module_graph()["mmsctl.server.workers.manager"]
+    faults = sorted(f"{module} -> {target}" for module, targets in module_graph().items()
+                    if module.startswith("mmsctl.server.workers.")
+                    for target in targets if target.startswith(("mmsctl.server.http", "mmsctl.server.v2")))
+    assert faults == []
+

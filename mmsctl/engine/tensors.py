@@ -1,6 +1,6 @@
 """The Open Inference Protocol's (KServe v2) tensors on the wire: JSON, and Triton's binary tensor data extension.
 
-One codec for both sides: the server (:mod:`mmsctl.server.v2_api`) decodes requests and encodes
+One codec for both sides: the server (:mod:`mmsctl.server.v2.api`) decodes requests and encodes
 responses, the client decodes responses and encodes requests, so both agree byte for byte. It needs
 numpy and the standard library only. Everything a request declares is checked before it is used: a
 shape whose elements do not match the data, more elements than :data:`MAX_ELEMENTS`, ragged or

@@ -1,12 +1,12 @@
 """The load generator: HTTP/1.1 keep-alive connections driven by callbacks on one event loop.
 
-Why not httpx or aiohttp's client: a coroutine, a future and a response object
-per request cost several times what the request itself costs the server, and
-the tool must not be the bottleneck it measures (bench/loadgen_vs_hey.py holds it
-to at least 0.8x of ``hey`` against the same no-op server). Here each connection is
-an :class:`asyncio.Protocol` that writes a pre-built request, feeds the answer to
-httptools' C parser and, once the answer is complete, records it and writes the
-next request from the same callback. Coroutines only open connections.
+Why not httpx or aiohttp's client: a coroutine, a future and a response object per request
+cost more than the request costs the server, and the tool must not be the bottleneck it
+measures (bench/loadgen_vs_hey.py holds it to at least 0.8x of ``hey`` against the same no-op
+server). Here each connection is an :class:`asyncio.Protocol` that writes a pre-built request,
+reads the answer with the HTTP/1.1 codec (:class:`~mmsctl.http1.answers.AnswerReader`: the status
+and the end of the answer, nothing per header) and, once the answer is complete, records it and
+writes the next request from the same callback. Coroutines only open connections.
 
 Two ways to load a server:
 
@@ -35,6 +35,8 @@ from typing import Any, Callable, Coroutine, Optional, Protocol, Sequence, TypeV
 from urllib.parse import quote, urlsplit
 
 from mmsctl.config import DEFAULT_MAX_RESPONSE_BYTES
+from mmsctl.http1.answers import AnswerReader
+from mmsctl.http1.errors import AnswerTooLarge, ParseError
 from mmsctl.loadtest.histogram import LatencyHistogram
 from mmsctl.errors import UsageError
 
@@ -177,14 +179,12 @@ def _cause(exc: BaseException) -> str:
 class _Connection(asyncio.Protocol):
     """One keep-alive connection; the hot path of the whole tool lives in its callbacks."""
 
-    __slots__ = ("driver", "transport", "parser", "t0", "sent_at", "measured", "busy", "closed", "_fresh",
-                 "received", "limit")
+    __slots__ = ("driver", "transport", "answer", "t0", "sent_at", "measured", "busy", "closed", "_fresh")
 
     def __init__(self, driver: "_Driver", closed: "asyncio.Future[None]", t_open: float) -> None:
-        import httptools
-
         self.driver = driver
-        self.parser = httptools.HttpResponseParser(self)
+        #: The answer in flight (at most ``max_response_bytes``, head and body).
+        self.answer = AnswerReader(driver.spec.max_response_bytes)
         self.transport: Any = None
         self.t0 = 0.0  # latency origin: send, connect or scheduled time
         self.sent_at = 0.0  # for the deadline
@@ -192,8 +192,6 @@ class _Connection(asyncio.Protocol):
         self.busy = False
         self.closed = closed
         self._fresh = t_open
-        self.received = 0  # bytes of the answer in flight
-        self.limit = driver.spec.max_response_bytes
 
     # asyncio callbacks
     def connection_made(self, transport: Any) -> None:
@@ -201,20 +199,23 @@ class _Connection(asyncio.Protocol):
         self.driver.ready(self)
 
     def data_received(self, data: bytes) -> None:
-        self.received += len(data)
-        if self.received > self.limit:  # read no further: the request failed, the connection goes
+        answer = self.answer
+        try:
+            complete = answer.feed(data)
+        except (AnswerTooLarge, ParseError) as exc:  # read no further: the request failed, the connection goes
             if self.busy:
                 self.busy = False
-                self.driver.failed(self, "too-large")
+                self.driver.failed(self, "too-large" if isinstance(exc, AnswerTooLarge) else "other")
             self.transport.abort()
             return
-        try:
-            self.parser.feed_data(data)
-        except Exception:  # noqa: BLE001 - httptools.HttpParserError and friends: not HTTP/1.1
-            if self.busy:
-                self.busy = False
-                self.driver.failed(self, "other")
+        if not complete:
+            return
+        if not self.busy:  # an answer nobody asked for (or after a timeout): drop the connection
             self.transport.abort()
+            return
+        self.busy = False
+        answer.next()
+        self.driver.answered(self, answer.status, answer.keep_alive)
 
     def connection_lost(self, exc: Optional[BaseException]) -> None:
         if self.busy:
@@ -223,19 +224,8 @@ class _Connection(asyncio.Protocol):
         if not self.closed.done():
             self.closed.set_result(None)
 
-    # httptools callback
-    def on_message_complete(self) -> None:
-        if not self.busy:  # an answer nobody asked for (or after a timeout): drop the connection
-            self.transport.abort()
-            return
-        self.busy = False
-        status = self.parser.get_status_code()
-        keep = self.parser.should_keep_alive()
-        self.driver.answered(self, status, keep)
-
     def send(self, request: bytes, t0: float, measured: bool) -> None:
         self.busy = True
-        self.received = 0
         self.t0 = t0
         self.sent_at = time.perf_counter()
         self.measured = measured
@@ -530,7 +520,7 @@ T = TypeVar("T")
 
 
 def event_loop_name() -> str:
-    """``uvloop`` where it is installed (it halves the load generator's CPU per request), else ``asyncio``."""
+    """``uvloop`` where it is installed (a cheaper loop: docs/bench.md), else ``asyncio``."""
     try:
         import uvloop  # noqa: F401
     except ImportError:

@@ -27,7 +27,7 @@ __all__ = ["POOL_MIN_INPUTS", "ServicePool", "choose_workers", "cpu_count"]
 #: Batches queued per worker beyond the one it is running (keeps every core busy).
 _AHEAD_PER_WORKER = 2
 #: From this many inputs on, ``predict`` runs one worker per core by default: below it, the
-#: extra model loads (~0.5 s of CPU each) cost more than the second core wins back.
+#: extra model loads cost more than the second core wins back (docs/performance.md).
 POOL_MIN_INPUTS = 64
 
 

@@ -21,8 +21,8 @@ __all__ = ["Prediction", "from_answer", "from_response", "truncate_top_k"]
 class Prediction(NamedTuple):
     """The answer for one input: the response body as the server would send it, or why it failed.
 
-    A NamedTuple, not a dataclass: the lean ``predict`` imports this module, and ``dataclasses``
-    costs ~20 ms of a warm run's start (it imports ``inspect``; tests/cli/test_lazy_imports.py).
+    A NamedTuple, not a dataclass: the lean ``predict`` imports this module (see
+    :class:`~mmsctl.predict.warm.WarmTarget`).
     """
 
     input: str

@@ -1,7 +1,7 @@
 """A warm ``mmsctl predict``: find a running local server that already serves the very archive asked for.
 
-Starting mxnet in-process costs ~0.5 s per run; a local ``mmsctl serve`` that has the same
-archive loaded (same content, same handler) answers in milliseconds. Servers publish what they
+Starting mxnet in-process is most of a short run; a local ``mmsctl serve`` that has the same
+archive loaded (same content, same handler) answers without it (docs/performance.md). Servers publish what they
 serve in ``state.json`` (:attr:`~mmsctl.local_servers.InstanceState.served`: per model, the SHA-256
 prefix its extraction is named by and its handler). Here MODEL is resolved the way ``predict``
 does (a zoo name to its cached archive, a path to an archive file), hashed once per
@@ -39,8 +39,7 @@ _IRRELEVANT_ENV = frozenset({"MMSCTL_NO_LEAN", "MMSCTL_NO_FAST_EXIT"})
 class WarmTarget(NamedTuple):
     """A running server and the name under which it serves the archive.
 
-    NamedTuples here and in the modules the lean path imports, not dataclasses: ``import dataclasses``
-    (through ``inspect``) costs ~20 ms, an eighth of a warm one-image run (tests/cli/test_lazy_imports.py)."""
+    No dataclasses in the modules the lean ``predict`` imports: see tests/cli/test_lazy_imports.py."""
 
     state: InstanceState
     model: str

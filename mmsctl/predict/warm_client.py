@@ -1,9 +1,9 @@
 """Send ``predict``'s inputs to a warm local server (:mod:`mmsctl.predict.warm`) from a lean process.
 
-The lean ``mmsctl predict`` (:mod:`mmsctl.cli.lean`) cannot afford httpx (~0.15 s to import, with
-h11 and httpcore): requests are written here, on plain sockets, and answers read with httptools'
-HTTP/1.1 parser (llhttp, the parser the server's fast path and ``mmsctl bench`` use), over
-keep-alive connections. Several inputs go over twice as many connections as the model has
+The lean ``mmsctl predict`` (:mod:`mmsctl.cli.lean`) cannot afford httpx's import (with h11 and
+httpcore; docs/performance.md): requests are written here, on plain sockets, and answers read with the
+HTTP/1.1 codec the server and ``mmsctl bench`` use (:mod:`mmsctl.http1.answers`), over keep-alive
+connections. Several inputs go over twice as many connections as the model has
 workers, so a worker finds the next input queued when it finishes one. All or nothing: the
 first input that cannot be read, a connection that fails, an answer that is not a success, and
 the answers are None, so the caller can hand the whole run to the full path.
@@ -25,26 +25,6 @@ from mmsctl.predict.warm import WarmTarget
 __all__ = ["WarmConnection", "predict_all"]
 
 
-class _Answer:
-    """httptools' callbacks for one response."""
-
-    def __init__(self) -> None:
-        self.headers: dict[str, str] = {}
-        self.chunks: list[bytes] = []
-        self.size = 0
-        self.done = False
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
-
-    def on_body(self, body: bytes) -> None:
-        self.chunks.append(body)
-        self.size += len(body)
-
-    def on_message_complete(self) -> None:
-        self.done = True
-
-
 class WarmConnection:
     """One keep-alive HTTP/1.1 connection to a server's inference API."""
 
@@ -52,7 +32,7 @@ class WarmConnection:
         parts = urlsplit(url)
         if parts.scheme != "http" or not parts.hostname:
             raise OSError(f"not a plain http URL: {url}")
-        # bytes: a str host goes through the idna codec (~10 ms to import) even when it is an address
+        # bytes: a str host goes through the idna codec (an import the lean path avoids) even when it is an address
         self._address = (parts.hostname.encode("ascii", "ignore") if parts.hostname.isascii() else parts.hostname,
                          parts.port or 80)
         self._host = parts.netloc
@@ -67,9 +47,11 @@ class WarmConnection:
         """Status, content type and body of ``METHOD path`` (its headers in :attr:`last_headers`, lower case).
 
         Raises:
-            OSError: the connection failed or the answer was malformed or too large.
+            OSError: the connection failed or the answer was malformed or too large (head and body over
+                *max_bytes*: the connection is dropped, not read on).
         """
-        import httptools
+        from mmsctl.http1.answers import BodyReader
+        from mmsctl.http1.errors import AnswerTooLarge, ParseError
 
         if self._sock is None:
             self._sock = socket.create_connection(self._address, timeout=self._timeout)  # type: ignore[arg-type]
@@ -81,22 +63,21 @@ class WarmConnection:
             head.append(f"Authorization: Bearer {self._token}")
         head.extend(f"{name}: {value}" for name, value in (headers or {}).items())
         self._sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
-        answer = _Answer()
-        parser = httptools.HttpResponseParser(answer)
+        answer = BodyReader(self._max_bytes)
         try:
-            while not answer.done:
+            while True:
                 data = self._sock.recv(65536)
                 if not data:
                     raise OSError("the server closed the connection")
-                parser.feed_data(data)
-                if answer.size > self._max_bytes:
-                    raise OSError("answer too large")
-        except httptools.HttpParserError as exc:
-            raise OSError(f"malformed answer: {exc}") from exc
-        if not parser.should_keep_alive():
+                if answer.feed(data):
+                    break
+        except (ParseError, AnswerTooLarge) as exc:
+            self.close()
+            raise OSError(f"unusable answer: {exc}") from exc
+        if not answer.keep_alive:
             self.close()
         self.last_headers = answer.headers
-        return parser.get_status_code(), answer.headers.get("content-type"), b"".join(answer.chunks)
+        return answer.status, answer.headers.get("content-type"), answer.body
 
     def close(self) -> None:
         if self._sock is not None:

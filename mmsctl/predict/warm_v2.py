@@ -1,9 +1,9 @@
 """A warm ``predict DIR`` of an image classifier: several images per request, one forward pass for them all.
 
 Sent one by one (the MMS API), a model registered at MMS's default batch size 1 runs every image through
-its own forward pass; SqueezeNet at batch 4 costs ~30 % less per image than at batch 1 on this CPU. The
+its own forward pass, where a batch costs less per image (docs/performance.md). The
 Open Inference Protocol takes a batch: a BYTES tensor of encoded images, which an mmsctl server runs
-through the built-in handler in one call (:data:`mmsctl.server.v2_models.CLIENT_BATCH`). Its answer is
+through the built-in handler in one call (:data:`mmsctl.server.v2.models.CLIENT_BATCH`). Its answer is
 every class's probability (FP32 ``[n, classes]``, binary); the ranked ``[{"probability", "class"}]`` list
 the MMS API would have answered is rebuilt here from it with the labels of the archive's own
 ``synset.txt`` (the same archive: the warm path matched its SHA-256), ranked as the handler ranks

@@ -111,15 +111,15 @@ class Server:
     # -- phases ------------------------------------------------------------------------------
     async def startup(self) -> None:
         from mmsctl.server.metrics import ServerMetrics
-        from mmsctl.server.supervisor import ModelManager
+        from mmsctl.server.workers.manager import ModelManager
 
         self.metrics = ServerMetrics(lambda: self.manager.models)
         self.manager = ModelManager(self.config, self.metrics)
         loading = await self._start_startup_models()  # their workers import mxnet while the APIs are set up
         from aiohttp import web
 
-        from mmsctl.server.connections import MmsAppRunner
-        from mmsctl.server.frontend import Frontend
+        from mmsctl.server.http.connections import MmsAppRunner
+        from mmsctl.server.http.frontend import Frontend
 
         self.frontend = Frontend(self.config, self.manager, self.metrics, record_models=self.record_models)
         apps = [
@@ -137,7 +137,7 @@ class Server:
             await runner.setup()
             self._runners.append(runner)
             try:
-                if api == "inference":  # plain predictions on the fast path, the rest through aiohttp
+                if api == "inference":  # the lean path first (http/lean/), aiohttp's for the rest
                     assert runner.server is not None  # set up above
                     self._lean = self.frontend.lean_inference(fallback=runner.server)
                     self._servers.append(await asyncio.get_running_loop().create_server(
@@ -162,7 +162,7 @@ class Server:
         """Register the start-up models and start their workers, without waiting for them to be READY."""
         from mmsctl.server.errors import ApiException
         from mmsctl.server.store import resolve_archive
-        from mmsctl.server.workers import Model
+        from mmsctl.server.workers.model import Model
 
         loop = asyncio.get_running_loop()
         models = []

@@ -42,7 +42,7 @@ _WORKER_MEMORY = 256 * 1024**2
 def default_worker_limit() -> int:
     """Workers a machine can run: 4 per core, and no more than its memory holds at 256 MiB each."""
     cores = os.cpu_count() or 1
-    try:  # what psutil.virtual_memory().total reports, without importing psutil (~30 ms of `serve start`)
+    try:  # what psutil.virtual_memory().total reports, without importing psutil (serve start stays light)
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, ValueError, OSError):
         total = -1

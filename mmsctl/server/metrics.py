@@ -1,11 +1,10 @@
 """Prometheus metrics of one server, plus MMS-style metric lines for the log.
 
-Counters and histograms are plain ints and lists updated as requests pass (a
-prometheus_client ``labels().observe()`` costs more than the rest of a no-op request's
-bookkeeping) and turned into metric families when ``/metrics`` is scraped; queue depth,
-workers by state, worker memory and host CPU/memory are read then too, so they are never
-stale. Each server has its own registry (tests run several). prometheus_client is imported at
-the first scrape, not at start: ~0.13 s of every `serve start` that nobody may ever scrape.
+Counters and histograms are plain ints and lists updated as requests pass (no prometheus_client call
+per request) and turned into metric families when ``/metrics`` is scraped; queue depth, workers by
+state, worker memory and host CPU/memory are read then too, so they are never stale. Each server has
+its own registry (tests run several). prometheus_client is imported at the first scrape, not at
+start (a ``serve start`` that nobody scrapes never pays for it; docs/performance.md).
 """
 
 from __future__ import annotations

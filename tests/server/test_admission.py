@@ -1,5 +1,5 @@
-"""The admission gate both HTTP paths call, the tickets that alone move the traffic counters, and the
-splitter that cuts a read failing to parse after its whole requests. No server: these are the rules."""
+"""The admission gate both HTTP paths call, and the tickets that alone move the traffic counters. No server:
+these are the rules."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mmsctl.server.admission import Gate, Traffic
+from mmsctl.server.http.admission import Gate, Traffic
 from mmsctl.server.errors import BadRequest, InvalidKey, RequestTooLarge, ServiceUnavailable
-from mmsctl.server.pipelining import RequestSplitter, request_ends
 
 SERVER = Path(__file__).resolve().parents[2] / "mmsctl" / "server"
 HOST = [(b"Host", b"x")]
@@ -113,33 +112,11 @@ MODEL_STATE = {"min_workers", "max_workers", "failures", "last_error", "start_fa
 
 def test_traffic_counters_and_model_state_change_only_through_their_methods() -> None:
     wrong = []
-    for path in sorted(SERVER.glob("*.py")):
+    for path in sorted(SERVER.rglob("*.py")):
         for line, owner, attr in _assigned_attributes(path):
             if attr in COUNTERS and path.name != "admission.py":
                 wrong.append(f"{path.name}:{line} {owner}.{attr}")
-            if attr in MODEL_STATE and path.name != "workers.py" and (owner in ("model", "m")
+            if attr in MODEL_STATE and path.name != "model.py" and (owner in ("model", "m")
                                                                         or owner.endswith(".model")):
                 wrong.append(f"{path.name}:{line} {owner}.{attr}")
     assert not wrong, wrong
-
-
-GET = b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
-POST = b"POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
-CHUNKED = b"POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
-BAD = b"GARBAGE\r\n\r\n"
-
-
-def test_request_ends_finds_each_request() -> None:
-    data = GET + POST + CHUNKED + BAD
-    assert request_ends(data) == [len(GET), len(GET + POST), len(GET + POST + CHUNKED)]
-    assert request_ends(BAD) == [] and request_ends(POST[:-1]) == []
-
-
-def test_a_read_that_fails_is_cut_after_its_whole_requests() -> None:
-    splitter = RequestSplitter()
-    assert splitter.split(GET) == (GET,)
-    assert splitter.split(POST[:20]) == (POST[:20],)  # a head in two reads
-    assert splitter.split(POST[20:] + CHUNKED + BAD) == [POST[20:], CHUNKED, BAD]
-    assert splitter.split(b"more") == (b"more",)  # failed: the rest passes as it is
-    whole = RequestSplitter()
-    assert whole.split(GET + POST) == (GET + POST,)  # nothing fails: one read stays one piece

@@ -1,8 +1,8 @@
 """One answer whichever path a request takes, and one answer per complete request.
 
 Raw sockets against a real server. The same ``POST /predictions/echo`` goes to the lean path
-(plain, in one write) and to the full path (a query string sends it there): generated header
-anomalies must get the same status and error type from both. Requests pipelined before bytes that
+(plain) and to aiohttp's path (a query string sends it there): generated header anomalies must
+get the same status and error type from both. Requests pipelined before bytes that
 cannot be parsed are each answered, then a 400 with the MMS body, then the connection closes.
 """
 
@@ -21,7 +21,7 @@ from tests.support.mmsctl_server import ServerInfo, make_noop_archive, running_m
 
 TOKEN = "s3cret-token"
 LEAN = b"/predictions/echo"
-FULL = b"/predictions/echo?z=1"  # a query: the lean path hands it to aiohttp
+FULL = b"/predictions/echo?z=1"  # a query: the lean path hands it to aiohttp unparsed
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,7 @@ def test_both_paths_give_header_anomalies_the_same_answer(srv: ServerInfo, case:
     lean = _one_answer(srv.inference_url, _request(LEAN, headers, version))
     full = _one_answer(srv.inference_url, _request(FULL, headers, version))
     assert (lean[0], _error_type(lean)) == (full[0], _error_type(full)), (headers, lean, full)
-    assert "server" in full[1]  # aiohttp answered the full path's
+    assert "server" in full[1]  # aiohttp answered the query's
     if lean[0] == 200 and version == b"HTTP/1.1":
         assert "server" not in lean[1] and lean[2] == b"hello"  # ... and the lean path its own
 

@@ -38,9 +38,9 @@ def test_ping_model(server: ServerInfo) -> None:
     _mms_error(httpx.get(f"{server.inference_url}/ping/nope"), 404, "ModelNotFoundException")
 
 
-def test_the_fast_and_the_full_path_answer_alike(server: ServerInfo) -> None:
-    """A plain prediction and ping (the fast path) and the same with a query or a chunked body (aiohttp's
-    path) carry the same status, headers and body, and both are counted."""
+def test_the_lean_and_the_aiohttp_path_answer_alike(server: ServerInfo) -> None:
+    """A plain prediction, a chunked one and a ping (the lean path) and the same with a query (aiohttp's path)
+    carry the same status, headers and body, and all are counted."""
     url = f"{server.inference_url}/predictions/noop"
 
     def chunks():
@@ -59,6 +59,18 @@ def test_the_fast_and_the_full_path_answer_alike(server: ServerInfo) -> None:
     assert answers[0].text == "hello" and answers[0].headers["content-type"] == "application/octet-stream"
     assert pings[0].headers["content-type"] == "application/json; charset=utf-8"
     assert len({r.headers["x-request-id"] for r in answers + pings}) == 5
+
+
+def test_form_fields_reach_the_handler_alike_on_both_paths(server: ServerInfo) -> None:
+    """A text field as text, a field of another type (no file name) as its bytes, a file as its bytes: the lean
+    path (no query) and aiohttp's (a query) decode forms with the same function."""
+    url = f"{server.inference_url}/predictions/noop"
+    cases = [({"data": (None, "caf\u00e9")}, "caf\u00e9"), ({"data": (None, b"\x01\x02bin", "application/octet-stream")},
+             "\x01\x02bin"), ({"data": ("k.jpg", b"JPEG", "image/jpeg")}, "JPEG")]
+    for files, echoed in cases:
+        answers = [httpx.post(url + query, files=files, timeout=10) for query in ("", "?x=1")]
+        assert [(a.status_code, a.text) for a in answers] == [(200, echoed)] * 2, files
+        assert "server" not in answers[0].headers and "server" in answers[1].headers
 
 
 def test_predict_raw_body(server: ServerInfo) -> None:

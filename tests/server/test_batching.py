@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from mmsctl.engine.protocol import RequestItem
-from mmsctl.server.batching import Job, next_batch, until_stopped
+from mmsctl.server.workers.batching import Job, next_batch, until_stopped
 
 
 def _job(loop: asyncio.AbstractEventLoop, i: int) -> Job:
@@ -79,7 +79,7 @@ def _group(loop: asyncio.AbstractEventLoop, first: int, size: int) -> Job:
 
 
 def test_a_clients_batch_is_never_split_and_joins_only_a_batch_it_fits() -> None:
-    from mmsctl.server.batching import JobQueue
+    from mmsctl.server.workers.batching import JobQueue
 
     async def scenario() -> list[list[list[str]]]:
         loop = asyncio.get_running_loop()

@@ -13,7 +13,7 @@ import httpx
 import psutil
 import pytest
 
-from mmsctl.server.supervisor import BACK_OFF
+from mmsctl.server.workers.supervision import BACK_OFF
 from tests.support.mmsctl_server import ServerInfo, make_handler_archive, make_noop_archive, running_mmsctl_server
 from tests.support.waiting import wait_until, wait_until_async
 

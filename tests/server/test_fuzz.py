@@ -16,7 +16,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 
 from mmsctl.server.errors import INTERNAL_ERROR
-from mmsctl.server.middleware import _error_for
+from mmsctl.server.http.replies import error_reply
 from tests.support.error_bodies import is_error_body
 from tests.support.leaks import LEAK
 from tests.support.mmsctl_server import ServerInfo, make_handler_archive, running_mmsctl_server
@@ -90,7 +90,7 @@ def test_an_unexpected_error_is_a_500_that_names_neither_the_exception_nor_its_t
     """What the middleware answers for an exception no check foresaw (the log keeps the traceback)."""
     import json
 
-    response = _error_for(KeyError("/srv/secret/path"), 1000)
+    response = error_reply(KeyError("/srv/secret/path"), 1000)
     body = json.loads(response.body)
     assert (response.status, body) == (500, {"code": 500, "type": "InternalServerException", "message": INTERNAL_ERROR})
     assert not LEAK.search(INTERNAL_ERROR)

@@ -1,4 +1,4 @@
-"""SageMaker's /invocations decisions (mmsctl/server/invocations.py): what Accept asks for, which body is a v2
+"""SageMaker's /invocations decisions (mmsctl/server/http/invocations.py): what Accept asks for, which body is a v2
 request, which model. The answers themselves, on both HTTP paths and the real SqueezeNet, are in
 tests/sagemaker/test_contract.py."""
 
@@ -9,7 +9,7 @@ from typing import Optional
 import pytest
 
 from mmsctl.server.errors import BadRequest
-from mmsctl.server.invocations import answer_form, is_v2_body, lean_model, maybe_v2_body, model_name
+from mmsctl.server.http.invocations import answer_form, is_v2_body, model_name
 
 JSON, NPY = "application/json", "application/x-npy"
 
@@ -31,7 +31,6 @@ def test_v2_bodies() -> None:
     assert not is_v2_body(JSON, b'{"data": {"inputs": 1}}', {})  # "inputs" nested: MMS's form
     assert not is_v2_body(JSON, b'{"inputs": ', {}) and not is_v2_body(JSON, b'{"inputs": ' + b"[" * 100_000, {})
     assert is_v2_body("application/octet-stream", b"\x00", {"inference-header-content-length": "3"})
-    assert maybe_v2_body(JSON, b'{"data": {"inputs": 1}}', {})  # the lean path's cheap test: the v2 steps decide
 
 
 class _Manager:
@@ -41,10 +40,8 @@ class _Manager:
 
 def test_which_model() -> None:
     one, two = _Manager("squeezenet"), _Manager("a", "b")
-    assert model_name(one, None, {}) == "squeezenet" == lean_model(one, {"accept": "*/*"})
-    assert model_name(two, None, {"x-model-name": "b"}) == "b" == lean_model(two, {"model_name": "b"})
+    assert model_name(one, None, {}) == "squeezenet"
+    assert model_name(two, None, {"x-model-name": "b"}) == "b" == model_name(two, None, {"model_name": "b"})
     assert model_name(two, "a", {"x-model-name": "b"}) == "a"
     with pytest.raises(BadRequest, match="model_name is required"):
         model_name(two, None, {})
-    assert lean_model(two, {}) is None  # aiohttp answers the 400
-    assert lean_model(one, {"accept": NPY}) is None and lean_model(one, {"x-amzn-sagemaker-custom-attributes": "topk=2"}) is None

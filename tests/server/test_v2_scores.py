@@ -12,7 +12,7 @@ import pytest
 
 from mmsctl.engine.protocol import ResponseItem
 from mmsctl.engine.tensors import RequestedOutput
-from mmsctl.server.v2_models import NPY_TYPE, ModelSignature, TensorSpec, V2Failure, classifier_outputs
+from mmsctl.server.v2.models import NPY_TYPE, ModelSignature, TensorSpec, V2Failure, classifier_outputs
 
 LABELS = ["n0 zero", "n1 one", "n2 two", "n3 three", "n4 four"]
 

@@ -20,13 +20,19 @@ from aiohttp import web
 from mmsctl.server import openapi
 from mmsctl.server.config import ServerConfig
 from mmsctl.server.errors import BadRequest, InternalServerError
-from mmsctl.server.http import (
-    MAX_BATCH_DELAY_MS, MAX_RESPONSE_TIMEOUT, MAX_WAIT_SECONDS, bool_param, int_param, json_response, params,
-    status_response,
+from mmsctl.server.http.middleware import MODEL
+from mmsctl.server.http.params import (
+    MAX_BATCH_DELAY_MS,
+    MAX_RESPONSE_TIMEOUT,
+    MAX_WAIT_SECONDS,
+    bool_param,
+    int_param,
+    params,
 )
+from mmsctl.server.http.replies import json_response, status_response
 from mmsctl.server.store import resolve_archive
-from mmsctl.server.workers import Model
-from mmsctl.server.supervisor import ModelManager
+from mmsctl.server.workers.manager import ModelManager
+from mmsctl.server.workers.model import Model
 
 if TYPE_CHECKING:
     from mmsctl.archive import ModelArchive
@@ -178,7 +184,7 @@ class ManagementApi:
 
     async def describe(self, request: web.Request) -> web.Response:
         model = self.manager.get(request.match_info["model"], request.match_info.get("version"))
-        request["model"] = model.name
+        request[MODEL] = model.name
         return json_response(self._description(model))
 
     def _description(self, model: Model) -> dict[str, Any]:
@@ -220,7 +226,7 @@ class ManagementApi:
         timeout = int_param(q, "timeout", int(self.config.worker_start_timeout), minimum=0,
                             maximum=MAX_WAIT_SECONDS)
         model = self.manager.get(request.match_info["model"], request.match_info.get("version"))
-        request["model"] = model.name
+        request[MODEL] = model.name
         await self.manager.scale(model, min_workers, max_workers)
         if not synchronous:
             return status_response("Processing worker updates...", 202)
@@ -233,7 +239,7 @@ class ManagementApi:
 
     async def unregister(self, request: web.Request) -> web.Response:
         name = self.manager.get(request.match_info["model"], request.match_info.get("version")).name
-        request["model"] = name
+        request[MODEL] = name
         await self.manager.unregister(name, self.config.unregister_model_timeout)
         self.record_models()  # an unwritable state folder is logged; the model is gone either way
         return status_response(f'Model "{name}" unregistered')

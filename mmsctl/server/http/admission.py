@@ -1,7 +1,7 @@
-"""Who gets in: the rules every request passes before a handler, on the full path and the lean path alike.
+"""Who gets in: the rules every request passes before a handler, on aiohttp's path and the lean path alike.
 
-Both paths of the inference API (aiohttp's middleware, :mod:`~mmsctl.server.middleware`, and the
-lean httptools path, :mod:`~mmsctl.server.fastpath`) and the management and metrics APIs call
+Both paths of the inference API (aiohttp's middleware, :mod:`~mmsctl.server.http.middleware`, and the
+lean path, :mod:`~mmsctl.server.http.lean`) and the management and metrics APIs call
 :meth:`Gate.admit`, so a request gets the same answer whichever path its bytes took. In order:
 
 * header anomalies: no ``Host`` on HTTP/1.1, or a header that may appear once
@@ -132,12 +132,26 @@ def bearer_matches(authorization: str, token: str) -> bool:
     return hmac.compare_digest(sent, token.encode("utf-8"))
 
 
+#: Header names as sent -> as a handler gets them (clients send the same few names): at most so many.
+_KEYS: dict[bytes, str] = {}
+_KEYS_KEPT = 1024
+
+
+def _key(name: bytes) -> str:
+    key = name.decode("utf-8", "surrogateescape").lower()
+    if len(_KEYS) >= _KEYS_KEPT:
+        _KEYS.clear()
+    _KEYS[name] = key
+    return key
+
+
 def request_headers(raw: Iterable[tuple[bytes, bytes]], http11: bool) -> dict[str, str]:
     """The headers as a handler gets them (names lower-cased, the last of repeated ones); BadRequest for
     a singleton header sent twice or no ``Host`` on HTTP/1.1."""
     headers: dict[str, str] = {}
+    keys = _KEYS
     for name, value in raw:
-        key = name.decode("utf-8", "surrogateescape").lower()
+        key = keys.get(name) or _key(name)
         if key in headers and key in SINGLETON_HEADERS:
             raise BadRequest(f"Invalid HTTP message: the {key} header is sent more than once.")
         headers[key] = value.decode("utf-8", "surrogateescape")

@@ -1,4 +1,4 @@
-"""What every request of every API goes through: an id, admission (:mod:`~mmsctl.server.admission`), MMS error bodies.
+"""What every request of every API goes through: an id, admission (:mod:`~mmsctl.server.http.admission`), MMS error bodies.
 
 No request ever gets a traceback: an ``ApiException`` becomes its MMS error body, aiohttp's
 own HTTP errors are mapped to MMS's types, and anything else is a 500 that is logged here.
@@ -21,18 +21,24 @@ from typing import Awaitable, Callable
 
 from aiohttp import HttpVersion11, web
 
-from mmsctl.server.admission import Gate
-from mmsctl.server.errors import INTERNAL_ERROR, ApiException, MethodNotAllowed, ResourceNotFound
-from mmsctl.server.http import error_response
+from mmsctl.server.errors import ApiException
+from mmsctl.server.http.admission import Gate
+from mmsctl.server.http.replies import as_response, error_reply
 from mmsctl.server.metrics import ServerMetrics
-from mmsctl.server.v2_errors import as_v2_error, is_v2_path
+from mmsctl.server.v2.errors import as_v2_error, is_v2_path
 
-__all__ = ["api_middleware", "next_request_id"]
+__all__ = ["HEADERS", "MODEL", "REQUEST_ID", "api_middleware", "next_request_id"]
 
 log = logging.getLogger("mmsctl.server")
 access_log = logging.getLogger("mmsctl.access")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+#: What the middleware keeps on each request: its id, the model a handler names (for the metrics) and the headers
+#: as admission read them.
+REQUEST_ID = web.RequestKey("request_id", str)
+MODEL = web.RequestKey("model", str)
+HEADERS = web.RequestKey("headers", dict)
 
 
 _ID_PREFIX = str(uuid.uuid4())[:23]
@@ -52,35 +58,6 @@ def _route(request: web.Request) -> str:
     return resource.canonical if resource is not None else ""
 
 
-def _error_for(exc: Exception, max_request_size: int) -> web.Response:
-    """The MMS error body for anything a handler raised (the connection closes when the body was not read)."""
-    response = _error_response_for(exc, max_request_size)
-    if response.status in (408, 413):
-        response.force_close()
-    return response
-
-
-def _error_response_for(exc: Exception, max_request_size: int) -> web.Response:
-    if isinstance(exc, ApiException):
-        response = error_response(exc.status, exc.type_name, exc.message, exc.cause)
-        if exc.retry_after:
-            response.headers["Retry-After"] = str(exc.retry_after)
-        if exc.status == 401:
-            response.headers["WWW-Authenticate"] = "Bearer"
-        return response
-    if isinstance(exc, web.HTTPRequestEntityTooLarge):
-        return error_response(413, "RequestEntityTooLargeException",
-                              f"Request body exceeds max_request_size ({max_request_size} bytes).")
-    for aiohttp_error, ours in ((web.HTTPMethodNotAllowed, MethodNotAllowed), (web.HTTPNotFound, ResourceNotFound)):
-        if isinstance(exc, aiohttp_error):
-            mapped = ours()
-            return error_response(mapped.status, mapped.type_name, mapped.message)
-    if isinstance(exc, web.HTTPException):
-        return error_response(exc.status, "BadRequestException" if exc.status < 500 else "InternalServerException",
-                              exc.reason)
-    return error_response(500, "InternalServerException", INTERNAL_ERROR)
-
-
 def api_middleware(gate: Gate, metrics: ServerMetrics) -> Callable[..., Awaitable[web.StreamResponse]]:
     """The middleware of the API whose admission rules are *gate*."""
     api, max_request_size = gate.api, gate.max_request_size
@@ -88,24 +65,25 @@ def api_middleware(gate: Gate, metrics: ServerMetrics) -> Callable[..., Awaitabl
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         request_id = next_request_id()
-        request["request_id"] = request_id
-        request["model"] = ""
+        request[REQUEST_ID] = request_id
+        request[MODEL] = ""
         started = time.monotonic()
         try:
             with gate.admit(request.method, _route(request), request.raw_headers, request.version == HttpVersion11,
                             request.content_length, request.body_exists) as ticket:
-                request["headers"] = ticket.headers
+                request[HEADERS] = ticket.headers
                 response = await handler(request)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - never leak a traceback to a client
             if not isinstance(exc, (ApiException, web.HTTPException)):
                 log.exception("unhandled error on %s %s (request %s)", request.method, request.path, request_id)
-            response = _error_for(exc, max_request_size)
+            reply = error_reply(exc, max_request_size)
             if is_v2_path(request.path):  # the Open Inference Protocol's {"error": ...}
-                response = as_v2_error(response)
+                reply = as_v2_error(reply)
+            response = as_response(reply)
         response.headers["x-request-id"] = request_id
-        metrics.count_request(api, request["model"], response.status)
+        metrics.count_request(api, request[MODEL], response.status)
         if access_log.isEnabledFor(logging.INFO):
             access_log.info('%s "%s %s" %s %.1fms', request.remote, request.method, request.path_qs,
                             response.status, (time.monotonic() - started) * 1000)

@@ -1,10 +1,10 @@
-"""v2 infer on the fast path answers exactly as aiohttp's full path does (``server/fastpath_v2.py``).
+"""v2 infer on the lean path answers exactly as aiohttp's path does (``server/v2/calls.py``, both paths' call).
 
-Each request goes to one real server twice: as sent (the fast path takes plain v2 infer requests) and
-with a query string (which the fast path never takes: aiohttp answers it, and its route ignores the
-query). Status, the headers that matter and the body must be the same. aiohttp's answers carry a
-``Server`` header and the fast path's do not: that shows which path answered, so the test also proves
-the fast path served what it should and handed over what it should not.
+Each request goes to one real server twice: as sent (the lean path takes every v2 infer request line without a
+query) and with a query string (which the lean path never takes: aiohttp answers it, and its route ignores the
+query). Status, the headers that matter and the body must be the same. aiohttp's answers carry a ``Server``
+header and the lean path's do not: that shows which path answered, so the test also proves the lean path
+finished every request it took, refusals included.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Iterator, Optional
 
 import httpx
@@ -20,8 +21,8 @@ import pytest
 
 from mmsctl.engine.protocol import ResponseItem
 from mmsctl.engine.tensors import HEADER_LENGTH, RequestedOutput, Tensor, decode_response, encode_request
-from mmsctl.server.supervisor import ModelManager
-from mmsctl.server.workers import Model
+from mmsctl.server.workers.manager import ModelManager
+from mmsctl.server.workers.model import Model
 from tests.support.leaks import LEAK
 from tests.support.mmsctl_server import ServerInfo, make_noop_archive, running_mmsctl_server
 from tests.support.paths import KITTEN_JPG, SQUEEZENET_DIR, require_shared
@@ -61,7 +62,7 @@ def _binary(inputs: list[Tensor], outputs: list[RequestedOutput]) -> tuple[bytes
 
 def _both(srv: ServerInfo, path: str, body: bytes, headers: dict[str, Any],
           auth: Optional[dict[str, str]] = None) -> tuple[httpx.Response, httpx.Response]:
-    """The answer of each path: (fast path's or whoever the fast path handed it to, aiohttp's)."""
+    """The answer of each path: (the lean path's, aiohttp's)."""
     sent = {**(AUTH if auth is None else auth), **headers}
     with httpx.Client(timeout=60) as client:
         fast = client.post(srv.inference_url + path, content=body, headers=sent)
@@ -84,9 +85,9 @@ def _count(srv: ServerInfo, model: str, code: int) -> int:
     return int(float(found.group(1))) if found else 0
 
 
-def test_the_requests_clients_send_most_are_served_fast_and_answered_alike(srv: ServerInfo) -> None:
-    """bench's binary BYTES infer, binary outputs, plain JSON, a versions URL: 200s from the fast path
-    with the full path's exact bytes, counted in the metrics once each."""
+def test_the_requests_clients_send_most_are_served_lean_and_answered_alike(srv: ServerInfo) -> None:
+    """bench's binary BYTES infer, binary outputs, plain JSON, a versions URL: 200s from the lean path
+    with aiohttp's exact bytes, counted in the metrics once each."""
     before = _count(srv, "echo", 200)
     bench = _binary([_bytes("body", b"hello")], [])
     binary_out = _binary([_bytes("body", b"\x00\xffraw")], [RequestedOutput("output", True)])
@@ -111,9 +112,10 @@ def _broken_header(body: bytes) -> list[tuple[str, bytes, dict[str, Any]]]:
             ("negative", body, {HEADER_LENGTH: "-1"}), ("superscript two", body, {HEADER_LENGTH: "²".encode()})]
 
 
-def test_what_the_fast_path_refuses_is_answered_by_the_full_path(srv: ServerInfo) -> None:
-    """Unknown model or version, bad Inference-Header-Content-Length, bodies the codec refuses, unknown
-    inputs, a body over max_request_size, a wrong or missing token: handed to aiohttp, same answer."""
+def test_refusals_are_answered_on_the_lean_path_as_aiohttp_answers_them(srv: ServerInfo) -> None:
+    """Unknown model or version, bad Inference-Header-Content-Length (or two), bodies the codec refuses, unknown
+    inputs, a body over max_request_size, a wrong or missing token: the lean path answers what it took, with
+    aiohttp's answer."""
     body, headers = _binary([_bytes("body", b"hello")], [])
     unknown_input = json.dumps({"inputs": [{"name": "x", "datatype": "BYTES", "shape": [1], "data": ["a"]}]})
     cases: list[tuple[str, str, bytes, dict[str, Any], Optional[dict[str, str]], int]] = [
@@ -133,10 +135,10 @@ def test_what_the_fast_path_refuses_is_answered_by_the_full_path(srv: ServerInfo
                 pairs = [*AUTH.items(), (HEADER_LENGTH, headers[HEADER_LENGTH]), (HEADER_LENGTH, "3")]
                 fast = client.post(srv.inference_url + path, content=data, headers=pairs)
                 full = client.post(srv.inference_url + path + "?path=full", content=data, headers=pairs)
-            assert (fast.status_code, fast.content) == (full.status_code, full.content) and "server" in fast.headers
+            assert (fast.status_code, fast.content) == (full.status_code, full.content) and _served_fast(fast)
             continue
         fast, full = _both(srv, path, data, sent, auth)
-        assert fast.status_code == status and not _served_fast(fast), (name, fast.status_code, fast.text)
+        assert fast.status_code == status and _served_fast(fast), (name, fast.status_code, fast.text)
         assert fast.content == full.content and set(fast.json()) == {"error"}, name
     assert "WWW-Authenticate".lower() in fast.headers
 
@@ -172,9 +174,9 @@ def test_hostile_tensors_are_400s_naming_the_element_on_both_paths(srv: ServerIn
     assert not LEAK.search(message), message
 
 
-def test_errors_after_the_model_ran_are_rendered_as_the_full_path_does(srv: ServerInfo) -> None:
+def test_errors_after_the_model_ran_are_rendered_alike(srv: ServerInfo) -> None:
     """An output the model lacks, classification asked of a non-classifier: known only once the model has
-    answered, so the fast path answers them itself, with the full path's own status and body."""
+    answered; the lean path renders them with the same call aiohttp's route uses."""
     cases = [_binary([_bytes("body", b"x")], [RequestedOutput("nope", True)]),
              _binary([_bytes("body", b"x")], [RequestedOutput("output", True, 3)])]
     for body, headers in cases:
@@ -183,9 +185,9 @@ def test_errors_after_the_model_ran_are_rendered_as_the_full_path_does(srv: Serv
         assert fast.content == full.content and set(fast.json()) == {"error"}
 
 
-def test_a_classifier_with_one_image_is_served_fast_and_several_are_handed_over(srv: ServerInfo) -> None:
-    """tritonclient's shape: one BYTES image, its top 5 as binary ``classification``; two images are
-    queued together by the full path."""
+def test_a_classifier_with_one_image_or_several_is_served_lean(srv: ServerInfo) -> None:
+    """tritonclient's shape: one BYTES image, its top 5 as binary ``classification``; two images are queued
+    together, on either path."""
     kitten = require_shared(KITTEN_JPG).read_bytes()
     require_shared(SQUEEZENET_DIR)
     meta = httpx.get(srv.inference_url + "/v2/models/squeezenet", headers=AUTH, timeout=30).json()
@@ -195,13 +197,13 @@ def test_a_classifier_with_one_image_is_served_fast_and_several_are_handed_over(
     out = decode_response(fast.content, int(fast.headers[HEADER_LENGTH])).outputs[0]
     assert out.shape == [1, 5] and "cat" in bytes(out.data.ravel()[0]).decode()
     fast, full = _both(srv, "/v2/models/squeezenet/infer", *_binary([_bytes("data_0", kitten, kitten)], top5))
-    assert fast.status_code == 200 and not _served_fast(fast) and fast.content == full.content
+    assert fast.status_code == 200 and _served_fast(fast) and fast.content == full.content
 
 
 
-def test_a_repeated_header_is_answered_fast_alike_and_a_body_it_does_not_fit_is_handed_over(srv: ServerInfo) -> None:
-    """The third request with one header is made from its recipe: still the full path's bytes; then a body whose
-    element does not fill its size, with that header, is refused by the full path as before."""
+def test_a_repeated_header_is_answered_alike_and_a_body_it_does_not_fit_is_refused(srv: ServerInfo) -> None:
+    """The third request with one header is made from its recipe: still aiohttp's bytes; then a body whose
+    element does not fill its size, with that header, is refused as a first one would be."""
     for data in (b"one", b"two", b"\xffix"):
         body, headers = _binary([_bytes("body", data)], [RequestedOutput("output", True)])
         fast, full = _both(srv, "/v2/models/echo/infer", body, headers)
@@ -210,7 +212,7 @@ def test_a_repeated_header_is_answered_fast_alike_and_a_body_it_does_not_fit_is_
             == data.decode("utf-8", "replace").encode()
     bad = body[:int(headers[HEADER_LENGTH])] + b"\x09\x00\x00\x00six"
     fast, full = _both(srv, "/v2/models/echo/infer", bad, headers)
-    assert fast.status_code == 400 and not _served_fast(fast) and fast.content == full.content
+    assert fast.status_code == 400 and _served_fast(fast) and fast.content == full.content
 
 def test_a_remembered_request_header_still_reads_each_body_own_binary_part() -> None:
     """The codec parses a binary request's JSON header once (clients resend the same one): a second body with
@@ -238,7 +240,7 @@ def test_a_remembered_request_header_still_reads_each_body_own_binary_part() -> 
     assert messages[0] == messages[1] and "longer than the data" in messages[0]
 
 
-# -- recipes: a repeated request header, planned once (``fastpath_v2._Recipe``) --------------------------------
+# -- recipes: a repeated request header, planned once (``calls._Recipe``) ----------------------------------------
 def _manager(tmp: Path) -> tuple[ModelManager, dict[str, Model]]:
     """A real model manager with two non-classifiers: echo (one BYTES input ``body``) and pair (declares the
     BYTES inputs a and b, output out), and a registration of echo's name with pair's folder."""
@@ -267,16 +269,21 @@ def _request(body: bytes, length: Optional[Any]) -> tuple[dict[str, str], list[t
 
 
 def _prepare(manager: ModelManager, name: str, body: bytes, length: Optional[Any], *, memo: bool = True) -> Any:
-    """prepare's call for this request: with what earlier requests left remembered, or (memo False) as the first
-    request of a fresh server makes it (nothing remembered)."""
+    """The call for this request (or its refusal: status and message): with what earlier requests left
+    remembered, or (memo False) as the first request of a fresh server makes it (nothing remembered)."""
     from mmsctl.engine import tensors
-    from mmsctl.server import fastpath_v2
+    from mmsctl.server.errors import ApiException
+    from mmsctl.server.v2 import calls
 
     if not memo:
-        fastpath_v2._RECIPES.clear()
+        calls._RECIPES.clear()
         tensors._LAYOUTS.clear()
     headers, raw = _request(body, length)
-    return fastpath_v2.prepare(manager, headers, raw, name, None, body, "req-1", LIMIT)
+    request = SimpleNamespace(request_id="req-1", query=(), headers=headers, raw_headers=raw, body=body)
+    try:
+        return calls.infer_call(manager.get(name), None, request, LIMIT)
+    except ApiException as exc:
+        return exc.status, exc.message
 
 
 #: Worker answers each call is rendered for: plain, empty, not UTF-8 with JSON escapes, long, another 2xx, errors.
@@ -285,21 +292,27 @@ _ANSWERS = [(200, b"hello"), (200, b""), (200, b'\xff\x00"\\ \xe2\x82\xac\n</'),
             (503, b"not json")]
 
 
+def _reply(call: Any, status: int, answer: bytes) -> tuple[Any, ...]:
+    reply = call.reply([ResponseItem(status, answer)])
+    return reply.status, reply.body, reply.content_type, reply.headers, reply.close
+
+
 def _same_as_unmemoised(manager: ModelManager, name: str, body: bytes, length: Optional[Any]) -> Any:
-    """prepare's call for the request (made with what is remembered), checked against the unmemoised one: the same
-    refusal (None), or the same queued request and the same answer to every worker answer."""
-    from mmsctl.server import fastpath_v2
+    """The call for the request (made with what is remembered), checked against the unmemoised one: the same
+    refusal (then None), or the same queued requests and the same answer to every worker answer."""
+    from mmsctl.server.v2 import calls
 
     call = _prepare(manager, name, body, length)
-    kept = dict(fastpath_v2._RECIPES)
+    kept = dict(calls._RECIPES)
     full = _prepare(manager, name, body, length, memo=False)
-    fastpath_v2._RECIPES.clear()
-    fastpath_v2._RECIPES.update(kept)
-    assert (call is None) == (full is None)
-    if call is not None:
-        assert full.plan is not None and call.item == full.item
-        for status, answer in _ANSWERS:
-            assert call.reply(ResponseItem(status, answer)) == full.reply(ResponseItem(status, answer)), (status, answer)
+    calls._RECIPES.clear()
+    calls._RECIPES.update(kept)
+    if isinstance(full, tuple):
+        assert call == full
+        return None
+    assert full.plan is not None and call.groups == full.groups
+    for status, answer in _ANSWERS:
+        assert _reply(call, status, answer) == _reply(full, status, answer), (status, answer)
     return call
 
 
@@ -308,13 +321,13 @@ def _header(spec: dict[str, Any], *blobs: bytes) -> tuple[bytes, int]:
     return head + b"".join(len(b).to_bytes(4, "little") + b for b in blobs), len(head)
 
 
-def test_a_repeated_header_is_planned_once_and_answered_as_the_full_steps_answer(tmp_path: Path) -> None:
+def test_a_repeated_header_is_planned_once_and_answered_as_the_steps_answer(tmp_path: Path) -> None:
     """The request shapes clients repeat: each sent three times with its own data; the third is made from the
-    recipe (no plan until an error answer needs one) and every one queues and answers exactly what the full steps make of it."""
-    from mmsctl.server import fastpath_v2
+    recipe (no plan until an error answer needs one) and every one queues and answers exactly what the steps make of it."""
+    from mmsctl.server.v2 import calls
 
     manager, _ = _manager(tmp_path)
-    fastpath_v2._RECIPES.clear()
+    calls._RECIPES.clear()
     pair = {"inputs": [{"name": n, "datatype": "BYTES", "shape": [1], "parameters": {"binary_data_size": 7}}
                        for n in ("b", "a")], "id": "r-\u00e9\"1"}
     shapes: list[tuple[str, Any, bool]] = [
@@ -329,23 +342,23 @@ def test_a_repeated_header_is_planned_once_and_answered_as_the_full_steps_answer
         ("echo", lambda d: encode_request([_bytes("body", d)], [RequestedOutput("nope")]), False),
     ]
     for name, make, remembered in shapes:
-        calls = [_same_as_unmemoised(manager, name, *make(data)) for data in (b"one", b"two", b"\xff\x00z")]
-        assert [c.answer is not None for c in calls] == [False, False, remembered], (name, make(b"one"))
-    assert sum(isinstance(r, fastpath_v2._Recipe) for r in fastpath_v2._RECIPES.values()) == 5
+        made = [_same_as_unmemoised(manager, name, *make(data)) for data in (b"one", b"two", b"\xff\x00z")]
+        assert [c.answer is not None for c in made] == [False, False, remembered], (name, make(b"one"))
+    assert sum(isinstance(r, calls._Recipe) for r in calls._RECIPES.values()) == 5
 
 
 def test_what_a_recipe_does_not_fit_gets_what_the_unmemoised_path_gives(tmp_path: Path) -> None:
     """With the bench's header remembered: element lengths that do not fill their sizes, extra or missing bytes,
     the same header spelt with another length text, another model or version registered under the name, a
-    signature cache emptied since: each gets what the full steps give (refused, or their exact answer)."""
-    from mmsctl.server import fastpath_v2, v2_models
+    signature cache emptied since: each gets what the steps give (refused, or their exact answer)."""
+    from mmsctl.server.v2 import calls, models as v2_models
 
     manager, models = _manager(tmp_path)
     body, length = encode_request([_bytes("body", b"hello")], [])
     for _ in range(2):
         _same_as_unmemoised(manager, "echo", body, length)
     head = body[:length]
-    assert isinstance(fastpath_v2._RECIPES[("echo", None, str(length), head)], fastpath_v2._Recipe)
+    assert isinstance(calls._RECIPES[("echo", None, str(length), head)], calls._Recipe)
     refused = [head + b"\x06\x00\x00\x00hello", head + b"\x04\x00\x00\x00hello", body + b"!", body[:-1],
                head + b"\xff\xff\xff\xffhello"]
     for wrong in refused:
@@ -354,7 +367,7 @@ def test_what_a_recipe_does_not_fit_gets_what_the_unmemoised_path_gives(tmp_path
         _same_as_unmemoised(manager, "echo", body, text)
     assert _same_as_unmemoised(manager, "echo", body, length).answer  # the recipe still serves the header
     manager.models["echo"] = models["echo-2.0"]
-    assert b'"2.0"' in _same_as_unmemoised(manager, "echo", body, length).reply(ResponseItem(200, b"x")).body
+    assert b'"2.0"' in _same_as_unmemoised(manager, "echo", body, length).reply([ResponseItem(200, b"x")]).body
     manager.models["echo"] = models["echo-as-pair"]
     assert _same_as_unmemoised(manager, "echo", body, length) is None  # pair takes a and b, not body
     manager.models["echo"] = models["echo"]

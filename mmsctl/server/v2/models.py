@@ -28,12 +28,12 @@ from typing import Any, Optional
 import numpy as np
 
 from mmsctl.engine.builtin import VISION_HANDLER_MODULE
-from mmsctl.engine.spec import ServiceSpec
 from mmsctl.engine.protocol import Parameter, RequestItem, ResponseItem
+from mmsctl.engine.spec import ServiceSpec
 from mmsctl.engine.tensors import DATATYPES, RequestedOutput, Tensor, TensorError
 from mmsctl.error_body import parse_error_body
 from mmsctl.server.errors import ApiException, BadRequest
-from mmsctl.server.workers import Model
+from mmsctl.server.workers.model import Model
 
 __all__ = ["ModelSignature", "V2Failure", "signature_of"]
 
@@ -45,7 +45,8 @@ DEFAULT_OUTPUT = "probabilities"
 #: Signatures read, by the spec a model's workers load.
 _SIGNATURES: dict[ServiceSpec, "ModelSignature"] = {}
 #: How many times :data:`_SIGNATURES` was emptied: while it is unchanged, a signature kept elsewhere for a spec is
-#: still what :func:`signature_of` gives for it (the fast path's recipes check it instead of hashing the spec).
+#: still what :func:`signature_of` gives for it (:mod:`~mmsctl.server.v2.calls`' recipes check it instead of
+#: hashing the spec).
 generation = 0
 #: What the handler is asked for when every class's probability is wanted.
 ALL_CLASSES = 1 << 30

@@ -1,10 +1,11 @@
 """A registered model, its queue and its workers: each a worker process plus the task that feeds it.
 
-A :class:`Worker` pulls batches from its model's queue (one worker gathers at a time when
-batching, as MMS's aggregator does), sends them to its
-:class:`~mmsctl.engine.worker.AsyncWorkerProcess` and answers the jobs. A worker that dies
-or overruns ``response_timeout`` fails only the batch it held (503 / 504); replacing it is
-the :class:`~mmsctl.server.supervisor.ModelManager`'s job.
+A :class:`Worker` pulls batches from its model's queue (one worker gathers at a time when batching, as MMS's
+aggregator does), sends them to its :class:`~mmsctl.engine.worker.AsyncWorkerProcess` and answers the jobs. A
+worker that dies or overruns ``response_timeout`` fails only the batch it held (503 / 504); replacing it is the
+supervisor's job (:mod:`~mmsctl.server.workers.supervision`). A :class:`Model`'s fields are read by anyone
+(describe, metrics); they change only through its methods (tests/server/test_admission.py checks that no other
+module assigns them).
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Optional
 from mmsctl.engine.protocol import RequestItem, ResponseItem
 from mmsctl.engine.spec import ServiceSpec
 from mmsctl.engine.worker import AsyncWorkerProcess, BatchFailed, WorkerExited
-from mmsctl.server.batching import Job, JobQueue, next_batch, until_stopped
 from mmsctl.server.config import ServerConfig
+from mmsctl.server.workers.batching import Job, JobQueue, next_batch, until_stopped
 
 if TYPE_CHECKING:
     from mmsctl.archive import ModelArchive
@@ -245,10 +246,11 @@ class Worker:
                 _answer_all(jobs, ResponseItem.error(503, "ServiceUnavailableException",  # the log has why
                                                      "Prediction failed"))
             else:
-                at = 0
+                at, responses = 0, outcome.responses
                 for job in jobs:
-                    job.answer_each(outcome.responses[at:at + job.size])
-                    at += job.size
+                    size = 1 + len(job.more)
+                    job.answer_each(responses[at:at + size])
+                    at += size
             for _ in jobs:
                 m.queue.task_done()
             self.batches += 1
@@ -375,7 +377,9 @@ class Model:
     def serving(self) -> bool:
         """Whether a request may queue: the model is registered, a worker lives, and its workers do not
         fail to start with none READY."""
-        return not self.removed and bool(self.live_workers()) and not (self.start_failed and not self.ready_workers())
+        if self.removed or not any(w.alive and not w.stop_event.is_set() for w in self.workers):
+            return False
+        return not (self.start_failed and not self.ready_workers())
 
     def enqueue(self, job: Job) -> None:
         """Queue *job* (asyncio.QueueFull when the queue is full)."""
@@ -385,7 +389,7 @@ class Model:
     def withdraw(self, job: Job) -> None:
         """The client of *job* left: it leaves the queue (if it still waits) and its answer is cancelled.
 
-        The one way out for a request whose client leaves, on the full path and the lean path alike.
+        The one way out for a request whose client leaves, on aiohttp's path and the lean path alike.
         """
         if job.future.done() and not job.future.cancelled():
             return  # answered already

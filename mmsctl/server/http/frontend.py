@@ -1,9 +1,9 @@
 """The HTTP front end: MMS 1.1's inference, management and metrics APIs as three aiohttp applications.
 
 Routes, status codes, error bodies and JSON shapes follow MMS's Java front end; each API
-lives in its own module (:mod:`~mmsctl.server.inference_api`,
-:mod:`~mmsctl.server.management_api`), every request passes the same middleware
-(:mod:`~mmsctl.server.middleware`: ids, tokens, size limit, error bodies). Deliberate
+lives in its own module (:mod:`~mmsctl.server.http.inference_api`,
+:mod:`~mmsctl.server.http.management_api`), every request passes the same middleware
+(:mod:`~mmsctl.server.http.middleware`: ids, tokens, size limit, error bodies). Deliberate
 differences are listed in docs/server.md.
 """
 
@@ -14,17 +14,17 @@ from typing import Callable, Optional
 
 from aiohttp import web
 
-from mmsctl.server.admission import Gate, Traffic
 from mmsctl.server.config import ServerConfig
-from mmsctl.server.fastpath import LeanInference
-from mmsctl.server.http import BODY_TIMEOUT
-from mmsctl.server.inference_api import InferenceApi
-from mmsctl.server.invocations import InvocationsApi
-from mmsctl.server.management_api import ManagementApi
+from mmsctl.server.http.admission import Gate, Traffic
+from mmsctl.server.http.bodies import BODY_TIMEOUT
+from mmsctl.server.http.inference_api import InferenceApi
+from mmsctl.server.http.invocations import InvocationsApi
+from mmsctl.server.http.lean.connection import LeanServer
+from mmsctl.server.http.management_api import ManagementApi
+from mmsctl.server.http.middleware import api_middleware
 from mmsctl.server.metrics import ServerMetrics
-from mmsctl.server.middleware import api_middleware
-from mmsctl.server.supervisor import ModelManager
-from mmsctl.server.v2_api import V2Api
+from mmsctl.server.v2.api import V2Api
+from mmsctl.server.workers.manager import ModelManager
 
 __all__ = ["Frontend"]
 
@@ -39,9 +39,9 @@ class Frontend:
         self.keys = config.api_keys()  # a token file that does not give both keys stops the start here
         self.traffic = Traffic(max_buffered=config.buffered_bytes_allowed)
         self.manager = manager
-        self.inference = InferenceApi(manager, self.traffic)
-        self.v2 = V2Api(manager, self.traffic)
-        self.invocations = InvocationsApi(manager, self.v2, config.max_request_size)
+        self.inference = InferenceApi(manager, self.traffic, config.max_request_size)
+        self.v2 = V2Api(manager, self.traffic, config.max_request_size)
+        self.invocations = InvocationsApi(manager, config.max_request_size)
         self.management = ManagementApi(config, manager, record_models)
 
     def gate(self, api: str) -> Gate:
@@ -69,11 +69,13 @@ class Frontend:
         self.management.add_routes(app.router)
         return app
 
-    def lean_inference(self, fallback: Callable[[], asyncio.Protocol]) -> LeanInference:
-        """The inference API's connections: plain predictions and pings on the fast path
-        (:mod:`~mmsctl.server.fastpath`), handed to *fallback* (the inference app's protocol) for the rest."""
-        return LeanInference(self.manager, self.gate("inference"), self.metrics, self.config.request_header_timeout,
-                             self.inference.health, fallback)
+    def lean_inference(self, fallback: Callable[[], asyncio.Protocol]) -> LeanServer:
+        """The inference API's connections: its lean routes served on the lean path
+        (:mod:`~mmsctl.server.http.lean`), the rest handed to *fallback* (the inference app's protocol)."""
+        return LeanServer(self.manager, self.gate("inference"), self.metrics,
+                          header_timeout=self.config.request_header_timeout,
+                          body_timeout=self.config.request_body_timeout, ping=self.inference.ping_reply,
+                          fallback=fallback)
 
     def metrics_app(self) -> web.Application:
         app = self._app("metrics")

@@ -49,9 +49,9 @@ class Job:
         self.answer_each([response] * self.size)
 
     def answer_each(self, responses: list[ResponseItem]) -> None:
-        """One answer per request, in order."""
+        """One answer per request, in order (*responses*: a list of the job's own)."""
         if not self.future.done():
-            self.answers = list(responses)
+            self.answers = responses
             self.future.set_result(responses[0])
 
 

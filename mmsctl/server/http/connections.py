@@ -10,7 +10,7 @@ previous answer) is closed: aiohttp's keep-alive timer already closes a connecti
 parser is waiting for a head, partial or not, so that timer is set to this setting.
 
 Requests pipelined before bytes that cannot be parsed are each answered, then the 400 is sent
-and the connection closed (:mod:`~mmsctl.server.pipelining` cuts the read that fails).
+and the connection closed (:mod:`~mmsctl.http1.splitter` cuts the read that fails).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from aiohttp import web
 from aiohttp.http_exceptions import LineTooLong
 from aiohttp.web_protocol import RequestHandler
 
+from mmsctl.http1.splitter import RequestSplitter
 from mmsctl.server.errors import INTERNAL_ERROR
-from mmsctl.server.http import error_response
-from mmsctl.server.pipelining import RequestSplitter
+from mmsctl.server.http.replies import error_response
 
 __all__ = ["MmsAppRunner"]
 

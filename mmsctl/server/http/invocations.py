@@ -14,8 +14,8 @@
 * ``X-Amzn-SageMaker-Custom-Attributes: topk=N`` (what ``InvokeEndpoint``'s ``CustomAttributes`` carries; the
   runtime API has no query string) is the ``topk`` parameter.
 
-The lean path (:mod:`~mmsctl.server.fastpath`) takes the default form (JSON answer, no custom attributes) and
-v2 bodies; the rest comes here through aiohttp.
+Both HTTP paths answer with :func:`invocation_model` (once the head is read) and :func:`invocation_call` (once
+the body is): the lean path ``POST /invocations``, aiohttp's the rest (a query, ``/models/{model}/invoke``).
 """
 
 from __future__ import annotations
@@ -23,18 +23,22 @@ from __future__ import annotations
 import json
 import logging
 import math
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Union
 
 from aiohttp import web
 
 from mmsctl.engine.protocol import Parameter
 from mmsctl.server.errors import ApiException, BadRequest
-from mmsctl.server.http import read_body, request_item, web_response
-from mmsctl.server.supervisor import ModelManager
-from mmsctl.server.v2_api import HEADER_LENGTH, V2Api
-from mmsctl.server.workers import Model
+from mmsctl.server.http.bodies import FORMS, MULTIPART, body_parameters, media_type, multipart_parameters, read_body, \
+    request_item
+from mmsctl.server.http.calls import Call, Outcome, Prediction, Whole, WholeRequest, answer
+from mmsctl.server.http.middleware import HEADERS, MODEL
+from mmsctl.server.http.replies import Reply, as_response, error_reply
+from mmsctl.server.v2.api import HEADER_LENGTH
+from mmsctl.server.workers.manager import ModelManager
+from mmsctl.server.workers.model import Model
 
-__all__ = ["InvocationsApi", "NotAcceptable", "answer_form", "is_v2_body", "lean_model", "maybe_v2_body",
+__all__ = ["InvocationsApi", "NotAcceptable", "answer_form", "invocation_call", "invocation_model", "is_v2_body",
            "model_name"]
 
 log = logging.getLogger("mmsctl.server")
@@ -105,15 +109,14 @@ def answer_form(accept: Optional[str]) -> Optional[str]:
     return NPY if best[NPY] > best[JSON] else JSON
 
 
-def maybe_v2_body(mime: Optional[str], body: bytes, headers: Mapping[str, str]) -> bool:
-    """Whether the body may be an Open Inference Protocol infer request (no parsing: the lean path's test,
-    whose v2 steps then parse it and hand anything else to aiohttp, which decides with :func:`is_v2_body`)."""
+def _maybe_v2_body(mime: Optional[str], body: bytes, headers: Mapping[str, str]) -> bool:
+    """Whether the body may be an Open Inference Protocol infer request (no parsing yet)."""
     return _HEADER_LENGTH in headers or (mime == JSON and b'"inputs"' in body)
 
 
 def is_v2_body(mime: Optional[str], body: bytes, headers: Mapping[str, str]) -> bool:
     """Whether the body is an Open Inference Protocol infer request."""
-    if not maybe_v2_body(mime, body, headers):
+    if not _maybe_v2_body(mime, body, headers):
         return False
     if _HEADER_LENGTH in headers:
         return True
@@ -134,12 +137,61 @@ def _attributes(headers: Mapping[str, str]) -> list[Parameter]:
     return found[-1:]
 
 
-class InvocationsApi:
-    """The aiohttp routes of SageMaker's invocation API, over one ModelManager and the v2 API."""
+def invocation_model(manager: ModelManager, named: Optional[str], headers: Mapping[str, str]) -> Model:
+    """The model an invocation is for (:func:`model_name`), or the 400 / 404 it is answered."""
+    return manager.get(model_name(manager, named, headers), None)
 
-    def __init__(self, manager: ModelManager, v2: V2Api, max_request_size: int) -> None:
+
+def invocation_call(model: Model, request: WholeRequest, max_request_size: int) -> Outcome:
+    """What an invocation of *model* is, from its whole request: a v2 infer request (answered, errors too, as
+    the protocol's), or a prediction in the form ``Accept`` and the custom attributes ask."""
+    content_type = request.headers.get("content-type")
+    mime = media_type(content_type)
+    if mime not in FORMS and is_v2_body(mime, request.body, request.headers):
+        return _v2_call(model, request, max_request_size)
+    if mime == MULTIPART:
+        return _form_invocation(model, request, content_type or "", max_request_size)
+    return _prediction(model, request, body_parameters(mime, request.body))
+
+
+def _v2_call(model: Model, request: WholeRequest, max_request_size: int) -> Union[Reply, Call]:
+    from mmsctl.server.v2.calls import infer_call
+    from mmsctl.server.v2.errors import as_v2_error
+
+    try:
+        return infer_call(model, None, request, max_request_size)
+    except Exception as exc:  # noqa: BLE001 - answered as the protocol's error, never a traceback
+        if not isinstance(exc, ApiException):
+            log.exception("unhandled error on POST /invocations (request %s)", request.request_id)
+        return as_v2_error(error_reply(exc, max_request_size))
+
+
+async def _form_invocation(model: Model, request: WholeRequest, content_type: str, max_request_size: int) -> Call:
+    return _prediction(model, request, await multipart_parameters(content_type, request.body, max_request_size))
+
+
+def _prediction(model: Model, request: WholeRequest, parameters: list[Parameter]) -> Call:
+    headers = request.headers
+    form = answer_form(headers.get("accept"))
+    item = request_item(request.request_id, request.query, headers, parameters)
+    if CUSTOM_ATTRIBUTES in headers:
+        item.parameters[:0] = _attributes(headers)
+    if form != JSON:
+        from mmsctl.server.v2 import models as v2_models  # numpy: loaded only for these requests
+
+        if v2_models.signature_of(model).classifier:
+            if form is None:
+                raise NotAcceptable(f"Model {model.name} answers {JSON} or {NPY}; Accept asked for "
+                                    f"{headers.get('accept', '')[:100]!r}.")
+            item.parameters.insert(0, Parameter("scores", "npy"))
+    return Prediction(model, item)
+
+
+class InvocationsApi:
+    """The aiohttp routes of SageMaker's invocation API, over one ModelManager."""
+
+    def __init__(self, manager: ModelManager, max_request_size: int) -> None:
         self.manager = manager
-        self.v2 = v2
         self.max_request_size = max_request_size
 
     def add_routes(self, router: web.UrlDispatcher) -> None:
@@ -147,44 +199,9 @@ class InvocationsApi:
         router.add_route("*", "/models/{model}/invoke", self.invocations)
 
     async def invocations(self, request: web.Request) -> web.StreamResponse:
-        headers = request.get("headers") or {k.lower(): v for k, v in request.headers.items()}
-        named = request.match_info.get("model") or request.query.get("model_name")
-        model = self.manager.get(model_name(self.manager, named, headers), None)
-        request["model"] = model.name
-        mime = (request.headers.get("Content-Type") or "").split(";")[0].strip().lower() or None
-        if mime not in ("multipart/form-data", "application/x-www-form-urlencoded") and \
-                is_v2_body(mime, await read_body(request), headers):
-            return await self._v2(request, model)
-        form = answer_form(headers.get("accept"))
-        item = await request_item(request)
-        item.parameters[:0] = _attributes(headers)
-        if form != JSON:
-            from mmsctl.server import v2_models  # numpy: loaded only for these requests
-
-            if v2_models.signature_of(model).classifier:
-                if form is None:
-                    raise NotAcceptable(f"Model {model.name} answers {JSON} or {NPY}; Accept asked for "
-                                        f"{headers.get('accept', '')[:100]!r}.")
-                item.parameters.insert(0, Parameter("scores", "npy"))
-        return web_response(await self.manager.predict(model, item))
-
-    async def _v2(self, request: web.Request, model: Model) -> web.StreamResponse:
-        """A v2 body: the protocol's answer, its errors as ``{"error": …}`` too (as the lean path gives them)."""
-        from mmsctl.server.middleware import _error_for
-        from mmsctl.server.v2_errors import as_v2_error
-
-        try:
-            return await self.v2.infer_model(request, model)
-        except Exception as exc:  # noqa: BLE001 - answered as the protocol's error, never a traceback
-            if not isinstance(exc, (ApiException, web.HTTPException)):
-                log.exception("unhandled error on POST %s", request.path)
-            return as_v2_error(_error_for(exc, self.max_request_size))
-
-
-def lean_model(manager: ModelManager, headers: Mapping[str, str]) -> Optional[str]:
-    """The model the lean path may answer an invocation for without help: the default JSON answer,
-    no custom attributes; None when it is aiohttp's (which also answers a missing model name)."""
-    if CUSTOM_ATTRIBUTES in headers or answer_form(headers.get("accept")) != JSON:
-        return None
-    return _unnamed(manager, headers)
-
+        headers = request.get(HEADERS) or {}
+        model = invocation_model(self.manager, request.match_info.get("model") or request.query.get("model_name"),
+                                 headers)
+        request[MODEL] = model.name
+        outcome = invocation_call(model, Whole(request, await read_body(request)), self.max_request_size)
+        return as_response(await answer(self.manager, outcome, self.max_request_size))

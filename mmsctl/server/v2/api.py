@@ -5,25 +5,26 @@
 request passes the same middleware and admission gate as MMS's routes (token, draining, sizes, held
 bytes), and every image or request goes through the model's one queue and its workers; errors are
 the protocol's ``{"error": "..."}`` bodies (the middleware writes them for any path under ``/v2``).
-How tensors map onto a model's handler is :mod:`~mmsctl.server.v2_models`'s.
+How tensors map onto a model's handler is :mod:`~mmsctl.server.v2.models`'s.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-from typing import Any
+from typing import Any, Optional
 
 from aiohttp import web
 
 from mmsctl import __version__
-from mmsctl.engine.protocol import RequestItem, ResponseItem
 from mmsctl.server import openapi
-from mmsctl.server.admission import Traffic
 from mmsctl.server.errors import ServiceUnavailable
-from mmsctl.server.http import read_body
-from mmsctl.server.supervisor import ModelManager
-from mmsctl.server.workers import Model
+from mmsctl.server.http.admission import Traffic
+from mmsctl.server.http.bodies import read_body
+from mmsctl.server.http.calls import Whole
+from mmsctl.server.http.middleware import MODEL
+from mmsctl.server.http.replies import as_response
+from mmsctl.server.workers.manager import ModelManager
+from mmsctl.server.workers.model import Model
 
 __all__ = ["V2Api"]
 
@@ -43,9 +44,10 @@ def _json(data: Any, status: int = 200) -> web.Response:
 class V2Api:
     """The v2 routes over one ModelManager."""
 
-    def __init__(self, manager: ModelManager, traffic: Traffic) -> None:
+    def __init__(self, manager: ModelManager, traffic: Traffic, max_request_size: int) -> None:
         self.manager = manager
         self.traffic = traffic
+        self.max_request_size = max_request_size
 
     def add_routes(self, router: web.UrlDispatcher) -> None:
         router.add_get("/v2", self.server_metadata)
@@ -85,7 +87,7 @@ class V2Api:
 
     def _model(self, request: web.Request) -> Model:
         model = self.manager.get(request.match_info["model"], request.match_info.get("version"))
-        request["model"] = model.name
+        request[MODEL] = model.name
         return model
 
     async def repository_index(self, request: web.Request) -> web.Response:
@@ -94,7 +96,7 @@ class V2Api:
                       for m in sorted(self.manager.models.values(), key=lambda m: m.name)])
 
     async def model_metadata(self, request: web.Request) -> web.Response:
-        from mmsctl.server import v2_models
+        from mmsctl.server.v2 import models as v2_models
 
         model = self._model(request)
         sig = v2_models.signature_of(model)
@@ -110,32 +112,12 @@ class V2Api:
         return _json({"name": model.name, "ready": True})
 
     async def infer(self, request: web.Request) -> web.Response:
-        return await self.infer_model(request, self._model(request))
+        return await self.infer_model(request, self._model(request), request.match_info.get("version"))
 
-    async def infer_model(self, request: web.Request, model: Model) -> web.Response:
-        """Answer *request*, an infer request's body, with *model* (SageMaker's ``/invocations`` names none)."""
-        from mmsctl.server import v2_infer
+    async def infer_model(self, request: web.Request, model: Model, version: Optional[str] = None) -> web.Response:
+        """Answer *request*, an infer request's body, with *model* (SageMaker's ``/invocations`` names it by
+        header; *version*: the URL's)."""
+        from mmsctl.server.v2.calls import infer_call
 
-        infer = v2_infer.parse(await read_body(request), request.headers.get(HEADER_LENGTH))
-        plan = v2_infer.plan(model, infer, request["request_id"], request.get("headers") or {})
-        answers = await self._predict_all(model, plan.items, plan.together)
-        body, header_length, content_type = v2_infer.render(plan, answers)
-        response = web.Response(body=body, content_type=content_type)
-        if header_length is not None:
-            response.headers[HEADER_LENGTH] = str(header_length)
-        return response
-
-    async def _predict_all(self, model: Model, items: list[RequestItem], together: int) -> list[ResponseItem]:
-        """The items through the model's queue, *together* at a time in one handler call, answered together
-        (the client leaving withdraws them all)."""
-        if len(items) > model.queue_size:
-            raise ServiceUnavailable(f"{len(items)} images are more than model {model.name}'s queue holds "
-                                     f"({model.queue_size}, job_queue_size).", retry_after=1)
-        tasks = [asyncio.ensure_future(self.manager.predict_together(model, items[i:i + together]))
-                 for i in range(0, len(items), together)]
-        try:
-            answers = await asyncio.gather(*tasks)
-        finally:
-            for task in tasks:
-                task.cancel()
-        return [answer for group in answers for answer in group]
+        call = infer_call(model, version, Whole(request, await read_body(request)), self.max_request_size)
+        return as_response(call.reply(await self.manager.predict_all(model, call.groups)))

@@ -1,9 +1,10 @@
 """One v2 infer request from its body to its answer: the steps both HTTP paths share.
 
-aiohttp's route (:mod:`~mmsctl.server.v2_api`) and the fast path (:mod:`~mmsctl.server.fastpath_v2`)
-differ only in how the bytes arrive and leave; what a request means is decided here, once:
+aiohttp's route (:mod:`~mmsctl.server.v2.api`) and the lean path (:mod:`~mmsctl.server.http.lean`) differ
+only in how the bytes arrive and leave (both make a :mod:`~mmsctl.server.v2.calls` call); what a request means
+is decided here, once:
 :func:`parse` (the codec, :mod:`mmsctl.engine.tensors`), :func:`plan` (the requests for the model's
-queue, :mod:`~mmsctl.server.v2_models`) and :func:`render` (the workers' answers as the infer
+queue, :mod:`~mmsctl.server.v2.models`) and :func:`render` (the workers' answers as the infer
 response). Each step raises the ApiException the request is answered with.
 """
 
@@ -15,9 +16,9 @@ from typing import Optional
 from mmsctl.engine.protocol import RequestItem, ResponseItem
 from mmsctl.engine.tensors import HEADER_LENGTH, InferRequest, InferResponse, TensorError, decode_request, \
     encode_response
-from mmsctl.server import v2_models
 from mmsctl.server.errors import BadRequest
-from mmsctl.server.workers import Model
+from mmsctl.server.v2 import models as v2_models
+from mmsctl.server.workers.model import Model
 
 __all__ = ["InferPlan", "parse", "plan", "render"]
 
@@ -31,7 +32,7 @@ class InferPlan:
     signature: v2_models.ModelSignature
     items: list[RequestItem]
     #: How many of *items* go to the handler in one call: a classifier's images up to
-    #: max(batchSize, :data:`~mmsctl.server.v2_models.CLIENT_BATCH`) (the built-in handler runs any batch).
+    #: max(batchSize, :data:`~mmsctl.server.v2.models.CLIENT_BATCH`) (the built-in handler runs any batch).
     together: int = 1
 
 

@@ -1,0 +1,124 @@
+"""What one HTTP request asks of a model, and how the answers become its reply: the same on both paths.
+
+A route decides what a request means once (:mod:`~mmsctl.server.http.inference_api`,
+:mod:`~mmsctl.server.http.invocations`, :mod:`~mmsctl.server.v2.calls`) and makes a :class:`Call`: the model,
+the requests it queues (each group one handler call, answered together) and :meth:`Call.reply`. aiohttp's
+path awaits the answers (:meth:`~mmsctl.server.workers.manager.ModelManager.predict_all`); the lean path
+queues the groups and is called back (:meth:`~mmsctl.server.workers.manager.ModelManager.enqueue_all`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Awaitable, Iterable, Protocol, Sequence, Union
+
+from mmsctl.engine.protocol import RequestItem, ResponseItem
+from mmsctl.server.errors import ApiException
+from mmsctl.server.http.middleware import HEADERS, REQUEST_ID
+from mmsctl.server.http.replies import Reply, error_reply
+from mmsctl.server.workers.model import Model
+
+if TYPE_CHECKING:
+    from mmsctl.server.workers.manager import ModelManager
+
+__all__ = ["Call", "Outcome", "Prediction", "Whole", "WholeRequest", "answer", "first_header"]
+
+
+class WholeRequest(Protocol):
+    """What a route reads of a request whose body has arrived, whichever path it came by."""
+
+    @property
+    def request_id(self) -> str: ...
+
+    @property
+    def query(self) -> Iterable[tuple[str, str]]:
+        """The query's pairs (none on the lean path)."""
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """As the admission gate read them: names lower-cased, the last of repeated ones."""
+
+    @property
+    def raw_headers(self) -> Sequence[tuple[bytes, bytes]]:
+        """As sent (values without trailing blanks)."""
+
+    @property
+    def body(self) -> bytes: ...
+
+
+class Whole:
+    """aiohttp's request, with its whole body read, as a :class:`WholeRequest`."""
+
+    __slots__ = ("request_id", "query", "headers", "raw_headers", "body")
+
+    def __init__(self, request: Any, body: bytes) -> None:
+        self.request_id = request[REQUEST_ID]
+        self.query = request.query.items()
+        self.headers = request.get(HEADERS) or {}
+        self.raw_headers = request.raw_headers
+        self.body = body
+
+
+def first_header(request: WholeRequest, name: bytes) -> "str | None":
+    """The first value of header *name* (lower case), decoded as the gate decodes values."""
+    raw = request.raw_headers
+    if len(raw) == len(request.headers):  # no name repeats: the gate's mapping has each header's one value
+        return request.headers.get(name.decode())
+    for key, value in raw:
+        if len(key) == len(name) and key.lower() == name:
+            return value.decode("utf-8", "surrogateescape")
+    return None
+
+
+class Call:
+    """The requests one HTTP request puts in *model*'s queue; *v2*: its errors are the Open Inference
+    Protocol's ``{"error": ...}`` whatever the route (SageMaker's ``/invocations`` with a v2 body)."""
+
+    __slots__ = ("model", "groups", "v2")
+
+    def __init__(self, model: Model, groups: list[list[RequestItem]], v2: bool = False) -> None:
+        self.model = model
+        self.groups = groups
+        self.v2 = v2
+
+    def reply(self, answers: list[ResponseItem]) -> Reply:
+        """The reply to the workers' *answers* (one per request, in order)."""
+        raise NotImplementedError
+
+
+class Prediction(Call):
+    """One request; its reply is the handler's answer as it is: status, reason, body, headers, and its content
+    type only if it set one."""
+
+    __slots__ = ()
+
+    def __init__(self, model: Model, item: RequestItem) -> None:
+        self.model, self.groups, self.v2 = model, [[item]], False
+
+    def reply(self, answers: list[ResponseItem]) -> Reply:
+        answer = answers[0]
+        content_type = answer.content_type
+        return Reply(answer.status, answer.body, content_type.encode() if content_type else None, answer.headers,
+                     reason=answer.reason)
+
+
+#: What a route makes of a whole request: an answer already, a call, or (a multipart form, whose parser is
+#: asynchronous) one to await.
+Outcome = Union[Reply, Call, Awaitable[Union[Reply, Call]]]
+
+
+async def answer(manager: "ModelManager", outcome: Outcome, max_request_size: int) -> Reply:
+    """aiohttp's path: the reply to what a route made of a request, its call's answers awaited (a v2 call's
+    failure to queue is the protocol's error, as its other errors are)."""
+    if not isinstance(outcome, (Reply, Call)):
+        outcome = await outcome
+    if isinstance(outcome, Reply):
+        return outcome
+    try:
+        answers = await manager.predict_all(outcome.model, outcome.groups)
+    except ApiException as exc:
+        if not outcome.v2:
+            raise
+        from mmsctl.server.v2.errors import as_v2_error
+
+        return as_v2_error(error_reply(exc, max_request_size))
+    return outcome.reply(answers)

@@ -1,0 +1,87 @@
+"""The models one server holds, by name, and what ``state.json`` says of them.
+
+A local ``mmsctl predict`` of the same archive reads ``served`` there to send its inputs to this server instead
+of starting mxnet (:mod:`mmsctl.predict.warm`); ``serve start`` prints ``notes``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional
+
+from mmsctl.server.config import ServerConfig
+from mmsctl.server.errors import ConflictError, ModelNotFound, ModelVersionNotFound
+from mmsctl.server.workers.model import Model
+
+__all__ = ["Registry"]
+
+log = logging.getLogger("mmsctl.server")
+
+
+class Registry:
+    """The models of one server by name, the start-up ones among them, and lines for ``serve start``."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.models: dict[str, Model] = {}
+        self.startup_models: set[str] = set()
+        #: Lines for ``serve start``'s output (published in state.json): the kernel measurements begun.
+        self.notes: list[str] = []
+
+    def add(self, model: Model) -> None:
+        """Register *model* (ConflictError: the name is taken)."""
+        if model.name in self.models:
+            raise ConflictError(f"Model {model.name} is already registered.")
+        self.models[model.name] = model
+        log.info("Model %s loaded.", model.name)
+        self.publish()
+
+    def get(self, name: str, version: Optional[str] = None) -> Model:
+        """The model called *name*; with *version*, only if that is its version (else 404)."""
+        model = self.models.get(name)
+        if model is None:
+            raise ModelNotFound(f"Model not found: {name}")
+        if version is not None and version != model.version:
+            raise ModelVersionNotFound(f"Model version: {version} does not exist for model: {name}")
+        return model
+
+    def remove(self, name: str) -> Model:
+        """Take the model called *name* out (ModelNotFound: there is none); it is no longer served or published."""
+        from mmsctl.engine.kernels import forget_started
+
+        model = self.get(name)
+        del self.models[name]
+        forget_started(name)
+        self.publish()
+        self.startup_models.discard(name)
+        return model
+
+    def note(self, line: str) -> None:
+        """A line for ``serve start``'s output."""
+        self.notes.append(line)
+        self.update_state(notes=list(self.notes))
+
+    def update_state(self, **changes: Any) -> None:
+        from mmsctl.local_servers import Instance
+
+        try:
+            Instance(self.config.instance_name).update(**changes)
+        except (OSError, ValueError) as exc:
+            log.warning("cannot update state.json: %s", exc)
+
+    def publish(self) -> None:
+        """Each model's archive digest, handler and kernel set in ``state.json`` (what ``predict``'s warm path
+        matches)."""
+        from pathlib import Path
+
+        from mmsctl.engine.kernels import started_with
+
+        served: dict[str, dict[str, Any]] = {}
+        for name, m in self.models.items():
+            root = Path(m.spec.root)
+            if root.parent.name != "extracted" or len(root.name) != 32 or m.spec.gpu_id is not None \
+                    or not self.config.decode_input_request:
+                continue  # a folder, not the cached extraction of an archive file, or not what predict runs
+            served[name] = {"archive": root.name, "handler": m.spec.chosen_handler or "",
+                            "override": m.spec.handler_override is not None, "mkldnn": started_with(name)}
+        self.update_state(served=served)
