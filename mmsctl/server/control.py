@@ -13,9 +13,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 from typing import IO, Any, Callable, Iterator, Optional
 
-from mmsctl.errors import AmbiguousInstanceError, InstanceRunningError, NotFoundError, ServerError
+from mmsctl.errors import AmbiguousInstanceError, InputNotFoundError, InstanceRunningError, NotFoundError, ServerError
 from mmsctl.server.config import ServerConfig, load_properties, parse_address
 from mmsctl.local_servers import (
     LIVE_STATUSES,
@@ -48,9 +49,12 @@ def _model_spec(spec: str, store: Optional[str] = None) -> str:
 
         check_name(location)
     if where.kind == "path":
-        path = Path(location).expanduser()
+        file_url = location.lower().startswith("file://")
+        path = Path(unquote(urlsplit(location).path)) if file_url else Path(location).expanduser()
         if path.exists():
             location = str(path.resolve())
+        elif not in_store:  # told now, not by the server once it runs
+            raise InputNotFoundError(f"{location}: no such file or folder", param="models")
     name = where.name or (location if where.kind == "zoo" and not in_store else None)
     return f"{name}={location}" if name else location
 
