@@ -27,7 +27,7 @@ __all__ = ["register"]
 
 PREDICT_OUTPUTS = ("table", "wide", "json", "jsonl", "yaml")
 _LOCAL_WORDS = CommandWords(
-    flags={"gpu_id": "--gpu"},
+    flags={"gpu_id": "--gpu", "handler": "--handler"},
     hints=(
         (NoHandlerError, "pass --handler module:function, or set one with `mmsctl archive create --handler`"),
         (WorkerDiedError, "run again with --workers 1 to see the error in this process"),

@@ -94,7 +94,7 @@ def invoke_cmd(
 
     given = [x for x in (image, image_url, s3) if x is not None]
     if len(given) != 1:
-        raise UsageError("give one of IMAGE, --image-url URL or --s3 FILE")
+        raise UsageError(f"give {'only ' if given else ''}one of IMAGE, --image-url URL or --s3 FILE")
     if (via_url and s3 is not None) or (post and not (via_url and image_url)):
         raise UsageError("--url takes IMAGE or --image-url URL; --post goes with --url --image-url")
     from mmsctl.cloud.lambda_ import invoke as inv
