@@ -22,7 +22,8 @@ _EC2_WORDS = CommandWords(
 )
 
 ec2_app = typer.Typer(
-    help="Launch MXNet model servers on EC2 with an accelerator; list, describe, terminate, clean up, cost.",
+    help="Launch MXNet model servers on EC2 with an accelerator; list, describe, ssh-config, user-data, "
+    "terminate, clean up, cost.",
     no_args_is_help=True,
 )
 
@@ -166,7 +167,7 @@ def list_cmd(
 @ec2_app.command("describe")
 @_EC2_WORDS.command
 def describe_cmd(
-    instance_id: str = typer.Argument(..., metavar="INSTANCE_ID"),
+    instance_id: str = typer.Argument(..., metavar="INSTANCE_ID", help="An instance (`ec2 list` shows them)."),
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
     output: str = OutputOpt,
@@ -186,7 +187,7 @@ def describe_cmd(
 @ec2_app.command("terminate")
 @_EC2_WORDS.command
 def terminate_cmd(
-    instance_ids: List[str] = typer.Argument(None, metavar="[INSTANCE_ID]..."),
+    instance_ids: List[str] = typer.Argument(None, metavar="[INSTANCE_ID]...", help="Instances (`ec2 list` shows them)."),
     all_: bool = option("--all", False, help="Terminate every mmsctl instance in the region.", short=False),
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
@@ -226,7 +227,7 @@ def terminate_cmd(
 @ec2_app.command("ssh-config")
 @_EC2_WORDS.command
 def ssh_config_cmd(
-    instance_ids: List[str] = typer.Argument(None, metavar="[INSTANCE_ID]..."),
+    instance_ids: List[str] = typer.Argument(None, metavar="[INSTANCE_ID]...", help="Instances (`ec2 list` shows them)."),
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
     identity_dir: str = IdentityDirOpt,
@@ -271,7 +272,7 @@ ec2_app.command("user-data")(_EC2_WORDS.command(user_data_command(fleet=False)))
 @ec2_app.command("cost")
 @_EC2_WORDS.command
 def cost_cmd(
-    instance_type: Optional[str] = option("--instance-type"),
+    instance_type: Optional[str] = option("--instance-type", help="The EC2 instance type to price (m5.large)."),
     eia: Optional[str] = option("--eia", help="Add an Elastic Inference accelerator's price."),
     throughput: Optional[float] = option("--throughput", help="Measured requests per second."),
     from_bench: Optional[Path] = option("--from-bench", help="Take the throughput from a saved `mmsctl bench --save` run "
@@ -324,6 +325,10 @@ def cost_cmd(
                               instance_price=instance_price, region=region)]
     if render_data([r.to_dict() for r in rows], output):
         return
+    if not table_name:  # a published table is us-east-1's by its title
+        from mmsctl.cli.price_note import note_bundled_price
+
+        note_bundled_price([r.price_source for r in rows], region, live=True)
     data = [{"setup": r.label, "price": f"${r.hourly_price:.3f}/h", "throughput": f"{r.throughput:.2f} req/s",
              "cost": f"${r.cost_per_100k:.2f}", "source": r.price_source} for r in rows]
     render_table(data, (Column("Setup", "setup"), Column("Price", "price", justify="right"),

@@ -24,9 +24,12 @@ def user_data_command(*, fleet: bool) -> Callable[..., None]:
     def user_data_cmd(
         models: List[str] = option("--models", [], help="Models to serve."),
         server: str = ServerOpt,
-        eia: Optional[str] = option("--eia"),
-        accelerator: Optional[str] = option("--accelerator"),
-        pip_spec: Optional[str] = option("--pip-spec"),
+        eia: Optional[str] = option("--eia", help="Elastic Inference accelerator: medium|large|xlarge (eia1) or "
+                                    "eia2.medium|eia2.large|eia2.xlarge (retired April 2024)."),
+        accelerator: Optional[str] = option("--accelerator", help="eia|inf1|inf2|g4dn|g5|none: the script "
+                                            "installs what it needs (default: eia with --eia, else none)."),
+        pip_spec: Optional[str] = option("--pip-spec", help="What the instance pip-installs for --server mmsctl "
+                                         "from the package index (default: from the asset bucket, no index)."),
     ) -> None:
         extra: dict[str, Any] = {}
         if fleet:
