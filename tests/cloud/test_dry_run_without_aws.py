@@ -1,4 +1,4 @@
-"""The README's `mmsctl ec2 launch --eia medium --dry-run` on a machine with no AWS set up at all.
+"""`mmsctl ec2 launch … --dry-run` (the README's tour has one) on a machine with no AWS set up at all.
 
 No region, no credentials, no ~/.aws: a dry run still prints the whole plan, with placeholders
 for what it would have looked up, and says that it did not look. (The autouse fixture already
