@@ -12,7 +12,7 @@ from mmsctl.cli.hints import CommandWords
 from mmsctl.cli.options import (DryRunOpt, IdentityDirOpt, OutputOpt, ProfileOpt, RegionOpt, check_output,
                                 note_model_locations, option)
 from mmsctl.cli.render import Column, get_ui, render_data, render_removal, render_table
-from mmsctl.cli.userdata import ServerOpt, user_data_command
+from mmsctl.cli.userdata import AcceleratorOpt, EiaOpt, PipSpecOpt, ServerOpt, user_data_command
 
 __all__ = ["register"]
 
@@ -47,10 +47,8 @@ INSTANCE_COLUMNS = (
 @ec2_app.command("launch")
 @_EC2_WORDS.command
 def launch_cmd(
-    eia: Optional[str] = option("--eia", help="Elastic Inference accelerator: medium|large|xlarge "
-                                "(eia1) or eia2.medium|eia2.large|eia2.xlarge."),
-    accelerator: Optional[str] = option("--accelerator", help="eia|inf1|inf2|g4dn|g5|none "
-                                        "(default: eia with --eia, else none)."),
+    eia: Optional[str] = EiaOpt,
+    accelerator: Optional[str] = AcceleratorOpt,
     instance_type: Optional[str] = option("--instance-type", help="EC2 instance type "
                                           "(default fits the accelerator: m5.large for EI)."),
     models: List[str] = option("--models", [], help="name=location to serve (zoo name, local .mar or "
@@ -69,9 +67,7 @@ def launch_cmd(
     allow_world_ssh: bool = option("--allow-world-ssh", False, help="Accept an --allow-cidr as wide as "
                                    "the internet (0.0.0.0/0), which opens SSH to anyone."),
     name: Optional[str] = option("--name", help="Name tag (default: mmsctl-MODELS)."),
-    pip_spec: Optional[str] = option("--pip-spec", help="What the instance pip-installs for "
-                                     "--server mmsctl from the package index (default: from the "
-                                     "asset bucket, no index)."),
+    pip_spec: Optional[str] = PipSpecOpt,
     instance_python: str = option("--instance-python", "3.10", help="The AMI's python3: "
                                   "the wheels instances install are built for it."),
     dry_run: bool = DryRunOpt,
@@ -81,7 +77,7 @@ def launch_cmd(
 ) -> None:
     """Launch a model server on EC2; finds or creates the EI endpoint, security groups and role first.
 
-    Example: mmsctl ec2 launch --eia medium --models squeezenet --region us-west-2 --key-name me
+    Example: mmsctl ec2 launch --accelerator g4dn --models squeezenet --region us-west-2 --key-name me
     """
     check_output(output)
     from mmsctl.cloud.ec2.launch import launch
