@@ -29,6 +29,7 @@ the command that called it adds its flags (``mmsctl/cli/hints.py``).
     │   ├── InputDecodeError            an image/body the handler cannot decode
     │   └── WorkerDiedError             a worker process died
     ├── ServerError                 exit 1   the embedded server fails to start/stop
+    │   └── AddressInUseError           another program listens on its port
     ├── ClientError                 exit 1   talking to a remote server
     │   ├── ConnectionFailed        exit 5   refused, DNS, TLS
     │   ├── AuthenticationFailed    exit 6
@@ -46,6 +47,7 @@ from typing import Optional
 from mmsctl import exit_codes as codes
 
 __all__ = [
+    "AddressInUseError",
     "AlreadyExistsError",
     "AmbiguousInstanceError",
     "ApiError",
@@ -233,6 +235,12 @@ class ServerError(MmsError):
     """The embedded server failed to start, stop or answer."""
 
     reference = "server"
+
+
+class AddressInUseError(ServerError):
+    """A port the server is to listen on is held by another program."""
+
+    reference = "address-in-use"
 
 
 class ClientError(MmsError):

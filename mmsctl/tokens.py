@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, Optional, Union
 
-from mmsctl.errors import ConfigError
+from mmsctl.errors import ConfigError, InputNotFoundError
 
 __all__ = ["Api", "TokenFile", "read_token", "read_token_file"]
 
@@ -73,14 +73,15 @@ def read_token_file(path: Union[str, Path]) -> TokenFile:
     """Read and check *path*.
 
     Raises:
-        ConfigError: missing, unreadable, too large, empty, or without a usable key.
+        InputNotFoundError: there is no such file.
+        ConfigError: unreadable, too large, empty, or without a usable key.
     """
     path = Path(path).expanduser()
     try:
         with open(path, "rb") as fh:
             raw = fh.read(_MAX_BYTES + 1)
-    except FileNotFoundError:
-        raise ConfigError(f"token file {path} not found") from None
+    except FileNotFoundError:  # a missing input file is exit 3 (docs/cli.md), as `context add --token-file` says it
+        raise InputNotFoundError(f"token file {path} not found") from None
     except OSError as exc:
         raise ConfigError(f"token file {path}: cannot read: {exc.strerror}") from None
     if len(raw) > _MAX_BYTES:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mmsctl.errors import ConfigError
+from mmsctl.errors import ConfigError, InputNotFoundError
 from mmsctl.tokens import read_token, read_token_file
 
 
@@ -59,7 +59,7 @@ def test_a_key_file_without_the_management_key_fails_for_management_only(tmp_pat
 
 
 def test_missing_binary_and_huge_files(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="not found"):
+    with pytest.raises(InputNotFoundError, match="not found"):  # exit 3, docs/cli.md
         read_token_file(tmp_path / "absent")
     binary = tmp_path / "bin"
     binary.write_bytes(b"\xff\xfe\x00")

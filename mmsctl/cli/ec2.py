@@ -12,7 +12,7 @@ from mmsctl.cli.hints import CommandWords
 from mmsctl.cli.options import (DryRunOpt, IdentityDirOpt, OutputOpt, ProfileOpt, RegionOpt, check_output,
                                 note_model_locations, option)
 from mmsctl.cli.render import Column, get_ui, render_data, render_removal, render_table
-from mmsctl.cli.userdata import ServerOpt, user_data_command
+from mmsctl.cli.userdata import AcceleratorOpt, EiaOpt, PipSpecOpt, ServerOpt, user_data_command
 
 __all__ = ["register"]
 
@@ -22,7 +22,8 @@ _EC2_WORDS = CommandWords(
 )
 
 ec2_app = typer.Typer(
-    help="Launch MXNet model servers on EC2 with an accelerator; list, describe, terminate, clean up, cost.",
+    help="Launch MXNet model servers on EC2 with an accelerator; list, describe, ssh-config, user-data, "
+    "terminate, clean up, cost.",
     no_args_is_help=True,
 )
 
@@ -46,10 +47,8 @@ INSTANCE_COLUMNS = (
 @ec2_app.command("launch")
 @_EC2_WORDS.command
 def launch_cmd(
-    eia: Optional[str] = option("--eia", help="Elastic Inference accelerator: medium|large|xlarge "
-                                "(eia1) or eia2.medium|eia2.large|eia2.xlarge."),
-    accelerator: Optional[str] = option("--accelerator", help="eia|inf1|inf2|g4dn|g5|none "
-                                        "(default: eia with --eia, else none)."),
+    eia: Optional[str] = EiaOpt,
+    accelerator: Optional[str] = AcceleratorOpt,
     instance_type: Optional[str] = option("--instance-type", help="EC2 instance type "
                                           "(default fits the accelerator: m5.large for EI)."),
     models: List[str] = option("--models", [], help="name=location to serve (zoo name, local .mar or "
@@ -68,9 +67,7 @@ def launch_cmd(
     allow_world_ssh: bool = option("--allow-world-ssh", False, help="Accept an --allow-cidr as wide as "
                                    "the internet (0.0.0.0/0), which opens SSH to anyone."),
     name: Optional[str] = option("--name", help="Name tag (default: mmsctl-MODELS)."),
-    pip_spec: Optional[str] = option("--pip-spec", help="What the instance pip-installs for "
-                                     "--server mmsctl from the package index (default: from the "
-                                     "asset bucket, no index)."),
+    pip_spec: Optional[str] = PipSpecOpt,
     instance_python: str = option("--instance-python", "3.10", help="The AMI's python3: "
                                   "the wheels instances install are built for it."),
     dry_run: bool = DryRunOpt,
@@ -80,7 +77,7 @@ def launch_cmd(
 ) -> None:
     """Launch a model server on EC2; finds or creates the EI endpoint, security groups and role first.
 
-    Example: mmsctl ec2 launch --eia medium --models squeezenet --region us-west-2 --key-name me
+    Example: mmsctl ec2 launch --accelerator g4dn --models squeezenet --region us-west-2 --key-name me
     """
     check_output(output)
     from mmsctl.cloud.ec2.launch import launch
@@ -166,7 +163,7 @@ def list_cmd(
 @ec2_app.command("describe")
 @_EC2_WORDS.command
 def describe_cmd(
-    instance_id: str = typer.Argument(..., metavar="INSTANCE_ID"),
+    instance_id: str = typer.Argument(..., metavar="INSTANCE_ID", help="An instance (`ec2 list` shows them)."),
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
     output: str = OutputOpt,
@@ -186,7 +183,7 @@ def describe_cmd(
 @ec2_app.command("terminate")
 @_EC2_WORDS.command
 def terminate_cmd(
-    instance_ids: List[str] = typer.Argument(None, metavar="[INSTANCE_ID]..."),
+    instance_ids: List[str] = typer.Argument(None, metavar="[INSTANCE_ID]...", help="Instances (`ec2 list` shows them)."),
     all_: bool = option("--all", False, help="Terminate every mmsctl instance in the region.", short=False),
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
@@ -226,7 +223,7 @@ def terminate_cmd(
 @ec2_app.command("ssh-config")
 @_EC2_WORDS.command
 def ssh_config_cmd(
-    instance_ids: List[str] = typer.Argument(None, metavar="[INSTANCE_ID]..."),
+    instance_ids: List[str] = typer.Argument(None, metavar="[INSTANCE_ID]...", help="Instances (`ec2 list` shows them)."),
     region: Optional[str] = RegionOpt,
     profile: Optional[str] = ProfileOpt,
     identity_dir: str = IdentityDirOpt,
@@ -271,7 +268,7 @@ ec2_app.command("user-data")(_EC2_WORDS.command(user_data_command(fleet=False)))
 @ec2_app.command("cost")
 @_EC2_WORDS.command
 def cost_cmd(
-    instance_type: Optional[str] = option("--instance-type"),
+    instance_type: Optional[str] = option("--instance-type", help="The EC2 instance type to price (m5.large)."),
     eia: Optional[str] = option("--eia", help="Add an Elastic Inference accelerator's price."),
     throughput: Optional[float] = option("--throughput", help="Measured requests per second."),
     from_bench: Optional[Path] = option("--from-bench", help="Take the throughput from a saved `mmsctl bench --save` run "
@@ -324,6 +321,10 @@ def cost_cmd(
                               instance_price=instance_price, region=region)]
     if render_data([r.to_dict() for r in rows], output):
         return
+    if not table_name:  # a published table is us-east-1's by its title
+        from mmsctl.cli.price_note import note_bundled_price
+
+        note_bundled_price([r.price_source for r in rows], region, live=True)
     data = [{"setup": r.label, "price": f"${r.hourly_price:.3f}/h", "throughput": f"{r.throughput:.2f} req/s",
              "cost": f"${r.cost_per_100k:.2f}", "source": r.price_source} for r in rows]
     render_table(data, (Column("Setup", "setup"), Column("Price", "price", justify="right"),

@@ -27,7 +27,7 @@ __all__ = ["register"]
 
 PREDICT_OUTPUTS = ("table", "wide", "json", "jsonl", "yaml")
 _LOCAL_WORDS = CommandWords(
-    flags={"gpu_id": "--gpu"},
+    flags={"gpu_id": "--gpu", "handler": "--handler"},
     hints=(
         (NoHandlerError, "pass --handler module:function, or set one with `mmsctl archive create --handler`"),
         (WorkerDiedError, "run again with --workers 1 to see the error in this process"),
@@ -230,7 +230,7 @@ def predict(
                                        "built-in handler, 1 for others).", min=1),
     handler: Optional[str] = option("--handler", help="Use this handler instead of the archive's "
                                     "(module in the archive, or path/to/file.py)."),
-    gpu: Optional[int] = typer.Option(None, "--gpu", metavar="N", help="Run on GPU N."),
+    gpu: Optional[int] = typer.Option(None, "--gpu", metavar="N", min=0, help="Run on GPU N (0 is the first)."),
     workers: Optional[int] = option("--workers", help="Processes that run the model (default: one per CPU "
                                     "core from 64 inputs on, else 1: in this process).", short=False, min=1),
     context: Optional[str] = ContextOpt,

@@ -57,16 +57,15 @@ def _which(also: str = "") -> Callable[[MmsError], str]:
 
 
 _START_WORDS = CommandWords(
-    flags={f"{api}_address": f"--{api}-address" for api in ("inference", "management", "metrics")},
+    flags={"models": "--models", **{f"{api}_address": f"--{api}-address" for api in ("inference", "management", "metrics")}},
     hints=((InstanceRunningError, _held_hint),),
 )
 _PORT_WORDS = CommandWords(
-    flags={f"{api}_address": "--port" for api in ("inference", "management", "metrics")},
+    flags={"models": "--models", **{f"{api}_address": "--port" for api in ("inference", "management", "metrics")}},
     hints=_START_WORDS.hints,
 )
 #: No address typed (MMS's 8080, 8081, 8082): a taken port names no flag, it says which one to use.
-_DEFAULT_WORDS = CommandWords(hints=(*_START_WORDS.hints, ("inference_address", _PORT_HINT),
-                                     ("management_address", _PORT_HINT), ("metrics_address", _PORT_HINT)))
+_DEFAULT_WORDS = CommandWords(flags={"models": "--models"}, hints=(*_START_WORDS.hints, ("address-in-use", _PORT_HINT)))
 _STOP_WORDS = CommandWords(hints=((AmbiguousInstanceError, _which(", or stop them all with --all")),))
 _LOGS_WORDS = CommandWords(hints=((AmbiguousInstanceError, _which()),))
 

@@ -11,10 +11,16 @@ from mmsctl.cli.render import get_ui
 if TYPE_CHECKING:
     from mmsctl.cloud.instance.userdata import LifecycleHook
 
-__all__ = ["ServerOpt", "user_data_command", "write_user_data"]
+__all__ = ["AcceleratorOpt", "EiaOpt", "PipSpecOpt", "ServerOpt", "user_data_command", "write_user_data"]
 
 #: What an instance runs: ``ec2 launch`` and both ``user-data`` commands.
 ServerOpt: str = option("--server", "mmsctl", help="What the instance runs (mms: MMS 1.1.11).")
+EiaOpt: Optional[str] = option("--eia", help="Elastic Inference accelerator: medium|large|xlarge (eia1) or "
+                               "eia2.medium|eia2.large|eia2.xlarge (retired April 2024).")
+AcceleratorOpt: Optional[str] = option("--accelerator", help="eia|inf1|inf2|g4dn|g5|none (default: eia with "
+                                       "--eia, else none).")
+PipSpecOpt: Optional[str] = option("--pip-spec", help="What the instance pip-installs for --server mmsctl from "
+                                   "the package index (default: from the asset bucket, no index).")
 
 
 def user_data_command(*, fleet: bool) -> Callable[..., None]:
@@ -24,9 +30,9 @@ def user_data_command(*, fleet: bool) -> Callable[..., None]:
     def user_data_cmd(
         models: List[str] = option("--models", [], help="Models to serve."),
         server: str = ServerOpt,
-        eia: Optional[str] = option("--eia"),
-        accelerator: Optional[str] = option("--accelerator"),
-        pip_spec: Optional[str] = option("--pip-spec"),
+        eia: Optional[str] = EiaOpt,
+        accelerator: Optional[str] = AcceleratorOpt,
+        pip_spec: Optional[str] = PipSpecOpt,
     ) -> None:
         extra: dict[str, Any] = {}
         if fleet:

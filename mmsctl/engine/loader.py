@@ -132,6 +132,16 @@ def _import_error(what: str, exc: BaseException) -> HandlerError:
     return HandlerError(f"{what} failed to import: {type(exc).__name__}: {exc}")
 
 
+def _not_found(what: str, model_dir: Path, overridden: bool) -> HandlerError:
+    """The handler module is nowhere: the caller's handler (the argument is wrong), or the manifest's."""
+    if overridden:
+        return HandlerError(f"{what} not found: no such module in the archive and no such .py file",
+                            hint="name a module inside the archive (module or module:function) or a .py file "
+                            "(path/to/file.py or path/to/file.py:function)", param="handler")
+    return HandlerError(f"{what} not found in {model_dir}",
+                        hint="the manifest's handler must name a .py file inside the archive (module or module:function)")
+
+
 def _module_from_file(name: str, path: Path) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, str(path))
     if spec is None or spec.loader is None:
@@ -160,6 +170,7 @@ def load_handler(
     context: Context,
     *,
     handler_file: Optional[Path] = None,
+    overridden: bool = False,
 ) -> LoadedHandler:
     """Import and start an MMS 1.x handler for the model in *model_dir*.
 
@@ -169,6 +180,7 @@ def load_handler(
         context: the context passed to the entry point at load time.
         handler_file: load the module from this file instead of importing it by name
             (the built-in handler, or ``--handler path/to/file.py``).
+        overridden: *handler* is the caller's, not the manifest's (an error is about the ``handler`` argument).
 
     Raises:
         HandlerError: the module cannot be imported, has no entry point, or fails to start.
@@ -181,7 +193,7 @@ def load_handler(
         paths.append(os.path.abspath(handler_file.parent))
     scope = ModuleScope(paths)
     with scope:
-        module = _import_handler(module_name, model_dir, handler_file)
+        module = _import_handler(module_name, model_dir, handler_file, overridden)
         function = function or "handle"
         if hasattr(module, function):
             entry = _start_function(module, module_name, function, context)
@@ -191,7 +203,8 @@ def load_handler(
                              f"{module_name}.{type(instance).__name__}")
 
 
-def _import_handler(module_name: str, model_dir: Path, handler_file: Optional[Path]) -> ModuleType:
+def _import_handler(module_name: str, model_dir: Path, handler_file: Optional[Path],
+                    overridden: bool = False) -> ModuleType:
     """Import the handler module (inside its scope); any failure of user code is a HandlerError."""
     what = f"handler module {module_name!r}"
     try:
@@ -203,11 +216,7 @@ def _import_handler(module_name: str, model_dir: Path, handler_file: Optional[Pa
         raise
     except ModuleNotFoundError as exc:
         if exc.name == module_name:
-            raise HandlerError(
-                f"{what} not found in {model_dir}",
-                hint="the manifest's handler must name a .py file inside the archive "
-                "(module or module:function)",
-            ) from exc
+            raise _not_found(what, model_dir, overridden) from exc
         raise _import_error(what, exc) from exc
     except BaseException as exc:  # noqa: BLE001 - any failure in user code is a handler error
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):

@@ -383,7 +383,8 @@ def _start_handler(spec: ServiceSpec, context: Context) -> LoadedHandler:
         provide_mms(root, legacy=False, handler_file=handler_file)  # one raising mms.service.PredictionException
     _preload_mxnet(handler_name, root, handler_file)
     _check_network_memory(spec, handler_name)
-    return load_handler(handler_name, root, context, handler_file=handler_file)
+    return load_handler(handler_name, root, context, handler_file=handler_file,
+                        overridden=spec.handler_override is not None)
 
 
 def _check_network_memory(spec: ServiceSpec, handler: str) -> None:

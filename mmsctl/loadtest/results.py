@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from mmsctl.atomic import write_atomic
-from mmsctl.errors import UsageError
+from mmsctl.errors import InputNotFoundError, UsageError
 
 __all__ = ["FORMAT", "VERSION", "BenchRun", "Level", "Sweep", "load_run", "save_run"]
 
@@ -127,14 +127,15 @@ def save_run(run: BenchRun, path: Path) -> None:
 
 
 def load_run(path: Path) -> BenchRun:
-    """Read a run saved by :func:`save_run`; a clear :class:`UsageError` for anything else."""
+    """Read a run saved by :func:`save_run`; :class:`InputNotFoundError` when there is no such file, a clear
+    :class:`UsageError` for anything else."""
     path = Path(path)
     try:
         if path.stat().st_size > _MAX_FILE_BYTES:
             raise UsageError(f"{path} is too large to be a saved bench run")
         data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"bench file not found: {path}") from None
+    except FileNotFoundError:  # a missing input file is exit 3, as in predict
+        raise InputNotFoundError(f"bench file not found: {path}") from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise UsageError(f"cannot read bench file {path}: {exc}") from None
     return BenchRun.from_dict(data)

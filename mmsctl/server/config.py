@@ -232,17 +232,21 @@ class ServerConfig:
 
 
 def parse_address(address: str, *, key: str = "address") -> tuple[str, int]:
-    """``http://127.0.0.1:8080`` (or ``127.0.0.1:8080``) to ``(host, port)``; HTTPS is refused."""
+    """``http://127.0.0.1:8080`` (or ``127.0.0.1:8080``) to ``(host, port)``; HTTPS is refused, and so is a bare
+    word (``foo``): it is a typo far more often than a host to serve on port 80."""
     text = address.strip()
+    bad = f"{key}: bad address {address!r}: must be a URL like http://127.0.0.1:8080"
     if "://" not in text:
+        if ":" not in text:
+            raise ConfigError(bad, param=key)
         text = "http://" + text
     try:
         parts = urlsplit(text)
         port = parts.port
     except ValueError as exc:
-        raise ConfigError(f"{key}: bad address {address!r}: {exc}") from exc
+        raise ConfigError(f"{bad} ({exc})", param=key) from exc
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"{key}: bad address {address!r}", hint="use the form http://127.0.0.1:8080")
+        raise ConfigError(bad, param=key)
     if parts.scheme == "https":
         raise ConfigError(f"{key}: HTTPS is not supported by the embedded server: {address!r}",
                           hint="put a TLS proxy in front, or use http://")

@@ -13,9 +13,19 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 from typing import IO, Any, Callable, Iterator, Optional
 
-from mmsctl.errors import AmbiguousInstanceError, InstanceRunningError, NotFoundError, ServerError
+from mmsctl.errors import (
+    AddressInUseError,
+    AmbiguousInstanceError,
+    InputNotFoundError,
+    InstanceRunningError,
+    MmsError,
+    NotFoundError,
+    ServerError,
+    UsageError,
+)
 from mmsctl.server.config import ServerConfig, load_properties, parse_address
 from mmsctl.local_servers import (
     LIVE_STATUSES,
@@ -48,9 +58,13 @@ def _model_spec(spec: str, store: Optional[str] = None) -> str:
 
         check_name(location)
     if where.kind == "path":
-        path = Path(location).expanduser()
+        file_url = location.lower().startswith("file://")
+        path = Path(unquote(urlsplit(location).path)) if file_url else Path(location).expanduser()
         if path.exists():
             location = str(path.resolve())
+        elif not in_store and (store is None or Path(store).is_dir()):  # told now, not by the server once it
+            # runs; a store that is not there is the error validate() tells
+            raise InputNotFoundError(f"{location}: no such file or folder", param="models")
     name = where.name or (location if where.kind == "zoo" and not in_store else None)
     return f"{name}={location}" if name else location
 
@@ -142,9 +156,24 @@ def _check_ports(config: ServerConfig) -> None:
             try:
                 s.bind((host, port))
             except OSError as exc:
-                raise ServerError(f"cannot listen on {host}:{port} ({key.split('_')[0]} API): "
-                                  f"{exc.strerror or exc}", hint="another program listens there; choose another "
-                                  "port", param=key) from None
+                raise _bind_error(exc, host, port, key) from None
+
+
+def _bind_error(exc: OSError, host: str, port: int, key: str) -> MmsError:
+    """Why *key*'s address cannot be listened on: a port another program holds, or an address that is not this
+    machine's (a host name that does not resolve, an IP of another machine: a bad flag value, exit 2)."""
+    import errno
+    import socket
+
+    message = f"cannot listen on {host}:{port} ({key.split('_')[0]} API): {exc.strerror or exc}"
+    if exc.errno == errno.EADDRINUSE:
+        return AddressInUseError(message, hint="another program listens there; choose another port", param=key)
+    if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
+        return UsageError(message, hint="give a URL of an address of this machine, like http://127.0.0.1:8080",
+                          param=key)
+    if exc.errno == errno.EACCES:
+        return ServerError(message, hint="ports below 1024 need privileges; choose a port above 1023", param=key)
+    return ServerError(message, param=key)
 
 
 def start_background(config: ServerConfig, *, timeout: float = 300.0,

@@ -150,3 +150,20 @@ def test_every_commands_short_help_is_a_whole_sentence() -> None:
         if short.lower().endswith(ABBREVIATIONS) or short.rstrip(".").endswith(("(", ",")):
             cut.append(f"{' '.join(path)}: {short}")
     assert cut == []
+
+
+def test_every_option_and_argument_has_help() -> None:
+    """`--help` explains every option (a bare `--eia` tells a new user nothing), and every argument of a command."""
+    bare = [f"{' '.join(path)} {param.opts[0]}" for path, cmd in _commands() for param in cmd.params
+            if not (getattr(param, "help", None) or "").strip() and not getattr(param, "hidden", False)]
+    assert bare == []
+
+
+def test_a_group_summary_that_lists_its_commands_lists_them_all() -> None:
+    """`mmsctl fleet` says "(create, list, …)": a command added later is named there too."""
+    missing = []
+    for path, cmd in _commands():
+        listed = re.search(r"\(([a-z-]+(?:, [a-z-]+)+)\)\.?\s*$", (cmd.help or "").split("\n\n")[0])
+        if getattr(cmd, "commands", None) and listed:
+            missing += [f"{' '.join(path)} {name}" for name in sorted(set(cmd.commands) - set(listed[1].split(", ")))]
+    assert missing == []

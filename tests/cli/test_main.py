@@ -53,6 +53,21 @@ def test_usage_errors_are_one_line_with_where_to_look(capsys: pytest.CaptureFixt
         assert proc.stdout == ""
 
 
+@pytest.mark.parametrize("args, code, message", [
+    (("predict", "squeezenet", "cat.jpg", "--gpu", "-1"), 2, "Invalid value for '--gpu'"),
+    (("bench", "show", "nosuch.json"), 3, "bench file not found: nosuch.json"),
+    (("fleet", "cost", "--instance-type", "c5.xlarge", "--from-bench", "nosuch.json"), 3,
+     "bench file not found: nosuch.json"),
+    (("serve", "start", "--token-file", "/nonexistent/token"), 3, "token file /nonexistent/token not found"),
+])
+def test_exit_codes_follow_the_documented_table(args: tuple[str, ...], code: int, message: str,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/cli.md: a bad flag value is 2, a missing input file 3 (as `predict MODEL nosuch.jpg` is)."""
+    proc = run_mmsctl(capsys, *args)
+    assert (proc.code, proc.stdout) == (code, ""), proc.stderr
+    assert proc.stderr.startswith("error: ") and message in proc.stderr.splitlines()[0], proc.stderr
+
+
 def test_a_group_without_a_command_shows_its_help(capsys: pytest.CaptureFixture[str]) -> None:
     proc = run_mmsctl(capsys, "models")
     assert proc.code == 0

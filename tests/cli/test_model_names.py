@@ -136,6 +136,15 @@ def test_a_typo_of_a_zoo_name_is_offered_the_name_in_predict_and_in_serve_start(
     assert mirrored.code == 3 and f"not in the model zoo or the mirror folder {here}" in one_error_line(mirrored)
 
 
+def test_a_local_model_that_is_not_there_is_refused_before_serve_start_starts(here: Path, capsys) -> None:
+    """`-m ./nosuch.mar` (and a file:// URL) is exit 3 naming the flag, and no server is started to say it later."""
+    for given in ("./nosuch.mar", "own=./nosuch.mar", f"file://{here}/nosuch.mar"):
+        started = run_mmsctl(capsys, "serve", "start", "-m", given, "-p", "18000")
+        location = given.split("=")[-1]
+        assert (started.code, one_error_line(started)) == (3, f"error: {location}: no such file or folder (--models)")
+    assert run_mmsctl(capsys, "serve", "status", "-o", "json").stdout.strip() == "[]"
+
+
 def test_ec2_launch_sends_the_zoo_name_and_refuses_the_folder(here: Path, capsys, monkeypatch) -> None:
     monkeypatch.setenv("HOME", str(here))  # no AWS config: the dry run plans without looking
     code, out, err = run_mmsctl(capsys, "ec2", "launch", "--models", "squeezenet", "--dry-run", "-o", "json")

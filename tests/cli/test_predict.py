@@ -113,6 +113,16 @@ def test_bad_handler_is_one_line(capsys, tmp_path: Path, images: Path) -> None:
     assert err.strip().splitlines()[0].startswith("error: handler module 'h' failed to import")
 
 
+def test_a_handler_flag_that_names_nothing_says_the_flag_is_wrong(capsys, tmp_path: Path, images: Path) -> None:
+    """`--handler nosuch`: the value typed is what to fix, not the manifest (nor the archive's cache folder)."""
+    archive = handler_archive(tmp_path / "m", {"h.py": "def handle(d, c):\n    return d\n"}, handler="h:handle")
+    code, _, err = run_mmsctl(capsys, "predict", str(archive.root), str(images / "img0.png"), "--handler", "nosuch")
+    lines = err.strip().splitlines()
+    assert code == 1 and lines[0] == ("error: handler module 'nosuch' not found: no such module in the archive and "
+                                      "no such .py file (--handler)"), lines
+    assert "manifest" not in err and str(archive.root) not in err
+
+
 def test_custom_handler_text_output(capsys, tmp_path: Path, images: Path) -> None:
     src = "def handle(d, c):\n    return None if d is None else ['%d bytes' % len(x['body']) for x in d]\n"
     archive = handler_archive(tmp_path / "m", {"h.py": src}, handler="h:handle")

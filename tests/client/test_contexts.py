@@ -8,7 +8,7 @@ import pytest
 
 from mmsctl.client.auth import read_token
 from mmsctl.client.contexts import Context, ContextNotFound, ContextStore, contexts_file, resolve_context
-from mmsctl.errors import ConfigError, UsageError
+from mmsctl.errors import ConfigError, InputNotFoundError, UsageError
 
 
 @pytest.fixture
@@ -88,7 +88,7 @@ def test_tokens_plain_and_torchserve_key_file(tmp_path) -> None:
     keys.write_text(json.dumps({"management": {"key": "M"}, "inference": {"key": "I"}, "API": {"key": "A"}}))
     assert (read_token(str(keys), "management"), read_token(str(keys), "inference")) == ("M", "I")
     assert read_token(None, "inference") is None
-    with pytest.raises(ConfigError, match="not found"):
+    with pytest.raises(InputNotFoundError, match="not found"):  # exit 3, as every missing input file
         read_token(str(tmp_path / "missing"), "inference")
 
 

@@ -121,3 +121,18 @@ def test_live_price_asks_the_pricing_api(pricing_url: str, capsys: pytest.Captur
     filters = {f["Field"]: f["Value"] for f in req["body"]["Filters"]}
     assert filters["instanceType"] == "m5.large" and filters["location"] == "EU (Ireland)"
     assert filters["operatingSystem"] == "Linux" and filters["tenancy"] == "Shared"
+
+
+@pytest.mark.parametrize("command", [["ec2", "cost"], ["fleet", "cost", "--count", "2"]])
+def test_a_bundled_price_shown_for_another_region_says_so(command: list[str], capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table's price is us-east-1's: asked for eu-west-1 (flag or environment), one warning line says it;
+    for us-east-1, or with a price given, nothing."""
+    args = [*command, "--instance-type", "c5.xlarge", "--throughput", "10"]
+    r = run_mmsctl(capsys, *args, "--region", "eu-west-1")
+    assert r.code == 0 and "warning: the price is the bundled us-east-1 one, not eu-west-1's" in r.stderr, r.stderr
+    assert ("--live asks the AWS Pricing API" in r.stderr) == (command[0] == "ec2")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "ap-south-1")
+    assert "not ap-south-1's" in run_mmsctl(capsys, *args).stderr
+    assert "bundled" not in run_mmsctl(capsys, *args, "--region", "us-east-1").stderr
+    assert "bundled" not in run_mmsctl(capsys, *args, "--price", "0.2").stderr

@@ -1,4 +1,4 @@
-"""The README's `mmsctl ec2 launch --eia medium --dry-run` on a machine with no AWS set up at all.
+"""`mmsctl ec2 launch … --dry-run` (the README's tour has one) on a machine with no AWS set up at all.
 
 No region, no credentials, no ~/.aws: a dry run still prints the whole plan, with placeholders
 for what it would have looked up, and says that it did not look. (The autouse fixture already
@@ -98,3 +98,14 @@ def test_ssh_from_the_whole_internet_only_on_purpose(capsys) -> None:
                    for p in c["parameters"].get("IpPermissions", [])]
         assert any(r.get("CidrIp") == "0.0.0.0/0" for p in ingress if p["FromPort"] == 22
                    for r in p.get("IpRanges", [])), ingress
+
+
+@pytest.mark.parametrize("command", [["ec2", "launch"], ["fleet", "create", "prod"]])
+def test_a_dry_run_refuses_models_a_real_run_could_not_find(capsys, command: list[str]) -> None:
+    """A zoo typo (with the did-you-mean) or a local file that is not there: exit 3 before any plan, as
+    `serve start` and `lambda deploy` answer; nothing is downloaded to check."""
+    code, out, err = run_mmsctl(capsys, *command, "--models", "squeezenett", "--dry-run")
+    assert code == 3 and out == "", err
+    assert "unknown model 'squeezenett'" in err and "did you mean 'squeezenet'" in err
+    code, out, err = run_mmsctl(capsys, *command, "--models", "foo=./nosuch.mar", "--dry-run")
+    assert (code, out) == (3, "") and err.splitlines()[0] == "error: ./nosuch.mar: no such file or folder (--models)"

@@ -194,9 +194,9 @@ def test_rolling_strategy_is_an_instance_refresh_that_pauses_minutes_not_an_hour
     assert pins == ["1"] and plan["rollout"]["from_version"] == "1"
 
     for args, message in [
-        (["--checkpoint-delay", "25h"], "checkpoint_delay_s '25h' is longer than a day (--checkpoint-delay)"),
-        (["--checkpoint-delay", "soon"], "bad checkpoint_delay_s 'soon'"),
-        (["--checkpoint-delay", "-5s"], "bad checkpoint_delay_s '-5s'"),
+        (["--checkpoint-delay", "25h"], "--checkpoint-delay '25h' is longer than a day"),
+        (["--checkpoint-delay", "soon"], "bad --checkpoint-delay 'soon'"),
+        (["--checkpoint-delay", "-5s"], "bad --checkpoint-delay '-5s'"),
     ]:
         bad = cli("fleet", "rollout", "rr", "-m", "squeezenet", "--strategy", "rolling", *args)
         assert bad.code == 2 and message in bad.stderr, bad.stderr
@@ -359,3 +359,16 @@ def test_a_rollout_lets_the_role_read_its_new_s3_models_and_keeps_the_serving_on
     assert _reads(aws, "rd") == {"my-models/b.mar", "my-models/c.mar"}  # a's group is gone: a is not kept
     assert cli("fleet", "rollout", "rd", "--finish").code == 0
     assert cli("fleet", "destroy", "rd").code == 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--checkpoint-delay", "99h"), "error: --checkpoint-delay '99h' is longer than a day"),
+    (("--auto-finish", "soon"), "error: bad --auto-finish 'soon': use a number with s, ms, m or h (10s, 500ms, 2m)"),
+    (("--finish", "--rollback"), "error: give only one of --finish, --rollback, --status"),
+])
+def test_a_bad_rollout_flag_is_named_as_typed_before_aws_is_asked(capsys, args: tuple[str, ...], message: str) -> None:
+    """The flag, not the request's field (checkpoint_delay_s); no region needed to be told (nothing is looked up)."""
+    from tests.support.cli import run_mmsctl
+
+    r = run_mmsctl(capsys, "fleet", "rollout", "prod", *args)
+    assert r.code == 2 and r.stderr.splitlines() == [message], r.stderr

@@ -109,3 +109,12 @@ def test_invoke_s3_waits_through_s3s_403_for_an_answer_not_written_yet(pipeline:
     assert json.loads(out)["result"] == ANSWER
     assert ("s3:GetObject", 403) in standin.actions() and ("s3:GetObject", 200) in standin.actions()
     assert _everything(pipeline, "kitten-in") == [] and _everything(pipeline, "kitten-out") == []
+
+
+@pytest.mark.parametrize("args, message", [
+    ((), "error: give one of IMAGE, --image-url URL or --s3 FILE"),
+    (("cat.jpg", "--image-url", "https://example.com/cat.jpg"), "error: give only one of IMAGE, --image-url URL or --s3 FILE"),
+])
+def test_invoke_says_whether_an_input_is_missing_or_one_too_many(capsys, args: tuple[str, ...], message: str) -> None:
+    r = run_mmsctl(capsys, "lambda", "invoke", NAME, *args)
+    assert r.code == 2 and r.stderr.splitlines()[0] == message, r.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -189,11 +190,16 @@ def test_the_largest_script_leaves_room_for_models() -> None:
         render_user_data(UserDataSpec(models=many, assets=assets, lifecycle_hook=hook))
 
 
-def test_the_printed_script_is_the_assets_form_unless_a_pip_spec(capsys) -> None:
+def test_the_printed_script_is_the_assets_form_unless_a_pip_spec(capsys, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """`user-data` prints what launch and create send: the assets fetched from a placeholder bucket and prefix,
-    pip with no index; with --pip-spec, the package index and the zoo name as given."""
+    pip with no index; with --pip-spec, the package index and the zoo name as given. A local model that is not
+    there is refused, as launch refuses it."""
     from tests.support.cli import run_mmsctl
 
+    monkeypatch.chdir(tmp_path)
+    assert run_mmsctl(capsys, "fleet", "user-data", "-m", "own=./own.mar").code == 3
+    (tmp_path / "own.mar").write_bytes(b"PK")
     fleet = run_mmsctl(capsys, "fleet", "user-data", "-m", "squeezenet", "-m", "own=./own.mar")
     assert fleet.code == 0, fleet.stderr
     assert _settings(fleet.stdout)["assets"] == {"bucket": "<asset-bucket>", "prefix": "fleet/<name>/",

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mmsctl.loadtest.results import BenchRun, Level, Sweep, load_run, save_run
-from mmsctl.errors import UsageError
+from mmsctl.errors import InputNotFoundError, UsageError
 
 
 def _run() -> BenchRun:
@@ -48,6 +48,7 @@ def test_files_that_are_not_runs_are_refused(tmp_path: Path, content: str, messa
         load_run(path)
 
 
-def test_missing_file_is_a_usage_error(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="not found"):
+def test_missing_file_is_not_found(tmp_path: Path) -> None:
+    """Exit 3, as every missing input file (docs/cli.md)."""
+    with pytest.raises(InputNotFoundError, match="not found"):
         load_run(tmp_path / "absent.json")

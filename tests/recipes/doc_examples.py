@@ -22,7 +22,7 @@ from typing import Optional
 
 from tests.support.paths import REPO
 
-__all__ = ["Block", "PAGES", "blocks", "block_at"]
+__all__ = ["Block", "PAGES", "blocks", "block_at", "indented_commands"]
 
 PAGES = sorted((REPO / "docs").glob("*.md")) + [REPO / "README.md"]
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
@@ -30,6 +30,7 @@ _MARKER = re.compile(r"<!-- examples: (run by (?P<test>\S+)|not run: (?P<why>.+?
 _SHELL = {"sh", "bash", "shell"}
 #: What a command line of an unlabelled block starts with (the rest of such blocks is output or logs).
 _COMMAND = re.compile(r"^\s*(\$ |mmsctl |\.venv/bin/python |python3? |curl |make |aws |[A-Z_]+=\S+ (mmsctl|\.venv))")
+_INDENTED_COMMAND = re.compile(r"^(\$ |mmsctl )")
 _HEREDOC = re.compile(r"<<-?\s*'?(\w+)'?")
 
 
@@ -42,6 +43,8 @@ class Block:
     commands: tuple[str, ...]
     run_by: Optional[str]
     why: Optional[str]
+    #: An indented code block (no fence, so no marker can sit above it): refused, it is to be fenced.
+    indented: bool = False
 
     @property
     def where(self) -> str:
@@ -86,11 +89,29 @@ def _commands(lang: str, text: str) -> list[str]:
     return [c.strip() for c in _logical(picked) if c.strip() and not c.strip().startswith("#")]
 
 
+def indented_commands(text: str) -> Iterator[tuple[int, tuple[str, ...]]]:
+    """The indented code blocks of *text* (outside fences, after a blank line) that start with ``mmsctl `` or
+    ``$ ``, as (line, commands): a reader pastes them as surely as a fenced block's."""
+    lines = _FENCE.sub(lambda m: "```\n" * m.group(0).count("\n"), text).split("\n")  # a fence ends a block
+    i = 0
+    while i < len(lines):
+        if not (lines[i].startswith("    ") and lines[i].strip() and (i == 0 or not lines[i - 1].strip())):
+            i += 1
+            continue
+        start, body = i, []
+        while i < len(lines) and (lines[i].startswith("    ") or not lines[i].strip()):
+            body.append(lines[i][4:])
+            i += 1
+        if _INDENTED_COMMAND.match(body[0]):
+            yield start + 1, tuple(_commands("console" if body[0].startswith("$ ") else "sh", "\n".join(body)))
+
+
 def blocks() -> list[Block]:
     """Every block with commands, on every page."""
     found = []
     for page in PAGES:
         text = page.read_text(encoding="utf-8")
+        found += [Block(page, line, commands, None, None, indented=True) for line, commands in indented_commands(text)]
         for match in _FENCE.finditer(text):
             commands = _commands(match.group(1), match.group(2))
             if not commands:

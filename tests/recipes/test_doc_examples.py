@@ -18,7 +18,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.recipes.doc_examples import Block, _commands, block_at, blocks, without_comment
+from tests.recipes.doc_examples import Block, _commands, block_at, blocks, indented_commands, without_comment
 from tests.support.cli import run_here
 from tests.support.http_mirror import serving_folder
 from tests.support.mmsctl_server import ServerInfo, echo_and_squeezenet_server
@@ -31,6 +31,7 @@ def test_every_command_example_is_run_by_a_test_or_says_why_not() -> None:
     found = blocks()
     assert len(found) >= 25  # the extractor sees the pages' blocks
     for block in found:
+        assert not block.indented, f"{block.where}: commands in an indented block: fence it (```sh) under its marker"
         assert block.run_by or block.why, f"{block.where}: no <!-- examples: run by … | not run: … --> above it"
         if block.why:
             assert len(block.why.strip()) > 10, f"{block.where}: say why it is not run"
@@ -50,6 +51,9 @@ def test_the_extractor_sees_what_a_reader_pastes() -> None:
     assert _commands("sh", sh) == ["mmsctl z", "python3 - <<'EOF'   # a note\nprint(1)\nEOF", "curl y"]
     assert _commands("", "[INFO] a log line\n.venv/bin/python bench/x.py   # c\n") == [".venv/bin/python bench/x.py   # c"]
     assert without_comment("curl 'a # b'  # c") == "curl 'a # b'"
+    page = ("Text.\n\n    mmsctl a --b\n    mmsctl c   # d\n\nMore.\n\n    none ──▶ done\n\n"
+            "```\n    mmsctl e\n```\n\n    $ mmsctl f\n    output\n")
+    assert list(indented_commands(page)) == [(3, ("mmsctl a --b", "mmsctl c   # d")), (14, ("mmsctl f",))]
 
 
 # -- the v2 examples (docs/server.md), as pasted ------------------------------------------------------

@@ -82,5 +82,6 @@ def test_the_readme_tour_runs_in_order_after_make_demo(tmp_path: Path) -> None:
     assert said[1].count('"input"') == len(list((work / "photos").iterdir()))
     assert '"probability"' in outputs["curl -X POST http://127.0.0.1:8080/predictions/squeezenet -T kitten.jpg"]
     assert "squeezenet scaled to 2 workers (2 ready)" in outputs["mmsctl scale squeezenet --min-workers 2 --wait"]
-    assert "nothing was looked up in AWS" in outputs["mmsctl ec2 launch --eia medium --dry-run"]
+    launch = outputs["mmsctl ec2 launch --accelerator g4dn -m squeezenet --dry-run"]
+    assert "nothing was looked up in AWS" in launch and "warning" not in launch  # the tour shows nothing retired
     assert "stopped" in said[-1]

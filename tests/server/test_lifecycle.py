@@ -173,6 +173,24 @@ def test_port_taken_is_a_clear_error(noop: Path, capsys: pytest.CaptureFixture[s
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("address, first_line", [
+    ("foo", "error: inference_address: bad address 'foo': must be a URL like http://127.0.0.1:8080 "
+            "(--inference-address)"),
+    ("http://192.0.2.1:{port}", "error: cannot listen on 192.0.2.1:{port} (inference API): Cannot assign requested "
+                                "address (--inference-address)"),
+])
+def test_an_address_that_is_no_url_of_this_machine_is_a_usage_error(
+        address: str, first_line: str, noop: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A word, or an IP of another machine (TEST-NET-1: nothing is sent): exit 2 naming the flag and the form
+    a value takes, never "another program listens there"; nothing is started."""
+    port = free_port()
+    result = run_mmsctl(capsys, "serve", "start", "--models", f"noop={noop}",
+                        "--inference-address", address.format(port=port))
+    assert result.code == 2 and result.stderr.splitlines()[0] == first_line.format(port=port), result.stderr
+    assert "another program" not in result.stderr
+    assert json.loads(run_mmsctl(capsys, "serve", "status", "-o", "json").stdout) == []
+
+
 def test_a_port_taken_by_another_program_names_no_flag_the_user_did_not_type(
         tmp_path: Path, noop: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The addresses come from config.properties (or MMS's defaults): the error says what to type, --port."""
@@ -244,13 +262,14 @@ def test_bad_config_file_is_a_usage_error(tmp_path: Path, capsys: pytest.Capture
 ])
 def test_a_token_file_without_both_keys_refuses_to_start(tmp_path: Path, text: str | None, reason: str,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    """A server never starts half-protected: one error line, exit 2, nothing listening."""
+    """A server never starts half-protected: one error line, exit 2 (3 for a file that is not there: a missing
+    input file, docs/cli.md), nothing listening."""
     token = tmp_path / "token"
     if text is not None:
         token.write_text(text)
     flags, inference, _ = _addresses()
     result = run_mmsctl(capsys, "serve", "start", "--token-file", str(token), *flags, "--timeout", "30")
-    assert result.code == 2, result.stderr
+    assert result.code == (3 if text is None else 2), result.stderr
     lines = result.stderr.strip().splitlines()
     assert lines[0].startswith(f"error: token file {token}") and reason in lines[0], lines
     assert all(line.startswith("hint: ") for line in lines[1:]) and "Traceback" not in result.stderr

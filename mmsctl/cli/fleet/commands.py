@@ -24,7 +24,7 @@ __all__ = ["register"]
 
 fleet_app = typer.Typer(
     help="Serve past one machine: model servers on EC2 Auto Scaling behind an Application Load Balancer "
-    "(create, list, describe, members, tunnel, scale, destroy, cost).",
+    "(create, list, describe, members, scale, rollout, destroy, tunnel, ssh-config, user-data, cost).",
     no_args_is_help=True,
 )
 
@@ -584,7 +584,9 @@ def cost_cmd(
     if name is not None:
         from mmsctl.cloud.fleet.query import describe
 
-        info = describe(aws_session(region, profile), name)
+        aws = aws_session(region, profile)
+        info = describe(aws, name)
+        region = aws.region
         instance_type = instance_type or info["instance_type"]
         if accel is None and str(info.get("accelerator") or "").startswith("eia"):
             accel = str(info["accelerator"])
@@ -594,6 +596,9 @@ def cost_cmd(
     rows = prices.fleet_estimate(instance_type, per_instance, list(counts) or [1], accelerator=accel, price=price)
     if render_data([r.to_dict() for r in rows], output):
         return
+    from mmsctl.cli.price_note import note_bundled_price
+
+    note_bundled_price([r.per_instance.price_source for r in rows], region, live=False)
     table = [{"instances": r.instances, "hourly": f"${r.hourly_price:.3f}/h", "monthly": f"${r.monthly_price:,.0f}",
               "throughput": f"{r.throughput:.1f} req/s", "cost": f"${r.cost_per_100k:.3f}",
               "setup": r.per_instance.label, "source": r.per_instance.price_source} for r in rows]

@@ -68,7 +68,9 @@ def rollout_cmd(
 
     check_name(name)
     if sum([finish, rollback, show_status]) > 1:
-        raise UsageError("give one of --finish, --rollback, --status")
+        raise UsageError("give only one of --finish, --rollback, --status")
+    auto_finish_s = _seconds(auto_finish, "--auto-finish")
+    checkpoint_delay_s = _seconds(checkpoint_delay, "--checkpoint-delay")
     aws = aws_session(region, profile, dry_run)
     if finish or rollback or show_status:
         act = rollout.finish if finish else rollout.rollback if rollback else None
@@ -81,9 +83,7 @@ def rollout_cmd(
                                      instance_type=instance_type, ami=ami, pip_spec=pip_spec, strategy=strategy,
                                      instance_python=instance_python,
                                      min_healthy=min_healthy, timeout=wait_timeout,
-                                     auto_finish_s=_seconds(auto_finish) if auto_finish is not None else None,
-                                     checkpoint_delay_s=(_seconds(checkpoint_delay, "checkpoint_delay_s")
-                                                         if checkpoint_delay is not None else None))
+                                     auto_finish_s=auto_finish_s, checkpoint_delay_s=checkpoint_delay_s)
         result = rollout.start(aws, req)
     if dry_run:
         render_calls(aws, output, {"rollout": result})
@@ -91,10 +91,11 @@ def rollout_cmd(
     _show(result, output)
 
 
-def _seconds(text: str, what: str = "auto_finish_s") -> float:
+def _seconds(text: Optional[str], flag: str) -> Optional[float]:
+    """*text* as seconds, None when not given; a bad value is told before AWS is asked anything, naming *flag*."""
     from mmsctl.loadtest.sweep import parse_duration
 
-    return parse_duration(text, what)
+    return None if text is None else parse_duration(text, flag)
 
 
 def _show(result: dict[str, Any], output: str) -> None:

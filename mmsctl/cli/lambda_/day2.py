@@ -72,7 +72,7 @@ def _check_url(url: str) -> str:
 
 
 def invoke_cmd(
-    name: str = typer.Argument(..., metavar="NAME"),
+    name: str = typer.Argument(..., metavar="NAME", help="The function (`lambda list` shows them)."),
     image: Optional[Path] = typer.Argument(None, metavar="[IMAGE]", help="An image file to POST."),
     image_url: Optional[str] = typer.Option(None, "--image-url", metavar="URL",
                                             help="Have the function fetch this image (GET ?url=URL)."),
@@ -94,7 +94,7 @@ def invoke_cmd(
 
     given = [x for x in (image, image_url, s3) if x is not None]
     if len(given) != 1:
-        raise UsageError("give one of IMAGE, --image-url URL or --s3 FILE")
+        raise UsageError(f"give {'only ' if given else ''}one of IMAGE, --image-url URL or --s3 FILE")
     if (via_url and s3 is not None) or (post and not (via_url and image_url)):
         raise UsageError("--url takes IMAGE or --image-url URL; --post goes with --url --image-url")
     from mmsctl.cloud.lambda_ import invoke as inv
@@ -150,7 +150,7 @@ def _render_invoke(result: Any, output: str) -> None:
 
 
 def logs_cmd(
-    name: str = typer.Argument(..., metavar="NAME"),
+    name: str = typer.Argument(..., metavar="NAME", help="The function (`lambda list` shows them)."),
     follow: bool = option("--follow", False, help="Keep printing new events (Ctrl+C stops)."),
     since: str = typer.Option("10m", "--since", metavar="AGE", help="From this long ago: 30s, 10m, 2h, 1d."),
     region: Optional[str] = RegionOpt,
@@ -182,7 +182,7 @@ def list_cmd(region: Optional[str] = RegionOpt, profile: Optional[str] = Profile
         render_table(rows, FUNCTION_COLUMNS, wide=output == "wide")
 
 
-def describe_cmd(name: str = typer.Argument(..., metavar="NAME"), region: Optional[str] = RegionOpt,
+def describe_cmd(name: str = typer.Argument(..., metavar="NAME", help="The function (`lambda list` shows them)."), region: Optional[str] = RegionOpt,
                  profile: Optional[str] = ProfileOpt, output: str = OutputOpt) -> None:
     """Show one function: image, model, role, URL, S3 trigger, schedule, permissions, tags."""
     check_output(output)
@@ -194,7 +194,7 @@ def describe_cmd(name: str = typer.Argument(..., metavar="NAME"), region: Option
 
 
 def destroy_cmd(
-    name: str = typer.Argument(..., metavar="NAME"),
+    name: str = typer.Argument(..., metavar="NAME", help="The function (`lambda list` shows them)."),
     keep_data: bool = typer.Option(False, "--keep-data", help="Keep the buckets, empty ones too."),
     delete_data: bool = option("--delete-data", False, help="Also delete input and output buckets that "
                                "hold objects, every version (asks first, with the count)."),

@@ -33,7 +33,7 @@ def _ms(value: Optional[float]) -> str:
     return "n/a" if value is None else f"{value:.1f} ms"
 
 
-def describe_cmd(name: str = typer.Argument(..., metavar="NAME"),
+def describe_cmd(name: str = typer.Argument(..., metavar="NAME", help="The endpoint (`sagemaker list` shows them)."),
                  minutes: int = typer.Option(60, "--minutes", min=1, max=1440, metavar="N",
                                              help="The window of invocations and latency (CloudWatch)."),
                  region: Optional[str] = RegionOpt, profile: Optional[str] = ProfileOpt,
@@ -72,7 +72,7 @@ def list_cmd(region: Optional[str] = RegionOpt, profile: Optional[str] = Profile
 
 
 def destroy_cmd(
-    name: str = typer.Argument(..., metavar="NAME"),
+    name: str = typer.Argument(..., metavar="NAME", help="The endpoint (`sagemaker list` shows them)."),
     delete_data: bool = option("--delete-data", False, help="Also delete the log group (the containers' "
                                "output; asks first, with its size)."),
     yes: bool = YesOpt,

@@ -18,7 +18,7 @@ __all__ = ["register"]
 
 sagemaker_app = typer.Typer(
     help="Serve a model on a SageMaker endpoint (real-time or serverless) from the image `lambda build` makes: "
-    "deploy, invoke, describe, update (blue/green, canary), run-local, cost, destroy.",
+    "deploy, invoke, describe, list, update (blue/green, canary), run-local, cost, destroy.",
     no_args_is_help=True,
 )
 
@@ -130,7 +130,7 @@ def deploy_cmd(
 @sagemaker_app.command("update")
 @_UPDATE_WORDS.command
 def update_cmd(
-    name: str = typer.Argument(..., metavar="NAME"),
+    name: str = typer.Argument(..., metavar="NAME", help="The endpoint (`sagemaker list` shows them)."),
     model: Optional[str] = option("--model", help="The new model (as for deploy)."),
     image: Optional[str] = option("--image", help="A new image (default: the one the "
                                   "endpoint runs)."),
@@ -165,7 +165,7 @@ def update_cmd(
 
 @sagemaker_app.command("invoke")
 def invoke_cmd(
-    name: str = typer.Argument(..., metavar="NAME"),
+    name: str = typer.Argument(..., metavar="NAME", help="The endpoint (`sagemaker list` shows them)."),
     image: Path = typer.Argument(..., metavar="IMAGE", help="An image file (or .npy tensor, or JSON body) to POST."),
     content_type: Optional[str] = typer.Option(None, "--content-type", metavar="TYPE",
                                                help="Default: from the file's bytes."),

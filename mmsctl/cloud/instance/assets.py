@@ -31,8 +31,9 @@ from mmsctl.cloud.aws.asset_bucket import (
 from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.instance.model_pins import pin_models
 from mmsctl.cloud.instance.userdata import AssetsRef, ModelSpec, ScriptPaths
+from mmsctl.errors import InputNotFoundError
 
-__all__ = ["AssetPlan", "StagedAssets", "assets_ref", "plan_assets", "stage_assets"]
+__all__ = ["AssetPlan", "StagedAssets", "assets_ref", "check_model", "plan_assets", "stage_assets"]
 
 _SUFFIXES = (".mar", ".model", ".tar.gz")
 
@@ -66,8 +67,25 @@ class StagedAssets:
     unchanged: list[str]
 
 
+def check_model(spec: ModelSpec) -> None:
+    """Refuse a zoo name nothing could resolve or a local path that is not there, without downloading
+    anything: the same check ``serve start`` makes, so a dry run's plan is one a real run can carry out.
+
+    Raises:
+        ModelNotFoundError: an unknown zoo name (with a did-you-mean where one is close).
+        InputNotFoundError: a local file or folder that is not there.
+    """
+    if spec.kind == "zoo":
+        from mmsctl.zoo.resolve import check_name
+
+        check_name(spec.location)
+    elif spec.kind == "path" and not Path(spec.location).expanduser().exists():
+        raise InputNotFoundError(f"{spec.location}: no such file or folder", param="models")
+
+
 def _archive_of(spec: ModelSpec, work: Path, dry_run: bool) -> tuple[Path, str]:
     """A local file to upload for *spec* and its file name on the instance."""
+    check_model(spec)
     if dry_run:
         return Path(spec.location), f"{spec.name}.mar"
     if spec.kind == "zoo":
