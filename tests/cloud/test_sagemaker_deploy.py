@@ -274,3 +274,53 @@ def test_a_deploy_onto_an_endpoint_not_in_service_is_refused(status: str, reason
         check_in_service(t, {"EndpointStatus": status, "FailureReason": reason})
     assert hint in (raised.value.hint or "")
     assert (reason or "") in str(raised.value)
+
+
+def _refuses_tags_on_an_existing_target(params: dict[str, Any], **_: Any) -> Any:
+    """What Application Auto Scaling answers RegisterScalableTarget with Tags for a target that exists (moto
+    accepts it): ValidationException, before the request (*params*: botocore's, its JSON body) reaches moto."""
+    from botocore.awsrequest import AWSResponse
+
+    params = json.loads(params["body"])
+    existing = boto3.client("application-autoscaling").describe_scalable_targets(
+        ServiceNamespace=params["ServiceNamespace"], ResourceIds=[params["ResourceId"]])["ScalableTargets"]
+    if not existing or "Tags" not in params:
+        return None
+    message = ("The scalable target that you tried to tag already exists. To update tags on an existing scalable "
+               "target, use the TagResource API.")
+    return AWSResponse("https://application-autoscaling", 400, {}, None), {
+        "Error": {"Code": "ValidationException", "Message": message}, "ResponseMetadata": {"HTTPStatusCode": 400}}
+
+
+def test_a_new_scaling_range_on_a_scaled_endpoint_registers_the_target_again_without_tags(
+        moto: Moto, cli: Any, mar: Path) -> None:
+    """RegisterScalableTarget takes Tags when it creates the target only; a redeploy with another --min/--max
+    updates the range with the target's tags left as they are."""
+    from mmsctl.cloud.aws.session import open_session
+    from mmsctl.cloud.sagemaker.deploy.scaling import ensure_scaling, resource_id, scaling_of
+    from mmsctl.cloud.sagemaker.deploy.target import Target
+    from mmsctl.cloud.sagemaker.spec import DeploySpec
+
+    pushed_image(NAME)
+    deploy(cli, "--model", str(mar), "--image", IMAGE, "--min", "1", "--max", "3")
+    aws = open_session()
+    aws.client("application-autoscaling").meta.events.register(
+        "before-call.application-autoscaling.RegisterScalableTarget", _refuses_tags_on_an_existing_target)
+    t = Target(aws, NAME)
+    spec = DeploySpec(NAME, str(mar), IMAGE, count=2, min_count=2, max_count=5).check()
+    ensure_scaling(t, spec, scaling_of(aws, NAME))
+    aas = boto3.client("application-autoscaling")
+    found = aas.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"]
+    assert [(f["ResourceId"], f["MinCapacity"], f["MaxCapacity"]) for f in found] == [(resource_id(NAME), 2, 5)]
+    assert [c.action for c in t.changes] == ["update"]
+
+
+@pytest.mark.parametrize("region, domain", [("us-east-1", "amazonaws.com"), ("cn-north-1", "amazonaws.com.cn")])
+def test_the_pinned_image_and_the_url_keep_the_partitions_domain(region: str, domain: str) -> None:
+    from mmsctl.cloud.sagemaker.deploy.run import invocations_url
+    from mmsctl.cloud.sagemaker.spec import parse_image
+
+    digest = "sha256:" + "a" * 64
+    image = parse_image(f"{ACCOUNT}.dkr.ecr.{region}.{domain}/team/kitten:v1")
+    assert image.pinned(digest) == f"{ACCOUNT}.dkr.ecr.{region}.{domain}/team/kitten@{digest}"
+    assert invocations_url(region, NAME) == f"https://runtime.sagemaker.{region}.{domain}/endpoints/{NAME}/invocations"

@@ -18,7 +18,7 @@ from mmsctl.cloud.aws.dryrun import Call, is_mutating, missing_code, placeholder
 from mmsctl.cloud.aws.errors import NoRegion, ResourceNotFound, UnknownRegion, translate
 from mmsctl.errors import CloudError, ConfigError
 
-__all__ = ["AwsSession", "PlainHttpRefused", "loopback_host", "open_session", "partition", "refuse_plain_http",
+__all__ = ["AwsSession", "PlainHttpRefused", "dns_suffix", "loopback_host", "open_session", "partition", "refuse_plain_http",
            "region_description", "translate_error"]
 
 _REGION_RE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d+$")
@@ -172,6 +172,11 @@ def partition(region: str) -> str:
     if region.startswith("us-gov-"):
         return "aws-us-gov"
     return "aws"
+
+
+def dns_suffix(region: str) -> str:
+    """The domain of *region*'s endpoints: ``amazonaws.com.cn`` in China, ``amazonaws.com`` elsewhere."""
+    return "amazonaws.com.cn" if partition(region) == "aws-cn" else "amazonaws.com"
 
 
 def region_description(region: str) -> Optional[str]:

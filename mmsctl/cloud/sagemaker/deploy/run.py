@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from mmsctl.cloud.aws.session import AwsSession
+from mmsctl.cloud.aws.session import AwsSession, dns_suffix
 from mmsctl.cloud.sagemaker import contract, policy
 from mmsctl.cloud.sagemaker.deploy.config import ensure_config, variants
 from mmsctl.cloud.sagemaker.deploy.endpoint import WAIT_TIMEOUT_S, check_in_service, ensure_endpoint
@@ -74,7 +74,7 @@ class DeployResult:
 
 def invocations_url(region: str, endpoint: str) -> str:
     """The runtime API's URL for the endpoint (SigV4, service ``sagemaker``)."""
-    return f"https://runtime.sagemaker.{region}.amazonaws.com/endpoints/{endpoint}/invocations"
+    return f"https://runtime.sagemaker.{region}.{dns_suffix(region)}/endpoints/{endpoint}/invocations"
 
 
 def role_scope(t: Target, *sources: Running, alarms: tuple[str, ...] = ()) -> policy.RoleScope:
