@@ -123,6 +123,25 @@ def test_destroy_removes_everything_and_keeps_the_logs(deployed: dict[str, Any],
     assert cli("sagemaker", "destroy", NAME).stderr.startswith(f"nothing of {NAME} left")
 
 
+def test_a_log_group_not_made_for_the_endpoint_is_used_and_never_deleted(moto: Moto, cli: Any,
+                                                                          mar: Path) -> None:  # noqa: F811
+    """SageMaker's own group (or anyone's) of the endpoint's name, without mmsctl:sagemaker=NAME: deploy writes
+    to it as it is and says so; destroy --delete-data keeps it and says why."""
+    group = f"/aws/sagemaker/Endpoints/{NAME}"
+    logs = boto3.client("logs")
+    logs.create_log_group(logGroupName=group, tags={"team": "theirs"})
+    pushed_image(NAME)
+    out = deploy(cli, "--model", str(mar), "--image", IMAGE)
+    assert {"action": "reuse", "kind": "log-group",
+            "id": f"{group} (not tagged mmsctl:sagemaker={NAME}: destroy keeps it)"} in out["changes"]
+    gone = cli("sagemaker", "destroy", NAME, "--delete-data", "--yes", "-o", "json")
+    assert gone.code == 0, gone.stderr
+    result = json.loads(gone.stdout)
+    assert "log-group" not in [d["kind"] for d in result["deleted"]]
+    assert result["kept"] == [{"kind": "log-group", "id": group, "why": f"not tagged mmsctl:sagemaker={NAME}"}]
+    assert logs.list_tags_log_group(logGroupName=group)["tags"] == {"team": "theirs"}
+
+
 def test_destroy_leaves_what_is_not_its_own(deployed: dict[str, Any], cli: Any) -> None:
     """A model named like the endpoint's but not tagged for it stays; so does the data without --yes off a terminal."""
     sm = boto3.client("sagemaker")

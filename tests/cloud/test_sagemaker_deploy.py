@@ -324,3 +324,55 @@ def test_the_pinned_image_and_the_url_keep_the_partitions_domain(region: str, do
     image = parse_image(f"{ACCOUNT}.dkr.ecr.{region}.{domain}/team/kitten:v1")
     assert image.pinned(digest) == f"{ACCOUNT}.dkr.ecr.{region}.{domain}/team/kitten@{digest}"
     assert invocations_url(region, NAME) == f"https://runtime.sagemaker.{region}.{domain}/endpoints/{NAME}/invocations"
+
+
+_NOT_YET = {
+    "create_model": f"Access denied for repository: mmsctl-lambda/{NAME} in registry ID: {ACCOUNT}. Please check if "
+                    f"your ECR repository and image exist and role arn:aws:iam::{ACCOUNT}:role/mmsctl-sagemaker/"
+                    f"mmsctl-sagemaker-{NAME} has proper pull permissions for SageMaker: "
+                    "ecr:BatchCheckLayerAvailability, ecr:BatchGetImage, ecr:GetDownloadUrlForLayer",
+    "create_endpoint_config": "Please make sure all images included in the model for the production variant "
+                              "AllTraffic exist, and that the execution role used to create the model has "
+                              "permissions to access them.",
+}
+
+
+@pytest.mark.parametrize("operation", sorted(_NOT_YET))
+@pytest.mark.parametrize("role_changed", [True, False])
+def test_a_refusal_while_the_role_change_propagates_is_tried_again(moto: Moto, operation: str,
+                                                                    role_changed: bool) -> None:
+    """Right after the role was made or its policy widened SageMaker may not see it yet and refuses the model or
+    the configuration (ValidationException, AWS's messages); the call is tried again, bounded. With the role as it
+    was, the same refusal is final at once (the Stubber has one answer: a retry would fail the test)."""
+    from botocore.stub import Stubber
+
+    from mmsctl.cloud.aws.session import open_session
+    from mmsctl.cloud.sagemaker.deploy.config import ensure_config
+    from mmsctl.cloud.sagemaker.deploy.model import ensure_model
+    from mmsctl.cloud.sagemaker.deploy.target import Target
+    from mmsctl.errors import CloudError
+
+    aws = open_session()
+    t = Target(aws, NAME, sleep=lambda s: None)
+    t.role_changed = role_changed
+    gone = "Could not find model \"x\"."
+    with Stubber(aws.client("sagemaker")) as stub:
+        describe = "describe_model" if operation == "create_model" else "describe_endpoint_config"
+        stub.add_client_error(describe, service_error_code="ValidationException", service_message=gone)
+        stub.add_client_error(operation, service_error_code="ValidationException", service_message=_NOT_YET[operation])
+        if role_changed:
+            arn = f"arn:aws:sagemaker:us-east-1:{ACCOUNT}:x/m"
+            answer = {"ModelArn": arn} if operation == "create_model" else {"EndpointConfigArn": arn}
+            stub.add_response(operation, answer)
+            if operation == "create_model":
+                ensure_model(t, {"Image": IMAGE}, f"arn:aws:iam::{ACCOUNT}:role/r")
+            else:
+                ensure_config(t, [{"VariantName": "AllTraffic", "ModelName": "m"}])
+            assert [c.action for c in t.changes] == ["create"]
+        else:
+            with pytest.raises(CloudError, match="ValidationException"):
+                if operation == "create_model":
+                    ensure_model(t, {"Image": IMAGE}, f"arn:aws:iam::{ACCOUNT}:role/r")
+                else:
+                    ensure_config(t, [{"VariantName": "AllTraffic", "ModelName": "m"}])
+        stub.assert_no_pending_responses()

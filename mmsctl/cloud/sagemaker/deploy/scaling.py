@@ -73,7 +73,7 @@ def ensure_scaling(t: Target, spec: DeploySpec, current: Optional[dict[str, Any]
         return
     # Tags go with the target's creation only: AWS refuses them on a target that exists (TagResource's job),
     # and the target mmsctl registered carries them from then on.
-    tagged = {"Tags": t.tags("scaling")} if current is None else {}
+    tagged: dict[str, Any] = {"Tags": t.tags("scaling")} if current is None else {}
     t.aws.call("application-autoscaling", "register_scalable_target", ServiceNamespace=NAMESPACE,
                ResourceId=resource_id(t.name), ScalableDimension=DIMENSION, MinCapacity=low,
                MaxCapacity=spec.max_count, **tagged)
