@@ -142,6 +142,18 @@ def test_a_log_group_not_made_for_the_endpoint_is_used_and_never_deleted(moto: M
     assert logs.list_tags_log_group(logGroupName=group)["tags"] == {"team": "theirs"}
 
 
+def test_describe_shows_a_scalable_target_without_a_policy(moto: Moto, cli: Any, mar: Path) -> None:  # noqa: F811
+    """A target someone registered (or a policy someone deleted): the range, and "none" for the target tracking."""
+    pushed_image(NAME)
+    deploy(cli, "--model", str(mar), "--image", IMAGE)
+    boto3.client("application-autoscaling").register_scalable_target(
+        ServiceNamespace="sagemaker", ResourceId=f"endpoint/{NAME}/variant/AllTraffic",
+        ScalableDimension="sagemaker:variant:DesiredInstanceCount", MinCapacity=1, MaxCapacity=2)
+    proc = cli("sagemaker", "describe", NAME)
+    assert proc.code == 0, proc.stderr
+    assert "1-2 instances (target tracking: none)" in proc.stdout
+
+
 def test_destroy_leaves_what_is_not_its_own(deployed: dict[str, Any], cli: Any) -> None:
     """A model named like the endpoint's but not tagged for it stays; so does the data without --yes off a terminal."""
     sm = boto3.client("sagemaker")
