@@ -255,6 +255,12 @@ def test_a_new_instance_type_under_scaling_deregisters_it_before_the_update(moto
                     "--count", "2", "--dry-run", "-o", "json")
     planned = [c["operation"] for c in json.loads(same_type.stdout)["calls"] if c["mutating"]]
     assert "UpdateEndpoint" in planned and "DeregisterScalableTarget" not in planned  # the count alone: allowed
+    serverless = cli("sagemaker", "deploy", NAME, "--model", str(mar), "--image", IMAGE, "--serverless", "2048",
+                     "--dry-run", "-o", "json")
+    planned = [c["operation"] for c in json.loads(serverless.stdout)["calls"] if c["mutating"]]
+    assert planned.index("DeleteScalingPolicy") < planned.index("DeregisterScalableTarget") < planned.index(
+        "UpdateEndpoint")  # serverless: no instances, so no instance type either
+    assert "RegisterScalableTarget" not in planned
 
 
 @pytest.mark.parametrize("status, reason, hint", [

@@ -138,8 +138,9 @@ def _deploy(t: Target, spec: DeploySpec, data: Optional[ModelData], wait_s: Opti
     config = ensure_config(t, production)
     new.config, new.models = config, [model]
     moving = previous is not None and previous.get("EndpointConfigName") != config
-    if moving and scaling is not None and any(v.get("InstanceType") != spec.instance_type for v in old.variants):
-        drop_scaling(t, scaling)  # SageMaker refuses a new instance type under scaling
+    if moving and scaling is not None and (spec.serverless or any(
+            v.get("InstanceType") != spec.instance_type for v in old.variants)):
+        drop_scaling(t, scaling)  # SageMaker refuses a new instance type (or none: serverless) under scaling
         scaling = None
     ensure_endpoint(t, config, previous, wait_s=wait_s)
     if moving and wait_s is not None and not aws.dry_run:
