@@ -154,6 +154,19 @@ def test_describe_shows_a_scalable_target_without_a_policy(moto: Moto, cli: Any,
     assert "1-2 instances (target tracking: none)" in proc.stdout
 
 
+@pytest.mark.parametrize("serverless, size, limit", [(True, 5, 4), (False, 7, 6)])
+def test_invoke_refuses_a_body_over_the_endpoints_limit(moto: Moto, cli: Any, mar: Path, tmp_path: Path,  # noqa: F811
+                                                        serverless: bool, size: int, limit: int) -> None:
+    """4 MB to a serverless endpoint, 6 MB to a real-time one: refused before anything is sent."""
+    pushed_image(NAME)
+    deploy(cli, "--model", str(mar), "--image", IMAGE, *(("--serverless", "2048") if serverless else ()))
+    big = tmp_path / "big.json"
+    big.write_bytes(b"[" + b"0," * (size * 1024 * 1024 // 2) + b"0]")
+    proc = cli("sagemaker", "invoke", NAME, str(big))
+    assert proc.code == 2 and proc.stderr.count("error:") == 1, proc.stderr
+    assert f"over InvokeEndpoint's {limit} MB" in proc.stderr and "IMAGE" in proc.stderr
+
+
 def test_destroy_leaves_what_is_not_its_own(deployed: dict[str, Any], cli: Any) -> None:
     """A model named like the endpoint's but not tagged for it stays; so does the data without --yes off a terminal."""
     sm = boto3.client("sagemaker")

@@ -36,6 +36,7 @@ _DEPLOY_WORDS = CommandWords(
         getattr(exc, "cause_hint", None),
         f"fix it and run it again, or remove what was made: mmsctl sagemaker destroy {getattr(exc, 'endpoint', 'NAME')}")))),),
 )
+_INVOKE_WORDS = CommandWords(flags={"body": "IMAGE"})
 _UPDATE_WORDS = CommandWords(
     flags=_DEPLOY_WORDS.flags,
     hints=(("sagemaker-endpoint-not-found", lambda exc: "deploy it first: mmsctl sagemaker deploy "
@@ -189,8 +190,9 @@ def invoke_cmd(
     except OSError as exc:
         raise InputNotFoundError(f"{image}: {exc.strerror or exc}") from None
     aws = aws_session(region, profile, local_service="sagemaker-runtime")
-    answer = invoke_endpoint(aws, name, body, content_type=content_type, accept=accept, top_k=top_k,
-                             max_response_bytes=max_response_bytes())
+    with _INVOKE_WORDS.applied():
+        answer = invoke_endpoint(aws, name, body, content_type=content_type, accept=accept, top_k=top_k,
+                                 max_response_bytes=max_response_bytes())
     if render_data(answer.to_dict(), output):
         return
     rows = answer.result
