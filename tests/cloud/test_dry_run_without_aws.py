@@ -98,3 +98,23 @@ def test_ssh_from_the_whole_internet_only_on_purpose(capsys) -> None:
                    for p in c["parameters"].get("IpPermissions", [])]
         assert any(r.get("CidrIp") == "0.0.0.0/0" for p in ingress if p["FromPort"] == 22
                    for r in p.get("IpRanges", [])), ingress
+
+
+_ECR = "123456789012.dkr.ecr.us-east-1.amazonaws.com/x:latest"
+
+
+@pytest.mark.parametrize("args", [
+    ("ec2", "launch", "--eia", "medium"),
+    ("fleet", "create", "web", "-m", "squeezenet"),
+    ("lambda", "deploy", "kitten", "--model", "s3://b/squeezenet.mar", "--image", _ECR),
+    ("lambda", "destroy", "kitten"),
+    ("sagemaker", "deploy", "kitten", "--model", "s3://b/model.tar.gz", "--image", _ECR),
+    ("sagemaker", "destroy", "kitten"),
+])
+@pytest.mark.parametrize("region", [(), ("--region", "us-east-1")])
+def test_a_profile_that_does_not_exist_fails_before_any_plan(capsys, args: tuple[str, ...],
+                                                             region: tuple[str, ...]) -> None:
+    """The same one line, exit 9, as without --dry-run: no plan first, no internal error after."""
+    code, out, err = run_mmsctl(capsys, *args, *region, "--profile", "nosuch", "--dry-run")
+    assert (code, out) == (9, ""), err
+    assert err.startswith("error: AWS profile not found: nosuch (--profile)\n") and err.count("error:") == 1, err
