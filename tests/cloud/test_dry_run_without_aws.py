@@ -118,3 +118,12 @@ def test_a_profile_that_does_not_exist_fails_before_any_plan(capsys, args: tuple
     code, out, err = run_mmsctl(capsys, *args, *region, "--profile", "nosuch", "--dry-run")
     assert (code, out) == (9, ""), err
     assert err.startswith("error: AWS profile not found: nosuch (--profile)\n") and err.count("error:") == 1, err
+
+
+def test_sagemaker_refuses_an_image_of_another_region_without_looking_anything_up(capsys) -> None:
+    """--region and the image's URI are enough to see the mismatch: refused offline too (exit 2), not planned, and
+    before the model is fetched or packed."""
+    code, out, err = run_mmsctl(capsys, "sagemaker", "deploy", "kitten", "--model", "squeezenet", "--image", _ECR,
+                                "--region", "eu-west-1", "--dry-run")
+    assert (code, out) == (2, ""), err
+    assert err.startswith(f"error: image {_ECR} is in us-east-1, the endpoint in eu-west-1") and "(--image)" in err

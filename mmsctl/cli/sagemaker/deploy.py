@@ -112,6 +112,7 @@ def deploy_cmd(
     check_output(output)
     import tempfile
 
+    from mmsctl.cloud.sagemaker.deploy.image import check_image_region
     from mmsctl.cloud.sagemaker.deploy.run import deploy
     from mmsctl.cloud.sagemaker.spec import DeploySpec
 
@@ -119,9 +120,10 @@ def deploy_cmd(
                       min_count=min_count, max_count=max_count, target_rps=target_rps, serverless_memory=serverless,
                       max_concurrency=max_concurrency, workers=workers, timeout_s=timeout,
                       model_source=model_source).check()
+    aws = aws_session(region, profile, dry_run, plan_without_aws=True)
+    check_image_region(aws.region, spec.image)  # before packing: the region and the URI say it alone
     with tempfile.TemporaryDirectory(prefix="mmsctl-sagemaker-") as work:
         data = _packed(model if model_source == "s3" else None, Path(work))
-        aws = aws_session(region, profile, dry_run, plan_without_aws=True)
         result = deploy(aws, spec, model_data=data, progress=_progress, wait_s=None if no_wait else wait_timeout)
     for warning in result.warnings:
         get_ui().warn(warning)
