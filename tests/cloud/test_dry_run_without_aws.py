@@ -127,3 +127,20 @@ def test_sagemaker_refuses_an_image_of_another_region_without_looking_anything_u
                                 "--region", "eu-west-1", "--dry-run")
     assert (code, out) == (2, ""), err
     assert err.startswith(f"error: image {_ECR} is in us-east-1, the endpoint in eu-west-1") and "(--image)" in err
+
+
+@pytest.mark.parametrize("args, region, looked, wanting", [
+    (("ec2", "launch"), (), "GetParameter", "Pass --region and credentials"),
+    (("sagemaker", "destroy", "kitten"), ("--region", "eu-west-1"), "DescribeEndpoint", "Pass credentials"),
+    (("lambda", "destroy", "kitten"), ("--region", "eu-west-1"), "GetFunction", "Pass credentials"),
+])
+def test_the_banner_says_what_this_command_could_not_look_up_and_what_it_lacks(
+        capsys, args: tuple[str, ...], region: tuple[str, ...], looked: str, wanting: str) -> None:
+    """Its own look-ups (not EC2's AMI and subnets for a SageMaker destroy), and --region only when none was given."""
+    code, _, err = run_mmsctl(capsys, *args, *region, "--dry-run")
+    assert code == 0, err
+    banner = next(line for line in err.splitlines() if "nothing was looked up in AWS" in line)
+    assert f"({looked}" in banner or f", {looked}" in banner, banner
+    assert wanting + " for a plan from your account" in banner, banner
+    if args[0] != "ec2":
+        assert "AMI" not in banner and "subnets" not in banner, banner
