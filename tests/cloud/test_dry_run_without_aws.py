@@ -70,6 +70,8 @@ def test_lambda_dry_runs_plan_without_region_or_credentials(capsys, tmp_path: Pa
     ops = [c["operation"] for c in plan["calls"] if c["mutating"]]
     assert {"CreateRepository", "CreateBucket", "PutObject", "CreateRole", "CreateFunction", "CreateFunctionUrlConfig",
             "PutBucketNotificationConfiguration"} <= set(ops), ops
+    [put] = [c["parameters"] for c in plan["calls"] if c["operation"] == "PutObject"]
+    assert put["Body"] == f"<{mar.name}, {mar.stat().st_size} bytes>"  # the file, not a Python object's repr
     assert "nothing was looked up in AWS" in err
 
     code, out, err = run_mmsctl(capsys, "lambda", "destroy", "kitten", "--dry-run", "-o", "json")

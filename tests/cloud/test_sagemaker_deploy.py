@@ -7,6 +7,7 @@ policies, roles, buckets, log groups and ECR images: each test reads back throug
 from __future__ import annotations
 
 import json
+import re
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -231,6 +232,8 @@ def test_dry_run_plans_without_region_or_credentials(moto: Moto, mar: Path) -> N
     planned = [c["operation"] for c in plan["calls"] if c["mutating"]]
     assert planned[-3:] == ["CreateModel", "CreateEndpointConfig", "CreateEndpoint"]
     assert not any(c["executed"] for c in plan["calls"])
+    [put] = [c["parameters"] for c in plan["calls"] if c["operation"] == "PutObject"]
+    assert re.fullmatch(r"<model\.tar\.gz, \d+ bytes>", put["Body"]), put["Body"]
     gone = run_cli_here(moto, "sagemaker", "destroy", NAME, "--dry-run", "-o", "json", env=offline)
     assert gone.returncode == 0, gone.stderr
     looked = {c["operation"] for c in json.loads(gone.stdout)["calls"]}
