@@ -27,6 +27,8 @@ CLOUD_WORDS = CommandWords(
          else "pass --ami with an image whose python3 is 3.9 to 3.12"),
     ),
 )
+#: How every AWS command names the session's own arguments.
+_SESSION_WORDS = CommandWords(flags={"profile": "--profile", "region": "--region"})
 CALL_COLUMNS = (
     Column("#", "n", justify="right"),
     Column("Service", "service"),
@@ -42,8 +44,9 @@ def aws_session(region: Optional[str], profile: Optional[str], dry_run: bool = F
     nor does a command whose one service (*local_service*) is pointed at loopback."""
     from mmsctl.cloud.aws.session import open_session
 
-    return open_session(region=region, profile=profile, dry_run=dry_run, plan_without_aws=plan_without_aws,
-                        local_service=local_service)
+    with _SESSION_WORDS.applied():
+        return open_session(region=region, profile=profile, dry_run=dry_run, plan_without_aws=plan_without_aws,
+                            local_service=local_service)
 
 
 def render_destroy_plan(aws: Any, output: str, result: dict[str, Any], tag: str) -> None:

@@ -322,8 +322,8 @@ def _check_profile(boto_session: Any, *, given: bool) -> None:
     """
     name = boto_session.profile_name
     if name != "default" and name not in boto_session.available_profiles:
-        raise NoCredentials(f"AWS profile not found: {name} ({'--profile' if given else 'AWS_PROFILE'})",
-                            hint="list profiles with `aws configure list-profiles`")
+        raise NoCredentials(f"AWS profile not found: {name}" + ("" if given else " (AWS_PROFILE)"),
+                            hint="list profiles with `aws configure list-profiles`", params=("profile",) if given else ())
 
 
 def _has_credentials(boto_session: Any) -> bool:
