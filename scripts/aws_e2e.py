@@ -45,9 +45,10 @@ import sys
 import tempfile
 import time
 import urllib.request
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence, TextIO
+from typing import Any, Callable, Iterator, Optional, Sequence, TextIO
 
 REPO = Path(__file__).resolve().parents[1]
 for _path in (REPO, REPO / "scripts"):  # run as `python scripts/aws_e2e.py` from a checkout; sagemaker_e2e beside it
@@ -141,6 +142,7 @@ class Plan:
     ami: Optional[str] = None
     asset_bucket_existed: bool = True
     server_group_existed: bool = True
+    profile: Optional[str] = None  # --profile, or None for the default chain's
 
     @property
     def name(self) -> str:
@@ -157,6 +159,17 @@ class Plan:
     @property
     def mode(self) -> str:
         return "stand-in" if self.stand_in else "aws"
+
+    def session(self) -> Any:
+        """A session on the run's region and profile (never the default chain's, which --region may differ from)."""
+        from mmsctl.cloud.aws.session import open_session
+
+        return open_session(region=self.region, profile=self.profile)
+
+    def environment(self) -> dict[str, str]:
+        """What every `mmsctl` the run starts needs to work where the run does: its region and profile."""
+        return {"AWS_REGION": self.region, "AWS_DEFAULT_REGION": self.region,
+                **({"AWS_PROFILE": self.profile} if self.profile else {})}
 
     def machine(self) -> list[str]:
         """The instance type and AMI flags `ec2 launch` and `fleet create` share."""
@@ -274,9 +287,8 @@ def _through_s3_on_aws(run: Run, image: Path) -> None:
 
 
 def _through_s3_here(run: Run, image: Path) -> None:
-    from mmsctl.cloud.aws.session import open_session
-
-    plan, aws = run.plan, open_session()
+    plan = run.plan
+    aws = plan.session()
     key = f"incoming/{image.name}"
     aws.call("s3", "put_object", Bucket=plan.buckets[0], Key=key, Body=image.read_bytes())
     run.mmsctl("lambda", "run-local", plan.function, "--s3-put", f"s3://{plan.buckets[0]}/{key}")
@@ -452,10 +464,9 @@ def _shared(plan: Plan, out: TextIO) -> None:
     from mmsctl.cloud.aws.asset_bucket import WHEELS, bucket_name, delete_prefix
     from mmsctl.cloud.aws.errors import aws_code
     from mmsctl.cloud.aws.security_groups import delete_security_group
-    from mmsctl.cloud.aws.session import open_session
     from mmsctl.errors import CloudError
 
-    aws = open_session()
+    aws = plan.session()
     if not plan.server_group_existed:
         for group in aws.call("ec2", "describe_security_groups", Filters=tags.managed_filter(
                 tags.SERVER_SECURITY_GROUP))["SecurityGroups"]:
@@ -476,9 +487,7 @@ def _shared(plan: Plan, out: TextIO) -> None:
 def _nothing_tagged(plan: Plan) -> None:
     """Ask the tagging API for the run's tags until only what is already gone answers (it lags a deletion)."""
     from mmsctl.cloud.aws import tags
-    from mmsctl.cloud.aws.session import open_session
-
-    aws = open_session()
+    aws = plan.session()
     live: list[str] = []
     for attempt in range(1 if plan.stand_in else 7):
         if attempt:
@@ -586,7 +595,8 @@ def make_plan(args: argparse.Namespace, out: TextIO) -> Plan:
 
     aws = open_session(region=args.region, profile=args.profile)
     plan = Plan(args.run_id or secrets.token_hex(3), aws.account_id(), aws.region, local_endpoint("ec2"),
-                args.model, Path(args.image), args.instance_type, args.allow_cidr, args.lambda_image, args.ami)
+                args.model, Path(args.image), args.instance_type, args.allow_cidr, args.lambda_image, args.ami,
+                profile=args.profile)
     groups = aws.call("ec2", "describe_security_groups", Filters=tags.managed_filter(tags.SERVER_SECURITY_GROUP))
     plan.server_group_existed = bool(groups["SecurityGroups"])
     try:
@@ -657,8 +667,25 @@ def main(argv: Sequence[str] = (), *, runner: Optional[Runner] = None, teardown_
     except KeyboardInterrupt:
         print("interrupted: nothing was made", file=out)
         return EXIT_INTERRUPTED
-    status = 0 if args.teardown else run_steps(plan, runner or subprocess_runner(), out)
-    return finish(plan, teardown_runner or subprocess_runner(detached=True), out, status)
+    with aws_environment(plan):
+        status = 0 if args.teardown else run_steps(plan, runner or subprocess_runner(), out)
+        return finish(plan, teardown_runner or subprocess_runner(detached=True), out, status)
+
+
+@contextmanager
+def aws_environment(plan: Plan) -> Iterator[None]:
+    """This process's environment with the plan's region and profile (:meth:`Plan.environment`) while the run
+    goes, put back after: every `mmsctl` it runs, as a process or in this one, inherits them."""
+    saved = {key: os.environ.get(key) for key in plan.environment()}
+    os.environ.update(plan.environment())
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _interrupted(signum: int, frame: Any) -> None:

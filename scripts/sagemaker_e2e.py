@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -132,6 +133,8 @@ def main() -> int:
     parser.add_argument("--region")
     parser.add_argument("--photo", type=Path, default=REPO.parent / "shared" / "images" / "kitten_small.jpg")
     args = parser.parse_args()
+    if args.region:  # `predict --context` has no --region: every step's process takes it from here
+        os.environ.update(AWS_REGION=args.region, AWS_DEFAULT_REGION=args.region)
     failures = run_sagemaker_e2e(_mmsctl, name=args.name, image=args.image, photo=args.photo, region=args.region)
     for failure in failures:
         print(f"FAILED {failure}", file=sys.stderr)

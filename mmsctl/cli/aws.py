@@ -27,6 +27,8 @@ CLOUD_WORDS = CommandWords(
          else "pass --ami with an image whose python3 is 3.9 to 3.12"),
     ),
 )
+#: How every AWS command names the session's own arguments.
+_SESSION_WORDS = CommandWords(flags={"profile": "--profile", "region": "--region"})
 CALL_COLUMNS = (
     Column("#", "n", justify="right"),
     Column("Service", "service"),
@@ -42,8 +44,9 @@ def aws_session(region: Optional[str], profile: Optional[str], dry_run: bool = F
     nor does a command whose one service (*local_service*) is pointed at loopback."""
     from mmsctl.cloud.aws.session import open_session
 
-    return open_session(region=region, profile=profile, dry_run=dry_run, plan_without_aws=plan_without_aws,
-                        local_service=local_service)
+    with _SESSION_WORDS.applied():
+        return open_session(region=region, profile=profile, dry_run=dry_run, plan_without_aws=plan_without_aws,
+                            local_service=local_service)
 
 
 def render_destroy_plan(aws: Any, output: str, result: dict[str, Any], tag: str) -> None:
@@ -51,7 +54,23 @@ def render_destroy_plan(aws: Any, output: str, result: dict[str, Any], tag: str)
     render_calls(aws, output, {"destroy": result})
     if aws.unlooked is not None:  # unlooked, destroy finds nothing: the plan is its look-ups
         get_ui().message(f"destroy deletes only what it finds tagged {tag}: this plan shows what it would look for; "
-                         "with a region and credentials it lists what it would delete")
+                         f"with {_wanting(aws.unlooked)} it lists what it would delete")
+
+
+def unlooked_banner(unlooked: str, operations: list[str]) -> str:
+    """What a dry run without AWS (*unlooked*: why) says of itself: the look-ups it could not make (this
+    command's own *operations*), and what to pass for a plan from the account."""
+    names = list(dict.fromkeys(operations))
+    shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+    return (f"dry run with {unlooked}: nothing was looked up in AWS ({shown or 'no look-ups'}); <…> marks what a "
+            "real run would find there, and what mmsctl creates when missing is planned as missing. Pass "
+            f"{_wanting(unlooked)} for a plan from your account.")
+
+
+def _wanting(unlooked: str) -> str:
+    """What a dry run without AWS lacked, as what to pass: ``--region``, ``credentials`` or both."""
+    missing = [what for what, word in (("--region", "region"), ("credentials", "credentials")) if word in unlooked]
+    return " and ".join(missing) or "--region and credentials"
 
 
 def render_calls(aws: Any, output: str, extra: Optional[dict[str, Any]] = None) -> None:
@@ -60,9 +79,7 @@ def render_calls(aws: Any, output: str, extra: Optional[dict[str, Any]] = None) 
     unlooked = getattr(aws, "unlooked", None)
     ui = get_ui()
     if unlooked is not None:
-        ui.message(f"dry run with {unlooked}: nothing was looked up in AWS; <…> marks what a real run "
-                   f"would find there (AMI, VPC, subnets, account), and what mmsctl creates when missing is "
-                   f"planned as missing. Pass --region and credentials for a plan from your account.")
+        ui.message(unlooked_banner(unlooked, [c["operation"] for c in calls if not c["looked_up"]]))
     if render_data({**(extra or {}), "dry_run": True, "region": aws.region, "looked_up": unlooked is None,
                     "calls": calls}, output):
         return

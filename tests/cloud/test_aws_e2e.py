@@ -213,3 +213,31 @@ def test_the_estimate_is_the_phases_at_the_bundled_prices() -> None:
     assert "t3.medium $0.0416/h" in notes[-1]
     _, _, unknown = aws_e2e.estimate("x9.huge")
     assert unknown[0] == "no bundled price for x9.huge: its instance-hours are left out"
+
+
+def test_the_run_works_in_the_region_asked_for_not_the_environments(e2e: list[str],
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """--region us-west-2 while the environment says us-east-1: each `mmsctl` the run starts, and its own look-ups
+    and teardown, work in us-west-2 (stopped after the Lambda part, as by a Ctrl-C)."""
+    with monkeypatch.context() as mp:
+        mp.setenv("AWS_DEFAULT_REGION", "us-west-2")
+        pushed_image(FUNCTION)
+    landed: dict[str, list[str]] = {}
+
+    def lambda_part_only(args: Sequence[str]) -> Any:
+        if args[0] == "sagemaker":
+            for region in ("us-east-1", "us-west-2"):
+                listed = boto3.client("lambda", region_name=region).list_functions()["Functions"]
+                landed[region] = [f["FunctionName"] for f in listed]
+            raise KeyboardInterrupt
+        return in_process(args)
+
+    out = io.StringIO()
+    status = aws_e2e.main([*e2e, "--region", "us-west-2"], runner=lambda_part_only, teardown_runner=in_process,
+                          out=out)
+    said = out.getvalue()
+    assert status == 130 and "region us-west-2" in said, said
+    assert landed == {"us-east-1": [], "us-west-2": [FUNCTION]}
+    assert "everything it made is gone" in said
+    assert boto3.client("lambda", region_name="us-west-2").list_functions()["Functions"] == []
+    assert os.environ["AWS_DEFAULT_REGION"] == "us-east-1"  # put back

@@ -287,6 +287,25 @@ def test_the_report_tags_the_instance_and_completes_the_hook(
         "Version": "2011-01-01"}]
 
 
+def test_a_throttled_lifecycle_call_is_tried_again(agent: types.ModuleType, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str], console: Path) -> None:
+    """Auto Scaling throttles with HTTP 400 `Throttling` ("Rate exceeded"), not a 5xx: the healthy instance's
+    CONTINUE is sent again after a backoff, not lost (the hook's DefaultResult would ABANDON it)."""
+    waits: list[float] = []
+    monkeypatch.setattr(agent, "_sleep", waits.append)
+    with serving_imds(KEYS, region="eu-west-1") as imds, serving_query_api(KEYS, region="eu-west-1") as api:
+        api.throttled = 1
+        for name in ("IMDS", "AUTOSCALING", "EC2"):
+            monkeypatch.setenv(f"MMSCTL_{name}_ENDPOINT", imds if name == "IMDS" else api.url)
+        agent.report({"hook": {"group": "mmsctl-fleet-p", "name": "mmsctl-launching"}}, "ready", "CONTINUE")
+    out = capsys.readouterr().out
+    assert "CONTINUE mmsctl-launching" in out and "could not" not in out
+    assert [c.params["Action"] for c in api.calls] == ["CreateTags", "CompleteLifecycleAction",
+                                                       "CompleteLifecycleAction"]
+    assert api.actions("CompleteLifecycleAction")[-1]["LifecycleActionResult"] == "CONTINUE"
+    assert waits == [1]
+
+
 def test_the_wait_is_for_readiness_not_for_ping(agent: types.ModuleType, monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str], console: Path) -> None:
     """The mmsctl server answers /ping while its models load; the boot is reported only once READY_PATH answers

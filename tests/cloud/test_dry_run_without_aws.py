@@ -70,6 +70,8 @@ def test_lambda_dry_runs_plan_without_region_or_credentials(capsys, tmp_path: Pa
     ops = [c["operation"] for c in plan["calls"] if c["mutating"]]
     assert {"CreateRepository", "CreateBucket", "PutObject", "CreateRole", "CreateFunction", "CreateFunctionUrlConfig",
             "PutBucketNotificationConfiguration"} <= set(ops), ops
+    [put] = [c["parameters"] for c in plan["calls"] if c["operation"] == "PutObject"]
+    assert put["Body"] == f"<{mar.name}, {mar.stat().st_size} bytes>"  # the file, not a Python object's repr
     assert "nothing was looked up in AWS" in err
 
     code, out, err = run_mmsctl(capsys, "lambda", "destroy", "kitten", "--dry-run", "-o", "json")
@@ -109,3 +111,49 @@ def test_a_dry_run_refuses_models_a_real_run_could_not_find(capsys, command: lis
     assert "unknown model 'squeezenett'" in err and "did you mean 'squeezenet'" in err
     code, out, err = run_mmsctl(capsys, *command, "--models", "foo=./nosuch.mar", "--dry-run")
     assert (code, out) == (3, "") and err.splitlines()[0] == "error: ./nosuch.mar: no such file or folder (--models)"
+
+
+_ECR = "123456789012.dkr.ecr.us-east-1.amazonaws.com/x:latest"
+
+
+@pytest.mark.parametrize("args", [
+    ("ec2", "launch", "--eia", "medium"),
+    ("fleet", "create", "web", "-m", "squeezenet"),
+    ("lambda", "deploy", "kitten", "--model", "s3://b/squeezenet.mar", "--image", _ECR),
+    ("lambda", "destroy", "kitten"),
+    ("sagemaker", "deploy", "kitten", "--model", "s3://b/model.tar.gz", "--image", _ECR),
+    ("sagemaker", "destroy", "kitten"),
+])
+@pytest.mark.parametrize("region", [(), ("--region", "us-east-1")])
+def test_a_profile_that_does_not_exist_fails_before_any_plan(capsys, args: tuple[str, ...],
+                                                             region: tuple[str, ...]) -> None:
+    """The same one line, exit 9, as without --dry-run: no plan first, no internal error after."""
+    code, out, err = run_mmsctl(capsys, *args, *region, "--profile", "nosuch", "--dry-run")
+    assert (code, out) == (9, ""), err
+    assert err.startswith("error: AWS profile not found: nosuch (--profile)\n") and err.count("error:") == 1, err
+
+
+def test_sagemaker_refuses_an_image_of_another_region_without_looking_anything_up(capsys) -> None:
+    """--region and the image's URI are enough to see the mismatch: refused offline too (exit 2), not planned, and
+    before the model is fetched or packed."""
+    code, out, err = run_mmsctl(capsys, "sagemaker", "deploy", "kitten", "--model", "squeezenet", "--image", _ECR,
+                                "--region", "eu-west-1", "--dry-run")
+    assert (code, out) == (2, ""), err
+    assert err.startswith(f"error: image {_ECR} is in us-east-1, the endpoint in eu-west-1") and "(--image)" in err
+
+
+@pytest.mark.parametrize("args, region, looked, wanting", [
+    (("ec2", "launch"), (), "GetParameter", "Pass --region and credentials"),
+    (("sagemaker", "destroy", "kitten"), ("--region", "eu-west-1"), "DescribeEndpoint", "Pass credentials"),
+    (("lambda", "destroy", "kitten"), ("--region", "eu-west-1"), "GetFunction", "Pass credentials"),
+])
+def test_the_banner_says_what_this_command_could_not_look_up_and_what_it_lacks(
+        capsys, args: tuple[str, ...], region: tuple[str, ...], looked: str, wanting: str) -> None:
+    """Its own look-ups (not EC2's AMI and subnets for a SageMaker destroy), and --region only when none was given."""
+    code, _, err = run_mmsctl(capsys, *args, *region, "--dry-run")
+    assert code == 0, err
+    banner = next(line for line in err.splitlines() if "nothing was looked up in AWS" in line)
+    assert f"({looked}" in banner or f", {looked}" in banner, banner
+    assert wanting + " for a plan from your account" in banner, banner
+    if args[0] != "ec2":
+        assert "AMI" not in banner and "subnets" not in banner, banner

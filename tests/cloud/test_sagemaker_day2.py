@@ -123,6 +123,50 @@ def test_destroy_removes_everything_and_keeps_the_logs(deployed: dict[str, Any],
     assert cli("sagemaker", "destroy", NAME).stderr.startswith(f"nothing of {NAME} left")
 
 
+def test_a_log_group_not_made_for_the_endpoint_is_used_and_never_deleted(moto: Moto, cli: Any,
+                                                                          mar: Path) -> None:  # noqa: F811
+    """SageMaker's own group (or anyone's) of the endpoint's name, without mmsctl:sagemaker=NAME: deploy writes
+    to it as it is and says so; destroy --delete-data keeps it and says why."""
+    group = f"/aws/sagemaker/Endpoints/{NAME}"
+    logs = boto3.client("logs")
+    logs.create_log_group(logGroupName=group, tags={"team": "theirs"})
+    pushed_image(NAME)
+    out = deploy(cli, "--model", str(mar), "--image", IMAGE)
+    assert {"action": "reuse", "kind": "log-group",
+            "id": f"{group} (not tagged mmsctl:sagemaker={NAME}: destroy keeps it)"} in out["changes"]
+    gone = cli("sagemaker", "destroy", NAME, "--delete-data", "--yes", "-o", "json")
+    assert gone.code == 0, gone.stderr
+    result = json.loads(gone.stdout)
+    assert "log-group" not in [d["kind"] for d in result["deleted"]]
+    assert result["kept"] == [{"kind": "log-group", "id": group, "why": f"not tagged mmsctl:sagemaker={NAME}"}]
+    assert logs.list_tags_log_group(logGroupName=group)["tags"] == {"team": "theirs"}
+
+
+def test_describe_shows_a_scalable_target_without_a_policy(moto: Moto, cli: Any, mar: Path) -> None:  # noqa: F811
+    """A target someone registered (or a policy someone deleted): the range, and "none" for the target tracking."""
+    pushed_image(NAME)
+    deploy(cli, "--model", str(mar), "--image", IMAGE)
+    boto3.client("application-autoscaling").register_scalable_target(
+        ServiceNamespace="sagemaker", ResourceId=f"endpoint/{NAME}/variant/AllTraffic",
+        ScalableDimension="sagemaker:variant:DesiredInstanceCount", MinCapacity=1, MaxCapacity=2)
+    proc = cli("sagemaker", "describe", NAME)
+    assert proc.code == 0, proc.stderr
+    assert "1-2 instances (target tracking: none)" in proc.stdout
+
+
+@pytest.mark.parametrize("serverless, size, limit", [(True, 5, 4), (False, 7, 6)])
+def test_invoke_refuses_a_body_over_the_endpoints_limit(moto: Moto, cli: Any, mar: Path, tmp_path: Path,  # noqa: F811
+                                                        serverless: bool, size: int, limit: int) -> None:
+    """4 MB to a serverless endpoint, 6 MB to a real-time one: refused before anything is sent."""
+    pushed_image(NAME)
+    deploy(cli, "--model", str(mar), "--image", IMAGE, *(("--serverless", "2048") if serverless else ()))
+    big = tmp_path / "big.json"
+    big.write_bytes(b"[" + b"0," * (size * 1024 * 1024 // 2) + b"0]")
+    proc = cli("sagemaker", "invoke", NAME, str(big))
+    assert proc.code == 2 and proc.stderr.count("error:") == 1, proc.stderr
+    assert f"over InvokeEndpoint's {limit} MB" in proc.stderr and "IMAGE" in proc.stderr
+
+
 def test_destroy_leaves_what_is_not_its_own(deployed: dict[str, Any], cli: Any) -> None:
     """A model named like the endpoint's but not tagged for it stays; so does the data without --yes off a terminal."""
     sm = boto3.client("sagemaker")

@@ -7,6 +7,7 @@ policies, roles, buckets, log groups and ECR images: each test reads back throug
 from __future__ import annotations
 
 import json
+import re
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -231,6 +232,8 @@ def test_dry_run_plans_without_region_or_credentials(moto: Moto, mar: Path) -> N
     planned = [c["operation"] for c in plan["calls"] if c["mutating"]]
     assert planned[-3:] == ["CreateModel", "CreateEndpointConfig", "CreateEndpoint"]
     assert not any(c["executed"] for c in plan["calls"])
+    [put] = [c["parameters"] for c in plan["calls"] if c["operation"] == "PutObject"]
+    assert re.fullmatch(r"<model\.tar\.gz, \d+ bytes>", put["Body"]), put["Body"]
     gone = run_cli_here(moto, "sagemaker", "destroy", NAME, "--dry-run", "-o", "json", env=offline)
     assert gone.returncode == 0, gone.stderr
     looked = {c["operation"] for c in json.loads(gone.stdout)["calls"]}
@@ -255,6 +258,12 @@ def test_a_new_instance_type_under_scaling_deregisters_it_before_the_update(moto
                     "--count", "2", "--dry-run", "-o", "json")
     planned = [c["operation"] for c in json.loads(same_type.stdout)["calls"] if c["mutating"]]
     assert "UpdateEndpoint" in planned and "DeregisterScalableTarget" not in planned  # the count alone: allowed
+    serverless = cli("sagemaker", "deploy", NAME, "--model", str(mar), "--image", IMAGE, "--serverless", "2048",
+                     "--dry-run", "-o", "json")
+    planned = [c["operation"] for c in json.loads(serverless.stdout)["calls"] if c["mutating"]]
+    assert planned.index("DeleteScalingPolicy") < planned.index("DeregisterScalableTarget") < planned.index(
+        "UpdateEndpoint")  # serverless: no instances, so no instance type either
+    assert "RegisterScalableTarget" not in planned
 
 
 @pytest.mark.parametrize("status, reason, hint", [
@@ -274,3 +283,105 @@ def test_a_deploy_onto_an_endpoint_not_in_service_is_refused(status: str, reason
         check_in_service(t, {"EndpointStatus": status, "FailureReason": reason})
     assert hint in (raised.value.hint or "")
     assert (reason or "") in str(raised.value)
+
+
+def _refuses_tags_on_an_existing_target(params: dict[str, Any], **_: Any) -> Any:
+    """What Application Auto Scaling answers RegisterScalableTarget with Tags for a target that exists (moto
+    accepts it): ValidationException, before the request (*params*: botocore's, its JSON body) reaches moto."""
+    from botocore.awsrequest import AWSResponse
+
+    params = json.loads(params["body"])
+    existing = boto3.client("application-autoscaling").describe_scalable_targets(
+        ServiceNamespace=params["ServiceNamespace"], ResourceIds=[params["ResourceId"]])["ScalableTargets"]
+    if not existing or "Tags" not in params:
+        return None
+    message = ("The scalable target that you tried to tag already exists. To update tags on an existing scalable "
+               "target, use the TagResource API.")
+    return AWSResponse("https://application-autoscaling", 400, {}, None), {
+        "Error": {"Code": "ValidationException", "Message": message}, "ResponseMetadata": {"HTTPStatusCode": 400}}
+
+
+def test_a_new_scaling_range_on_a_scaled_endpoint_registers_the_target_again_without_tags(
+        moto: Moto, cli: Any, mar: Path) -> None:
+    """RegisterScalableTarget takes Tags when it creates the target only; a redeploy with another --min/--max
+    updates the range with the target's tags left as they are."""
+    from mmsctl.cloud.aws.session import open_session
+    from mmsctl.cloud.sagemaker.deploy.scaling import ensure_scaling, resource_id, scaling_of
+    from mmsctl.cloud.sagemaker.deploy.target import Target
+    from mmsctl.cloud.sagemaker.spec import DeploySpec
+
+    pushed_image(NAME)
+    deploy(cli, "--model", str(mar), "--image", IMAGE, "--min", "1", "--max", "3")
+    aws = open_session()
+    aws.client("application-autoscaling").meta.events.register(
+        "before-call.application-autoscaling.RegisterScalableTarget", _refuses_tags_on_an_existing_target)
+    t = Target(aws, NAME)
+    spec = DeploySpec(NAME, str(mar), IMAGE, count=2, min_count=2, max_count=5).check()
+    ensure_scaling(t, spec, scaling_of(aws, NAME))
+    aas = boto3.client("application-autoscaling")
+    found = aas.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"]
+    assert [(f["ResourceId"], f["MinCapacity"], f["MaxCapacity"]) for f in found] == [(resource_id(NAME), 2, 5)]
+    assert [c.action for c in t.changes] == ["update"]
+
+
+@pytest.mark.parametrize("region, domain", [("us-east-1", "amazonaws.com"), ("cn-north-1", "amazonaws.com.cn")])
+def test_the_pinned_image_and_the_url_keep_the_partitions_domain(region: str, domain: str) -> None:
+    from mmsctl.cloud.sagemaker.deploy.run import invocations_url
+    from mmsctl.cloud.sagemaker.spec import parse_image
+
+    digest = "sha256:" + "a" * 64
+    image = parse_image(f"{ACCOUNT}.dkr.ecr.{region}.{domain}/team/kitten:v1")
+    assert image.pinned(digest) == f"{ACCOUNT}.dkr.ecr.{region}.{domain}/team/kitten@{digest}"
+    assert invocations_url(region, NAME) == f"https://runtime.sagemaker.{region}.{domain}/endpoints/{NAME}/invocations"
+
+
+_NOT_YET = {
+    "create_model": f"Access denied for repository: mmsctl-lambda/{NAME} in registry ID: {ACCOUNT}. Please check if "
+                    f"your ECR repository and image exist and role arn:aws:iam::{ACCOUNT}:role/mmsctl-sagemaker/"
+                    f"mmsctl-sagemaker-{NAME} has proper pull permissions for SageMaker: "
+                    "ecr:BatchCheckLayerAvailability, ecr:BatchGetImage, ecr:GetDownloadUrlForLayer",
+    "create_endpoint_config": "Please make sure all images included in the model for the production variant "
+                              "AllTraffic exist, and that the execution role used to create the model has "
+                              "permissions to access them.",
+}
+
+
+@pytest.mark.parametrize("operation", sorted(_NOT_YET))
+@pytest.mark.parametrize("role_changed", [True, False])
+def test_a_refusal_while_the_role_change_propagates_is_tried_again(moto: Moto, operation: str,
+                                                                    role_changed: bool) -> None:
+    """Right after the role was made or its policy widened SageMaker may not see it yet and refuses the model or
+    the configuration (ValidationException, AWS's messages); the call is tried again, bounded. With the role as it
+    was, the same refusal is final at once (the Stubber has one answer: a retry would fail the test)."""
+    from botocore.stub import Stubber
+
+    from mmsctl.cloud.aws.session import open_session
+    from mmsctl.cloud.sagemaker.deploy.config import ensure_config
+    from mmsctl.cloud.sagemaker.deploy.model import ensure_model
+    from mmsctl.cloud.sagemaker.deploy.target import Target
+    from mmsctl.errors import CloudError
+
+    aws = open_session()
+    t = Target(aws, NAME, sleep=lambda s: None)
+    t.role_changed = role_changed
+    gone = "Could not find model \"x\"."
+    with Stubber(aws.client("sagemaker")) as stub:
+        describe = "describe_model" if operation == "create_model" else "describe_endpoint_config"
+        stub.add_client_error(describe, service_error_code="ValidationException", service_message=gone)
+        stub.add_client_error(operation, service_error_code="ValidationException", service_message=_NOT_YET[operation])
+        if role_changed:
+            arn = f"arn:aws:sagemaker:us-east-1:{ACCOUNT}:x/m"
+            answer = {"ModelArn": arn} if operation == "create_model" else {"EndpointConfigArn": arn}
+            stub.add_response(operation, answer)
+            if operation == "create_model":
+                ensure_model(t, {"Image": IMAGE}, f"arn:aws:iam::{ACCOUNT}:role/r")
+            else:
+                ensure_config(t, [{"VariantName": "AllTraffic", "ModelName": "m"}])
+            assert [c.action for c in t.changes] == ["create"]
+        else:
+            with pytest.raises(CloudError, match="ValidationException"):
+                if operation == "create_model":
+                    ensure_model(t, {"Image": IMAGE}, f"arn:aws:iam::{ACCOUNT}:role/r")
+                else:
+                    ensure_config(t, [{"VariantName": "AllTraffic", "ModelName": "m"}])
+        stub.assert_no_pending_responses()

@@ -160,11 +160,16 @@ class QueryApi:
     calls: list[QueryCall] = field(default_factory=list)
     #: CompleteLifecycleAction's answer: "ok", or "no-action" (the instance is in no lifecycle wait).
     lifecycle: str = "ok"
+    #: How many Auto Scaling calls are answered AWS's throttling (400 ``Throttling``: "Rate exceeded") first.
+    throttled: int = 0
 
     def actions(self, action: str) -> list[dict[str, str]]:
         return [c.params for c in self.calls if c.params.get("Action") == action and c.refused is None]
 
 
+_THROTTLING = ("<ErrorResponse xmlns=\"http://autoscaling.amazonaws.com/doc/2011-01-01/\"><Error><Type>Sender</Type>"
+               "<Code>Throttling</Code><Message>Rate exceeded</Message></Error><RequestId>standin</RequestId>"
+               "</ErrorResponse>")
 _SERVICE_OF = {"CompleteLifecycleAction": "autoscaling", "CreateTags": "ec2"}
 _NO_ACTION = ("<ErrorResponse xmlns=\"http://autoscaling.amazonaws.com/doc/2011-01-01/\"><Error><Type>Sender</Type>"
               "<Code>ValidationError</Code><Message>No active Lifecycle Action found with instance ID {id}</Message>"
@@ -197,6 +202,9 @@ def serving_query_api(credentials: dict[str, str], *, region: str = "us-east-1",
                     k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")})
                 with urllib.request.urlopen(forwarded, timeout=10) as answer:  # noqa: S310 - moto on loopback
                     self.answer(answer.status, answer.read().decode())
+            elif service == "autoscaling" and state.throttled > 0:
+                state.throttled -= 1
+                self.answer(400, _THROTTLING)
             elif service == "autoscaling" and state.lifecycle == "no-action":
                 self.answer(400, _NO_ACTION.format(id=params.get("InstanceId")))
             else:

@@ -49,8 +49,7 @@ def describe_cmd(name: str = typer.Argument(..., metavar="NAME", help="The endpo
     fields = [("Status", info["status"] + (f" ({info['failure_reason']})" if info["failure_reason"] else "")),
               ("URL", info["url"]), ("Configuration", info["config"]), ("Image", info["image"]),
               ("Model data", info["model_data"] or "baked into the image"), ("Role", info["role"]),
-              ("Scaling", f"{scaling['min']}-{scaling['max']} instances at {scaling['target_invocations_per_minute']:g} "
-                          "invocations/min each" if scaling else "none"),
+              ("Scaling", _scaling_text(scaling)),
               ("Rollback alarms", ", ".join(info["rollback_alarms"]) or "none"),
               (f"Last {minutes} min", f"{load['invocations']:g} invocations ({load['per_second']:g}/s), "
                                       f"{load['errors_4xx']:g} 4xx, {load['errors_5xx']:g} 5xx"),
@@ -58,6 +57,15 @@ def describe_cmd(name: str = typer.Argument(..., metavar="NAME", help="The endpo
                                 f"p99 {_ms(load['latency_p99_ms'])}; overhead {_ms(load['overhead_avg_ms'])}")]
     render_table([{"field": k, "value": v} for k, v in fields], (Column("Field", "field"), Column("Value", "value")))
     render_table(info["variants"], VARIANT_COLUMNS, wide=output == "wide")
+
+
+def _scaling_text(scaling: Optional[dict[str, Any]]) -> str:
+    """The scaling range and its target, "none" for either where there is none (a target without a policy)."""
+    if not scaling:
+        return "none"
+    target = scaling["target_invocations_per_minute"]
+    each = f"at {target:g} invocations/min each" if target is not None else "(target tracking: none)"
+    return f"{scaling['min']}-{scaling['max']} instances {each}"
 
 
 def list_cmd(region: Optional[str] = RegionOpt, profile: Optional[str] = ProfileOpt, output: str = OutputOpt) -> None:

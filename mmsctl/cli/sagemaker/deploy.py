@@ -36,6 +36,7 @@ _DEPLOY_WORDS = CommandWords(
         getattr(exc, "cause_hint", None),
         f"fix it and run it again, or remove what was made: mmsctl sagemaker destroy {getattr(exc, 'endpoint', 'NAME')}")))),),
 )
+_INVOKE_WORDS = CommandWords(flags={"body": "IMAGE"})
 _UPDATE_WORDS = CommandWords(
     flags=_DEPLOY_WORDS.flags,
     hints=(("sagemaker-endpoint-not-found", lambda exc: "deploy it first: mmsctl sagemaker deploy "
@@ -111,6 +112,7 @@ def deploy_cmd(
     check_output(output)
     import tempfile
 
+    from mmsctl.cloud.sagemaker.deploy.image import check_image_region
     from mmsctl.cloud.sagemaker.deploy.run import deploy
     from mmsctl.cloud.sagemaker.spec import DeploySpec
 
@@ -118,9 +120,10 @@ def deploy_cmd(
                       min_count=min_count, max_count=max_count, target_rps=target_rps, serverless_memory=serverless,
                       max_concurrency=max_concurrency, workers=workers, timeout_s=timeout,
                       model_source=model_source).check()
+    aws = aws_session(region, profile, dry_run, plan_without_aws=True)
+    check_image_region(aws.region, spec.image)  # before packing: the region and the URI say it alone
     with tempfile.TemporaryDirectory(prefix="mmsctl-sagemaker-") as work:
         data = _packed(model if model_source == "s3" else None, Path(work))
-        aws = aws_session(region, profile, dry_run, plan_without_aws=True)
         result = deploy(aws, spec, model_data=data, progress=_progress, wait_s=None if no_wait else wait_timeout)
     for warning in result.warnings:
         get_ui().warn(warning)
@@ -189,8 +192,9 @@ def invoke_cmd(
     except OSError as exc:
         raise InputNotFoundError(f"{image}: {exc.strerror or exc}") from None
     aws = aws_session(region, profile, local_service="sagemaker-runtime")
-    answer = invoke_endpoint(aws, name, body, content_type=content_type, accept=accept, top_k=top_k,
-                             max_response_bytes=max_response_bytes())
+    with _INVOKE_WORDS.applied():
+        answer = invoke_endpoint(aws, name, body, content_type=content_type, accept=accept, top_k=top_k,
+                                 max_response_bytes=max_response_bytes())
     if render_data(answer.to_dict(), output):
         return
     rows = answer.result

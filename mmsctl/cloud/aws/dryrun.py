@@ -43,6 +43,10 @@ class Call:
     #: False for a read a dry run without credentials could not make (its answer is a placeholder).
     looked: bool = True
 
+    def __post_init__(self) -> None:
+        # An upload's body is kept as its name and size, read now: the file may be gone when the plan is shown.
+        self.params = {k: _body_summary(v) for k, v in self.params.items()}
+
     @property
     def mutating(self) -> bool:
         return is_mutating(self.operation)
@@ -64,6 +68,7 @@ class Call:
 
 
 def _printable(params: dict[str, Any]) -> dict[str, Any]:
+    """The parameters as a plan shows them (a boot script summarised)."""
     out = dict(params)
     user_data = out.get("UserData")
     if isinstance(user_data, str):
@@ -72,6 +77,22 @@ def _printable(params: dict[str, Any]) -> dict[str, Any]:
     if isinstance(template, dict) and isinstance(template.get("UserData"), str):
         out["LaunchTemplateData"] = {**template, "UserData": _script_summary(template["UserData"])}
     return out
+
+
+def _body_summary(value: Any) -> Any:
+    """A file object (an upload's body) as ``<NAME, N bytes>``, bytes as ``<N bytes>``; anything else as it is."""
+    import os
+
+    if isinstance(value, (bytes, bytearray)):
+        return f"<{len(value)} bytes>"
+    name = getattr(value, "name", None)
+    if hasattr(value, "read") and isinstance(name, str):
+        try:
+            size = os.path.getsize(name)
+        except OSError:
+            return f"<{os.path.basename(name)}>"
+        return f"<{os.path.basename(name)}, {size} bytes>"
+    return value
 
 
 def _script_summary(encoded: str) -> str:

@@ -15,10 +15,10 @@ import re
 from typing import Any, Callable, Optional
 
 from mmsctl.cloud.aws.dryrun import Call, is_mutating, missing_code, placeholder_read, placeholder_response
-from mmsctl.cloud.aws.errors import NoRegion, ResourceNotFound, UnknownRegion, translate
+from mmsctl.cloud.aws.errors import NoCredentials, NoRegion, ResourceNotFound, UnknownRegion, translate
 from mmsctl.errors import CloudError, ConfigError
 
-__all__ = ["AwsSession", "PlainHttpRefused", "loopback_host", "open_session", "partition", "refuse_plain_http",
+__all__ = ["AwsSession", "PlainHttpRefused", "dns_suffix", "loopback_host", "open_session", "partition", "refuse_plain_http",
            "region_description", "translate_error"]
 
 _REGION_RE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d+$")
@@ -139,8 +139,6 @@ class AwsSession:
         refuse_plain_http(url)
         credentials = self._boto.get_credentials() if self._boto is not None else None
         if credentials is None:
-            from mmsctl.cloud.aws.errors import NoCredentials
-
             raise NoCredentials("no AWS credentials to sign the request with")
         request = AWSRequest(method=method, url=url, data=body, headers=dict(headers or {}))
         SigV4Auth(credentials.get_frozen_credentials(), service, self.region).add_auth(request)
@@ -172,6 +170,11 @@ def partition(region: str) -> str:
     if region.startswith("us-gov-"):
         return "aws-us-gov"
     return "aws"
+
+
+def dns_suffix(region: str) -> str:
+    """The domain of *region*'s endpoints: ``amazonaws.com.cn`` in China, ``amazonaws.com`` elsewhere."""
+    return "amazonaws.com.cn" if partition(region) == "aws-cn" else "amazonaws.com"
 
 
 def region_description(region: str) -> Optional[str]:
@@ -263,9 +266,10 @@ def open_session(*, region: Optional[str] = None, profile: Optional[str] = None,
     """
     try:
         boto_session = _boto_session(profile_name=profile, region_name=region)
+        _check_profile(boto_session, given=profile is not None)
+        name = boto_session.region_name
     except Exception as exc:  # noqa: BLE001 - ProfileNotFound and friends
         raise _translated(exc, "", "") from exc
-    name = boto_session.region_name
     if local_service and local_endpoint(local_service) and not (name and _has_credentials(boto_session)):
         keys = {} if _has_credentials(boto_session) else {"aws_access_key_id": "local",
                                                            "aws_secret_access_key": "local"}
@@ -306,6 +310,20 @@ def _boto_session(**kwargs: Any) -> Any:
     paths = _loader.search_paths  # each boto3 session appends its data folder: kept once
     paths[:] = list(dict.fromkeys(paths))
     return session
+
+
+def _check_profile(boto_session: Any, *, given: bool) -> None:
+    """Refuse a named profile (``--profile`` where *given*, else ``AWS_PROFILE``) that is in no config file,
+    before anything else: boto3 says so only when it first reads the profile, which a dry run without credentials
+    may never do.
+
+    Raises:
+        NoCredentials: no such profile (exit 9).
+    """
+    name = boto_session.profile_name
+    if name != "default" and name not in boto_session.available_profiles:
+        raise NoCredentials(f"AWS profile not found: {name}" + ("" if given else " (AWS_PROFILE)"),
+                            hint="list profiles with `aws configure list-profiles`", params=("profile",) if given else ())
 
 
 def _has_credentials(boto_session: Any) -> bool:

@@ -11,7 +11,7 @@ fleet, and ``fleet destroy NAME`` touches nothing but that fleet.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional, Union
 
 __all__ = [
     "ACCELERATOR",
@@ -93,8 +93,11 @@ def tag_spec(resource_type: str, tags: Mapping[str, str]) -> dict[str, Any]:
     return {"ResourceType": resource_type, "Tags": tag_list(tags)}
 
 
-def as_dict(tags: Optional[Iterable[Mapping[str, str]]]) -> dict[str, str]:
-    """AWS's tag list -> a plain dict."""
+def as_dict(tags: Union[None, Mapping[str, str], Iterable[Mapping[str, str]]]) -> dict[str, str]:
+    """AWS's tag list (``[{"Key", "Value"}]``), or a map as Logs, SQS and Application Auto Scaling give them, as a
+    plain dict."""
+    if isinstance(tags, Mapping):
+        return {str(k): str(v) for k, v in tags.items()}
     return {t["Key"]: t["Value"] for t in tags or ()}
 
 

@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from mmsctl.cloud.aws.errors import aws_code
+from mmsctl.cloud.aws.log_group import log_group_tags
 from mmsctl.cloud.aws.session import AwsSession
-from mmsctl.cloud.aws.tags import LAMBDA_INPUT, LAMBDA_MODEL_BUCKET, LAMBDA_OUTPUT
+from mmsctl.cloud.aws.tags import LAMBDA_INPUT, LAMBDA_MODEL_BUCKET, LAMBDA_OUTPUT, as_dict
 from mmsctl.cloud.lambda_ import spec as names
-from mmsctl.cloud.lambda_.resources import NotOurAccount, as_dict, bucket_tags, function_or_none, ours
+from mmsctl.cloud.lambda_.resources import NotOurAccount, bucket_tags, function_or_none, ours
 from mmsctl.errors import CloudError
 
 __all__ = ["DestroyResult", "data_buckets", "destroy", "failure_queue"]
@@ -203,12 +204,9 @@ def _role(aws: AwsSession, name: str, result: DestroyResult) -> None:
 
 def _log_group(aws: AwsSession, name: str, result: DestroyResult) -> None:
     group = names.log_group_name(name)
-    found = [g for g in aws.call("logs", "describe_log_groups", logGroupNamePrefix=group).get("logGroups", [])
-             if g.get("logGroupName") == group]
-    if not found:
+    group_tags = log_group_tags(aws, group)
+    if group_tags is None:
         return
-    arn = str(found[0].get("arn", "")).removesuffix(":*")
-    group_tags = aws.call("logs", "list_tags_for_resource", resourceArn=arn).get("tags", {}) if arn else {}
     if not ours(group_tags, name):
         result.keep("log-group", group, "not tagged mmsctl:lambda")
         return

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from mmsctl.cloud.aws import tags
 from mmsctl.cloud.aws.errors import aws_code
@@ -42,10 +42,6 @@ def lambda_tags(name: str, component: str, extra: Optional[Mapping[str, str]] = 
 
 def ours(found: Optional[Mapping[str, str]], name: str) -> bool:
     return bool(found) and found.get(tags.LAMBDA) == name  # type: ignore[union-attr]
-
-
-def as_dict(found: Optional[Iterable[Mapping[str, str]]]) -> dict[str, str]:
-    return tags.as_dict(found)
 
 
 class NotOurAccount(CloudError):

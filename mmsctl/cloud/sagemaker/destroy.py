@@ -13,13 +13,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from mmsctl.cloud.aws import asset_bucket, iam
+from mmsctl.cloud.aws import asset_bucket, iam, tags
 from mmsctl.cloud.aws.errors import aws_code
+from mmsctl.cloud.aws.log_group import log_group_tags
 from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.sagemaker import alarms
 from mmsctl.cloud.sagemaker.deploy.scaling import drop_scaling, scaling_of
 from mmsctl.cloud.sagemaker.deploy.target import Target
-from mmsctl.cloud.sagemaker.resources import arn_tags, delete, describe, ours, tag_dict
+from mmsctl.cloud.sagemaker.resources import arn_tags, delete, describe, ours
 from mmsctl.cloud.sagemaker.spec import check_name, log_group, model_prefix, role_name
 from mmsctl.errors import CloudError, RequestTimeout
 
@@ -79,7 +80,7 @@ def _configs_and_models(t: Target) -> None:
 def _role(t: Target) -> None:
     role = role_name(t.name)
     found = iam.find(t.aws, "role", role)
-    if found is None or not ours(tag_dict(found.get("Tags")), t.name):
+    if found is None or not ours(tags.as_dict(found.get("Tags")), t.name):
         return
     iam.delete_role(t.aws, role)
     t.note("delete", "iam-role", role)
@@ -98,6 +99,9 @@ def _logs(t: Target, result: DestroyResult, delete_data: bool) -> None:
     group = log_group(t.name)
     stored = log_group_bytes(t.aws, t.name)
     if stored < 0:
+        return
+    if not ours(log_group_tags(t.aws, group), t.name):
+        result.kept.append({"kind": "log-group", "id": group, "why": f"not tagged {tags.SAGEMAKER}={t.name}"})
         return
     if not delete_data:
         result.kept.append({"kind": "log-group", "id": group, "why": f"data is kept: {stored} bytes of logs"})

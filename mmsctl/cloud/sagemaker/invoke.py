@@ -25,10 +25,12 @@ from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.sagemaker.resources import EndpointNotFound
 from mmsctl.errors import ApiError, CloudError, UsageError, causes
 
-__all__ = ["Invocation", "MAX_PAYLOAD", "SageMakerClient", "invoke_endpoint", "sniff_content_type"]
+__all__ = ["Invocation", "MAX_PAYLOAD", "MAX_SERVERLESS_PAYLOAD", "SageMakerClient", "invoke_endpoint", "sniff_content_type"]
 
 #: InvokeEndpoint's largest request body (real-time endpoints).
 MAX_PAYLOAD = 6 * 1024 * 1024
+#: A serverless endpoint's largest request body.
+MAX_SERVERLESS_PAYLOAD = 4 * 1024 * 1024
 #: SageMaker's own invocation timeout is 60 s; the read waits a little longer for its answer.
 READ_TIMEOUT_S = 70.0
 _SIGNATURES = ((b"\xff\xd8\xff", "image/jpeg"), (b"\x89PNG\r\n\x1a\n", "image/png"), (b"GIF8", "image/gif"),
@@ -89,19 +91,34 @@ def _model_error(exc: CloudError, endpoint: str) -> ApiError:
                     status=status, hint=f"its log: CloudWatch Logs /aws/sagemaker/Endpoints/{endpoint}")
 
 
+def _check_size(aws: AwsSession, endpoint: str, body: bytes) -> None:
+    """Refuse a body SageMaker would refuse: over 6 MB, or over 4 MB for a serverless endpoint (DescribeEndpoint
+    only for a body between the two; where it cannot be read, SageMaker's own answer decides)."""
+    limit = MAX_PAYLOAD
+    if MAX_SERVERLESS_PAYLOAD < len(body) <= MAX_PAYLOAD:
+        try:
+            found = aws.call("sagemaker", "describe_endpoint", EndpointName=endpoint)
+        except CloudError:
+            found = {}
+        if any(v.get("CurrentServerlessConfig") for v in found.get("ProductionVariants") or []):
+            limit = MAX_SERVERLESS_PAYLOAD
+    if len(body) > limit:
+        kind = f" for serverless endpoint {endpoint}" if limit == MAX_SERVERLESS_PAYLOAD else ""
+        raise UsageError(f"{len(body)} bytes is over InvokeEndpoint's {limit // (1024 * 1024)} MB{kind}",
+                         param="body", hint="send a smaller image: SageMaker refuses larger payloads")
+
+
 def invoke_endpoint(aws: AwsSession, endpoint: str, body: bytes, *, content_type: Optional[str] = None,
                     accept: Optional[str] = None, top_k: Optional[int] = None,
                     max_response_bytes: int = 64 * 1024 * 1024) -> Invocation:
     """One invocation; the answer, or the error its failure is.
 
     Raises:
-        UsageError: the body is over InvokeEndpoint's 6 MB.
+        UsageError: the body is over InvokeEndpoint's 6 MB (4 MB for a serverless endpoint).
         ApiError: the model answered an error (exit 8). EndpointNotFound: no such endpoint (exit 3).
         CloudError: AWS refused, or the answer is over *max_response_bytes*.
     """
-    if len(body) > MAX_PAYLOAD:
-        raise UsageError(f"{len(body)} bytes is over InvokeEndpoint's {MAX_PAYLOAD // (1024 * 1024)} MB",
-                         hint="send a smaller image: SageMaker refuses larger payloads")
+    _check_size(aws, endpoint, body)
     params: dict[str, Any] = {"EndpointName": endpoint, "Body": body,
                               "ContentType": content_type or sniff_content_type(body)}
     if accept:

@@ -14,7 +14,7 @@ from mmsctl.cloud.aws.errors import ResourceNotFound, aws_code
 from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.errors import CloudError, NotFoundError
 
-__all__ = ["EndpointNotFound", "arn_tags", "delete", "describe", "missing", "ours", "sagemaker_tags", "tag_dict"]
+__all__ = ["EndpointNotFound", "arn_tags", "delete", "describe", "missing", "ours", "sagemaker_tags"]
 
 #: What each kind is described with, and the key of its name.
 _DESCRIBE = {"endpoint": ("describe_endpoint", "EndpointName"),
@@ -35,11 +35,6 @@ class EndpointNotFound(NotFoundError):
 def sagemaker_tags(name: str, component: str, extra: Optional[Mapping[str, str]] = None) -> dict[str, str]:
     """The tags of one resource of endpoint *name*."""
     return tags.base_tags(component, f"mmsctl-sagemaker-{name}", {tags.SAGEMAKER: name, **(extra or {})})
-
-
-def tag_dict(found: Any) -> dict[str, str]:
-    """AWS's tag list (or a dict, as SQS and Logs give them) as a dict."""
-    return dict(found) if isinstance(found, dict) else tags.as_dict(found)
 
 
 def ours(found: Optional[Mapping[str, str]], name: str) -> bool:
@@ -80,4 +75,4 @@ def arn_tags(aws: AwsSession, arn: str) -> dict[str, str]:
     """A SageMaker resource's tags ({} in a dry run that looks nothing up)."""
     if aws.unlooked is not None:
         return {}
-    return tag_dict(aws.paginate("sagemaker", "list_tags", "Tags", ResourceArn=arn))
+    return tags.as_dict(aws.paginate("sagemaker", "list_tags", "Tags", ResourceArn=arn))

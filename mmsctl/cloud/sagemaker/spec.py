@@ -96,7 +96,10 @@ class ImageUri:
     digest: Optional[str]
 
     def pinned(self, digest: str) -> str:
-        return f"{self.account}.dkr.ecr.{self.region}.amazonaws.com/{self.repository}@{digest}"
+        """The image by *digest*, under its region's domain (``amazonaws.com.cn`` in China)."""
+        from mmsctl.cloud.aws.session import dns_suffix
+
+        return f"{self.account}.dkr.ecr.{self.region}.{dns_suffix(self.region)}/{self.repository}@{digest}"
 
 
 class NotAnEcrImage(UsageError):

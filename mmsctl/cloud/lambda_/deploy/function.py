@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from mmsctl.cloud.aws.service_role import retry_while_propagating
 from mmsctl.cloud.lambda_.deploy.target import Target
 from mmsctl.cloud.lambda_.resources import wait_function_ready
-from mmsctl.errors import CloudError
 
 __all__ = ["ensure_function"]
 
@@ -53,15 +53,7 @@ def _settle(t: Target) -> None:
 
 def _create_function(t: Target, image: str, config: dict[str, Any], wanted_tags: dict[str, str]) -> None:
     # A new role takes a few seconds to reach Lambda (IAM is eventually consistent).
-    delay = 2.0
-    for attempt in range(10):
-        try:
-            t.aws.call("lambda", "create_function", FunctionName=t.name, PackageType="Image",
-                       Code={"ImageUri": image}, Architectures=["x86_64"], Tags=wanted_tags, **config)
-            return
-        except CloudError as exc:
-            if "cannot be assumed" in exc.message and attempt < 9:
-                t.sleep(delay)
-                delay = min(delay * 1.5, 10.0)
-                continue
-            raise
+    retry_while_propagating(lambda: t.aws.call("lambda", "create_function", FunctionName=t.name, PackageType="Image",
+                                               Code={"ImageUri": image}, Architectures=["x86_64"], Tags=wanted_tags,
+                                               **config),
+                            propagating=lambda exc: "cannot be assumed" in exc.message, sleep=t.sleep)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
+from mmsctl.cloud.aws import tags
 from mmsctl.cloud.aws.errors import aws_code
 from mmsctl.cloud.lambda_ import spec as names
 from mmsctl.cloud.lambda_.deploy.permissions import Permissions
 from mmsctl.cloud.lambda_.deploy.target import Target
 from mmsctl.cloud.lambda_.events import WARM_EVENT
-from mmsctl.cloud.lambda_.resources import as_dict, ours
+from mmsctl.cloud.lambda_.resources import ours
 from mmsctl.errors import CloudError
 
 __all__ = ["ensure_schedule"]
@@ -58,7 +59,7 @@ def ensure_schedule(t: Target, permissions: Permissions) -> Optional[str]:
 
 def _ours(t: Target, found: dict[str, Any]) -> bool:
     listed = t.aws.call("events", "list_tags_for_resource", ResourceARN=found["Arn"]).get("Tags")
-    return ours(as_dict(listed), t.name)
+    return ours(tags.as_dict(listed), t.name)
 
 
 def _delete_rule(t: Target, rule: str) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mmsctl.cloud.aws.service_role import retry_while_propagating
+from mmsctl.cloud.sagemaker.deploy.model import propagating
 from mmsctl.cloud.sagemaker.deploy.target import Target
 from mmsctl.cloud.sagemaker.resources import describe
 from mmsctl.cloud.sagemaker.spec import VARIANT, DeploySpec, config_name
@@ -28,7 +30,8 @@ def ensure_config(t: Target, production: list[dict[str, Any]]) -> str:
     if describe(t.aws, "endpoint-config", name) is not None:
         t.note("reuse", "endpoint-config", name)
         return name
-    t.aws.call("sagemaker", "create_endpoint_config", EndpointConfigName=name, ProductionVariants=production,
-               Tags=t.tag_list("endpoint-config"))
+    retry_while_propagating(lambda: t.aws.call("sagemaker", "create_endpoint_config", EndpointConfigName=name,
+                                               ProductionVariants=production, Tags=t.tag_list("endpoint-config")),
+                            propagating=propagating(t), sleep=t.sleep)
     t.note("create", "endpoint-config", name)
     return name

@@ -11,7 +11,7 @@ from mmsctl.cloud.sagemaker.deploy.target import Target
 from mmsctl.cloud.sagemaker.spec import ImageUri, parse_image
 from mmsctl.errors import CloudError, UsageError
 
-__all__ = ["MissingImage", "pin_image"]
+__all__ = ["MissingImage", "check_image_region", "pin_image"]
 
 _MISSING = ("RepositoryNotFoundException", "ImageNotFoundException")
 
@@ -22,6 +22,20 @@ class MissingImage(UsageError):
     reference = "sagemaker-missing-image"
 
 
+def check_image_region(region: str, uri: str) -> ImageUri:
+    """The image's parts, once its region is the endpoint's *region* (unless that is not known: a plan without
+    AWS and without --region).
+
+    Raises:
+        UsageError: the image is in another region (SageMaker pulls only from the endpoint's own).
+    """
+    image = parse_image(uri)
+    if not region.startswith("<") and image.region != region:
+        raise UsageError(f"image {uri} is in {image.region}, the endpoint in {region}: SageMaker pulls only "
+                         "from the endpoint's own region", param="image", hint=f"push the image to {region} too")
+    return image
+
+
 def pin_image(t: Target, uri: str) -> tuple[str, ImageUri]:
     """The image as ``…@sha256:…``, and its parts.
 
@@ -29,10 +43,7 @@ def pin_image(t: Target, uri: str) -> tuple[str, ImageUri]:
         UsageError: the image is in another region.
         MissingImage: no such repository, tag or digest.
     """
-    image = parse_image(uri)
-    if image.region != t.aws.region and t.aws.unlooked is None:
-        raise UsageError(f"image {uri} is in {image.region}, the endpoint in {t.aws.region}: SageMaker pulls only "
-                         "from the endpoint's own region", param="image", hint=f"push the image to {t.aws.region} too")
+    image = check_image_region(t.aws.region, uri)
     if t.aws.unlooked is not None:  # a plan without AWS: the image as given
         return uri, image
     wanted = {"imageDigest": image.digest} if image.digest else {"imageTag": image.tag or "latest"}

@@ -3,17 +3,25 @@ them, so an unchanged model is found and reused, and a changed one is a new mode
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
+from mmsctl.cloud.aws.service_role import retry_while_propagating
 from mmsctl.cloud.sagemaker.deploy.target import Target
 from mmsctl.cloud.sagemaker.resources import describe
 from mmsctl.cloud.sagemaker.spec import model_name
 from mmsctl.errors import CloudError
 
-__all__ = ["container", "ensure_model"]
+__all__ = ["PROPAGATING", "container", "ensure_model", "propagating"]
 
-#: A new role reaches SageMaker within seconds (IAM is eventually consistent); CreateModel refuses it until then.
-_ROLE_RETRIES = 10
+#: What SageMaker says while a role change has not reached it: the role cannot be assumed yet, or may not yet pull
+#: the image or read the model data (CreateModel), or pull the images (CreateEndpointConfig).
+PROPAGATING = ("assume", "access denied for repository", "could not access model data",
+               "execution role used to create the model has permissions to access them")
+
+
+def propagating(t: Target) -> Callable[[CloudError], bool]:
+    """Whether a refusal is one of :data:`PROPAGATING`, after this run changed the role (otherwise it is final)."""
+    return lambda exc: t.role_changed and any(text in exc.message.lower() for text in PROPAGATING)
 
 
 def container(image: str, model_data: Optional[str], environment: dict[str, str]) -> dict[str, Any]:
@@ -32,16 +40,8 @@ def ensure_model(t: Target, primary: dict[str, Any], role_arn: str) -> str:
     if describe(t.aws, "model", name) is not None:
         t.note("reuse", "model", name)
         return name
-    delay = 2.0
-    for attempt in range(_ROLE_RETRIES):
-        try:
-            t.aws.call("sagemaker", "create_model", ModelName=name, PrimaryContainer=primary,
-                       ExecutionRoleArn=role_arn, Tags=t.tag_list("model"))
-            break
-        except CloudError as exc:
-            if "assume" not in exc.message.lower() or attempt == _ROLE_RETRIES - 1:
-                raise
-            t.sleep(delay)
-            delay = min(delay * 1.5, 10.0)
+    retry_while_propagating(lambda: t.aws.call("sagemaker", "create_model", ModelName=name, PrimaryContainer=primary,
+                                               ExecutionRoleArn=role_arn, Tags=t.tag_list("model")),
+                            propagating=propagating(t), sleep=t.sleep)
     t.note("create", "model", name)
     return name

@@ -42,13 +42,9 @@ def ensure_model_data(t: Target, data: ModelData) -> str:
         t.note("reuse", "model-data", f"s3://{bucket}/{key}")
         return f"s3://{bucket}/{key}"
     tagging = f"mmsctl:sagemaker={t.name}"
-    if t.aws.dry_run:
-        t.aws.call("s3", "put_object", Bucket=bucket, Key=key, Body=f"<{FILE_NAME}, {data.size} bytes>",
-                   Tagging=tagging)
-    else:
-        with open(data.path, "rb") as fh:
-            t.aws.call("s3", "put_object", Bucket=bucket, Key=key, Body=fh, ContentType="application/gzip",
-                       Metadata={"sha256": data.sha256}, Tagging=tagging, read_timeout=600.0)
+    with open(data.path, "rb") as fh:  # a plan shows it as <model.tar.gz, N bytes> (cloud/aws/dryrun.py)
+        t.aws.call("s3", "put_object", Bucket=bucket, Key=key, Body=fh, ContentType="application/gzip",
+                   Metadata={"sha256": data.sha256}, Tagging=tagging, read_timeout=600.0)
     t.note("create", "model-data", f"s3://{bucket}/{key}")
     return f"s3://{bucket}/{key}"
 

@@ -1,16 +1,13 @@
-"""The endpoint's execution role: created with the least-privilege policy, or its policy brought up to date."""
+"""The endpoint's execution role: created with the least-privilege policy, or its policy brought up to date
+(:func:`mmsctl.cloud.aws.service_role.ensure_service_role`)."""
 
 from __future__ import annotations
 
-import json
-
-from mmsctl.cloud.aws.errors import ResourceNotFound
-from mmsctl.cloud.aws.iam import policy_text
+from mmsctl.cloud.aws import tags
+from mmsctl.cloud.aws.service_role import ServiceRole, ensure_service_role
 from mmsctl.cloud.sagemaker import policy
 from mmsctl.cloud.sagemaker.deploy.target import Target
-from mmsctl.cloud.sagemaker.resources import ours, tag_dict
 from mmsctl.cloud.sagemaker.spec import ROLE_PATH, role_name
-from mmsctl.errors import CloudError
 
 __all__ = ["POLICY_NAME", "ensure_role"]
 
@@ -18,30 +15,12 @@ POLICY_NAME = "mmsctl-sagemaker-endpoint"
 
 
 def ensure_role(t: Target, scope: policy.RoleScope) -> str:
-    """The role's ARN. A role of that name mmsctl did not make for this endpoint is refused."""
+    """The role's ARN. A role of that name mmsctl did not make for this endpoint is refused. A change to the role
+    marks the target (:attr:`Target.role_changed`): SageMaker may not see it at once."""
     role = role_name(t.name)
-    doc = policy_text(policy.permissions_policy(scope))
-    try:
-        found = t.aws.call("iam", "get_role", RoleName=role)["Role"]
-    except ResourceNotFound:
-        made = t.aws.call("iam", "create_role", RoleName=role, Path=ROLE_PATH,
-                          AssumeRolePolicyDocument=policy_text(policy.trust_policy()),
-                          Description=f"mmsctl sagemaker {t.name}: execution role", Tags=t.tag_list("role"))
-        t.aws.call("iam", "put_role_policy", RoleName=role, PolicyName=POLICY_NAME, PolicyDocument=doc)
-        t.note("create", "iam-role", role)
-        return str(made["Role"]["Arn"]).replace("<account>", t.account)
-    if not ours(tag_dict(found.get("Tags")), t.name):
-        raise CloudError(f"IAM role {role} exists and was not made by mmsctl for {t.name}; refusing to change it",
-                         hint="choose another NAME")
-    try:
-        current = t.aws.call("iam", "get_role_policy", RoleName=role, PolicyName=POLICY_NAME).get("PolicyDocument")
-    except ResourceNotFound:
-        current = None
-    if isinstance(current, str):
-        current = json.loads(current)
-    if current != json.loads(doc):
-        t.aws.call("iam", "put_role_policy", RoleName=role, PolicyName=POLICY_NAME, PolicyDocument=doc)
-        t.note("update", "iam-role", f"{role} (policy)")
-    else:
-        t.note("reuse", "iam-role", role)
-    return str(found["Arn"])
+    arn, action = ensure_service_role(t.aws, ServiceRole(
+        role, ROLE_PATH, policy.trust_policy(), f"mmsctl sagemaker {t.name}: execution role", POLICY_NAME,
+        policy.permissions_policy(scope), t.tags("role"), (tags.SAGEMAKER, t.name)))
+    t.note(action, "iam-role", f"{role} (policy)" if action == "update" else role)
+    t.role_changed = t.role_changed or action != "reuse"
+    return arn

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from mmsctl.cloud.aws.session import AwsSession
+from mmsctl.cloud.aws.session import AwsSession, dns_suffix
 from mmsctl.cloud.sagemaker import contract, policy
 from mmsctl.cloud.sagemaker.deploy.config import ensure_config, variants
 from mmsctl.cloud.sagemaker.deploy.endpoint import WAIT_TIMEOUT_S, check_in_service, ensure_endpoint
@@ -74,7 +74,7 @@ class DeployResult:
 
 def invocations_url(region: str, endpoint: str) -> str:
     """The runtime API's URL for the endpoint (SigV4, service ``sagemaker``)."""
-    return f"https://runtime.sagemaker.{region}.amazonaws.com/endpoints/{endpoint}/invocations"
+    return f"https://runtime.sagemaker.{region}.{dns_suffix(region)}/endpoints/{endpoint}/invocations"
 
 
 def role_scope(t: Target, *sources: Running, alarms: tuple[str, ...] = ()) -> policy.RoleScope:
@@ -138,8 +138,9 @@ def _deploy(t: Target, spec: DeploySpec, data: Optional[ModelData], wait_s: Opti
     config = ensure_config(t, production)
     new.config, new.models = config, [model]
     moving = previous is not None and previous.get("EndpointConfigName") != config
-    if moving and scaling is not None and any(v.get("InstanceType") != spec.instance_type for v in old.variants):
-        drop_scaling(t, scaling)  # SageMaker refuses a new instance type under scaling
+    if moving and scaling is not None and (spec.serverless or any(
+            v.get("InstanceType") != spec.instance_type for v in old.variants)):
+        drop_scaling(t, scaling)  # SageMaker refuses a new instance type (or none: serverless) under scaling
         scaling = None
     ensure_endpoint(t, config, previous, wait_s=wait_s)
     if moving and wait_s is not None and not aws.dry_run:

@@ -71,9 +71,12 @@ def ensure_scaling(t: Target, spec: DeploySpec, current: Optional[dict[str, Any]
     if same_target and same_policy:
         t.note("reuse", "scaling", f"{resource_id(t.name)} {low}-{spec.max_count}")
         return
+    # Tags go with the target's creation only: AWS refuses them on a target that exists (TagResource's job),
+    # and the target mmsctl registered carries them from then on.
+    tagged: dict[str, Any] = {"Tags": t.tags("scaling")} if current is None else {}
     t.aws.call("application-autoscaling", "register_scalable_target", ServiceNamespace=NAMESPACE,
                ResourceId=resource_id(t.name), ScalableDimension=DIMENSION, MinCapacity=low,
-               MaxCapacity=spec.max_count, Tags=t.tags("scaling"))
+               MaxCapacity=spec.max_count, **tagged)
     t.aws.call("application-autoscaling", "put_scaling_policy", PolicyName=policy_name(t.name),
                ServiceNamespace=NAMESPACE, ResourceId=resource_id(t.name), ScalableDimension=DIMENSION,
                PolicyType="TargetTrackingScaling", TargetTrackingScalingPolicyConfiguration=wanted)

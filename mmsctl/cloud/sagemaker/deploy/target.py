@@ -25,6 +25,8 @@ class Target:
         self.changes: list[Change] = []
         self.account = aws.account_id()
         self.partition = partition(aws.region)
+        #: Whether this run created the role or changed its policy: SageMaker may not see that for a while.
+        self.role_changed = False
 
     def note(self, action: str, kind: str, id: str) -> None:
         self.changes.append(Change(action, kind, id))
