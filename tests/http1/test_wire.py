@@ -200,6 +200,15 @@ def test_an_answer_is_written_whole_or_not_at_all() -> None:
             encode_response(status, None, None, headers, b"")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("status", [204, 304])
+def test_an_answer_without_a_body_has_none_to_frame(status: int) -> None:
+    """A 204 or 304 has no body: one given is not sent, and no Content-Length says there is one, so what follows
+    on the connection is read as the next answer."""
+    raw = encode_response(status, None, None, {}, b"null", close=True)
+    assert raw.startswith(b"HTTP/1.1 %d " % status) and raw.endswith(b"\r\nConnection: close\r\n\r\n")
+    assert b"Content-Length" not in raw and b"null" not in raw
+
+
 ANSWER = encode_response(200, None, b"application/json", {}, b'{"a": 1}')
 
 

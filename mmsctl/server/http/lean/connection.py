@@ -42,7 +42,8 @@ log = logging.getLogger("mmsctl.server")
 access_log = logging.getLogger("mmsctl.access")
 
 _INVALID = error_body(500, "InternalServerException", "Invalid response from the model.")
-#: The content type of an answer whose handler set none (aiohttp's default, for the same answer on its path).
+#: The content type of an answer with a body whose handler set none (aiohttp's default, for the same answer on
+#: its path; an empty one has none there either).
 _OCTETS = b"application/octet-stream"
 
 
@@ -239,8 +240,9 @@ class LeanConnection(asyncio.Protocol):
     def _write(self, reply: Reply, extra: bytes, close: bool) -> int:
         """Write *reply* (with the header lines *extra*); the status sent (500 for an answer no HTTP can carry)."""
         try:
-            data = encode_response(reply.status, reply.reason, reply.content_type or _OCTETS, reply.headers,
-                                   reply.body, extra, close=close)
+            body = reply.body
+            data = encode_response(reply.status, reply.reason, reply.content_type or (_OCTETS if body else None),
+                                   reply.headers, body, extra, close=close)
             status = reply.status
         except (ValueError, TypeError, UnicodeEncodeError):  # a handler's status or header no HTTP can carry
             status, data = 500, encode_response(500, None, JSON, {}, _INVALID, extra, close=close)
