@@ -9,15 +9,15 @@ import pytest
 
 from tests.support.mmsctl_server import ServerInfo, make_handler_archive, make_noop_archive, running_mmsctl_server
 
-#: A handler that answers as the request's body asks: a 204 or 304 with a body, or framing and connection headers
-#: of its own (which the server writes itself).
+#: A handler that answers as the request's body asks: a 204 or 304 with a body, a 101, or framing and connection
+#: headers of its own (which the server writes itself).
 FRAMING_HANDLER = '''
 def handle(data, context):
     if data is None:
         return None
     asked = data[0].get("body") or data[0].get("data") or b""
     asked = asked.decode() if isinstance(asked, (bytes, bytearray)) else str(asked)
-    if asked in ("204", "304"):
+    if asked in ("101", "204", "304"):
         context.set_response_status(int(asked), "")
         return [None]
     for key, value in (("Content-Length", "1"), ("Transfer-Encoding", "chunked"), ("Connection", "close"),

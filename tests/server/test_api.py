@@ -64,8 +64,9 @@ def test_the_lean_and_the_aiohttp_path_answer_alike(server: ServerInfo) -> None:
 @pytest.mark.parametrize("query", ["", "?aiohttp=1"], ids=["lean", "aiohttp"])
 def test_a_handler_s_answer_is_framed_by_the_server(server: ServerInfo, query: str) -> None:
     """A 204 or 304 goes without the body its handler returned (a client would read that body as the next
-    answer); a handler's Content-Length, Transfer-Encoding, Connection and other framing headers are dropped, so
-    each answer is framed once, by the server. The same on both paths, answers after answers on one connection."""
+    answer); a 101 (no final answer, and no protocol is switched) is a 500; a handler's Content-Length,
+    Transfer-Encoding, Connection and other framing headers are dropped, so each answer is framed once, by the
+    server. The same on both paths, answers after answers on one connection."""
     m = server.management_url
     resp = httpx.post(f"{m}/models", params={"url": "framing", "initial_workers": "1", "synchronous": "true"},
                       timeout=60)
@@ -78,6 +79,7 @@ def test_a_handler_s_answer_is_framed_by_the_server(server: ServerInfo, query: s
                     empty = client.post(url, content=str(status).encode())
                     assert (empty.status_code, empty.content) == (status, b"")
                     assert "content-length" not in empty.headers and "content-type" not in empty.headers
+                _mms_error(client.post(url, content=b"101"), 500, "InternalServerException")
                 framed = client.post(url, content=b"headers")
                 assert (framed.status_code, framed.text) == (200, "hello")
                 assert framed.headers.get_list("content-length") == ["5"] and framed.headers["x-kept"] == "yes"

@@ -32,6 +32,7 @@ from mmsctl.server.errors import INTERNAL_ERROR, RequestTimeout
 from mmsctl.server.http.lean.exchange import Exchange
 from mmsctl.server.http.lean.routes import Route, route_at
 from mmsctl.server.http.admission import Gate
+from mmsctl.server.http.calls import INVALID_ANSWER
 from mmsctl.server.http.replies import JSON, Reply
 from mmsctl.server.metrics import ServerMetrics
 from mmsctl.server.workers.manager import ModelManager
@@ -41,7 +42,6 @@ __all__ = ["LeanConnection", "LeanServer"]
 log = logging.getLogger("mmsctl.server")
 access_log = logging.getLogger("mmsctl.access")
 
-_INVALID = error_body(500, "InternalServerException", "Invalid response from the model.")
 #: The content type of an answer with a body whose handler set none (aiohttp's default, for the same answer on
 #: its path; an empty one has none there either).
 _OCTETS = b"application/octet-stream"
@@ -245,7 +245,7 @@ class LeanConnection(asyncio.Protocol):
                                    reply.headers, body, extra, close=close)
             status = reply.status
         except (ValueError, TypeError, UnicodeEncodeError):  # a handler's status or header no HTTP can carry
-            status, data = 500, encode_response(500, None, JSON, {}, _INVALID, extra, close=close)
+            status, data = 500, encode_response(500, None, JSON, {}, INVALID_ANSWER, extra, close=close)
         assert self.transport is not None
         self.transport.write(data)
         return status
