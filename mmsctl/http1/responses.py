@@ -62,8 +62,7 @@ def encode_response(status: int, reason: Optional[str], content_type: Optional[b
     if headers:
         line += b"".join(_field(key) + b": " + _field(value) + b"\r\n" for key, value in headers.items())
     if status in BODILESS:
-        length, body = b"", b""
-    else:
-        length = b"Content-Length: %d\r\n" % len(body)
-    return b"%s%sDate: %s\r\n%s%s\r\n%s" % (line, extra, http_date(), length,
-                                             b"Connection: close\r\n" if close else b"", body)
+        return b"%s%sDate: %s\r\n%s\r\n" % (line, extra, http_date(), b"Connection: close\r\n" if close else b"")
+    head = b"%s%sDate: %s\r\nContent-Length: %d\r\n%s\r\n" % (line, extra, http_date(), len(body),
+                                                               b"Connection: close\r\n" if close else b"")
+    return head + body
