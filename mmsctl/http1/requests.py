@@ -31,8 +31,8 @@ import httptools
 
 from mmsctl.http1.errors import ParseError
 
-__all__ = ["MAX_FIELD", "MAX_FIELDS", "MAX_HEAD", "MAX_LINE", "BodySink", "RequestReader", "RequestSink",
-           "request_line"]
+__all__ = ["MAX_FIELD", "MAX_FIELDS", "MAX_HEAD", "MAX_LINE", "UPGRADE_WITH_BODY", "BodySink", "RequestReader",
+           "RequestSink", "request_line"]
 
 #: The longest request line and header field (name and value), and the most fields, as aiohttp's parser.
 MAX_LINE = 8190
@@ -44,6 +44,9 @@ _CAREFUL, _WHOLE, _SMALL = 0, 1, 2
 #: The most bytes a head may take (its line and every field at their limits): past it, 431 before llhttp (which
 #: holds a field's value until it ends) holds more.
 MAX_HEAD = MAX_LINE + MAX_FIELDS * (MAX_FIELD + 4) + 4
+#: Why a request that asks to upgrade and has a body is refused (``curl --http2`` on ``http://`` sends one).
+UPGRADE_WITH_BODY = ("Invalid HTTP message: a request with a body may not ask to upgrade (Connection: Upgrade); "
+                     "this server speaks HTTP/1.1 only (curl: no --http2 on an http:// URL).")
 #: A slice of a read smaller than this is copied; a larger one is fed as a view.
 _COPY_BELOW = 1 << 14
 
@@ -249,7 +252,7 @@ class RequestReader:
             raise ParseError("Too many request header fields.", 431)
         length = self._length
         if length != 0 and self._parser.should_upgrade():
-            raise ParseError("an upgrade with a body (llhttp would not read the body)")
+            raise ParseError(UPGRADE_WITH_BODY, public=True)  # (llhttp would not read the body)
         if length is None:
             if self._mode:
                 raise _Chunked()

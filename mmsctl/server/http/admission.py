@@ -25,6 +25,7 @@ import hmac
 from types import TracebackType
 from typing import Iterable, Optional
 
+from mmsctl.http1.requests import UPGRADE_WITH_BODY
 from mmsctl.server.errors import BadRequest, InvalidKey, RequestTooLarge, ServiceUnavailable
 
 __all__ = ["HEALTH_ROUTES", "SINGLETON_HEADERS", "Gate", "Ticket", "Traffic", "asks_upgrade", "bearer_matches",
@@ -196,7 +197,7 @@ class Gate:
         """
         headers = request_headers(raw_headers, http11)
         if body and "upgrade" in headers and asks_upgrade(raw_headers):
-            raise BadRequest("Invalid HTTP message.", close=True)
+            raise BadRequest(UPGRADE_WITH_BODY, close=True)
         if self.token and not (self.api == "inference" and route in HEALTH_ROUTES) \
                 and not bearer_matches(headers.get("authorization", ""), self.token):
             raise InvalidKey("Token Authorization failed. Token either incorrect, expired, or not provided correctly")

@@ -181,8 +181,8 @@ class LeanConnection(asyncio.Protocol):
     def _unparsable(self, exc: Exception) -> None:
         """The lean path's request is not HTTP (or the codec hit a bug: the log has it, the client an MMS 500)."""
         if isinstance(exc, ParseError):
-            status, kind, message = exc.status, "BadRequestException", str(exc) if exc.status != 400 else \
-                "Invalid HTTP message."
+            status, kind = exc.status, "BadRequestException"
+            message = str(exc) if exc.status != 400 or exc.public else "Invalid HTTP message."
         else:
             log.exception("unhandled error reading a request on the lean path")
             status, kind, message = 500, "InternalServerException", INTERNAL_ERROR
