@@ -245,8 +245,11 @@ def tensor_bytes(tensor: Tensor) -> bytes:
 
 
 # -- bodies ---------------------------------------------------------------------------------------
-def _split(body: bytes, header_length: Optional[int]) -> tuple[dict[str, Any], memoryview]:
-    """The JSON header (an object) and the binary part of a body."""
+def _split(body: bytes, header_length: Optional[int],
+           parsed: Optional[dict[str, Any]] = None) -> tuple[dict[str, Any], memoryview]:
+    """The JSON header (an object) and the binary part of a body (*parsed*: a JSON body, already parsed)."""
+    if parsed is not None and header_length is None:
+        return parsed, memoryview(b"")
     if header_length is None:
         header_length = len(body)
     if not 0 <= header_length <= len(body):
@@ -355,8 +358,10 @@ _LAYOUTS_KEPT = 256
 _LAYOUT_HEADER = 4096
 
 
-def decode_request(body: bytes, header_length: Optional[int] = None) -> InferRequest:
-    """An infer request's body (JSON, or JSON + binary with *header_length*) as tensors."""
+def decode_request(body: bytes, header_length: Optional[int] = None,
+                   parsed: Optional[dict[str, Any]] = None) -> InferRequest:
+    """An infer request's body (JSON, or JSON + binary with *header_length*) as tensors; *parsed*: a JSON body
+    as a caller that looked into it already parsed it (it is not parsed again)."""
     if header_length is not None and 0 < header_length <= min(len(body), _LAYOUT_HEADER):
         key = bytes(body[:header_length])
         layout = _LAYOUTS.get(key)
@@ -370,11 +375,12 @@ def decode_request(body: bytes, header_length: Optional[int] = None) -> InferReq
                 _LAYOUTS.clear()
             _LAYOUTS[key] = layout
         return request
-    return _decode_request(body, header_length)
+    return _decode_request(body, header_length, parsed)
 
 
-def _decode_request(body: bytes, header_length: Optional[int]) -> InferRequest:
-    header, binary = _split(body, header_length)
+def _decode_request(body: bytes, header_length: Optional[int],
+                    parsed: Optional[dict[str, Any]] = None) -> InferRequest:
+    header, binary = _split(body, header_length, parsed)
     specs = _list(header, "inputs")
     if not specs:
         raise TensorError("the request has no inputs")

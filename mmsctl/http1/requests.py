@@ -14,7 +14,13 @@ blank line that closes a chunked body's trailer. Each read is fed up to the next
 
 The limits on a head are aiohttp's (the server's other path), so both paths refuse the same heads: a header
 field over 8190 bytes, more than 128 fields (trailer fields included); a request line over 8190 bytes is not
-one :func:`request_line` reads (a server refuses it as aiohttp does: 414).
+one :func:`request_line` reads (a server refuses it as aiohttp does: 414). What a chunked body holds besides its
+data (chunk-size lines, their extensions, the trailer) is held to :data:`MAX_HEAD` bytes between two pieces of
+data (431): llhttp holds a trailer field's value until it ends, and grows it with each read.
+
+A request that asks to leave HTTP/1.1 (``Connection: upgrade`` with an ``Upgrade`` header) and has a body is
+refused (400): llhttp does not read the body of such a request, so its bytes would be read as the next request.
+Without a body, the upgrade is not taken (none is offered) and the connection goes on in HTTP/1.1.
 """
 
 from __future__ import annotations
@@ -25,8 +31,8 @@ import httptools
 
 from mmsctl.http1.errors import ParseError
 
-__all__ = ["MAX_FIELD", "MAX_FIELDS", "MAX_HEAD", "MAX_LINE", "BodySink", "RequestReader", "RequestSink",
-           "request_line"]
+__all__ = ["MAX_FIELD", "MAX_FIELDS", "MAX_HEAD", "MAX_LINE", "UPGRADE_WITH_BODY", "BodySink", "RequestReader",
+           "RequestSink", "request_line"]
 
 #: The longest request line and header field (name and value), and the most fields, as aiohttp's parser.
 MAX_LINE = 8190
@@ -38,6 +44,9 @@ _CAREFUL, _WHOLE, _SMALL = 0, 1, 2
 #: The most bytes a head may take (its line and every field at their limits): past it, 431 before llhttp (which
 #: holds a field's value until it ends) holds more.
 MAX_HEAD = MAX_LINE + MAX_FIELDS * (MAX_FIELD + 4) + 4
+#: Why a request that asks to upgrade and has a body is refused (``curl --http2`` on ``http://`` sends one).
+UPGRADE_WITH_BODY = ("Invalid HTTP message: a request with a body may not ask to upgrade (Connection: Upgrade); "
+                     "this server speaks HTTP/1.1 only (curl: no --http2 on an http:// URL).")
 #: A slice of a read smaller than this is copied; a larger one is fed as a view.
 _COPY_BELOW = 1 << 14
 
@@ -83,7 +92,7 @@ class RequestReader:
     """Parses one connection's requests, one at a time, for a :class:`RequestSink`."""
 
     __slots__ = ("_sink", "_body", "_parser", "_state", "_tail", "_remaining", "_head_size", "_headers", "_fields", "_length",
-                 "_expect", "_done", "_mode")
+                 "_expect", "_done", "_mode", "_data")
 
     def __init__(self, sink: RequestSink) -> None:
         self._sink = sink
@@ -92,9 +101,12 @@ class RequestReader:
         self._state = _HEAD
         #: The last bytes fed while looking for a blank line (one may straddle two reads).
         self._tail = b""
-        #: Body bytes still to come (a declared length), and head bytes fed so far.
+        #: Body bytes still to come (a declared length), and head bytes fed so far (in a chunked body: bytes
+        #: other than data, at most, since its last data).
         self._remaining = 0
         self._head_size = 0
+        #: Data bytes of a chunked body in the piece being fed, or -1 while none came in it.
+        self._data = -1
         self._headers: list[tuple[bytes, bytes]] = []
         #: Trailer fields of this request so far.
         self._fields = 0
@@ -162,6 +174,8 @@ class RequestReader:
                     self._head_size += stop - taken
                     if self._head_size > MAX_HEAD:
                         raise ParseError("Request header fields too large.", 431)
+                else:
+                    self._data = -1
             if taken == 0 and stop == size:
                 piece: "bytes | memoryview" = data
             elif stop - taken < _COPY_BELOW:
@@ -181,8 +195,21 @@ class RequestReader:
                 return stop
             if state != _LENGTH and self._state == state:
                 self._tail = (self._tail + data[max(taken, stop - 3):stop])[-3:]
+                if state == _CHUNKED:
+                    self._count_framing(stop - taken)
             taken = stop
         return taken
+
+    def _count_framing(self, fed: int) -> None:
+        """Count what a piece of *fed* bytes of a chunked body held besides data (all of it, after the piece's
+        last data: llhttp says how much data, not where); 431 past :data:`MAX_HEAD` since the last data."""
+        data = self._data
+        if data < 0:
+            self._head_size += fed
+        else:
+            self._head_size = fed - data
+        if self._head_size > MAX_HEAD:
+            raise ParseError("Request header fields too large.", 431)
 
     def _after_blank_line(self, data: bytes, start: int) -> int:
         """Just past the first blank line (CRLF CRLF) in *data* from *start*, counting the bytes fed before; the
@@ -224,6 +251,8 @@ class RequestReader:
         if len(self._headers) > MAX_FIELDS:
             raise ParseError("Too many request header fields.", 431)
         length = self._length
+        if length != 0 and self._parser.should_upgrade():
+            raise ParseError(UPGRADE_WITH_BODY, public=True)  # (llhttp would not read the body)
         if length is None:
             if self._mode:
                 raise _Chunked()
@@ -235,6 +264,8 @@ class RequestReader:
         self._body = self._sink.on_head(self._headers, self._parser.should_keep_alive(), length, self._expect)
 
     def on_body(self, body: bytes) -> None:
+        if self._state == _CHUNKED:
+            self._data = len(body) + (self._data if self._data > 0 else 0)
         self._body.on_body(body)  # type: ignore[union-attr]  # (set by the head, which comes first)
 
     def on_message_complete(self) -> None:

@@ -1,4 +1,5 @@
-"""Answers as a server writes them: whole, with their ``Content-Length`` and ``Date``.
+"""Answers as a server writes them: whole, with their ``Content-Length`` and ``Date``; a 204 or 304 with neither
+body nor ``Content-Length`` (HTTP/1.1 gives them none: a client reads what follows as the next answer).
 
 A status no HTTP/1.1 status line can carry, or a line break in a phrase or header, is refused before anything
 is sent (ValueError). (Clients read answers with :mod:`~mmsctl.http1.answers`.)
@@ -10,10 +11,12 @@ import time
 from http import HTTPStatus
 from typing import Any, Mapping, Optional
 
-__all__ = ["CONTINUE", "encode_response", "http_date"]
+__all__ = ["BODILESS", "CONTINUE", "encode_response", "http_date"]
 
 #: What a server sends a client that waits (``Expect: 100-continue``) before its body.
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+#: The final statuses whose answers have no body (RFC 9110 15.3.5, 15.4.5).
+BODILESS = frozenset({204, 304})
 #: The status line of each status with a phrase.
 _STATUS_LINES = {s.value: b"HTTP/1.1 %d %s\r\n" % (s.value, s.phrase.encode()) for s in HTTPStatus}
 _date = [-1, b""]
@@ -41,7 +44,8 @@ def encode_response(status: int, reason: Optional[str], content_type: Optional[b
                     body: bytes, extra: bytes = b"", *, close: bool = False) -> bytes:
     """One whole answer: the status line (*reason*, or the status's phrase), ``Content-Type`` where there is
     one, *headers*, the header lines in *extra* (already encoded), ``Date``, ``Content-Length``, and
-    ``Connection: close`` when the connection ends after it.
+    ``Connection: close`` when the connection ends after it; a :data:`BODILESS` status's without *body* or
+    ``Content-Length``.
 
     Raises:
         ValueError: a status outside 200-999 (or not an int), or a line break in a phrase, name or value.
@@ -57,6 +61,8 @@ def encode_response(status: int, reason: Optional[str], content_type: Optional[b
         line += b"Content-Type: " + content_type + b"\r\n"
     if headers:
         line += b"".join(_field(key) + b": " + _field(value) + b"\r\n" for key, value in headers.items())
+    if status in BODILESS:
+        return b"%s%sDate: %s\r\n%s\r\n" % (line, extra, http_date(), b"Connection: close\r\n" if close else b"")
     head = b"%s%sDate: %s\r\nContent-Length: %d\r\n%s\r\n" % (line, extra, http_date(), len(body),
                                                                b"Connection: close\r\n" if close else b"")
     return head + body

@@ -29,10 +29,12 @@ class ApiException(ServerError):
     type_name = "InternalServerException"
 
     def __init__(self, message: str, *, retry_after: Optional[int] = None, cause: Optional[str] = None,
-                 status: Optional[int] = None) -> None:
+                 status: Optional[int] = None, close: bool = False) -> None:
         super().__init__(message)
         self.retry_after = retry_after
         self.cause = cause
+        #: The connection ends after the answer (what follows the request is not read as the next one).
+        self.close = close
         if status is not None:
             self.status = status
 

@@ -92,6 +92,56 @@ def test_a_head_that_never_ends_is_refused_before_it_is_held() -> None:
     assert refused.value.status == 431
 
 
+CHUNKED_HEAD = b"POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+@pytest.mark.parametrize("opening, filler", [(b"0\r\nX-T: ", b"a"), (b"1;ext=", b"a"), (b"", b"0")],
+                         ids=["trailer-field", "chunk-extension", "chunk-size-line"])
+def test_a_chunked_body_s_framing_that_never_ends_is_refused_before_it_is_held(opening: bytes, filler: bytes) -> None:
+    """A trailer field, chunk extension or size line that goes on and on is refused once it passes MAX_HEAD
+    bytes (llhttp would grow it with every read, at a cost that grows with its length)."""
+    reader, fed = RequestReader(Sink()), 0
+    reader.feed(CHUNKED_HEAD + opening)
+    with pytest.raises(ParseError) as refused:
+        while fed <= 2 * MAX_HEAD:
+            reader.feed(filler * 4096)
+            fed += 4096
+    assert refused.value.status == 431 and MAX_HEAD - 4096 < fed + len(opening) <= MAX_HEAD
+
+
+def test_a_chunked_body_of_many_chunks_is_not_framing() -> None:
+    """The framing limit counts what lies between two pieces of data: a long body in many small chunks, read in
+    pieces that fall anywhere, is read whole."""
+    chunk = b"%x\r\n" % 1000 + b"d" * 1000 + b"\r\n"
+    stream = CHUNKED_HEAD + chunk * (2 * MAX_HEAD // 1000) + b"0\r\nTrailer: t\r\n\r\n"
+    events, ends = _read([stream[i:i + 4093] for i in range(0, len(stream), 4093)])
+    assert ends == [len(stream)] and len(events[1][1]) == 1000 * (2 * MAX_HEAD // 1000)
+
+
+UPGRADE = b"POST /u HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, Upgrade\r\nUpgrade: h2c\r\n"
+
+
+@pytest.mark.parametrize("framing", [b"Content-Length: 66\r\n\r\n", b"Transfer-Encoding: chunked\r\n\r\n"],
+                         ids=["length", "chunked"])
+@pytest.mark.parametrize("reads", [1, 2])
+def test_an_upgrade_with_a_body_is_refused(framing: bytes, reads: int) -> None:
+    """llhttp reads no body after an upgrade: the body's bytes would be taken as the next request (smuggled)."""
+    smuggled = b"POST /s HTTP/1.1\r\nHost: x\r\nContent-Length: 8\r\n\r\nsmuggled"
+    stream = UPGRADE + framing + smuggled
+    cut = len(UPGRADE + framing)
+    with pytest.raises(ParseError) as refused:
+        _read([stream] if reads == 1 else [stream[:cut], stream[cut:]])
+    assert refused.value.status == 400
+
+
+def test_an_upgrade_without_a_body_is_not_taken() -> None:
+    """No upgrade is offered: the request is read as any other, and the connection goes on in HTTP/1.1."""
+    stream = UPGRADE + b"\r\n" + POST
+    events, ends = _read([stream])
+    assert ends == [len(UPGRADE) + 2, len(stream)] and events[-2:] == [("body", b"hello"), ("end",)]
+    assert _read([stream[:len(UPGRADE) + 2], POST]) == (events, ends)
+
+
 def test_the_bytes_after_a_request_are_not_parsed() -> None:
     """What follows a request is the next one's: a server routes it, or hands it to another parser, untouched."""
     sink = Sink()
@@ -148,6 +198,15 @@ def test_an_answer_is_written_whole_or_not_at_all() -> None:
     for status, headers in ((1000, {}), (199, {}), ("200", {}), (200, {"X": "a\r\nSet-Cookie: x"})):
         with pytest.raises(ValueError):
             encode_response(status, None, None, headers, b"")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("status", [204, 304])
+def test_an_answer_without_a_body_has_none_to_frame(status: int) -> None:
+    """A 204 or 304 has no body: one given is not sent, and no Content-Length says there is one, so what follows
+    on the connection is read as the next answer."""
+    raw = encode_response(status, None, None, {}, b"null", close=True)
+    assert raw.startswith(b"HTTP/1.1 %d " % status) and raw.endswith(b"\r\nConnection: close\r\n\r\n")
+    assert b"Content-Length" not in raw and b"null" not in raw
 
 
 ANSWER = encode_response(200, None, b"application/json", {}, b'{"a": 1}')

@@ -61,6 +61,37 @@ def test_the_lean_and_the_aiohttp_path_answer_alike(server: ServerInfo) -> None:
     assert len({r.headers["x-request-id"] for r in answers + pings}) == 5
 
 
+@pytest.mark.parametrize("query", ["", "?aiohttp=1"], ids=["lean", "aiohttp"])
+def test_a_handler_s_answer_is_framed_by_the_server(server: ServerInfo, query: str) -> None:
+    """A 204 or 304 goes without the body its handler returned (a client would read that body as the next
+    answer); a 101 (no final answer, and no protocol is switched) is a 500; a handler's Content-Length,
+    Transfer-Encoding, Connection and other framing headers are dropped, so each answer is framed once, by the
+    server. The same on both paths, answers after answers on one connection."""
+    m = server.management_url
+    resp = httpx.post(f"{m}/models", params={"url": "framing", "initial_workers": "1", "synchronous": "true"},
+                      timeout=60)
+    assert resp.status_code == 200, resp.text
+    url = f"{server.inference_url}/predictions/framing{query}"
+    try:
+        with httpx.Client(timeout=10) as client:
+            for _ in range(2):
+                for status in (204, 304):
+                    empty = client.post(url, content=str(status).encode())
+                    assert (empty.status_code, empty.content) == (status, b"")
+                    assert "content-length" not in empty.headers and "content-type" not in empty.headers
+                _mms_error(client.post(url, content=b"101"), 500, "InternalServerException")
+                framed = client.post(url, content=b"headers")
+                assert (framed.status_code, framed.text) == (200, "hello")
+                assert framed.headers.get_list("content-length") == ["5"] and framed.headers["x-kept"] == "yes"
+                assert framed.headers.get_list("content-type") == ["text/plain"]
+                assert framed.headers.get_list("x-request-id") != ["mine"]
+                for name in ("transfer-encoding", "connection", "keep-alive", "upgrade", "trailer"):
+                    assert name not in framed.headers, name
+                assert framed.headers["date"] != "yesterday"
+    finally:
+        httpx.delete(f"{m}/models/framing", timeout=60)
+
+
 def test_form_fields_reach_the_handler_alike_on_both_paths(server: ServerInfo) -> None:
     """A text field as text, a field of another type (no file name) as its bytes, a file as its bytes: the lean
     path (no query) and aiohttp's (a query) decode forms with the same function."""

@@ -107,6 +107,63 @@ def test_a_client_that_leaves_leaves_the_queue_and_delete_does_not_wait_for_init
                timeout=30, what="the stuck worker gone", interval=0.05)
 
 
+def test_a_delete_while_a_synchronous_register_waits_fails_the_register_and_frees_the_name(srv: ServerInfo) -> None:
+    """A DELETE lands while a synchronous register waits for a worker stuck in initialize: the DELETE is
+    answered, the register fails as a register whose workers did not start (not a 404 from a second removal),
+    and the name is free for the next register."""
+    m = srv.management_url
+
+    async def register_then_delete() -> tuple[httpx.Response, httpx.Response]:
+        async with httpx.AsyncClient(timeout=60) as client:
+            registering = asyncio.ensure_future(client.post(f"{m}/models", params={
+                "url": "stuck", "model_name": "held", "initial_workers": "1", "synchronous": "true"}))
+
+            async def loading() -> bool:
+                resp = await client.get(f"{m}/models/held")
+                return resp.status_code == 200 and any(w["pid"] for w in resp.json()["workers"])
+
+            await wait_until_async(loading, timeout=30, what="held's worker loading")
+            deleted = await client.delete(f"{m}/models/held")
+            return await registering, deleted
+
+    registered, deleted = asyncio.run(register_then_delete())
+    assert deleted.status_code == 200, deleted.text
+    assert registered.status_code == 500, registered.text
+    assert registered.json()["message"] == "Failed to start workers"
+    assert registered.json()["cause"] == 'model "held": model was unregistered'
+    again = httpx.post(f"{m}/models", params={"url": "noop", "model_name": "held", "initial_workers": "0"}, timeout=30)
+    assert again.status_code == 200, again.text
+    assert _describe(srv, "held")["modelUrl"] == "noop"
+    assert httpx.delete(f"{m}/models/held", timeout=30).status_code == 200
+
+
+def test_a_failed_register_takes_out_its_own_model_never_a_newer_one_of_its_name(tmp_path: Path) -> None:
+    """A DELETE, then a new register of the same name, both while a synchronous register waits for its workers:
+    when that register gives up, it takes out its own model only; the newer one stays registered. (In process:
+    the manager's own steps, in the order the race gives them.)"""
+    from mmsctl.engine.spec import ServiceSpec
+    from mmsctl.server.config import ServerConfig
+    from mmsctl.server.errors import InternalServerError
+    from mmsctl.server.workers.manager import ModelManager
+    from mmsctl.server.workers.model import Model
+
+    spec = ServiceSpec(make_noop_archive(tmp_path / "m", name="m"), "m", "noop_service:handle")
+    manager = ModelManager(ServerConfig(), None)
+    older, newer = Model(name="m", url="older", spec=spec), Model(name="m", url="newer", spec=spec)
+
+    async def race() -> InternalServerError:
+        manager.registry.add(older)  # a synchronous register of older, waiting for its workers (none start)
+        await manager.unregister("m", 0)  # a DELETE
+        manager.registry.add(newer)  # a register of the same name
+        with pytest.raises(InternalServerError) as failed:
+            await manager.await_workers(older, 1, timeout=30)  # older's register gives up
+        return failed.value
+
+    failed = asyncio.run(race())
+    assert failed.cause == 'model "m": model was unregistered'
+    assert manager.models == {"m": newer}
+
+
 def test_a_handler_that_prints_without_end_keeps_the_log_bounded(srv: ServerInfo) -> None:
     log = srv.log_file
     for _ in range(4):  # 4 x 1.6 MB of prints, through a 64 KiB log with 2 old files

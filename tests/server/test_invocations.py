@@ -4,6 +4,9 @@ tests/sagemaker/test_contract.py."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Optional
 
 import pytest
@@ -45,3 +48,23 @@ def test_which_model() -> None:
     assert model_name(two, "a", {"x-model-name": "b"}) == "a"
     with pytest.raises(BadRequest, match="model_name is required"):
         model_name(two, None, {})
+
+
+def test_a_json_v2_invocation_is_parsed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Telling a JSON v2 body from MMS's form parses it; the codec takes that parse, not parsing the body again
+    (a large body costs one parse, not two)."""
+    from mmsctl.engine.spec import ServiceSpec
+    from mmsctl.server.http.invocations import invocation_call
+    from mmsctl.server.v2.calls import V2Call
+    from mmsctl.server.workers.model import Model
+    from tests.support.mmsctl_server import make_noop_archive
+
+    model = Model(name="echo", url="echo",
+                  spec=ServiceSpec(make_noop_archive(tmp_path / "echo", name="echo"), "echo", "noop_service:handle"))
+    body = json.dumps({"inputs": [{"name": "body", "shape": [1], "datatype": "BYTES", "data": ["hi"]}]}).encode()
+    request = SimpleNamespace(request_id="r", query=(), headers={"content-type": JSON}, raw_headers=[], body=body)
+    parses, loads = [], json.loads
+    monkeypatch.setattr(json, "loads", lambda text, *a, **k: parses.append(len(text)) or loads(text, *a, **k))
+    call = invocation_call(model, request, 1 << 20)  # type: ignore[arg-type]
+    assert isinstance(call, V2Call) and call.groups[0][0].parameters[0].value == b"hi"
+    assert parses == [len(body)]

@@ -6,7 +6,9 @@ lean path, :mod:`~mmsctl.server.http.lean`) and the management and metrics APIs 
 
 * header anomalies: no ``Host`` on HTTP/1.1, or a header that may appear once
   (:data:`SINGLETON_HEADERS`: aiohttp's list, plus ``Authorization``, whose first and last
-  values could otherwise be read differently) sent twice: 400;
+  values could otherwise be read differently) sent twice: 400; an upgrade (``Connection: upgrade`` and
+  ``Upgrade``) with a body: 400, and the connection closes, as on the lean path, where llhttp would not
+  read such a body (:mod:`~mmsctl.http1.requests`); an upgrade without one is not taken, the request served;
 * the Bearer token (401), except on the inference API's health routes;
 * draining (503 with ``Retry-After``), except for health checks, metrics and management reads;
 * a declared body over ``max_request_size`` (413);
@@ -23,9 +25,11 @@ import hmac
 from types import TracebackType
 from typing import Iterable, Optional
 
+from mmsctl.http1.requests import UPGRADE_WITH_BODY
 from mmsctl.server.errors import BadRequest, InvalidKey, RequestTooLarge, ServiceUnavailable
 
-__all__ = ["HEALTH_ROUTES", "SINGLETON_HEADERS", "Gate", "Ticket", "Traffic", "bearer_matches", "request_headers"]
+__all__ = ["HEALTH_ROUTES", "SINGLETON_HEADERS", "Gate", "Ticket", "Traffic", "asks_upgrade", "bearer_matches",
+           "request_headers"]
 
 #: Headers a request may carry once (RFC 9110 singletons as aiohttp's parser lists them, and Authorization).
 SINGLETON_HEADERS = frozenset({
@@ -145,6 +149,13 @@ def _key(name: bytes) -> str:
     return key
 
 
+def asks_upgrade(raw: Iterable[tuple[bytes, bytes]]) -> bool:
+    """Whether a ``Connection`` header lists ``upgrade`` (with an ``Upgrade`` header, llhttp's upgrade)."""
+    return any(len(name) == 10 and name.lower() == b"connection"
+               and any(token.strip().lower() == b"upgrade" for token in value.split(b","))
+               for name, value in raw)
+
+
 def request_headers(raw: Iterable[tuple[bytes, bytes]], http11: bool) -> dict[str, str]:
     """The headers as a handler gets them (names lower-cased, the last of repeated ones); BadRequest for
     a singleton header sent twice or no ``Host`` on HTTP/1.1."""
@@ -185,6 +196,8 @@ class Gate:
             body: whether a body follows.
         """
         headers = request_headers(raw_headers, http11)
+        if body and "upgrade" in headers and asks_upgrade(raw_headers):
+            raise BadRequest(UPGRADE_WITH_BODY, close=True)
         if self.token and not (self.api == "inference" and route in HEALTH_ROUTES) \
                 and not bearer_matches(headers.get("authorization", ""), self.token):
             raise InvalidKey("Token Authorization failed. Token either incorrect, expired, or not provided correctly")

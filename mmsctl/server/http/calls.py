@@ -9,18 +9,20 @@ queues the groups and is called back (:meth:`~mmsctl.server.workers.manager.Mode
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Awaitable, Iterable, Protocol, Sequence, Union
+from typing import TYPE_CHECKING, Any, Awaitable, Iterable, Optional, Protocol, Sequence, Union
 
 from mmsctl.engine.protocol import RequestItem, ResponseItem
+from mmsctl.error_body import error_body
+from mmsctl.http1.responses import BODILESS
 from mmsctl.server.errors import ApiException
 from mmsctl.server.http.middleware import HEADERS, REQUEST_ID
-from mmsctl.server.http.replies import Reply, error_reply
+from mmsctl.server.http.replies import JSON, Reply, error_reply
 from mmsctl.server.workers.model import Model
 
 if TYPE_CHECKING:
     from mmsctl.server.workers.manager import ModelManager
 
-__all__ = ["Call", "Outcome", "Prediction", "Whole", "WholeRequest", "answer", "first_header"]
+__all__ = ["INVALID_ANSWER", "SERVER_HEADERS", "Call", "Outcome", "Prediction", "Whole", "WholeRequest", "answer", "first_header"]
 
 
 class WholeRequest(Protocol):
@@ -85,9 +87,19 @@ class Call:
         raise NotImplementedError
 
 
+#: The body of the 500 that answers a handler's answer no HTTP/1.1 answer can carry (a status outside 200-999:
+#: a 1xx is not a final answer, a 101 would tell the client the protocol changed).
+INVALID_ANSWER = error_body(500, "InternalServerException", "Invalid response from the model.")
+#: Headers each path writes itself (framing, the connection's, ``Date``, ``x-request-id``): a handler's are
+#: dropped, so that an answer is framed once and by the server, whichever path sends it.
+SERVER_HEADERS = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive", "proxy-connection",
+                            "upgrade", "trailer", "te", "date", "x-request-id"})
+
+
 class Prediction(Call):
-    """One request; its reply is the handler's answer as it is: status, reason, body, headers, and its content
-    type only if it set one."""
+    """One request; its reply is the handler's answer: status, reason, body (none for a 204 or 304), its headers
+    but :data:`SERVER_HEADERS`, and its content type only if it set one; a status outside 200-999 is a 500
+    (:data:`INVALID_ANSWER`)."""
 
     __slots__ = ()
 
@@ -96,9 +108,27 @@ class Prediction(Call):
 
     def reply(self, answers: list[ResponseItem]) -> Reply:
         answer = answers[0]
-        content_type = answer.content_type
-        return Reply(answer.status, answer.body, content_type.encode() if content_type else None, answer.headers,
-                     reason=answer.reason)
+        content_type, headers = answer.content_type, answer.headers
+        if headers:
+            headers, content_type = _handler_headers(headers, content_type)
+        status = answer.status
+        if type(status) is not int or not 200 <= status <= 999:
+            return Reply(500, INVALID_ANSWER, JSON)
+        return Reply(status, b"" if status in BODILESS else answer.body,
+                     content_type.encode() if content_type else None, headers, reason=answer.reason)
+
+
+def _handler_headers(headers: dict[str, str], content_type: Optional[str]) -> tuple[dict[str, str], Optional[str]]:
+    """A handler's *headers* without :data:`SERVER_HEADERS`, and its content type (*content_type*, else one it
+    set as a header in any case)."""
+    kept = {}
+    for key, value in headers.items():
+        name = key.lower()
+        if name == "content-type":
+            content_type = content_type or value
+        elif name not in SERVER_HEADERS:
+            kept[key] = value
+    return kept, content_type
 
 
 #: What a route makes of a whole request: an answer already, a call, or (a multipart form, whose parser is

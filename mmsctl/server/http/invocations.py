@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from typing import Mapping, Optional, Union
+from typing import Any, Mapping, Optional, Union
 
 from aiohttp import web
 
@@ -114,8 +114,10 @@ def _maybe_v2_body(mime: Optional[str], body: bytes, headers: Mapping[str, str])
     return _HEADER_LENGTH in headers or (mime == JSON and b'"inputs"' in body)
 
 
-def is_v2_body(mime: Optional[str], body: bytes, headers: Mapping[str, str]) -> bool:
-    """Whether the body is an Open Inference Protocol infer request."""
+def is_v2_body(mime: Optional[str], body: bytes, headers: Mapping[str, str]) -> Union[bool, dict[str, Any]]:
+    """Whether the body is an Open Inference Protocol infer request: False; True for JSON and binary (its JSON
+    part is the codec's to parse); a JSON one as the object it parses to (the codec takes it, not parsing it
+    again)."""
     if not _maybe_v2_body(mime, body, headers):
         return False
     if _HEADER_LENGTH in headers:
@@ -124,7 +126,7 @@ def is_v2_body(mime: Optional[str], body: bytes, headers: Mapping[str, str]) -> 
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError, RecursionError):
         return False
-    return isinstance(data, dict) and "inputs" in data
+    return data if isinstance(data, dict) and "inputs" in data else False
 
 
 def _attributes(headers: Mapping[str, str]) -> list[Parameter]:
@@ -147,19 +149,21 @@ def invocation_call(model: Model, request: WholeRequest, max_request_size: int) 
     the protocol's), or a prediction in the form ``Accept`` and the custom attributes ask."""
     content_type = request.headers.get("content-type")
     mime = media_type(content_type)
-    if mime not in FORMS and is_v2_body(mime, request.body, request.headers):
-        return _v2_call(model, request, max_request_size)
+    v2 = mime not in FORMS and is_v2_body(mime, request.body, request.headers)
+    if v2:
+        return _v2_call(model, request, max_request_size, v2 if isinstance(v2, dict) else None)
     if mime == MULTIPART:
         return _form_invocation(model, request, content_type or "", max_request_size)
     return _prediction(model, request, body_parameters(mime, request.body))
 
 
-def _v2_call(model: Model, request: WholeRequest, max_request_size: int) -> Union[Reply, Call]:
+def _v2_call(model: Model, request: WholeRequest, max_request_size: int,
+             parsed: Optional[dict[str, Any]]) -> Union[Reply, Call]:
     from mmsctl.server.v2.calls import infer_call
     from mmsctl.server.v2.errors import as_v2_error
 
     try:
-        return infer_call(model, None, request, max_request_size)
+        return infer_call(model, None, request, max_request_size, parsed)
     except Exception as exc:  # noqa: BLE001 - answered as the protocol's error, never a traceback
         if not isinstance(exc, ApiException):
             log.exception("unhandled error on POST /invocations (request %s)", request.request_id)

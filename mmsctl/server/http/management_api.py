@@ -174,7 +174,7 @@ class ManagementApi:
                                            timeout=self.config.worker_start_timeout)
         error = self.record_models()
         if error is not None:  # the server serves on; this model is not kept half-recorded
-            await self.manager.unregister(model.name, 0)
+            await self.manager.discard(model)
             raise InternalServerError(f'Model "{model.name}" was not registered: {error}')
         if workers <= 0:
             return status_response(f'Model "{model.name}" registered')

@@ -48,9 +48,10 @@ def json_reply(data: Any, status: int = 200, reason: Optional[str] = None) -> Re
 
 def error_reply(exc: BaseException, max_request_size: int) -> Reply:
     """The MMS error body for anything a request raised; the connection closes where its body was not read
-    (408, 413)."""
+    (408, 413) or the error says so."""
+    close = False
     if isinstance(exc, ApiException):
-        headers = {}
+        headers, close = {}, exc.close
         if exc.retry_after:
             headers["Retry-After"] = str(exc.retry_after)
         if exc.status == 401:
@@ -58,7 +59,7 @@ def error_reply(exc: BaseException, max_request_size: int) -> Reply:
         status, body = exc.status, error_body(exc.status, exc.type_name, exc.message, exc.cause)
     else:
         headers, (status, body) = {}, _aiohttp_error(exc, max_request_size)
-    return Reply(status, body, JSON, headers, close=status in (408, 413))
+    return Reply(status, body, JSON, headers, close=close or status in (408, 413))
 
 
 def _aiohttp_error(exc: BaseException, max_request_size: int) -> tuple[int, bytes]:

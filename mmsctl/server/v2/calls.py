@@ -22,7 +22,7 @@ import logging
 import struct
 from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 from mmsctl.engine.protocol import Parameter, RequestItem, ResponseItem
 from mmsctl.engine.spec import ServiceSpec
@@ -207,9 +207,9 @@ def _check_queue(model: Model, items: int) -> None:
 
 
 def _planned(model: Model, key: Optional[_Key], body: bytes, header_length: Optional[str], request_id: str,
-             headers: dict[str, str], max_request_size: int) -> V2Call:
+             headers: dict[str, str], max_request_size: int, parsed: Optional[dict[str, Any]]) -> V2Call:
     """The call the steps make of this request (and its recipe made, the second time its header comes)."""
-    infer_plan = plan(model, parse(body, header_length), request_id, headers)
+    infer_plan = plan(model, parse(body, header_length, parsed), request_id, headers)
     items, together = infer_plan.items, infer_plan.together
     _check_queue(model, len(items))
     if key is not None and len(items) == 1:
@@ -222,8 +222,10 @@ def _planned(model: Model, key: Optional[_Key], body: bytes, header_length: Opti
                   infer_plan)
 
 
-def infer_call(model: Model, version: Optional[str], request: WholeRequest, max_request_size: int) -> V2Call:
-    """The call of a whole infer request for *model* (*version*: the URL's, if it names one).
+def infer_call(model: Model, version: Optional[str], request: WholeRequest, max_request_size: int,
+               parsed: Optional[dict[str, Any]] = None) -> V2Call:
+    """The call of a whole infer request for *model* (*version*: the URL's, if it names one; *parsed*: its JSON
+    body, where the caller parsed it already).
 
     Raises:
         ApiException: what the request is answered instead (a body the codec refuses, inputs the model does
@@ -238,4 +240,4 @@ def infer_call(model: Model, version: Optional[str], request: WholeRequest, max_
         if item is not None:
             _check_queue(model, 1)
             return V2Call(model, [[item]], max_request_size, None, recipe.answer, (body, header_length, headers))
-    return _planned(model, key, body, header_length, request_id, headers, max_request_size)
+    return _planned(model, key, body, header_length, request_id, headers, max_request_size, parsed)

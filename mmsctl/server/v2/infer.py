@@ -11,7 +11,7 @@ response). Each step raises the ApiException the request is answered with.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from mmsctl.engine.protocol import RequestItem, ResponseItem
 from mmsctl.engine.tensors import HEADER_LENGTH, InferRequest, InferResponse, TensorError, decode_request, \
@@ -36,8 +36,9 @@ class InferPlan:
     together: int = 1
 
 
-def parse(body: bytes, header_length: Optional[str]) -> InferRequest:
-    """The request's tensors (*header_length*: the ``Inference-Header-Content-Length`` value, if sent)."""
+def parse(body: bytes, header_length: Optional[str], parsed: Optional[dict[str, Any]] = None) -> InferRequest:
+    """The request's tensors (*header_length*: the ``Inference-Header-Content-Length`` value, if sent; *parsed*:
+    a JSON body already parsed)."""
     length: Optional[int] = None
     if header_length is not None:
         text = header_length.strip()
@@ -45,7 +46,7 @@ def parse(body: bytes, header_length: Optional[str]) -> InferRequest:
             raise BadRequest(f"{HEADER_LENGTH} must be a whole number of bytes")
         length = int(text)
     try:
-        return decode_request(body, length)
+        return decode_request(body, length, parsed)
     except TensorError as exc:
         raise BadRequest(str(exc)) from None
 

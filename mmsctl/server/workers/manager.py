@@ -96,7 +96,7 @@ class ModelManager:
         """
         error = await self.wait_for_workers(model, workers, timeout)
         if error:
-            await self.unregister(model.name, 0)
+            await self.discard(model)
             raise self.workers_failed(model, error)
 
     @staticmethod
@@ -129,9 +129,17 @@ class ModelManager:
 
     async def unregister(self, name: str, timeout: float) -> None:
         """Remove a model: no new jobs, queued ones answered (until *timeout*), workers stopped."""
-        model = self.registry.remove(name)
+        await self._retire(self.registry.remove(name), timeout)
+
+    async def discard(self, model: Model) -> None:
+        """Remove *model* again, its register failed, unless it is gone already: a DELETE that came while its
+        register waited has drained it, and its name may be a newer model's, which stays."""
+        if self.registry.discard(model):
+            await self._retire(model, 0)
+
+    async def _retire(self, model: Model, timeout: float) -> None:
         await drain(self.supervisor, model, timeout)
-        log.info("Model %s unregistered.", name)
+        log.info("Model %s unregistered.", model.name)
 
     async def shutdown(self, timeout: float) -> None:
         """Answer everything queued or in flight (bounded by *timeout*), then stop every worker.

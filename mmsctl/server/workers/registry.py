@@ -47,14 +47,25 @@ class Registry:
 
     def remove(self, name: str) -> Model:
         """Take the model called *name* out (ModelNotFound: there is none); it is no longer served or published."""
+        model = self.get(name)
+        self._take_out(name)
+        return model
+
+    def discard(self, model: Model) -> bool:
+        """Take *model* out if it is the one registered by its name; False, and nothing taken, when it is not (it
+        was unregistered already, and the name may be a newer model's)."""
+        if self.models.get(model.name) is not model:
+            return False
+        self._take_out(model.name)
+        return True
+
+    def _take_out(self, name: str) -> None:
         from mmsctl.engine.kernels import forget_started
 
-        model = self.get(name)
         del self.models[name]
         forget_started(name)
         self.publish()
         self.startup_models.discard(name)
-        return model
 
     def note(self, line: str) -> None:
         """A line for ``serve start``'s output."""

@@ -32,6 +32,7 @@ from mmsctl.server.errors import INTERNAL_ERROR, RequestTimeout
 from mmsctl.server.http.lean.exchange import Exchange
 from mmsctl.server.http.lean.routes import Route, route_at
 from mmsctl.server.http.admission import Gate
+from mmsctl.server.http.calls import INVALID_ANSWER
 from mmsctl.server.http.replies import JSON, Reply
 from mmsctl.server.metrics import ServerMetrics
 from mmsctl.server.workers.manager import ModelManager
@@ -41,8 +42,8 @@ __all__ = ["LeanConnection", "LeanServer"]
 log = logging.getLogger("mmsctl.server")
 access_log = logging.getLogger("mmsctl.access")
 
-_INVALID = error_body(500, "InternalServerException", "Invalid response from the model.")
-#: The content type of an answer whose handler set none (aiohttp's default, for the same answer on its path).
+#: The content type of an answer with a body whose handler set none (aiohttp's default, for the same answer on
+#: its path; an empty one has none there either).
 _OCTETS = b"application/octet-stream"
 
 
@@ -180,8 +181,8 @@ class LeanConnection(asyncio.Protocol):
     def _unparsable(self, exc: Exception) -> None:
         """The lean path's request is not HTTP (or the codec hit a bug: the log has it, the client an MMS 500)."""
         if isinstance(exc, ParseError):
-            status, kind, message = exc.status, "BadRequestException", str(exc) if exc.status != 400 else \
-                "Invalid HTTP message."
+            status, kind = exc.status, "BadRequestException"
+            message = str(exc) if exc.status != 400 or exc.public else "Invalid HTTP message."
         else:
             log.exception("unhandled error reading a request on the lean path")
             status, kind, message = 500, "InternalServerException", INTERNAL_ERROR
@@ -239,11 +240,12 @@ class LeanConnection(asyncio.Protocol):
     def _write(self, reply: Reply, extra: bytes, close: bool) -> int:
         """Write *reply* (with the header lines *extra*); the status sent (500 for an answer no HTTP can carry)."""
         try:
-            data = encode_response(reply.status, reply.reason, reply.content_type or _OCTETS, reply.headers,
-                                   reply.body, extra, close=close)
+            body = reply.body
+            data = encode_response(reply.status, reply.reason, reply.content_type or (_OCTETS if body else None),
+                                   reply.headers, body, extra, close=close)
             status = reply.status
         except (ValueError, TypeError, UnicodeEncodeError):  # a handler's status or header no HTTP can carry
-            status, data = 500, encode_response(500, None, JSON, {}, _INVALID, extra, close=close)
+            status, data = 500, encode_response(500, None, JSON, {}, INVALID_ANSWER, extra, close=close)
         assert self.transport is not None
         self.transport.write(data)
         return status

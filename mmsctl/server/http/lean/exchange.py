@@ -154,6 +154,8 @@ class Exchange:
             self.fail(exc)
 
     def _outcome(self) -> Outcome:
+        """What a ping, an invocation or a v2 infer request makes (a prediction's is made in :meth:`on_complete`,
+        first: the most common)."""
         lean = self.conn.lean
         kind, _, _, version = self.route
         if kind == PING:
@@ -161,8 +163,6 @@ class Exchange:
         model = self.model
         assert model is not None
         limit = lean.gate.max_request_size
-        if kind == PREDICT:
-            return prediction_call(model, self, limit)
         if kind == INVOKE:
             return invocation_call(model, self, limit)
         return (_V2[0] if _V2 else _load_v2())(model, version, self, limit)
