@@ -196,8 +196,8 @@ class Gate:
             body: whether a body follows.
         """
         headers = request_headers(raw_headers, http11)
-        if body and "upgrade" in headers and asks_upgrade(raw_headers):
-            raise BadRequest(UPGRADE_WITH_BODY, close=True)
+        if body and length is None and "upgrade" in headers and asks_upgrade(raw_headers):
+            raise BadRequest(UPGRADE_WITH_BODY, close=True)  # (a declared length is read, the upgrade not taken)
         if self.token and not (self.api == "inference" and route in HEALTH_ROUTES) \
                 and not bearer_matches(headers.get("authorization", ""), self.token):
             raise InvalidKey("Token Authorization failed. Token either incorrect, expired, or not provided correctly")
