@@ -7,8 +7,9 @@ lean path, :mod:`~mmsctl.server.http.lean`) and the management and metrics APIs 
 * header anomalies: no ``Host`` on HTTP/1.1, or a header that may appear once
   (:data:`SINGLETON_HEADERS`: aiohttp's list, plus ``Authorization``, whose first and last
   values could otherwise be read differently) sent twice: 400; an upgrade (``Connection: upgrade`` and
-  ``Upgrade``) with a body: 400, and the connection closes, as on the lean path, where llhttp would not
-  read such a body (:mod:`~mmsctl.http1.requests`); an upgrade without one is not taken, the request served;
+  ``Upgrade``) with a chunked body: 400, and the connection closes, as on the lean path, where llhttp would
+  not read such a body (:mod:`~mmsctl.http1.requests`); any other upgrade is not taken, the request served
+  in HTTP/1.1 (a ``Content-Length`` body read to its length);
 * the Bearer token (401), except on the inference API's health routes;
 * draining (503 with ``Retry-After``), except for health checks, metrics and management reads;
 * a declared body over ``max_request_size`` (413);
