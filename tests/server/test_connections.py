@@ -294,7 +294,15 @@ def test_an_upgrade_with_a_chunked_body_is_refused_and_nothing_is_smuggled(srv: 
     assert b"\r\nConnection: close\r\n" in raw.split(b"\r\n\r\n")[0] + b"\r\n"
 
 
-@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed (apt-get install curl)")
+def _curl_speaks_http2() -> bool:
+    curl = shutil.which("curl")
+    if curl is None:
+        return False
+    version = subprocess.run([curl, "--version"], capture_output=True, timeout=10, check=False).stdout
+    return b"HTTP2" in version
+
+
+@pytest.mark.skipif(not _curl_speaks_http2(), reason="no curl built with HTTP/2 (apt-get install curl)")
 @PATHS
 def test_curl_http2_with_a_body_on_an_http_url_is_served(srv: ServerInfo, target: str, tmp_path: Path) -> None:
     """``curl --http2 --data-binary @FILE`` on an http:// URL asks to upgrade to h2c with its body: served in
