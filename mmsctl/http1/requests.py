@@ -18,9 +18,12 @@ one :func:`request_line` reads (a server refuses it as aiohttp does: 414). What 
 data (chunk-size lines, their extensions, the trailer) is held to :data:`MAX_HEAD` bytes between two pieces of
 data (431): llhttp holds a trailer field's value until it ends, and grows it with each read.
 
-A request that asks to leave HTTP/1.1 (``Connection: upgrade`` with an ``Upgrade`` header) and has a body is
-refused (400): llhttp does not read the body of such a request, so its bytes would be read as the next request.
-Without a body, the upgrade is not taken (none is offered) and the connection goes on in HTTP/1.1.
+A request that asks to leave HTTP/1.1 (``Connection: upgrade`` with an ``Upgrade`` header: ``curl --http2`` on an
+``http://`` URL sends one) is read as any other, and the connection goes on in HTTP/1.1: the upgrade is not
+taken (RFC 9110 7.8; none is offered). llhttp reads no body after such a head, so the reader reads a
+Content-Length body itself, to its declared length, and parses what follows with a fresh parser; a chunked body
+with an upgrade is refused (400), as ``CONNECT`` with a body is. :attr:`RequestReader.upgrades` counts the
+requests that asked to upgrade (a parser that drops what follows one in a read is given them one by one).
 """
 
 from __future__ import annotations
@@ -39,14 +42,16 @@ MAX_LINE = 8190
 MAX_FIELD = 8190
 MAX_FIELDS = 128
 _BLANK = b"\r\n\r\n"
-_HEAD, _LENGTH, _CHUNKED = 0, 1, 2
+#: What is being read: a head, a body of declared length, a chunked one, a declared length that llhttp skips
+#: (after an upgrade's head: the reader reads it).
+_HEAD, _LENGTH, _CHUNKED, _SKIPPED = 0, 1, 2, 3
 _CAREFUL, _WHOLE, _SMALL = 0, 1, 2
 #: The most bytes a head may take (its line and every field at their limits): past it, 431 before llhttp (which
 #: holds a field's value until it ends) holds more.
 MAX_HEAD = MAX_LINE + MAX_FIELDS * (MAX_FIELD + 4) + 4
-#: Why a request that asks to upgrade and has a body is refused (``curl --http2`` on ``http://`` sends one).
-UPGRADE_WITH_BODY = ("Invalid HTTP message: a request with a body may not ask to upgrade (Connection: Upgrade); "
-                     "this server speaks HTTP/1.1 only (curl: no --http2 on an http:// URL).")
+#: Why a request that asks to upgrade and has a chunked body is refused.
+UPGRADE_WITH_BODY = ("Invalid HTTP message: a request with a chunked body (Transfer-Encoding: chunked) may not ask "
+                     "to upgrade (Connection: Upgrade); send its length (Content-Length) or no Upgrade header.")
 #: A slice of a read smaller than this is copied; a larger one is fed as a view.
 _COPY_BELOW = 1 << 14
 
@@ -92,7 +97,7 @@ class RequestReader:
     """Parses one connection's requests, one at a time, for a :class:`RequestSink`."""
 
     __slots__ = ("_sink", "_body", "_parser", "_state", "_tail", "_remaining", "_head_size", "_headers", "_fields", "_length",
-                 "_expect", "_done", "_mode", "_data")
+                 "_expect", "_done", "_mode", "_data", "upgrades")
 
     def __init__(self, sink: RequestSink) -> None:
         self._sink = sink
@@ -116,6 +121,8 @@ class RequestReader:
         #: How the read being parsed is fed: :data:`_CAREFUL`, or at once (it holds a whole head: :meth:`feed`),
         #: :data:`_SMALL` when that head is shorter than a field may be (no field to measure).
         self._mode = _CAREFUL
+        #: Requests read so far that asked to upgrade (served in HTTP/1.1 all the same).
+        self.upgrades = 0
 
     # -- feeding --------------------------------------------------------------------------------
     def feed(self, data: bytes) -> int:
@@ -147,11 +154,15 @@ class RequestReader:
             self._parser = httptools.HttpRequestParser(self)  # it began the next request: not its to read
             self._done, self._state = False, _HEAD
             return head_end + (self._length or 0)
-        except httptools.HttpParserUpgrade:
-            if not self._done:  # CONNECT, or an upgrade without a body: what follows is not HTTP/1.1
+        except httptools.HttpParserUpgrade as exc:
+            self.upgrades += 1
+            if self._state == _SKIPPED:  # its body follows its head: read here, llhttp skips it
+                self._parser = httptools.HttpRequestParser(self)
+                return self._take_skipped(data, exc.args[0])
+            if not self._done:  # CONNECT: what follows is not HTTP/1.1
                 raise ParseError("the connection asks to leave HTTP/1.1") from None
             self._done, self._state = False, _HEAD
-            return head_end + (self._length or 0)
+            return head_end
         if self._done:
             self._done, self._state = False, _HEAD
         elif self._state == _LENGTH:
@@ -165,6 +176,11 @@ class RequestReader:
         parser = self._parser
         while taken < size:
             state = self._state
+            if state == _SKIPPED:
+                taken = self._take_skipped(data, taken)
+                if self._state == _HEAD:
+                    return taken
+                continue
             if state == _LENGTH:
                 stop = min(size, taken + self._remaining)
                 self._remaining -= stop - taken
@@ -184,8 +200,13 @@ class RequestReader:
                 piece = memoryview(data)[taken:stop]
             try:
                 parser.feed_data(piece)
-            except httptools.HttpParserUpgrade:
-                if not self._done:  # CONNECT, or an upgrade without a body: what follows is not HTTP/1.1
+            except httptools.HttpParserUpgrade as exc:
+                self.upgrades += 1
+                if self._state == _SKIPPED:  # its body follows its head: read here, llhttp skips it
+                    self._parser = parser = httptools.HttpRequestParser(self)
+                    taken += exc.args[0]
+                    continue
+                if not self._done:  # CONNECT: what follows is not HTTP/1.1
                     raise ParseError("the connection asks to leave HTTP/1.1") from None
             except (httptools.HttpParserCallbackError, httptools.HttpParserError) as exc:
                 raise _parse_error(exc) from None
@@ -199,6 +220,18 @@ class RequestReader:
                     self._count_framing(stop - taken)
             taken = stop
         return taken
+
+    def _take_skipped(self, data: bytes, start: int) -> int:
+        """Hand the sink what *data* holds, from *start*, of a body llhttp skips (an upgrade's); where it stopped.
+        The request ends at its declared length (the next one is parsed from there)."""
+        stop = min(len(data), start + self._remaining)
+        self._remaining -= stop - start
+        if stop > start:
+            self._body.on_body(data[start:stop])  # type: ignore[union-attr]  # (set by the head, which comes first)
+        if not self._remaining:
+            self._state, self._tail, self._head_size = _HEAD, b"", 0
+            self._body.on_complete()  # type: ignore[union-attr]
+        return stop
 
     def _count_framing(self, fed: int) -> None:
         """Count what a piece of *fed* bytes of a chunked body held besides data (all of it, after the piece's
@@ -251,9 +284,13 @@ class RequestReader:
         if len(self._headers) > MAX_FIELDS:
             raise ParseError("Too many request header fields.", 431)
         length = self._length
-        if length != 0 and self._parser.should_upgrade():
-            raise ParseError(UPGRADE_WITH_BODY, public=True)  # (llhttp would not read the body)
-        if length is None:
+        if length != 0 and self._parser.should_upgrade():  # llhttp reads no body after this head
+            if length is None:
+                raise ParseError(UPGRADE_WITH_BODY, public=True)
+            if self._parser.get_method() == b"CONNECT":
+                raise ParseError("the connection asks to leave HTTP/1.1")
+            self._state, self._remaining = _SKIPPED, length  # (read by the reader, up to its length)
+        elif length is None:
             if self._mode:
                 raise _Chunked()
             self._state = _CHUNKED
@@ -269,6 +306,8 @@ class RequestReader:
         self._body.on_body(body)  # type: ignore[union-attr]  # (set by the head, which comes first)
 
     def on_message_complete(self) -> None:
+        if self._state == _SKIPPED:  # (llhttp ends it at its head: its body is still to be read)
+            return
         self._done = True
         self._body.on_complete()  # type: ignore[union-attr]
 

@@ -5,6 +5,11 @@ bytes of that read no answer, only one 400. A :class:`RequestSplitter` follows a
 :class:`~mmsctl.http1.requests.RequestReader`, which knows where each request ends; when a read fails to
 parse, it is cut after each request that ended in it, and the parser is given the pieces one by one: it
 answers each request, then the 400 for the bad bytes.
+
+A parser that is told a request asks to upgrade (``Connection: upgrade``) may take what follows it in the same
+read for the new protocol's, and drop it when it does not switch (aiohttp's does, for any upgrade but a
+WebSocket one). The upgrade is not taken: once a connection has asked for one, each read is cut after each
+request that ends in it, so that every request reaches the parser in a piece of its own or at a piece's end.
 """
 
 from __future__ import annotations
@@ -52,18 +57,26 @@ class RequestSplitter:
         if self._done:
             return (data,)
         cuts, taken, ends = [], 0, self._ends
+        reader = self._reader
         try:
             while taken < len(data):
                 before = ends.ended
-                taken += self._reader.feed(data[taken:] if taken else data)
+                taken += reader.feed(data[taken:] if taken else data)
                 if ends.ended > before:
                     cuts.append(taken)
         except ParseError:
             self._done = True
-            start, pieces = 0, []
-            for cut in cuts:
-                pieces.append(data[start:cut])
-                start = cut
-            pieces.append(data[start:])
-            return [piece for piece in pieces if piece]
+            return _cut(data, cuts)
+        if reader.upgrades and cuts:
+            return _cut(data, cuts)
         return (data,)
+
+
+def _cut(data: bytes, cuts: list[int]) -> list[bytes]:
+    """*data* cut at each of *cuts* (offsets, in order), without empty pieces."""
+    start, pieces = 0, []
+    for cut in cuts:
+        pieces.append(data[start:cut])
+        start = cut
+    pieces.append(data[start:])
+    return [piece for piece in pieces if piece]

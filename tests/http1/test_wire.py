@@ -8,7 +8,7 @@ from typing import Optional
 import pytest
 
 from mmsctl.http1.errors import AnswerTooLarge, ParseError
-from mmsctl.http1.requests import MAX_FIELDS, MAX_HEAD, RequestReader, request_line
+from mmsctl.http1.requests import MAX_FIELDS, MAX_HEAD, UPGRADE_WITH_BODY, RequestReader, request_line
 from mmsctl.http1.answers import AnswerReader, BodyReader
 from mmsctl.http1.responses import encode_response
 from mmsctl.http1.splitter import RequestSplitter
@@ -121,16 +121,55 @@ def test_a_chunked_body_of_many_chunks_is_not_framing() -> None:
 UPGRADE = b"POST /u HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, Upgrade\r\nUpgrade: h2c\r\n"
 
 
-@pytest.mark.parametrize("framing", [b"Content-Length: 66\r\n\r\n", b"Transfer-Encoding: chunked\r\n\r\n"],
-                         ids=["length", "chunked"])
+#: A body that is a request of its own: read as the next one, it would be smuggled past the server's checks.
+SMUGGLED = b"POST /s HTTP/1.1\r\nHost: x\r\nContent-Length: 8\r\n\r\nsmuggled"
+
+
+@pytest.mark.parametrize("framing", [b"Transfer-Encoding: chunked\r\n\r\n", b"TRANSFER-ENCODING: CHUNKED\r\n\r\n"],
+                         ids=["chunked", "capitals"])
 @pytest.mark.parametrize("reads", [1, 2])
-def test_an_upgrade_with_a_body_is_refused(framing: bytes, reads: int) -> None:
-    """llhttp reads no body after an upgrade: the body's bytes would be taken as the next request (smuggled)."""
-    smuggled = b"POST /s HTTP/1.1\r\nHost: x\r\nContent-Length: 8\r\n\r\nsmuggled"
-    stream = UPGRADE + framing + smuggled
+def test_an_upgrade_with_a_chunked_body_is_refused(framing: bytes, reads: int) -> None:
+    """llhttp reads no body after an upgrade's head; a chunked one is not read here either: refused (400), with
+    a message the client may read, before any of it is taken as a request."""
+    stream = UPGRADE + framing + b"%x\r\n" % len(SMUGGLED) + SMUGGLED + b"\r\n0\r\n\r\n"
     cut = len(UPGRADE + framing)
     with pytest.raises(ParseError) as refused:
         _read([stream] if reads == 1 else [stream[:cut], stream[cut:]])
+    assert refused.value.status == 400 and refused.value.public and str(refused.value) == UPGRADE_WITH_BODY
+
+
+def test_an_upgrade_with_a_length_is_not_taken_and_its_body_read_to_its_length() -> None:
+    """``curl --http2 -d`` on an http:// URL: the upgrade is not taken, the body (bytes that look like a
+    request) is the request's, to its declared length, and the request after it is read from there, however the
+    reads fall."""
+    upgrade = UPGRADE + b"Content-Length: %d\r\n\r\n" % len(SMUGGLED) + SMUGGLED
+    for stream in (upgrade, upgrade + POST, GET + upgrade + upgrade + CHUNKED + upgrade + POST):
+        whole, ends = _read([stream])
+        assert [e for e in whole if e[0] == "body" and e[1] == SMUGGLED] == [("body", SMUGGLED)] * stream.count(upgrade)
+        lengths = {upgrade: len(SMUGGLED), GET: 0, POST: 5, CHUNKED: None}
+        parts = _parts(stream, upgrade)
+        assert [e[3] for e in whole if e[0] == "head"] == [lengths[p] for p in parts]
+        assert ends == [sum(map(len, parts[:i + 1])) for i in range(len(parts))]
+        for cut in range(1, len(stream)):
+            assert _read([stream[:cut], stream[cut:]]) == (whole, ends), cut
+        assert _read([stream[i:i + 1] for i in range(len(stream))]) == (whole, ends)
+        assert _read([stream[i:i + 7] for i in range(0, len(stream), 7)]) == (whole, ends)
+
+
+def _parts(stream: bytes, upgrade: bytes) -> list[bytes]:
+    """The requests *stream* was made of (for the test above)."""
+    parts, rest = [], stream
+    while rest:
+        part = next(p for p in (upgrade, GET, POST, CHUNKED) if rest.startswith(p))
+        parts.append(part)
+        rest = rest[len(part):]
+    return parts
+
+
+def test_a_connect_with_a_body_is_refused() -> None:
+    """CONNECT leaves HTTP/1.1 for good: its bytes are never read as a body or as the next request."""
+    with pytest.raises(ParseError) as refused:
+        _read([b"CONNECT x:443 HTTP/1.1\r\nHost: x:443\r\nContent-Length: %d\r\n\r\n" % len(SMUGGLED) + SMUGGLED])
     assert refused.value.status == 400
 
 
@@ -185,6 +224,21 @@ def test_a_read_that_fails_is_cut_after_its_whole_requests() -> None:
     late = RequestSplitter()  # a body that began three reads before the bad bytes
     assert late.split(POST[:-4]) == (POST[:-4],) and late.split(b"e") == (b"e",)
     assert late.split(b"llo" + BAD) == [b"llo", BAD]
+
+
+def test_a_read_is_cut_after_each_request_once_the_connection_asked_to_upgrade() -> None:
+    """aiohttp's parser drops what follows a request that asks to upgrade in the same read (when it does not
+    switch): once a connection asked for one, each request ends a piece of its own."""
+    upgrade = UPGRADE + b"Content-Length: %d\r\n\r\n" % len(SMUGGLED) + SMUGGLED
+    splitter = RequestSplitter()
+    assert splitter.split(GET + POST) == (GET + POST,)
+    assert splitter.split(upgrade + GET + POST[:9]) == [upgrade, GET, POST[:9]]
+    assert splitter.split(POST[9:] + GET) == [POST[9:], GET]
+    body = RequestSplitter()  # an upgrade's body read over two reads, a request after it
+    assert body.split(upgrade[:-4]) == (upgrade[:-4],)
+    assert body.split(upgrade[-4:] + POST) == [upgrade[-4:], POST]
+    bare = RequestSplitter()  # no body
+    assert bare.split(UPGRADE + b"\r\n" + POST) == [UPGRADE + b"\r\n", POST]
 
 
 def test_an_answer_is_written_whole_or_not_at_all() -> None:

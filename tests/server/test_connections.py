@@ -10,7 +10,9 @@ import asyncio
 import gzip
 import json
 import re
+import shutil
 import socket
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -199,37 +201,142 @@ def test_a_chunked_trailer_that_never_ends_is_refused_and_closed(srv: ServerInfo
 SMUGGLED = b"POST /predictions/noop HTTP/1.1\r\nHost: x\r\n" + AUTH + b"Content-Length: 8\r\n\r\nsmuggled"
 
 
-@pytest.mark.parametrize("reads", [1, 2])
-@pytest.mark.parametrize("target", ["/predictions/noop", "/predictions/noop?aiohttp=1"], ids=["lean", "aiohttp"])
-def test_an_upgrade_with_a_body_is_refused_and_nothing_is_smuggled(srv: ServerInfo, target: str, reads: int) -> None:
-    """``Connection: Upgrade`` with a body: llhttp would skip the body, and its bytes (a request of the client's
-    choosing) would be served next. One answer, a 400, then the connection closes, on both paths."""
-    head = (b"POST " + target.encode() + b" HTTP/1.1\r\nHost: x\r\n" + AUTH + b"Connection: Upgrade\r\n"
-            b"Upgrade: h2c\r\nContent-Length: %d\r\n\r\n" % len(SMUGGLED))
-    raw = _send_in_pieces(srv.inference_url, [head, SMUGGLED] if reads == 2 else [head + SMUGGLED], 0.05)
-    assert len(re.findall(rb"HTTP/1\.1 \d{3} ", raw)) == 1 and b"smuggled" not in raw, raw[:400]
-    assert _mms_body(raw, 400)["message"] == UPGRADE_WITH_BODY
+PATHS = pytest.mark.parametrize("target", ["/predictions/noop", "/predictions/noop?aiohttp=1"], ids=["lean", "aiohttp"])
 
 
-@pytest.mark.parametrize("target", ["/predictions/noop", "/predictions/noop?aiohttp=1"], ids=["lean", "aiohttp"])
-def test_an_upgrade_without_a_body_is_served_as_http_1_1(srv: ServerInfo, target: str) -> None:
-    """No upgrade is offered: the request is served, and the connection goes on in HTTP/1.1 (a client waits for
-    that answer before it sends more: aiohttp takes bytes that follow in the same read for the new protocol's)."""
-    head = (b"POST " + target.encode() + b" HTTP/1.1\r\nHost: x\r\n" + AUTH + b"Connection: Upgrade\r\n"
-            b"Upgrade: h2c\r\n\r\n")
+def _upgrade(target: str, framing: bytes, extra: bytes = b"") -> bytes:
+    """The head of a request that asks to upgrade to h2c (as ``curl --http2`` on an http:// URL sends it)."""
+    return (b"POST " + target.encode() + b" HTTP/1.1\r\nHost: x\r\n" + AUTH + b"Connection: Upgrade, HTTP2-Settings\r\n"
+            b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n" + extra + framing + b"\r\n")
+
+
+def _answers(raw: bytes) -> list[bytes]:
+    """The answers in *raw*, each with its body (their heads are the server's: a Content-Length each)."""
+    answers = []
+    while raw:
+        head, _, rest = raw.partition(b"\r\n\r\n")
+        size = int(re.search(rb"\r\nContent-Length: (\d+)", head, re.IGNORECASE).group(1))  # type: ignore[union-attr]
+        answers.append(head + b"\r\n\r\n" + rest[:size])
+        raw = rest[size:]
+    return answers
+
+
+@pytest.mark.parametrize("reads", ["one", "two", "small"])
+@PATHS
+def test_an_upgrade_with_a_length_is_served_in_http_1_1_and_nothing_is_smuggled(srv: ServerInfo, target: str,
+                                                                                reads: str) -> None:
+    """``Connection: Upgrade`` with a Content-Length body: the upgrade is not taken (no 101) and the request is
+    served as any other: its body is the bytes of its declared length, however they arrive, never a request of
+    their own (llhttp skips such a body: its bytes would be served next). One answer, on both paths."""
+    head = _upgrade(target, b"Content-Length: %d\r\n" % len(SMUGGLED))
+    pieces = {"one": [head + SMUGGLED], "two": [head, SMUGGLED],
+              "small": [head] + [SMUGGLED[i:i + 16] for i in range(0, len(SMUGGLED), 16)]}[reads]
+    answers = _answers(_send_in_pieces(srv.inference_url, pieces, 0.02))  # (closed: the head timeout, 0.5 s)
+    assert len(answers) == 1 and answers[0].startswith(b"HTTP/1.1 200 OK\r\n"), answers
+    assert answers[0].endswith(b"\r\n\r\n" + SMUGGLED)
+
+
+@pytest.mark.parametrize("reads", ["one", "two"])
+@PATHS
+def test_a_request_pipelined_after_an_upgrade_with_a_body_is_served_after_it(srv: ServerInfo, target: str,
+                                                                             reads: str) -> None:
+    """The request after it, in the same read or the next, is read from the upgrade's declared length on (aiohttp
+    would drop it from the same read: its reads are cut after each request): two answers, in order."""
+    first = _upgrade(target, b"Content-Length: %d\r\n" % len(SMUGGLED)) + SMUGGLED
+    last = _predict(b"last", b"Connection: close\r\n").replace(b"/predictions/noop", target.encode(), 1)
+    answers = _answers(_send_in_pieces(srv.inference_url, [first + last] if reads == "one" else [first, last], 0.02))
+    assert [a.split(b"\r\n", 1)[0] for a in answers] == [b"HTTP/1.1 200 OK"] * 2, answers
+    assert answers[0].endswith(b"\r\n\r\n" + SMUGGLED) and answers[1].endswith(b"\r\n\r\nlast")
+
+
+@pytest.mark.parametrize("length, sent, status", [(MAX + 1, b"", 413), (100, b"abc", 408)], ids=["too-large", "stops"])
+@PATHS
+def test_an_upgrade_with_a_length_is_held_to_the_body_limits(srv: ServerInfo, target: str, length: int, sent: bytes,
+                                                              status: int) -> None:
+    """Its body is held to ``max_request_size`` (413) and ``request_body_timeout`` (408) as any other's, then the
+    connection closes."""
+    raw = _exchange(srv.inference_url, _upgrade(target, b"Content-Length: %d\r\n" % length) + sent)
+    assert len(re.findall(rb"HTTP/1\.1 \d{3} ", raw)) == 1, raw[:400]
+    _mms_body(raw, status)
+
+
+@PATHS
+def test_an_upgrade_that_expects_100_continue_is_told_to_send_its_body(srv: ServerInfo, target: str) -> None:
+    """``Expect: 100-continue`` with an upgrade (curl sends both for a large body): a 100, never a 101, then the
+    body is read and answered."""
+    head = _upgrade(target, b"Content-Length: 5\r\nConnection: close\r\n", b"Expect: 100-continue\r\n")
     with socket.create_connection(("127.0.0.1", _port(srv.inference_url)), timeout=20) as sock:
         sock.sendall(head)
-        first = b""
-        while not first.endswith(b"\r\n\r\n"):  # an empty body: the answer ends with its head
-            chunk = sock.recv(65536)  # socket.timeout fails the test
-            assert chunk, first
-            first += chunk
-        sock.sendall(_predict(b"last", b"Connection: close\r\n"))
+        told = b""
+        while not told.endswith(b"\r\n\r\n"):
+            chunk = sock.recv(65536)  # socket.timeout fails the test: the client would wait for ever
+            assert chunk, told
+            told += chunk
+        sock.sendall(b"hello")
         rest = b""
         while chunk := sock.recv(65536):
             rest += chunk
-    assert first.startswith(b"HTTP/1.1 200 OK") and b"Content-Length: 0\r\n" in first, first
-    assert rest.startswith(b"HTTP/1.1 200 OK") and rest.endswith(b"last"), rest[:300]
+    assert told.startswith(b"HTTP/1.1 100 Continue\r\n"), told
+    assert rest.startswith(b"HTTP/1.1 200 OK\r\n") and rest.endswith(b"\r\n\r\nhello"), rest[:300]
+
+
+@pytest.mark.parametrize("reads", [1, 2])
+@PATHS
+def test_an_upgrade_with_a_chunked_body_is_refused_and_nothing_is_smuggled(srv: ServerInfo, target: str,
+                                                                           reads: int) -> None:
+    """A chunked body with ``Connection: Upgrade`` stays refused: one answer, a 400 that says why, then the
+    connection closes, on both paths."""
+    head = _upgrade(target, b"Transfer-Encoding: chunked\r\n")
+    body = b"%x\r\n" % len(SMUGGLED) + SMUGGLED + b"\r\n0\r\n\r\n"
+    raw = _send_in_pieces(srv.inference_url, [head, body] if reads == 2 else [head + body], 0.05)
+    assert len(re.findall(rb"HTTP/1\.1 \d{3} ", raw)) == 1 and b"smuggled" not in raw, raw[:400]
+    assert _mms_body(raw, 400)["message"] == UPGRADE_WITH_BODY
+    assert b"\r\nConnection: close\r\n" in raw.split(b"\r\n\r\n")[0] + b"\r\n"
+
+
+def _curl_speaks_http2() -> bool:
+    curl = shutil.which("curl")
+    if curl is None:
+        return False
+    version = subprocess.run([curl, "--version"], capture_output=True, timeout=10, check=False).stdout
+    return b"HTTP2" in version
+
+
+@pytest.mark.skipif(not _curl_speaks_http2(), reason="no curl built with HTTP/2 (apt-get install curl)")
+@PATHS
+def test_curl_http2_with_a_body_on_an_http_url_is_served(srv: ServerInfo, target: str, tmp_path: Path) -> None:
+    """``curl --http2 --data-binary @FILE`` on an http:// URL asks to upgrade to h2c with its body: served in
+    HTTP/1.1, as MMS serves it."""
+    sent = tmp_path / "body.bin"
+    sent.write_bytes(b"POST /predictions/noop HTTP/1.1\r\nHost: x\r\n\r\n" * 9)  # (noop answers text)
+    done = subprocess.run(["curl", "-sS", "--http2", "--max-time", "20", "-H", f"Authorization: Bearer {TOKEN}",
+                           "--data-binary", f"@{sent}", "-o", str(tmp_path / "answer"), "-w", "%{http_code} %{http_version}",
+                           f"{srv.inference_url}{target}"], capture_output=True, timeout=30, check=False)
+    assert done.returncode == 0 and done.stdout == b"200 1.1", (done.stdout, done.stderr)
+    assert (tmp_path / "answer").read_bytes() == sent.read_bytes()
+
+
+@pytest.mark.parametrize("reads", ["one", "answered"])
+@PATHS
+def test_an_upgrade_without_a_body_is_served_as_http_1_1(srv: ServerInfo, target: str, reads: str) -> None:
+    """No upgrade is offered: the request is served, and the connection goes on in HTTP/1.1, with the next request
+    sent after its answer or in the same read."""
+    head = _upgrade(target, b"")
+    last = _predict(b"last", b"Connection: close\r\n").replace(b"/predictions/noop", target.encode(), 1)
+    with socket.create_connection(("127.0.0.1", _port(srv.inference_url)), timeout=20) as sock:
+        sock.sendall(head + last if reads == "one" else head)
+        raw = b""
+        while not raw.endswith(b"\r\n\r\n"):  # an empty body: the answer ends with its head
+            chunk = sock.recv(65536)  # socket.timeout fails the test
+            assert chunk, raw
+            raw += chunk
+        if reads == "answered":
+            sock.sendall(last)
+        while chunk := sock.recv(65536):
+            raw += chunk
+    answers = _answers(raw)
+    assert [a.split(b"\r\n", 1)[0] for a in answers] == [b"HTTP/1.1 200 OK"] * 2, answers
+    assert b"\r\nContent-Length: 0\r\n" in answers[0] and answers[1].endswith(b"\r\n\r\nlast")
 
 
 @pytest.mark.parametrize("value", [

@@ -7,8 +7,9 @@ lean path, :mod:`~mmsctl.server.http.lean`) and the management and metrics APIs 
 * header anomalies: no ``Host`` on HTTP/1.1, or a header that may appear once
   (:data:`SINGLETON_HEADERS`: aiohttp's list, plus ``Authorization``, whose first and last
   values could otherwise be read differently) sent twice: 400; an upgrade (``Connection: upgrade`` and
-  ``Upgrade``) with a body: 400, and the connection closes, as on the lean path, where llhttp would not
-  read such a body (:mod:`~mmsctl.http1.requests`); an upgrade without one is not taken, the request served;
+  ``Upgrade``) with a chunked body: 400, and the connection closes, as on the lean path, where llhttp would
+  not read such a body (:mod:`~mmsctl.http1.requests`); any other upgrade is not taken, the request served
+  in HTTP/1.1 (a ``Content-Length`` body read to its length);
 * the Bearer token (401), except on the inference API's health routes;
 * draining (503 with ``Retry-After``), except for health checks, metrics and management reads;
 * a declared body over ``max_request_size`` (413);
@@ -196,8 +197,8 @@ class Gate:
             body: whether a body follows.
         """
         headers = request_headers(raw_headers, http11)
-        if body and "upgrade" in headers and asks_upgrade(raw_headers):
-            raise BadRequest(UPGRADE_WITH_BODY, close=True)
+        if body and length is None and "upgrade" in headers and asks_upgrade(raw_headers):
+            raise BadRequest(UPGRADE_WITH_BODY, close=True)  # (a declared length is read, the upgrade not taken)
         if self.token and not (self.api == "inference" and route in HEALTH_ROUTES) \
                 and not bearer_matches(headers.get("authorization", ""), self.token):
             raise InvalidKey("Token Authorization failed. Token either incorrect, expired, or not provided correctly")
