@@ -92,6 +92,26 @@ def test_a_handler_s_answer_is_framed_by_the_server(server: ServerInfo, query: s
         httpx.delete(f"{m}/models/framing", timeout=60)
 
 
+@pytest.mark.parametrize("path", ["/v2/models/framing/infer", "/invocations"])
+@pytest.mark.parametrize("query", ["", "?aiohttp=1"], ids=["lean", "aiohttp"])
+def test_a_v2_call_whose_handler_answers_a_1xx_or_3xx_is_a_500(server: ServerInfo, query: str, path: str) -> None:
+    """A v2 infer call fails with its handler's 4xx or 5xx; a 101 or a 304 is no error a client can act on (a 101
+    would leave it waiting for a final answer): a v2 error of 500 on both paths, and the connection goes on."""
+    m = server.management_url
+    resp = httpx.post(f"{m}/models", params={"url": "framing", "initial_workers": "1", "synchronous": "true"},
+                      timeout=60)
+    assert resp.status_code == 200, resp.text
+    headers = {"X-Model-Name": "framing"} if path == "/invocations" else {}
+    try:
+        with httpx.Client(timeout=10) as client:
+            for asked in ("101", "304", "101"):
+                body = {"inputs": [{"name": "body", "shape": [1], "datatype": "BYTES", "data": [asked]}]}
+                answer = client.post(f"{server.inference_url}{path}{query}", json=body, headers=headers)
+                assert (answer.status_code, answer.json()) == (500, {"error": "Invalid response from the model."})
+    finally:
+        httpx.delete(f"{m}/models/framing", timeout=60)
+
+
 def test_form_fields_reach_the_handler_alike_on_both_paths(server: ServerInfo) -> None:
     """A text field as text, a field of another type (no file name) as its bytes, a file as its bytes: the lean
     path (no query) and aiohttp's (a query) decode forms with the same function."""
