@@ -324,15 +324,32 @@ def test_a_new_scaling_range_on_a_scaled_endpoint_registers_the_target_again_wit
     assert [c.action for c in t.changes] == ["update"]
 
 
-@pytest.mark.parametrize("region, domain", [("us-east-1", "amazonaws.com"), ("cn-north-1", "amazonaws.com.cn")])
-def test_the_pinned_image_and_the_url_keep_the_partitions_domain(region: str, domain: str) -> None:
-    from mmsctl.cloud.sagemaker.deploy.run import invocations_url
-    from mmsctl.cloud.sagemaker.spec import parse_image
+_PARTITIONS = [("us-east-1", "aws", "amazonaws.com"), ("cn-north-1", "aws-cn", "amazonaws.com.cn"),
+               ("us-gov-west-1", "aws-us-gov", "amazonaws.com"), ("us-iso-east-1", "aws-iso", "c2s.ic.gov"),
+               ("us-isob-east-1", "aws-iso-b", "sc2s.sgov.gov"), ("eu-isoe-west-1", "aws-iso-e", "cloud.adc-e.uk"),
+               ("us-isof-south-1", "aws-iso-f", "csp.hci.ic.gov"), ("eusc-de-east-1", "aws-eusc", "amazonaws.eu")]
 
+
+@pytest.mark.parametrize("region, part, domain", _PARTITIONS)
+def test_the_pinned_image_and_the_url_keep_the_partitions_domain(region: str, part: str, domain: str) -> None:
+    """Each partition's ARNs and endpoints under its own name and domain (botocore's partitions, as AWS lists
+    them): an image URI of the region's domain is taken and pinned under it; the same path under another
+    partition's domain is no ECR image."""
+    from mmsctl.cloud.aws.session import partition
+    from mmsctl.cloud.lambda_.spec import ecr_uri
+    from mmsctl.cloud.sagemaker.deploy.run import invocations_url
+    from mmsctl.cloud.sagemaker.spec import NotAnEcrImage, parse_image
+
+    assert partition(region) == part
     digest = "sha256:" + "a" * 64
     image = parse_image(f"{ACCOUNT}.dkr.ecr.{region}.{domain}/team/kitten:v1")
     assert image.pinned(digest) == f"{ACCOUNT}.dkr.ecr.{region}.{domain}/team/kitten@{digest}"
     assert invocations_url(region, NAME) == f"https://runtime.sagemaker.{region}.{domain}/endpoints/{NAME}/invocations"
+    assert ecr_uri(f"{ACCOUNT}.dkr.ecr.{region}.{domain}/team/kitten:v1") == (ACCOUNT, region, "team/kitten", "v1")
+    wrong = "amazonaws.com.cn" if domain != "amazonaws.com.cn" else "amazonaws.com"
+    with pytest.raises(NotAnEcrImage):
+        parse_image(f"{ACCOUNT}.dkr.ecr.{region}.{wrong}/team/kitten:v1")
+    assert ecr_uri(f"{ACCOUNT}.dkr.ecr.{region}.{wrong}/team/kitten:v1") is None
 
 
 _NOT_YET = {

@@ -11,6 +11,7 @@ translates it with :func:`translate_error`.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Callable, Optional
 
@@ -164,17 +165,28 @@ def _translated(exc: BaseException, service: str, operation: str) -> BaseExcepti
 
 
 def partition(region: str) -> str:
-    """The ARN partition of *region* (``aws``, ``aws-cn``, ``aws-us-gov``)."""
-    if region.startswith("cn-"):
-        return "aws-cn"
-    if region.startswith("us-gov-"):
-        return "aws-us-gov"
-    return "aws"
+    """The ARN partition of *region* (``aws``, ``aws-cn``, ``aws-us-gov``, ``aws-iso``, …), from botocore's data."""
+    return _partition_of(region)[0]
 
 
 def dns_suffix(region: str) -> str:
-    """The domain of *region*'s endpoints: ``amazonaws.com.cn`` in China, ``amazonaws.com`` elsewhere."""
-    return "amazonaws.com.cn" if partition(region) == "aws-cn" else "amazonaws.com"
+    """The domain of *region*'s endpoints (``amazonaws.com``; ``amazonaws.com.cn`` in China, ``amazonaws.eu``,
+    ``c2s.ic.gov``, … in the other partitions), from botocore's data."""
+    return _partition_of(region)[1]
+
+
+@functools.lru_cache(maxsize=64)
+def _partition_of(region: str) -> tuple[str, str]:
+    """(partition, DNS suffix) of *region*: the partition that lists it, else the one whose region pattern it
+    matches, else ``aws`` (a region newer than this botocore is most likely a commercial one)."""
+    import botocore.session
+
+    parts = botocore.session.get_session().get_data("partitions")["partitions"]
+    found = next((p for p in parts if region in p["regions"]), None) or next(
+        (p for p in parts if re.match(p["regionRegex"], region)), None)
+    if found is None:
+        return "aws", "amazonaws.com"
+    return str(found["id"]), str(found["outputs"]["dnsSuffix"])
 
 
 def region_description(region: str) -> Optional[str]:

@@ -9,7 +9,8 @@ import json
 
 from mmsctl.cloud.aws.errors import aws_code
 from mmsctl.cloud.aws.iam import policy_text
-from mmsctl.cloud.aws.session import AwsSession, dns_suffix, partition
+from mmsctl.cloud.aws.ecr import repository_uri
+from mmsctl.cloud.aws.session import AwsSession, partition
 from mmsctl.cloud.lambda_ import policy
 from mmsctl.cloud.lambda_ import spec as names
 from mmsctl.cloud.lambda_.resources import lambda_tags
@@ -39,7 +40,7 @@ def ensure_repository(aws: AwsSession, name: str) -> tuple[str, str]:
                         tags=[{"Key": k, "Value": v} for k, v in lambda_tags(name, "ecr-repository").items()])
         aws.call("ecr", "set_repository_policy", repositoryName=repo, policyText=policy_text(wanted))
         uri = (made.get("repository") or {}).get("repositoryUri")
-        return "create", uri or f"{account}.dkr.ecr.{aws.region}.{dns_suffix(aws.region)}/{repo}"
+        return "create", uri or repository_uri(account, aws.region, repo)
     current = None
     try:
         current = json.loads(aws.call("ecr", "get_repository_policy", repositoryName=repo)["policyText"])

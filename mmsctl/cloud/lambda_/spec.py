@@ -68,7 +68,6 @@ _ANY_FUNCTION = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _DURATION = re.compile(r"^\s*(\d+)\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?|d|days?)\s*$", re.I)
 _ORIGIN = re.compile(r"^https?://[A-Za-z0-9.-]{1,253}(:\d{1,5})?$")
-_ECR_URI = re.compile(r"^(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/([a-z0-9._/-]+)(?::([\w.-]{1,128})|@sha256:[0-9a-f]{64})$")
 
 
 #: S3's reserved ending of access point alias bucket names (not a flag).
@@ -233,7 +232,7 @@ class DeploySpec:
         if self.model_source == "image" and not self.image:
             raise UsageError("model source image needs an image (one built with the model baked in)",
                              params=("model_source", "image"))
-        if self.image and not _ECR_URI.match(self.image):
+        if self.image and ecr_uri(self.image) is None:
             raise UsageError(f"image {self.image!r} is not an Amazon ECR image URI", param="image",
                              hint="Lambda runs images from ECR: ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO:TAG")
         if self.model_bucket:
@@ -366,7 +365,9 @@ def notification_prefix(name: str) -> str:
 
 def ecr_uri(image: str) -> Optional[tuple[str, str, str, Optional[str]]]:
     """``(account, region, repository, tag)`` of an ECR image URI, else None."""
-    match = _ECR_URI.match(image)
-    if not match:
+    from mmsctl.cloud.aws.ecr import parse_ecr_image
+
+    parsed = parse_ecr_image(image)
+    if parsed is None or not (parsed.tag or parsed.digest):
         return None
-    return match.group(1), match.group(2), match.group(3), match.group(4)
+    return parsed.account, parsed.region, parsed.repository, parsed.tag

@@ -45,10 +45,6 @@ MAX_SERVERLESS_CONCURRENCY = 200
 #: Ceilings mmsctl sets on what one command may ask for.
 MAX_INSTANCES = 100
 MAX_TARGET_RPS = 10_000.0
-_ECR_IMAGE = re.compile(r"^(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/([a-z0-9._/-]+)"
-                        r"(?::([\w.-]{1,128})|@(sha256:[0-9a-f]{64}))?$")
-
-
 def check_name(name: str) -> str:
     """NAME names the endpoint and, inside longer names, its model, configuration and role."""
     if not _NAME.match(name or ""):
@@ -97,9 +93,9 @@ class ImageUri:
 
     def pinned(self, digest: str) -> str:
         """The image by *digest*, under its region's domain (``amazonaws.com.cn`` in China)."""
-        from mmsctl.cloud.aws.session import dns_suffix
+        from mmsctl.cloud.aws.ecr import repository_uri
 
-        return f"{self.account}.dkr.ecr.{self.region}.{dns_suffix(self.region)}/{self.repository}@{digest}"
+        return f"{repository_uri(self.account, self.region, self.repository)}@{digest}"
 
 
 class NotAnEcrImage(UsageError):
@@ -114,12 +110,14 @@ def parse_image(uri: str) -> ImageUri:
     Raises:
         NotAnEcrImage: *uri* is not of that form.
     """
-    match = _ECR_IMAGE.match(uri or "")
-    if match is None:
+    from mmsctl.cloud.aws.ecr import parse_ecr_image
+
+    image = parse_ecr_image(uri)
+    if image is None:
         raise NotAnEcrImage(f"image {uri!r} is not an ECR image URI: SageMaker pulls "
                             "ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO[:TAG]", param="image")
-    account, region, repository, tag, digest = match.groups()
-    return ImageUri(account, region, repository, tag if tag or digest else "latest", digest)
+    tag = image.tag if image.tag or image.digest else "latest"
+    return ImageUri(image.account, image.region, image.repository, tag, image.digest)
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from mmsctl.cloud.aws.errors import aws_code
-from mmsctl.cloud.aws.session import dns_suffix
+from mmsctl.cloud.aws.ecr import repository_uri
 from mmsctl.cloud.lambda_ import spec as names
 from mmsctl.cloud.lambda_.deploy.target import Target
 from mmsctl.cloud.lambda_.repository import ensure_repository
@@ -36,7 +36,7 @@ def find_image(t: Target) -> str:
         MissingImage: no such repository or image (a dry run only warns).
     """
     repo = names.repository_name(t.name)
-    uri = t.spec.image or f"{t.account}.dkr.ecr.{t.aws.region}.{dns_suffix(t.aws.region)}/{repo}:latest"
+    uri = t.spec.image or f"{repository_uri(t.account, t.aws.region, repo)}:latest"
     parsed = names.ecr_uri(uri)
     if parsed is None or (parsed[0], parsed[1]) != (t.account, t.aws.region) or parsed[3] is None:
         return uri  # another account's or region's image (Lambda checks it), or a digest already
