@@ -151,12 +151,14 @@ def _check_ports(config: ServerConfig) -> None:
 
     for key in ("inference_address", "management_address", "metrics_address"):
         host, port = parse_address(getattr(config, key), key=key)
-        with socket.socket() as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind((host, port))
-            except OSError as exc:
-                raise _bind_error(exc, host, port, key) from None
+        try:  # the address's own family: an IPv6 address binds an IPv6 socket
+            family, _, _, _, where = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                                        flags=socket.AI_PASSIVE)[0]
+            with socket.socket(family) as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                s.bind(where)
+        except OSError as exc:
+            raise _bind_error(exc, host, port, key) from None
 
 
 def _bind_error(exc: OSError, host: str, port: int, key: str) -> MmsError:

@@ -191,6 +191,30 @@ def test_an_address_that_is_no_url_of_this_machine_is_a_usage_error(
     assert json.loads(run_mmsctl(capsys, "serve", "status", "-o", "json").stdout) == []
 
 
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="this machine has no IPv6 loopback")
+def test_an_ipv6_address_is_checked_as_ipv6(noop: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``http://[::1]:PORT`` is an address of this machine: its port is checked on an IPv6 socket (a port that
+    another program holds there is named as such, exit 1), not refused as no address of this machine."""
+    port = free_port()
+    with socket.socket(socket.AF_INET6) as blocker:
+        blocker.bind(("::1", port))
+        blocker.listen()
+        result = run_mmsctl(capsys, "serve", "start", "--models", f"noop={noop}",
+                            "--inference-address", f"http://[::1]:{port}")
+    assert result.code == 1, result.stderr
+    assert result.stderr.splitlines()[0] == (f"error: cannot listen on ::1:{port} (inference API): Address already in "
+                                             "use (--inference-address)")
+
+
 def test_a_port_taken_by_another_program_names_no_flag_the_user_did_not_type(
         tmp_path: Path, noop: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The addresses come from config.properties (or MMS's defaults): the error says what to type, --port."""
