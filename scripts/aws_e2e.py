@@ -166,10 +166,13 @@ class Plan:
 
         return open_session(region=self.region, profile=self.profile)
 
-    def environment(self) -> dict[str, str]:
-        """What every `mmsctl` the run starts needs to work where the run does: its region and profile."""
-        return {"AWS_REGION": self.region, "AWS_DEFAULT_REGION": self.region,
-                **({"AWS_PROFILE": self.profile} if self.profile else {})}
+    def environment(self) -> dict[str, Optional[str]]:
+        """What every `mmsctl` the run starts needs to work where the run does: its region and profile (None: the
+        variable is unset). With a profile, the environment's own keys go: botocore prefers them to
+        ``AWS_PROFILE``, and the run would make things in one account and check and remove them in another."""
+        keys: dict[str, Optional[str]] = {"AWS_PROFILE": self.profile, "AWS_ACCESS_KEY_ID": None,
+                                          "AWS_SECRET_ACCESS_KEY": None, "AWS_SESSION_TOKEN": None}
+        return {"AWS_REGION": self.region, "AWS_DEFAULT_REGION": self.region, **(keys if self.profile else {})}
 
     def machine(self) -> list[str]:
         """The instance type and AMI flags `ec2 launch` and `fleet create` share."""
@@ -676,16 +679,21 @@ def main(argv: Sequence[str] = (), *, runner: Optional[Runner] = None, teardown_
 def aws_environment(plan: Plan) -> Iterator[None]:
     """This process's environment with the plan's region and profile (:meth:`Plan.environment`) while the run
     goes, put back after: every `mmsctl` it runs, as a process or in this one, inherits them."""
-    saved = {key: os.environ.get(key) for key in plan.environment()}
-    os.environ.update(plan.environment())
+    wanted = plan.environment()
+    saved = {key: os.environ.get(key) for key in wanted}
+    _set_environment(wanted)
     try:
         yield
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        _set_environment(saved)
+
+
+def _set_environment(values: dict[str, Optional[str]]) -> None:
+    for key, value in values.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 def _interrupted(signum: int, frame: Any) -> None:
