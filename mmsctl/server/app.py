@@ -30,6 +30,8 @@ __all__ = ["Server", "STARTUP_FAILURE", "main", "run_server", "starting_state"]
 log = logging.getLogger("mmsctl.server")
 
 STARTUP_FAILURE = 3
+#: Seconds the handlers of requests just answered get to send their responses, once the workers are drained.
+_SEND_GRACE_S = 1.0
 
 
 class Server:
@@ -229,15 +231,20 @@ class Server:
         return seconds if 0 <= seconds <= 86400 else default
 
     async def shutdown(self) -> None:
+        """Drain to one deadline, the drain timeout from now: queued and in-flight requests are answered until
+        then, what still runs is answered 503 and its worker killed, and the process is gone a few seconds after
+        it (``drain.BUSY_FLOOR_S + KILL_GRACE_S + _SEND_GRACE_S`` at most), inside SageMaker's SIGKILL and
+        ``serve stop``'s kill."""
         timeout = self._drain_timeout()
+        deadline = time.monotonic() + timeout
         log.info("shutting down: draining for up to %g s", timeout)
         frontend = getattr(self, "frontend", None)
         if frontend is not None:
             frontend.traffic.drain()
         manager = getattr(self, "manager", None)
         if manager is not None:
-            drain = asyncio.ensure_future(manager.shutdown(timeout))
-            while not drain.done():  # bounded: manager.shutdown(timeout) ends within its timeout
+            drain = asyncio.ensure_future(manager.shutdown(deadline))
+            while not drain.done():  # bounded: manager.shutdown ends within a second or two of the deadline
                 await asyncio.wait({drain}, timeout=0.2)
                 if self.force_exit:
                     for model in list(manager.models.values()):
@@ -245,8 +252,8 @@ class Server:
                             w.kill()
                     break
         # Let the handlers whose futures were just answered send their responses.
-        deadline = time.monotonic() + 2.0
-        while frontend is not None and frontend.traffic.in_flight > 0 and time.monotonic() < deadline:
+        sent_by = time.monotonic() + _SEND_GRACE_S
+        while frontend is not None and frontend.traffic.in_flight > 0 and time.monotonic() < sent_by:
             await asyncio.sleep(0.02)
         for server in self._servers:
             server.close()
