@@ -11,7 +11,8 @@ What SageMaker gives the container (:mod:`mmsctl.cloud.sagemaker.contract`) beco
   lean path; no management or metrics API is bound, so nothing but inference is reachable;
 * ``SAGEMAKER_MODEL_SERVER_WORKERS`` workers (one per CPU by default) and ``SAGEMAKER_MODEL_SERVER_TIMEOUT``
   seconds a batch (60, SageMaker's own invocation timeout), each with a ceiling;
-* SIGTERM drains for 25 s at most, inside the 30 s SageMaker waits before SIGKILL.
+* SIGTERM drains for 25 s at most (``MMSCTL_SAGEMAKER_DRAIN_TIMEOUT`` may shorten it), inside the 30 s SageMaker
+  waits before SIGKILL: a request still running at the end is answered 503, its worker killed.
 
 Logs go to stderr, which SageMaker sends to CloudWatch Logs (``/aws/sagemaker/Endpoints/NAME``).
 """
@@ -77,10 +78,11 @@ def server_config(environ: Mapping[str, str]) -> ServerConfig:
     workers = _number(environ, contract.ENV_WORKERS, min(os.cpu_count() or 1, contract.MAX_WORKERS),
                       contract.MAX_WORKERS)
     timeout = _number(environ, contract.ENV_TIMEOUT, _INVOCATION_TIMEOUT_S, contract.MAX_TIMEOUT_S)
+    drain = _number(environ, contract.ENV_DRAIN, int(contract.DRAIN_S), int(contract.DRAIN_S))
     config = ServerConfig(
         inference_address=f"http://{host}:{port}", management_address="", metrics_address="",
         load_models=[model_location(folder)], default_workers_per_model=workers,
-        default_response_timeout=timeout, strict_ping=True, drain_timeout=contract.DRAIN_S,
+        default_response_timeout=timeout, strict_ping=True, drain_timeout=float(drain),
         name=f"sagemaker-{port}")
     if config.worker_limit is None and workers > config.workers_allowed:
         config.worker_limit = workers  # asked for explicitly: the memory-based default does not cap it

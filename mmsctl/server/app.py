@@ -30,6 +30,8 @@ __all__ = ["Server", "STARTUP_FAILURE", "main", "run_server", "starting_state"]
 log = logging.getLogger("mmsctl.server")
 
 STARTUP_FAILURE = 3
+#: Seconds the handlers of requests just answered get to send their responses, once the workers are drained.
+_SEND_GRACE_S = 1.0
 
 
 class Server:
@@ -151,41 +153,64 @@ class Server:
             log.info("%s API bound to http://%s:%s", api.capitalize(), host, port)
         await self._await_startup_models(loading)
 
-    def _startup_specs(self) -> list[str]:
-        specs = list(self.config.load_models)
+    def _startup_specs(self) -> list[tuple[str, bool]]:
+        """Each start-up model's ``[name=]location``, and whether it was named (``load_models``, ``--models``)
+        rather than found in the model store by ``load_models=ALL``."""
+        specs = [(spec, True) for spec in self.config.load_models]
         if self.config.extra.get("load_all_models") == "true" and self.config.model_store:
             store = Path(self.config.model_store)
-            specs += sorted(p.name for p in store.iterdir() if p.suffix in (".mar", ".model") or p.is_dir())
+            specs += [(name, False) for name in
+                      sorted(p.name for p in store.iterdir() if p.suffix in (".mar", ".model") or p.is_dir())]
         return specs
 
     async def _start_startup_models(self) -> list[tuple[str, Any]]:
-        """Register the start-up models and start their workers, without waiting for them to be READY."""
-        from mmsctl.server.errors import ApiException
-        from mmsctl.server.store import resolve_archive
-        from mmsctl.server.workers.model import Model
+        """Register the start-up models and start their workers, without waiting for them to be READY.
 
-        loop = asyncio.get_running_loop()
-        models = []
-        for spec in self._startup_specs():
+        A named one whose name is invalid or taken fails the start; one ``load_models=ALL`` found is skipped with
+        a warning instead, as MMS's ``initModelStore`` does, so the rest of the store is served."""
+        from mmsctl.server.errors import ApiException
+
+        models: list[tuple[str, Any]] = []
+        sources: dict[str, str] = {}  # each start-up model's name: the location it came from
+        for spec, named in self._startup_specs():
             name, location = split_named(spec)
             try:
-                archive = await loop.run_in_executor(
-                    None, functools.partial(resolve_archive, location, self.config, trusted=True))
-                model_name = name or archive.model_name or Path(location.rstrip("/")).name.split(".")[0]
-                model = Model.from_archive(model_name, location, archive,
-                                           default_handler=self.config.default_service_handler,
-                                           response_timeout=self.config.default_response_timeout,
-                                           queue_size=self.config.job_queue_size)
-                self.manager.startup_models.add(model_name)
-                await self.manager.register(model, self.config.startup_workers, synchronous=False,
-                                            timeout=self.config.worker_start_timeout)
+                model = await self._startup_model(name, location, sources)
             except ApiException as exc:
-                self.manager.startup_models.discard(name or "")
-                raise ServerError(f"start-up model {name or location!r}: {exc.detail}") from None
+                if named:
+                    raise ServerError(f"start-up model {name or location!r}: {exc.detail}") from None
+                log.warning("Failed to load model %s from the model store (skipped): %s", location, exc.detail)
+                continue
+            sources[model.name] = location
             models.append((name or location, model))
         for _, model in models:
             await self.manager.launched(model)
         return models
+
+    async def _startup_model(self, name: Optional[str], location: str, sources: dict[str, str]) -> Any:
+        """Register one start-up model and start its workers; BadRequest (its name) or ConflictError (*sources*
+        has its name) before anything starts, or the error of its archive."""
+        from mmsctl.server.errors import ConflictError
+        from mmsctl.server.store import resolve_archive
+        from mmsctl.server.workers.model import Model
+        from mmsctl.server.workers.registry import valid_model_name
+
+        archive = await asyncio.get_running_loop().run_in_executor(
+            None, functools.partial(resolve_archive, location, self.config, trusted=True))
+        model_name = valid_model_name(name or archive.model_name or Path(location.rstrip("/")).name.split(".")[0])
+        if model_name in sources:
+            raise ConflictError(f"Model {model_name} is already registered (from {sources[model_name]}).")
+        model = Model.from_archive(model_name, location, archive, default_handler=self.config.default_service_handler,
+                                   response_timeout=self.config.default_response_timeout,
+                                   queue_size=self.config.job_queue_size)
+        self.manager.startup_models.add(model_name)
+        try:
+            await self.manager.register(model, self.config.startup_workers, synchronous=False,
+                                        timeout=self.config.worker_start_timeout)
+        except BaseException:
+            self.manager.startup_models.discard(model_name)
+            raise
+        return model
 
     async def _await_startup_models(self, models: list[tuple[str, Any]]) -> None:
         """Wait until every start-up model has READY workers (a model whose workers cannot start fails the start)."""
@@ -229,15 +254,20 @@ class Server:
         return seconds if 0 <= seconds <= 86400 else default
 
     async def shutdown(self) -> None:
+        """Drain to one deadline, the drain timeout from now: queued and in-flight requests are answered until
+        then, what still runs is answered 503 and its worker killed, and the process is gone a few seconds after
+        it (``drain.BUSY_FLOOR_S + KILL_GRACE_S + _SEND_GRACE_S`` at most), inside SageMaker's SIGKILL and
+        ``serve stop``'s kill."""
         timeout = self._drain_timeout()
+        deadline = time.monotonic() + timeout
         log.info("shutting down: draining for up to %g s", timeout)
         frontend = getattr(self, "frontend", None)
         if frontend is not None:
             frontend.traffic.drain()
         manager = getattr(self, "manager", None)
         if manager is not None:
-            drain = asyncio.ensure_future(manager.shutdown(timeout))
-            while not drain.done():  # bounded: manager.shutdown(timeout) ends within its timeout
+            drain = asyncio.ensure_future(manager.shutdown(deadline))
+            while not drain.done():  # bounded: manager.shutdown ends within a second or two of the deadline
                 await asyncio.wait({drain}, timeout=0.2)
                 if self.force_exit:
                     for model in list(manager.models.values()):
@@ -245,8 +275,8 @@ class Server:
                             w.kill()
                     break
         # Let the handlers whose futures were just answered send their responses.
-        deadline = time.monotonic() + 2.0
-        while frontend is not None and frontend.traffic.in_flight > 0 and time.monotonic() < deadline:
+        sent_by = time.monotonic() + _SEND_GRACE_S
+        while frontend is not None and frontend.traffic.in_flight > 0 and time.monotonic() < sent_by:
             await asyncio.sleep(0.02)
         for server in self._servers:
             server.close()

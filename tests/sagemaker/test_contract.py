@@ -109,6 +109,26 @@ def handle(data, context):
 '''
 
 
+#: A handler that sleeps for the seconds its request's body says, once it marked GATE_DIR/entered-SECONDS.
+_SLEEPER = r'''
+import os, time
+GATE = os.environ["GATE_DIR"]
+
+
+def handle(data, context):
+    if data is None:
+        return None
+    out = []
+    for row in data:
+        body = row.get("body") or b"0"
+        seconds = body.decode() if isinstance(body, (bytes, bytearray)) else str(body)
+        open(os.path.join(GATE, "entered-" + seconds), "w").close()
+        time.sleep(float(seconds))
+        out.append(seconds)
+    return out
+'''
+
+
 @dataclass
 class Container:
     url: str
@@ -413,6 +433,55 @@ def _lifecycle(serve: "subprocess.Popen[bytes]", url: str, gate: Path, output: P
         thread.join(60)
     assert {i: (r.status_code, r.text) for i, r in answers.items()} == {i: (200, f"request {i}") for i in range(3)}
     assert serve.wait(30) == 0
+
+
+def test_sigterm_answers_a_request_longer_than_the_drain_503_and_exits_before_sigkill(tmp_path: Path) -> None:
+    """A 6 s drain (``MMSCTL_SAGEMAKER_DRAIN_TIMEOUT``) stands for SageMaker's 25 s, SIGKILL 5 s after its end as at
+    30 s. SIGTERM while one request needs 600 s and another 1 s: the short one is answered 200, the long one 503
+    with MMS's error body (an answer, not a reset), and the process exits 0 before SIGKILL would have come (a
+    drain that gives busy workers a second budget of their own ends past it)."""
+    gate, port, drain = tmp_path / "gate", free_port(), 6
+    gate.mkdir()
+    model = make_handler_archive(tmp_path / "model" / "sleeper", _SLEEPER, "sleeper")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "GATE_DIR": str(gate), "SAGEMAKER_BIND_TO_PORT": str(port),
+           "MMSCTL_SAGEMAKER_HOST": "127.0.0.1", "MMSCTL_SAGEMAKER_MODEL_DIR": str(model.parent),
+           "SAGEMAKER_MODEL_SERVER_WORKERS": "2", "MMSCTL_SAGEMAKER_DRAIN_TIMEOUT": str(drain),
+           "MMSCTL_STATE_DIR": str(tmp_path / "state")}
+    output = tmp_path / "serve.out"
+    with open(output, "wb") as fh:
+        serve = popen([sys.executable, "-m", "mmsctl.sagemaker", "serve"], stdout=fh, stderr=subprocess.STDOUT,
+                      env=env)
+    alive = lambda: None if serve.poll() is None else output.read_text(errors="replace")[-2000:]  # noqa: E731
+    answers: dict[str, Any] = {}
+
+    def send(seconds: str) -> None:
+        try:
+            answers[seconds] = httpx.post(f"http://127.0.0.1:{port}/invocations", content=seconds.encode(),
+                                          timeout=120)
+        except httpx.TransportError as exc:  # a reset: what SIGKILL mid-request gives the client
+            answers[seconds] = exc
+
+    threads = [threading.Thread(target=send, args=(seconds,)) for seconds in ("600", "1")]
+    try:
+        wait_until(lambda: (_ping(f"http://127.0.0.1:{port}") or httpx.Response(0)).status_code == 200,
+                   timeout=60, what="/ping 200", alive=alive)
+        for thread in threads:
+            thread.start()
+        wait_until(lambda: {p.name for p in gate.glob("entered-*")} == {"entered-600", "entered-1"}, timeout=60,
+                   what="both requests in the model", alive=alive)
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(drain + 5) == 0, output.read_text(errors="replace")[-2000:]  # before SIGKILL's time
+        for thread in threads:
+            thread.join(30)
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait(10)
+    short, long = answers["1"], answers["600"]
+    assert isinstance(short, httpx.Response) and (short.status_code, short.text) == (200, "1")
+    assert isinstance(long, httpx.Response), f"the long request got no answer: {long!r}"
+    assert long.status_code == 503 and long.json()["type"] == "ServiceUnavailableException"
+    assert long.json()["message"].startswith("The server is shutting down"), long.text
 
 
 def test_ctrl_c_stops_the_container_as_sagemaker_does(container: Container) -> None:

@@ -41,13 +41,17 @@ def test_sagemakers_environment_as_the_servers_settings(tmp_path: Path) -> None:
     assert (config.default_workers_per_model, config.default_response_timeout) == (3, 20)
     assert config.strict_ping and config.drain_timeout == 25.0
     assert server_config({"MMSCTL_SAGEMAKER_MODEL_DIR": str(tmp_path / "model")}).inference_address.endswith(":8080")
+    shorter = server_config({**env, "MMSCTL_SAGEMAKER_DRAIN_TIMEOUT": "3"})
+    assert shorter.drain_timeout == 3.0  # a shorter drain; never one past SageMaker's SIGKILL (the ceiling below)
 
 
 @pytest.mark.parametrize("name, value", [("SAGEMAKER_BIND_TO_PORT", "70000"), ("SAGEMAKER_BIND_TO_PORT", "8080x"),
                                          ("SAGEMAKER_MODEL_SERVER_WORKERS", "65"),
                                          ("SAGEMAKER_MODEL_SERVER_WORKERS", "0"),
                                          ("SAGEMAKER_MODEL_SERVER_TIMEOUT", "99999999"),
-                                         ("SAGEMAKER_MODEL_SERVER_WORKERS", "٣")])
+                                         ("SAGEMAKER_MODEL_SERVER_WORKERS", "٣"),
+                                         ("MMSCTL_SAGEMAKER_DRAIN_TIMEOUT", "26"),
+                                         ("MMSCTL_SAGEMAKER_DRAIN_TIMEOUT", "0")])
 def test_each_number_has_a_ceiling(tmp_path: Path, name: str, value: str) -> None:
     make_noop_archive(tmp_path / "model" / "noop")
     with pytest.raises(ConfigError, match=f"{name} must be a whole number from 1 to"):

@@ -331,3 +331,59 @@ def test_not_an_archive_names_the_model_once(tmp_path: Path, capsys: pytest.Capt
     error = next(line for line in result.stderr.splitlines() if line.startswith("error:"))
     assert error == (f"error: server failed to start: start-up model 'bad': {junk}: not a model archive "
                      "(expected a .mar/.model zip, a .tar.gz or a folder)")
+
+
+def test_load_models_all_skips_a_taken_or_invalid_name_with_a_warning_as_mms_does(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``load_models=ALL`` over a store where two archives' manifests say ``resnet`` and two say a name no URL can
+    reach (``a/b``, one with a newline), and a ``.mar`` that is no archive: the server starts with the first
+    ``resnet``; each other one is a warning in server.log naming it (and the archive that holds the name), on one
+    line. MMS 1.1.11's
+    ``ModelServer.initModelStore`` logs "Failed to load model" for each and carries on."""
+    store = tmp_path / "store"
+    for folder, name in (("resnet-v1", "resnet"), ("resnet-v2", "resnet"), ("slash", "a/b"), ("newline", "x\ny")):
+        make_noop_archive(store / folder, name)
+    (store / "junk.mar").write_text("not a zip")
+    flags, inference, management = _addresses()
+    props = tmp_path / "config.properties"
+    props.write_text(f"model_store={store}\nload_models=ALL\ndefault_workers_per_model=0\n")
+    started = run_mmsctl(capsys, "serve", "start", "--config", str(props), *flags)
+    try:
+        assert started.code == 0, started.stderr
+        listed = httpx.get(f"http://127.0.0.1:{management}/models", timeout=10).json()["models"]
+        assert listed == [{"modelName": "resnet", "modelUrl": "resnet-v1"}]
+        log = run_mmsctl(capsys, "serve", "logs", "-n", str(inference)).stdout
+        warnings = [line for line in log.splitlines() if "Failed to load model" in line]
+        assert len(warnings) == 4 and all("[WARNING]" in line for line in warnings), log
+        assert any("junk.mar" in line and "not a model archive" in line for line in warnings)
+        assert any("resnet-v2" in line and "resnet-v1" in line for line in warnings)
+        assert any("slash" in line and "'a/b'" in line for line in warnings)
+        assert any("newline" in line and "'x\\ny'" in line for line in warnings)
+    finally:
+        run_mmsctl(capsys, "serve", "stop", "-n", str(inference), "--timeout", "5")
+
+
+@pytest.mark.parametrize("models, said", [
+    (["{v1}", "{v2}"], "start-up model '{v2}': Model resnet is already registered (from {v1})."),
+    (["{slash}"], "start-up model '{slash}': Invalid model name 'a/b': 1 to 255 characters, no '/' or control "
+                  "characters."),
+    (["{newline}"], "start-up model '{newline}': Invalid model name 'x\\ny': 1 to 255 characters, no '/' or control "
+                    "characters."),
+])
+def test_a_named_start_up_model_whose_name_is_taken_or_invalid_fails_the_start(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], models: list[str], said: str) -> None:
+    """``--models`` (``load_models=a,b``) names each start-up model: one whose name is taken, or whose manifest's
+    ``modelName`` no register would accept, fails the start with one line naming it (the name's own
+    ``NAME=`` is checked by the CLI already)."""
+    paths = {"v1": make_noop_archive(tmp_path / "resnet-v1", "resnet"),
+             "v2": make_noop_archive(tmp_path / "resnet-v2", "resnet"),
+             "slash": make_noop_archive(tmp_path / "slash", "a/b"),
+             "newline": make_noop_archive(tmp_path / "newline", "x\ny")}
+    flags, inference, _ = _addresses()
+    words = [word for spec in models for word in ("--models", spec.format(**paths))]
+    result = run_mmsctl(capsys, "serve", "start", *words, "--workers", "0", *flags)
+    assert result.code == 1, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: server failed to start: {said.format(**paths)}"], result.stderr
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{inference}/ping", timeout=2)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -84,7 +85,7 @@ async def _serve(tmp_path: Path, counts: _Counts, monkeypatch: pytest.MonkeyPatc
         server.close()
         lean.close()
         await runner.cleanup()
-        await manager.shutdown(5)
+        await manager.shutdown(time.monotonic() + 5)
 
     return server.sockets[0].getsockname()[1], stop
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 __all__ = [
     "DRAIN_S",
+    "ENV_DRAIN",
     "ENV_HOST",
     "ENV_MODEL_DIR",
     "ENV_PORT",
@@ -46,3 +47,6 @@ MAX_TIMEOUT_S = 3600
 #: Seconds SIGTERM drains in-flight and queued invocations for: inside SageMaker's 30 s before SIGKILL,
 #: with time left to send the answers and stop the workers.
 DRAIN_S = 25.0
+#: mmsctl's own: a shorter drain than DRAIN_S (whole seconds, 1 to DRAIN_S), for a platform that kills sooner, or
+#: a test; never a longer one.
+ENV_DRAIN = "MMSCTL_SAGEMAKER_DRAIN_TIMEOUT"

@@ -11,7 +11,6 @@ import asyncio
 import functools
 import re
 import time
-import unicodedata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
@@ -33,6 +32,7 @@ from mmsctl.server.http.replies import json_response, status_response
 from mmsctl.server.store import resolve_archive
 from mmsctl.server.workers.manager import ModelManager
 from mmsctl.server.workers.model import Model
+from mmsctl.server.workers.registry import valid_model_name
 
 if TYPE_CHECKING:
     from mmsctl.archive import ModelArchive
@@ -46,17 +46,6 @@ _MAX_PAGE = 100
 
 #: A handler a request may name: ``module`` or ``module:function``, Python identifiers only.
 _HANDLER = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?", re.ASCII)
-_MAX_NAME = 255
-
-
-def _model_name(name: str) -> str:
-    """A model name a request (or an archive) gives: any text a URL path segment can carry and a log
-    line can show as one line (no ``/``, no control characters), at most 255 characters."""
-    if not name or len(name) > _MAX_NAME or "/" in name or \
-            any(unicodedata.category(c)[0] == "C" for c in name):
-        raise BadRequest(f"Invalid model name {name[:80]!r}: 1 to {_MAX_NAME} characters, no '/' or "
-                         "control characters.")
-    return name
 
 
 def _handler_in(archive: ModelArchive, handler: str) -> str:
@@ -149,7 +138,7 @@ class ManagementApi:
         if not url:
             raise BadRequest("Parameter url is required.")
         if p.get("model_name"):
-            _model_name(str(p["model_name"]))
+            valid_model_name(str(p["model_name"]))
         runtime = p.get("runtime")
         if runtime is not None and str(runtime).lower() not in _RUNTIMES:
             raise BadRequest(f"Invalid RuntimeType value: {runtime}")
@@ -162,7 +151,7 @@ class ManagementApi:
         synchronous = bool_param(p, "synchronous", True)
         response_timeout = _response_timeout(p, self.config.default_response_timeout)
         archive = await asyncio.get_running_loop().run_in_executor(None, resolve_archive, url, self.config)
-        name = _model_name(str(p.get("model_name") or archive.model_name or Path(url.rstrip("/")).name.split(".")[0]))
+        name = valid_model_name(str(p.get("model_name") or archive.model_name or Path(url.rstrip("/")).name.split(".")[0]))
         handler = _handler_in(archive, str(p["handler"])) if p.get("handler") else None
         model = Model.from_archive(
             name, url, archive, handler=handler, default_handler=self.config.default_service_handler,

@@ -26,6 +26,9 @@ from mmsctl.server.workers.registry import Registry
 from mmsctl.server.workers.scaling import Scaling
 from mmsctl.server.workers.supervision import Supervisor
 
+#: The 503 of a request the server's drain could not finish (queued or still running at the drain's end).
+_STOPPED = "The server is shutting down and did not finish this request within its drain timeout"
+
 __all__ = ["ModelManager"]
 
 log = logging.getLogger("mmsctl.server")
@@ -128,26 +131,28 @@ class ModelManager:
         self.scaling.autoscale()
 
     async def unregister(self, name: str, timeout: float) -> None:
-        """Remove a model: no new jobs, queued ones answered (until *timeout*), workers stopped."""
-        await self._retire(self.registry.remove(name), timeout)
+        """Remove a model: no new jobs, queued and in-flight ones answered within *timeout* (one still running
+        then is answered 503, its worker killed), workers stopped."""
+        await self._retire(self.registry.remove(name), time.monotonic() + timeout)
 
     async def discard(self, model: Model) -> None:
         """Remove *model* again, its register failed, unless it is gone already: a DELETE that came while its
         register waited has drained it, and its name may be a newer model's, which stays."""
         if self.registry.discard(model):
-            await self._retire(model, 0)
+            await self._retire(model, time.monotonic())
 
-    async def _retire(self, model: Model, timeout: float) -> None:
-        await drain(self.supervisor, model, timeout)
+    async def _retire(self, model: Model, deadline: float) -> None:
+        await drain(self.supervisor, model, deadline)
         log.info("Model %s unregistered.", model.name)
 
-    async def shutdown(self, timeout: float) -> None:
-        """Answer everything queued or in flight (bounded by *timeout*), then stop every worker.
+    async def shutdown(self, deadline: float) -> None:
+        """Answer everything queued or in flight until *deadline* (``time.monotonic()``), then stop every worker:
+        what is still running then is answered 503 and its worker killed (see :func:`drain`).
 
         The models stay listed (describe shows the queues going down) until they are drained.
         """
         models = list(self.models.values())
-        await asyncio.gather(*(drain(self.supervisor, m, timeout) for m in models))
+        await asyncio.gather(*(drain(self.supervisor, m, deadline, _STOPPED) for m in models))
         self.models.clear()
 
     # -- predictions -----------------------------------------------------------------------

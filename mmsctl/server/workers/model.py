@@ -69,6 +69,8 @@ class Worker:
         self.pid: Optional[int] = None
         self.process: Optional[AsyncWorkerProcess] = None
         self.stop_event = asyncio.Event()
+        #: Why the worker was killed on purpose while busy (a drain's deadline): its requests' 503 message.
+        self.stop_reason: Optional[str] = None
         #: Set once the process is started, or could not be (the start-up overlaps the server's own set-up).
         self.launched = asyncio.Event()
         self.task: Optional["asyncio.Task[str]"] = None
@@ -238,7 +240,7 @@ class Worker:
                                                  "Backend worker did not respond in given time"))
             return "timeout"
         except WorkerExited:
-            _fail(batches, m, ResponseItem.error(503, "ServiceUnavailableException", "Worker died."))
+            _fail(batches, m, ResponseItem.error(503, "ServiceUnavailableException", self.stop_reason or "Worker died."))
             return "died"
         elapsed = (time.perf_counter() - started) / len(batches)
         for jobs, outcome in zip(batches, outcomes):

@@ -7,15 +7,29 @@ of starting mxnet (:mod:`mmsctl.predict.warm`); ``serve start`` prints ``notes``
 from __future__ import annotations
 
 import logging
+import unicodedata
 from typing import Any, Optional
 
 from mmsctl.server.config import ServerConfig
-from mmsctl.server.errors import ConflictError, ModelNotFound, ModelVersionNotFound
+from mmsctl.server.errors import BadRequest, ConflictError, ModelNotFound, ModelVersionNotFound
 from mmsctl.server.workers.model import Model
 
-__all__ = ["Registry"]
+__all__ = ["Registry", "valid_model_name"]
 
 log = logging.getLogger("mmsctl.server")
+
+_MAX_MODEL_NAME = 255
+
+
+def valid_model_name(name: str) -> str:
+    """*name*, if a model may be registered under it (a register request's, an archive's manifest's, a start-up
+    model's): any text a URL path segment can carry and a log line can show as one line (no ``/``, no control
+    characters), at most 255 characters; else BadRequest."""
+    if not name or len(name) > _MAX_MODEL_NAME or "/" in name or \
+            any(unicodedata.category(c)[0] == "C" for c in name):
+        raise BadRequest(f"Invalid model name {name[:80]!r}: 1 to {_MAX_MODEL_NAME} characters, no '/' or "
+                         "control characters.")
+    return name
 
 
 class Registry:
