@@ -51,6 +51,11 @@ _METADATA = tuple(ipaddress.ip_network(n) for n in (
 #: and "this host", which a connect turns into a local one.
 _NEVER = tuple(ipaddress.ip_network(n) for n in ("169.254.0.0/16", "fe80::/10", "0.0.0.0/8", "::/128"))
 _CGNAT = ipaddress.ip_network("100.64.0.0/10")
+#: IPv6 prefixes whose last 32 bits are an IPv4 address a translator connects to: NAT64's well-known prefix
+#: (RFC 6052), its local-use prefix (RFC 8215, as a /96 inside it is used), SIIT's IPv4-translated addresses
+#: (RFC 2765); and IPv4-compatible addresses (RFC 4291, deprecated).
+_TRANSLATED = tuple(ipaddress.ip_network(n) for n in ("64:ff9b::/96", "64:ff9b:1::/48", "::ffff:0:0:0/96"))
+_COMPATIBLE = ipaddress.ip_network("::/96")
 #: IETF protocol assignments: not public, although Python counts two addresses of it as global.
 _IETF = ipaddress.ip_network("192.0.0.0/24")
 _MAX_ALLOW_ENTRIES = 64
@@ -97,11 +102,16 @@ class AllowList:
         return host.lower().rstrip(".") in self.hosts or any(address in net for net in self.networks)
 
 
-def _embedded(address: IPAddress) -> Optional[IPAddress]:
-    """The IPv4 address an IPv6 one carries (mapped, 6to4, Teredo), which is where a connection goes."""
-    if isinstance(address, ipaddress.IPv6Address):
-        return address.ipv4_mapped or address.sixtofour or (address.teredo[1] if address.teredo else None)
-    return None
+def _embedded(address: IPAddress) -> Optional[ipaddress.IPv4Address]:
+    """The IPv4 address an IPv6 one carries, which is where a connection to it goes: mapped, 6to4, Teredo,
+    NAT64 / SIIT translated (:data:`_TRANSLATED`: the last 32 bits), IPv4-compatible (``::/96`` but ``::`` and
+    ``::1``); None for an IPv4 address or an IPv6 one that carries none."""
+    if not isinstance(address, ipaddress.IPv6Address):
+        return None
+    one = address.ipv4_mapped or address.sixtofour or (address.teredo[1] if address.teredo else None)
+    if one is None and (any(address in net for net in _TRANSLATED) or (address in _COMPATIBLE and int(address) > 1)):
+        one = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return one
 
 
 def never(address: IPAddress) -> Optional[str]:

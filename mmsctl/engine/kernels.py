@@ -72,6 +72,11 @@ _logged: set[str] = set()
 #: How the reason of a model over the memory limit starts; such refusals are kept per (key, limit).
 _NOT_MEASURED = "not measured: "
 _refused: dict[tuple[str, int], "KernelChoice"] = {}
+#: After a measurement that failed (neither set loaded: a checkpoint the children cannot bind), no process
+#: measures that model again for this many seconds, doubled with each failure in a row up to
+#: :data:`_FAILED_MAX_S` (the cache entry's ``failed``); meanwhile the model runs with MXNet's default.
+_FAILED_WAIT_S = 3600.0
+_FAILED_MAX_S = 7 * 86400.0
 #: Set in the server: a missing choice is measured by :func:`measure_later`, never at spawn.
 _deferred = False
 #: Per model, what its first worker with no remembered choice was started with (for :func:`measure_later`).
@@ -284,13 +289,52 @@ def _both(on: Optional[float], off: Optional[float]) -> str:
 
 def _write_cache(path: Path, key: str, choice: KernelChoice, model: str) -> None:
     """Add one entry, atomically (the caller holds the lock file); errors only cost a re-measure."""
-    data = _read_cache(path)
     entry = asdict(choice)
     entry.pop("reason")
     entry.update(model=model, measured=time.strftime("%Y-%m-%d %H:%M"))
+    _write_entry(path, key, entry)
+
+
+def _write_entry(path: Path, key: str, entry: dict[str, Any]) -> None:
+    """The cache with *key*'s entry replaced by *entry*, written atomically; errors only cost a re-measure."""
+    data = _read_cache(path)
     data[key] = entry
     with contextlib.suppress(OSError):
         write_atomic(path, json.dumps(data, indent=1, sort_keys=True), private=True)
+
+
+def _failures(entry: Any) -> tuple[int, float]:
+    """How many measurements in a row failed for a cache *entry*, and when the last did (0, 0.0: none)."""
+    failed = entry.get("failed") if isinstance(entry, dict) else None
+    if not isinstance(failed, dict):
+        return 0, 0.0
+    count, at = failed.get("count"), failed.get("at")
+    if type(count) is not int or count < 1 or not isinstance(at, (int, float)) or isinstance(at, bool):
+        return 0, 0.0
+    return count, float(at)
+
+
+def _failed(entry: Any) -> Optional[KernelChoice]:
+    """MXNet's default while a remembered failed measurement's back-off lasts (None: measure, or nothing failed).
+    A clock that went back past the failure ends the back-off."""
+    count, at = _failures(entry)
+    if not count:
+        return None
+    wait = min(_FAILED_WAIT_S * 2 ** min(count - 1, 20), _FAILED_MAX_S)
+    now = time.time()
+    if not at <= now < at + wait:
+        return None
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(at + wait))
+    return KernelChoice(None, f"{_NOT_MEASURED}the measurement failed {count} time{'s' * (count > 1)} in a row "
+                              f"(last: {str(entry['failed'].get('reason', '?'))[:120]}); measured again after {when}")
+
+
+def _write_failure(path: Path, key: str, entry: Any, choice: KernelChoice, model: str, limit: int) -> None:
+    """Remember that measuring *key* failed (why, under which memory limit, how many times in a row), so no
+    process measures it again before :func:`_failed`'s back-off ends (the caller holds the lock file)."""
+    count = _failures(entry)[0] + 1
+    _write_entry(path, key, {"model": model, "failed": {"count": count, "at": time.time(),
+                                                         "reason": choice.reason[:200], "max_memory": limit}})
 
 
 @contextlib.contextmanager
@@ -400,15 +444,17 @@ def choose_kernels(root: Path, *, threads: int = 1, gpu: Optional[int] = None,
     except OSError:
         return KernelChoice(None, "cannot read the checkpoint")
     path = _cache_file()
-    found = _remembered(_read_cache(path).get(key))
+    entry = _read_cache(path).get(key)
+    found = _remembered(entry)
     if not measure_missing or found is not None and not _measure_again(found, key):
-        return found or KernelChoice(None, _NOT_YET)
+        return found or _failed(entry) or KernelChoice(None, _NOT_YET)
     from mmsctl.engine.memory import limit_from_env
 
     limit = max_memory if max_memory is not None else limit_from_env()
     with _lock, _file_lock(path):
-        found = _remembered(_read_cache(path).get(key))  # measured meanwhile
-        refused = _refused.get((key, limit))
+        entry = _read_cache(path).get(key)
+        found = _remembered(entry)  # measured meanwhile
+        refused = _refused.get((key, limit)) or (_failed(entry) if found is None else None)
         if found is not None and not _measure_again(found, key) or found is None and refused is not None:
             return found or refused  # type: ignore[return-value]
         _measured_here.add(key)
@@ -416,8 +462,11 @@ def choose_kernels(root: Path, *, threads: int = 1, gpu: Optional[int] = None,
         if choice.reason.startswith(_NOT_MEASURED):
             _refused[(key, limit)] = choice
         kept = _kept(found, choice)
+        model = ckpt.symbol.name[: -len("-symbol.json")]
         if kept.mkldnn is not None:
-            _write_cache(path, key, kept, ckpt.symbol.name[: -len("-symbol.json")])
+            _write_cache(path, key, kept, model)
+        elif found is None and not choice.reason.startswith(_NOT_MEASURED):
+            _write_failure(path, key, entry, choice, model, limit)
         return kept
 
 

@@ -18,12 +18,13 @@ from __future__ import annotations
 import json
 import struct
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from itertools import chain
+from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 
 __all__ = [
-    "DATATYPES", "HEADER_LENGTH", "MAX_ELEMENTS", "InferRequest", "InferResponse", "RequestedOutput", "Tensor",
+    "DATATYPES", "HEADER_LENGTH", "MAX_ELEMENTS", "InferRequest", "InputCheck", "InferResponse", "RequestedOutput", "Tensor",
     "TensorError", "decode_request", "decode_response", "encode_request", "encode_response", "json_element",
     "pack_bytes",
 ]
@@ -42,6 +43,9 @@ _MAX_DIMS = 16
 _MAX_TENSORS = 64
 #: ``json.dumps(..., separators=(",", ":"))`` without building an encoder per call (the server's hot path).
 _COMPACT = json.JSONEncoder(separators=(",", ":"))
+#: A caller's check of one input before any of its data is converted (the server's: what the model takes), called
+#: with how many inputs the request has, the input's name, datatype and shape; it raises to refuse the request.
+InputCheck = Callable[[int, str, str, list[int]], None]
 
 
 class TensorError(ValueError):
@@ -114,13 +118,30 @@ def _dtype(datatype: Any, what: str) -> Any:
 
 
 def _flatten(data: Any, what: str, limit: int) -> list[Any]:
-    """Nested JSON lists flattened (row-major), iteratively; at most *limit* elements."""
+    """Nested JSON lists flattened (row-major); at most *limit* elements. Lists nested evenly (every element of
+    a level a list) are joined a level at a time in C; anything else is walked iteratively."""
+    values = data if isinstance(data, list) else [data]
+    depth = 0
+    while True:
+        kinds = set(map(type, values))
+        if not any(issubclass(kind, list) for kind in kinds):
+            if len(values) > limit:
+                raise TensorError(f"{what}: more data than its shape holds")
+            return values
+        if depth == _MAX_DIMS or kinds != {list} or sum(map(len, values)) > limit:
+            return _walk(values, what, limit, depth)
+        values = list(chain.from_iterable(values))
+        depth += 1
+
+
+def _walk(data: list[Any], what: str, limit: int, depth: int) -> list[Any]:
+    """*data* (*depth* levels flattened already) flattened one element at a time: lists nested unevenly."""
     out: list[Any] = []
-    stack = [iter(data if isinstance(data, list) else [data])]
+    stack = [iter(data)]
     while stack:
         for value in stack[-1]:
             if isinstance(value, list):
-                if len(stack) > _MAX_DIMS:
+                if len(stack) + depth > _MAX_DIMS:
                     raise TensorError(f"{what}: data nested deeper than {_MAX_DIMS} levels")
                 stack.append(iter(value))
                 break
@@ -133,17 +154,20 @@ def _flatten(data: Any, what: str, limit: int) -> list[Any]:
 
 
 def _json_data(values: list[Any], datatype: str, what: str) -> np.ndarray:
+    """*values* (flat) as *datatype*, every check made on the whole list at once (the types present, then
+    numpy's conversion and range), so a large body costs C time, not a Python step per element."""
     if datatype == "BYTES":
         return _json_bytes(values, what)
+    kinds = set(map(type, values))
     if datatype == "BOOL":
-        if not all(isinstance(v, bool) for v in values):
+        if kinds - {bool}:
             raise TensorError(f"{what}: BOOL data must be true or false")
         return np.asarray(values, dtype=np.bool_)
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+    if any(not issubclass(kind, (int, float)) or issubclass(kind, bool) for kind in kinds):
         raise TensorError(f"{what}: {datatype} data must be numbers")
     dtype = np.dtype(DATATYPES[datatype])
     if dtype.kind in "iu":
-        return _json_integers(values, dtype, datatype, what)
+        return _json_integers(values, kinds, dtype, datatype, what)
     try:
         wide = np.asarray(values, dtype=np.float64)
     except OverflowError:  # an integer past any float
@@ -165,29 +189,50 @@ def _is_float(value: int) -> bool:
     return True
 
 
-def _json_integers(values: list[Any], dtype: np.dtype, datatype: str, what: str) -> np.ndarray:
-    """Integers as *dtype*, each in its range (numpy would wrap 300 into an INT8's 44 without a word)."""
-    for i, value in enumerate(values):
-        if not isinstance(value, int):
-            raise TensorError(f"{what}: data element {i} is not an integer ({datatype})")
+def _first_of(values: list[Any], kinds: Iterable[type]) -> int:
+    """The index of the first element of *values* whose type is one of *kinds* (each present in *values*)."""
+    types = list(map(type, values))
+    return min(types.index(kind) for kind in kinds)
+
+
+def _json_integers(values: list[Any], kinds: set[type], dtype: np.dtype, datatype: str, what: str) -> np.ndarray:
+    """Integers as *dtype*, each in its range (numpy would wrap 300 into an INT8's 44 without a word): checked
+    as int64 at once, or (a value past int64) as Python integers in an object array."""
+    floats = [kind for kind in kinds if not issubclass(kind, int)]
+    if floats:
+        raise TensorError(f"{what}: data element {_first_of(values, floats)} is not an integer ({datatype})")
     info = np.iinfo(dtype)
-    for i, value in enumerate(values):
-        if not info.min <= value <= info.max:
-            raise TensorError(f"{what}: data element {i} is outside the range of {datatype} ({info.min} to {info.max})")
-    return np.asarray(values, dtype=dtype)
+    try:
+        wide: np.ndarray = np.asarray(values, dtype=np.int64)
+    except OverflowError:
+        wide = np.asarray(values, dtype=object)
+    outside = np.flatnonzero((wide < info.min) | (wide > info.max))
+    if outside.size:
+        raise TensorError(f"{what}: data element {int(outside[0])} is outside the range of {datatype} "
+                          f"({info.min} to {info.max})")
+    return wide.astype(dtype) if wide.dtype != dtype else wide
 
 
 def _json_bytes(values: list[Any], what: str) -> np.ndarray:
     """JSON strings as BYTES elements (UTF-8; ``\\udc80``-``\\udcff`` stand for the bytes 0x80-0xff)."""
+    if any(not issubclass(kind, str) for kind in set(map(type, values))):
+        raise TensorError(f"{what}: BYTES data must be strings in JSON (or sent binary)")
     array = np.empty(len(values), dtype=object)
-    for i, value in enumerate(values):
-        if not isinstance(value, str):
-            raise TensorError(f"{what}: BYTES data must be strings in JSON (or sent binary)")
-        try:
-            array[i] = value.encode("utf-8", "surrogateescape")
-        except UnicodeEncodeError:
-            raise TensorError(f"{what}: data element {i} holds a lone surrogate (no UTF-8 bytes stand for it)") from None
+    try:
+        array[:] = [value.encode("utf-8", "surrogateescape") for value in values]
+    except UnicodeEncodeError:
+        index = next(i for i, v in enumerate(values) if not _encodes(v))
+        raise TensorError(f"{what}: data element {index} holds a lone surrogate (no UTF-8 bytes stand for it)") \
+            from None
     return array
+
+
+def _encodes(value: str) -> bool:
+    try:
+        value.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def unpack_bytes(raw: bytes, count: int, what: str) -> np.ndarray:
@@ -263,8 +308,10 @@ def _split(body: bytes, header_length: Optional[int],
     return header, memoryview(body)[header_length:]
 
 
-def _tensor(spec: Any, binary: memoryview, pos: int, what: str) -> tuple[Tensor, int]:
-    """One tensor of a header (its binary data from *binary* at *pos*); returns it and the next position."""
+def _tensor(spec: Any, binary: memoryview, pos: int, what: str,
+            check: Optional[tuple[InputCheck, int]] = None) -> tuple[Tensor, int]:
+    """One tensor of a header (its binary data from *binary* at *pos*; *check*: the caller's, and how many inputs
+    the request has); returns it and the next position."""
     if not isinstance(spec, dict):
         raise TensorError(f"{what} must be an object")
     name, datatype, shape = spec.get("name"), str(spec.get("datatype")), spec.get("shape")
@@ -274,6 +321,8 @@ def _tensor(spec: Any, binary: memoryview, pos: int, what: str) -> tuple[Tensor,
     _dtype(datatype, what)
     count = _elements(shape, what)
     assert isinstance(shape, list)  # _elements checked it
+    if check is not None:
+        check[0](check[1], name, datatype, shape)
     params = spec.get("parameters") or {}
     if not isinstance(params, dict):
         raise TensorError(f"{what}: parameters must be an object")
@@ -284,7 +333,10 @@ def _tensor(spec: Any, binary: memoryview, pos: int, what: str) -> tuple[Tensor,
         data = _binary_data(bytes(binary[pos:pos + size]), datatype, count, what)
         pos += size
     elif "data" in spec:
-        data = _json_data(_flatten(spec["data"], what, count), datatype, what)
+        values = _flatten(spec["data"], what, count)
+        if len(values) != count:  # before any element is converted
+            raise TensorError(f"{what}: {len(values)} elements of data for shape {shape}")
+        data = _json_data(values, datatype, what)
     else:
         raise TensorError(f"{what}: no data (neither 'data' nor parameters.binary_data_size)")
     if data.size != count:
@@ -359,34 +411,35 @@ _LAYOUT_HEADER = 4096
 
 
 def decode_request(body: bytes, header_length: Optional[int] = None,
-                   parsed: Optional[dict[str, Any]] = None) -> InferRequest:
+                   parsed: Optional[dict[str, Any]] = None, check: Optional[InputCheck] = None) -> InferRequest:
     """An infer request's body (JSON, or JSON + binary with *header_length*) as tensors; *parsed*: a JSON body
-    as a caller that looked into it already parsed it (it is not parsed again)."""
+    as a caller that looked into it already parsed it (it is not parsed again); *check*: called on each input
+    before its data is converted (a request whose layout is known skips it: its binary data costs nothing)."""
     if header_length is not None and 0 < header_length <= min(len(body), _LAYOUT_HEADER):
         key = bytes(body[:header_length])
         layout = _LAYOUTS.get(key)
         request = layout.request(memoryview(body)[header_length:]) if layout is not None else None
         if request is not None:
             return request
-        request = _decode_request(body, header_length)
+        request = _decode_request(body, header_length, None, check)
         layout = _Layout.of(request)
         if layout is not None:
             if len(_LAYOUTS) >= _LAYOUTS_KEPT:
                 _LAYOUTS.clear()
             _LAYOUTS[key] = layout
         return request
-    return _decode_request(body, header_length, parsed)
+    return _decode_request(body, header_length, parsed, check)
 
 
-def _decode_request(body: bytes, header_length: Optional[int],
-                    parsed: Optional[dict[str, Any]] = None) -> InferRequest:
+def _decode_request(body: bytes, header_length: Optional[int], parsed: Optional[dict[str, Any]] = None,
+                    check: Optional[InputCheck] = None) -> InferRequest:
     header, binary = _split(body, header_length, parsed)
     specs = _list(header, "inputs")
     if not specs:
         raise TensorError("the request has no inputs")
     inputs, pos = [], 0
     for i, spec in enumerate(specs):
-        tensor, pos = _tensor(spec, binary, pos, f"input {i}")
+        tensor, pos = _tensor(spec, binary, pos, f"input {i}", None if check is None else (check, len(specs)))
         inputs.append(tensor)
     if pos != len(binary):
         raise TensorError(f"{len(binary) - pos} bytes of binary data that no input claims")

@@ -144,13 +144,34 @@ def test_a_broken_cache_file_is_ignored_and_rewritten(
 
 
 @pytest.mark.usefixtures("auto")
-def test_a_failed_measurement_keeps_the_default_and_is_not_remembered(
+def test_a_failed_measurement_keeps_the_default_and_is_not_tried_again_until_its_back_off_ends(
     tiny_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(kernels, "_trials", lambda *a: None)
-    choice = choose_kernels(tiny_root)
-    assert choice.mkldnn is None and choice.env() == {}
-    assert not _cache_file().exists()
+    """``mmsctl predict`` runs in a new process each time: a failure is remembered in the cache file (with a
+    count), so the next runs start no measuring children until the back-off, doubled per failure, ends."""
+    tries: list[int] = []
+    monkeypatch.setattr(kernels, "_trials", lambda *a: tries.append(1))  # neither set loaded: None
+    now = [1_000_000.0]
+    monkeypatch.setattr(kernels.time, "time", lambda: now[0])
+
+    def next_run() -> kernels.KernelChoice:
+        monkeypatch.setattr(kernels, "_measured_here", set())  # a new process
+        return choose_kernels(tiny_root)
+
+    choice = next_run()
+    assert choice.mkldnn is None and choice.env() == {} and len(tries) == 1
+    entry = next(iter(json.loads(_cache_file().read_text()).values()))
+    assert entry["failed"]["count"] == 1 and "could not measure" in entry["failed"]["reason"]
+    later = next_run()
+    assert len(tries) == 1 and later.mkldnn is None and later.env() == {} and "failed 1 time" in later.reason
+    now[0] += kernels._FAILED_WAIT_S
+    assert next_run().mkldnn is None and len(tries) == 2  # back-off over: measured again, failed again
+    now[0] += kernels._FAILED_WAIT_S  # half of the doubled back-off
+    assert "failed 2 times" in next_run().reason and len(tries) == 2
+    now[0] += kernels._FAILED_WAIT_S
+    monkeypatch.setattr(kernels, "_trials", _recorded([5.0, 5.0], [3.0, 3.0]))
+    assert next_run().mkldnn is False  # measured: the failure is forgotten
+    assert "failed" not in next(iter(json.loads(_cache_file().read_text()).values()))
 
 
 @pytest.mark.usefixtures("auto")

@@ -242,6 +242,9 @@ def test_the_allow_list_opens_chosen_destinations_only(loopback: tuple[str, list
     ("100.127.255.254", "shared"), ("::", "unspecified"), ("ff02::1", "multicast"),
     ("fec0::1", "site-local"), ("192.0.0.9", "IETF"), ("192.0.0.10", "IETF"), ("192.0.0.170", "IETF"),
     ("100.100.100.200", "instance-metadata"), ("fd20:ce::254", "instance-metadata"),
+    ("64:ff9b::808:808", None), ("64:ff9b::a00:1", "private"), ("64:ff9b:1::808:808", None),
+    ("64:ff9b:1:2::7f00:1", "loopback"), ("::ffff:0:808:808", None), ("::ffff:0:c0a8:101", "private"),
+    ("::808:808", None), ("::a00:1", "private"), ("::1", "loopback"),
 ])
 def test_refusal_names_the_address_class(address: str, why: str | None) -> None:
     import ipaddress
@@ -251,10 +254,12 @@ def test_refusal_names_the_address_class(address: str, why: str | None) -> None:
 
 
 #: What an allowed name must still never reach: the clouds' metadata and credentials endpoints, link-local
-#: addresses (also inside IPv6: mapped, 6to4), "this host".
+#: addresses (also inside IPv6: mapped, 6to4, NAT64 / SIIT translated, IPv4-compatible), "this host".
 NEVER = ["169.254.169.254", "169.254.170.2", "169.254.170.23", "169.254.0.1", "169.254.255.254", "100.100.100.200",
          "168.63.129.16", "192.0.0.192", "fe80::1", "fe80::a9fe:a9fe", "fd00:ec2::254", "fd00:ec2::23",
-         "fd20:ce::254", "::ffff:169.254.169.254", "2002:a9fe:a9fe::1", "0.0.0.0", "::"]
+         "fd20:ce::254", "::ffff:169.254.169.254", "2002:a9fe:a9fe::1", "0.0.0.0", "::",
+         "64:ff9b::a9fe:a9fe", "64:ff9b:1::a9fe:a9fe", "64:ff9b:1:ab::a9fe:a9fe", "::ffff:0:a9fe:a9fe",
+         "::a9fe:a9fe", "64:ff9b::a9fe:aa02"]
 
 
 @pytest.mark.parametrize("address", NEVER)
@@ -283,7 +288,8 @@ def test_an_allowed_name_still_reaches_private_loopback_and_shared_addresses(
 
     url, seen = loopback
     allow = AllowList.parse("images.internal")
-    for address in ("10.1.2.3", "192.168.0.7", "100.64.0.1", "fd12:3456::1", "fec0::1", "192.0.0.9"):
+    for address in ("10.1.2.3", "192.168.0.7", "100.64.0.1", "fd12:3456::1", "fec0::1", "192.0.0.9",
+                    "64:ff9b::808:808", "64:ff9b::a01:203"):
         assert resolve("images.internal", 80, allow=allow, resolver=Dns(address)) == [ipaddress.ip_address(address)]
     data = fetch_url(f"http://images.internal:{url.rsplit(':', 1)[1]}/img/kitten.jpg", max_bytes=1 << 20, timeout=5,
                      allow=allow, resolver=Dns("127.0.0.1"))

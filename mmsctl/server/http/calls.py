@@ -9,7 +9,8 @@ queues the groups and is called back (:meth:`~mmsctl.server.workers.manager.Mode
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Awaitable, Iterable, Optional, Protocol, Sequence, Union
+import asyncio
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Optional, Protocol, Sequence, Union
 
 from mmsctl.engine.protocol import RequestItem, ResponseItem
 from mmsctl.error_body import error_body
@@ -22,7 +23,7 @@ from mmsctl.server.workers.model import Model
 if TYPE_CHECKING:
     from mmsctl.server.workers.manager import ModelManager
 
-__all__ = ["INVALID_ANSWER", "SERVER_HEADERS", "Call", "Outcome", "Prediction", "Whole", "WholeRequest", "answer", "first_header"]
+__all__ = ["OFF_LOOP_BYTES", "INVALID_ANSWER", "SERVER_HEADERS", "Call", "Outcome", "Prediction", "Whole", "WholeRequest", "answer", "first_header", "off_loop"]
 
 
 class WholeRequest(Protocol):
@@ -134,6 +135,17 @@ def _handler_headers(headers: dict[str, str], content_type: Optional[str]) -> tu
 #: What a route makes of a whole request: an answer already, a call, or (a multipart form, whose parser is
 #: asynchronous) one to await.
 Outcome = Union[Reply, Call, Awaitable[Union[Reply, Call]]]
+#: A request with at least this many bytes of JSON is decoded on a thread of the loop's default executor
+#: (:func:`off_loop`), not on the event loop: parsing and converting megabytes of JSON holds the thread that
+#: runs it, and ``/ping`` must answer meanwhile.
+OFF_LOOP_BYTES = 1 << 20
+
+
+def off_loop(work: Callable[..., Any], *args: Any) -> "asyncio.Future[Any]":
+    """*work* (CPU-bound, on what the request already holds) on a thread of the loop's default executor: an
+    outcome both paths await (the lean path's :meth:`~mmsctl.server.http.lean.exchange.Exchange.on_complete`,
+    aiohttp's :func:`answer`)."""
+    return asyncio.get_running_loop().run_in_executor(None, work, *args)
 
 
 async def answer(manager: "ModelManager", outcome: Outcome, max_request_size: int) -> Reply:

@@ -31,7 +31,8 @@ from mmsctl.engine.protocol import Parameter
 from mmsctl.server.errors import ApiException, BadRequest
 from mmsctl.server.http.bodies import FORMS, MULTIPART, body_parameters, media_type, multipart_parameters, read_body, \
     request_item
-from mmsctl.server.http.calls import Call, Outcome, Prediction, Whole, WholeRequest, answer
+from mmsctl.server.http.calls import OFF_LOOP_BYTES, Call, Outcome, Prediction, Whole, WholeRequest, answer, \
+    off_loop
 from mmsctl.server.http.middleware import HEADERS, MODEL
 from mmsctl.server.http.replies import Reply, as_response, error_reply
 from mmsctl.server.v2.api import HEADER_LENGTH
@@ -146,7 +147,19 @@ def invocation_model(manager: ModelManager, named: Optional[str], headers: Mappi
 
 def invocation_call(model: Model, request: WholeRequest, max_request_size: int) -> Outcome:
     """What an invocation of *model* is, from its whole request: a v2 infer request (answered, errors too, as
-    the protocol's), or a prediction in the form ``Accept`` and the custom attributes ask."""
+    the protocol's), or a prediction in the form ``Accept`` and the custom attributes ask. A body that may be a
+    v2 request with :data:`~mmsctl.server.http.calls.OFF_LOOP_BYTES` of JSON or more is looked into off the
+    loop."""
+    mime = media_type(request.headers.get("content-type"))
+    if mime not in FORMS and _maybe_v2_body(mime, request.body, request.headers):
+        from mmsctl.server.v2.calls import json_bytes
+
+        if json_bytes(request.body, request.headers.get(_HEADER_LENGTH)) >= OFF_LOOP_BYTES:
+            return off_loop(_invocation_call, model, request, max_request_size)
+    return _invocation_call(model, request, max_request_size)
+
+
+def _invocation_call(model: Model, request: WholeRequest, max_request_size: int) -> Outcome:
     content_type = request.headers.get("content-type")
     mime = media_type(content_type)
     v2 = mime not in FORMS and is_v2_body(mime, request.body, request.headers)

@@ -117,7 +117,8 @@ class V2Api:
     async def infer_model(self, request: web.Request, model: Model, version: Optional[str] = None) -> web.Response:
         """Answer *request*, an infer request's body, with *model* (SageMaker's ``/invocations`` names it by
         header; *version*: the URL's)."""
-        from mmsctl.server.v2.calls import infer_call
+        from mmsctl.server.v2.calls import V2Call, infer_outcome
 
-        call = infer_call(model, version, Whole(request, await read_body(request)), self.max_request_size)
+        outcome = infer_outcome(model, version, Whole(request, await read_body(request)), self.max_request_size)
+        call = outcome if isinstance(outcome, V2Call) else await outcome
         return as_response(call.reply(await self.manager.predict_all(model, call.groups)))

@@ -22,20 +22,20 @@ import logging
 import struct
 from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii
-from typing import Any, Optional, Union
+from typing import Any, Awaitable, Optional, Union
 
 from mmsctl.engine.protocol import Parameter, RequestItem, ResponseItem
 from mmsctl.engine.spec import ServiceSpec
 from mmsctl.engine.tensors import HEADER_LENGTH, json_element
 from mmsctl.server.errors import ApiException, ServiceUnavailable
-from mmsctl.server.http.calls import Call, WholeRequest, first_header
+from mmsctl.server.http.calls import OFF_LOOP_BYTES, Call, WholeRequest, first_header, off_loop
 from mmsctl.server.http.replies import JSON, Reply, error_reply
 from mmsctl.server.v2 import models as v2_models
 from mmsctl.server.v2.errors import as_v2_error
 from mmsctl.server.v2.infer import InferPlan, parse, plan, render
 from mmsctl.server.workers.model import Model
 
-__all__ = ["V2Call", "infer_call"]
+__all__ = ["V2Call", "infer_call", "infer_outcome", "json_bytes"]
 
 log = logging.getLogger("mmsctl.server")
 
@@ -209,7 +209,7 @@ def _check_queue(model: Model, items: int) -> None:
 def _planned(model: Model, key: Optional[_Key], body: bytes, header_length: Optional[str], request_id: str,
              headers: dict[str, str], max_request_size: int, parsed: Optional[dict[str, Any]]) -> V2Call:
     """The call the steps make of this request (and its recipe made, the second time its header comes)."""
-    infer_plan = plan(model, parse(body, header_length, parsed), request_id, headers)
+    infer_plan = plan(model, parse(body, header_length, parsed, model), request_id, headers)
     items, together = infer_plan.items, infer_plan.together
     _check_queue(model, len(items))
     if key is not None and len(items) == 1:
@@ -241,3 +241,21 @@ def infer_call(model: Model, version: Optional[str], request: WholeRequest, max_
             _check_queue(model, 1)
             return V2Call(model, [[item]], max_request_size, None, recipe.answer, (body, header_length, headers))
     return _planned(model, key, body, header_length, request_id, headers, max_request_size, parsed)
+
+
+def json_bytes(body: bytes, header_length: Optional[str]) -> int:
+    """How many bytes of *body* are JSON (all of it, or the ``Inference-Header-Content-Length`` it declares)."""
+    if header_length is not None:
+        text = header_length.strip()
+        if text.isascii() and text.isdigit() and len(text) <= 18:
+            return min(int(text), len(body))
+    return len(body)
+
+
+def infer_outcome(model: Model, version: Optional[str], request: WholeRequest, max_request_size: int,
+                  parsed: Optional[dict[str, Any]] = None) -> Union[V2Call, Awaitable[V2Call]]:
+    """:func:`infer_call`, made on the loop when the request's JSON is small, else off it (:func:`~mmsctl.server.
+    http.calls.off_loop`): the call, or what to await for it (either raises what the request is answered)."""
+    if json_bytes(request.body, first_header(request, _LENGTH)) < OFF_LOOP_BYTES:
+        return infer_call(model, version, request, max_request_size, parsed)
+    return off_loop(infer_call, model, version, request, max_request_size, parsed)

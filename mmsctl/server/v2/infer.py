@@ -11,6 +11,7 @@ response). Each step raises the ApiException the request is answered with.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Optional
 
 from mmsctl.engine.protocol import RequestItem, ResponseItem
@@ -36,9 +37,11 @@ class InferPlan:
     together: int = 1
 
 
-def parse(body: bytes, header_length: Optional[str], parsed: Optional[dict[str, Any]] = None) -> InferRequest:
+def parse(body: bytes, header_length: Optional[str], parsed: Optional[dict[str, Any]] = None,
+          model: Optional[Model] = None) -> InferRequest:
     """The request's tensors (*header_length*: the ``Inference-Header-Content-Length`` value, if sent; *parsed*:
-    a JSON body already parsed)."""
+    a JSON body already parsed; *model*: the model it is for, whose signature refuses an input it cannot take
+    before that input's data is converted)."""
     length: Optional[int] = None
     if header_length is not None:
         text = header_length.strip()
@@ -46,7 +49,8 @@ def parse(body: bytes, header_length: Optional[str], parsed: Optional[dict[str, 
             raise BadRequest(f"{HEADER_LENGTH} must be a whole number of bytes")
         length = int(text)
     try:
-        return decode_request(body, length, parsed)
+        check = None if model is None else partial(v2_models.check_input, v2_models.signature_of(model))
+        return decode_request(body, length, parsed, check)
     except TensorError as exc:
         raise BadRequest(str(exc)) from None
 

@@ -196,17 +196,22 @@ def classifier_items(sig: ModelSignature, tensor: Tensor, request_id: str, top_k
     if tensor.datatype == "BYTES":
         images = [(bytes(v), None) for v in tensor.data.ravel()]
     else:
-        want = sig.inputs[0].shape[1:]
-        shape = tensor.shape if len(tensor.shape) == 4 else [1, *tensor.shape]
-        if len(shape) != 4 or [d if w > 0 else -1 for d, w in zip(shape[1:], want)] != \
-                [w if w > 0 else -1 for w in want]:
-            raise BadRequest(f"input {tensor.name!r}: shape {tensor.shape} does not match [-1, {', '.join(map(str, want))}]")
+        shape = _image_shape(sig, tensor.name, tensor.shape)
         chw = np.asarray(tensor.data, dtype=np.float32).reshape(shape)
         images = [(_npy(img.transpose(1, 2, 0)), "application/x-npy") for img in chw]
     if not images:
         raise BadRequest(f"input {tensor.name!r} holds no image")
     return [RequestItem(f"{request_id}-{i}", [Parameter("body", data, mime), k, *extra]) for i, (data, mime) in
             enumerate(images)]
+
+
+def _image_shape(sig: ModelSignature, name: str, shape: list[int]) -> list[int]:
+    """A classifier's numeric input's *shape* as ``[n, C, H, W]``, or the BadRequest when it is not one."""
+    want = sig.inputs[0].shape[1:]
+    full = shape if len(shape) == 4 else [1, *shape]
+    if len(full) != 4 or [d if w > 0 else -1 for d, w in zip(full[1:], want)] != [w if w > 0 else -1 for w in want]:
+        raise BadRequest(f"input {name!r}: shape {shape} does not match [-1, {', '.join(map(str, want))}]")
+    return full
 
 
 def generic_item(inputs: list[Tensor], request_id: str) -> RequestItem:
@@ -335,16 +340,25 @@ def generic_outputs(sig: ModelSignature, answer: ResponseItem, wanted: list[Requ
 
 def check_inputs(sig: ModelSignature, inputs: list[Tensor]) -> None:
     """The inputs a model takes: a classifier one (its FP32 tensor or BYTES images), others what they declare."""
+    for tensor in inputs:
+        check_input(sig, len(inputs), tensor.name, tensor.datatype, tensor.shape)
+
+
+def check_input(sig: ModelSignature, inputs: int, name: str, datatype: str, shape: list[int]) -> None:
+    """One of a request's *inputs* as the model takes it, from its head alone (the codec calls this before it
+    converts the input's data, so a tensor the model cannot take costs no per-element work):
+    :data:`~mmsctl.engine.tensors.InputCheck`."""
     if sig.classifier:
-        if len(inputs) != 1:
-            raise BadRequest(f"this model takes one input ({sig.inputs[0].name!r}), got {len(inputs)}")
-        if inputs[0].datatype not in ("BYTES", "FP32"):
-            raise BadRequest(f"input {inputs[0].name!r}: FP32 or BYTES (encoded images), not {inputs[0].datatype}")
+        if inputs != 1:
+            raise BadRequest(f"this model takes one input ({sig.inputs[0].name!r}), got {inputs}")
+        if datatype not in ("BYTES", "FP32"):
+            raise BadRequest(f"input {name!r}: FP32 or BYTES (encoded images), not {datatype}")
+        if datatype == "FP32":
+            _image_shape(sig, name, shape)
         return
     names = {s.name for s in sig.inputs}
-    for tensor in inputs:
-        if tensor.name not in names:
-            raise BadRequest(f"unknown input {tensor.name!r}; this model takes {', '.join(sorted(names))}"[:300])
+    if name not in names:
+        raise BadRequest(f"unknown input {name!r}; this model takes {', '.join(sorted(names))}"[:300])
 
 
 def as_bad_request(exc: TensorError) -> BadRequest:

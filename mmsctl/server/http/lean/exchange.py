@@ -235,13 +235,13 @@ class Exchange:
         self.jobs = []
 
 
-#: :func:`~mmsctl.server.v2.calls.infer_call` once the first v2 request has loaded it (numpy and the v2 codec load
+#: :func:`~mmsctl.server.v2.calls.infer_outcome` once the first v2 request has loaded it (numpy and the v2 codec load
 #: with it, not with the server).
 _V2: list[Any] = []
 
 
 def _load_v2() -> Any:
-    from mmsctl.server.v2.calls import infer_call
+    from mmsctl.server.v2.calls import infer_outcome
 
-    _V2.append(infer_call)
-    return infer_call
+    _V2.append(infer_outcome)
+    return infer_outcome
