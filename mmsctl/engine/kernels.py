@@ -311,7 +311,10 @@ def _failures(entry: Any) -> tuple[int, float]:
     count, at = failed.get("count"), failed.get("at")
     if type(count) is not int or count < 1 or not isinstance(at, (int, float)) or isinstance(at, bool):
         return 0, 0.0
-    return count, float(at)
+    try:
+        return count, float(at)
+    except OverflowError:  # an int past any float: no time this machine wrote
+        return 0, 0.0
 
 
 def _failed(entry: Any) -> Optional[KernelChoice]:

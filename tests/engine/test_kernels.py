@@ -6,7 +6,7 @@ import json
 import statistics
 import threading
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pytest
 
@@ -172,6 +172,25 @@ def test_a_failed_measurement_keeps_the_default_and_is_not_tried_again_until_its
     monkeypatch.setattr(kernels, "_trials", _recorded([5.0, 5.0], [3.0, 3.0]))
     assert next_run().mkldnn is False  # measured: the failure is forgotten
     assert "failed" not in next(iter(json.loads(_cache_file().read_text()).values()))
+
+
+@pytest.mark.usefixtures("auto")
+@pytest.mark.parametrize("failed", [{"count": 1, "at": 10 ** 400}, {"count": 10 ** 400, "at": 1.0},
+                                    {"count": 1, "at": float("nan")}, {"count": 1, "at": float("-inf")},
+                                    {"count": True, "at": True}, {"count": "1", "at": "now"}, "failed", None])
+def test_a_hostile_failure_record_is_no_failure(tiny_root: Path, monkeypatch: pytest.MonkeyPatch, failed: Any) -> None:
+    """The cache file is the user's to edit: a failure record of any shape (an int past any float, NaN, the wrong
+    types) neither crashes the choice nor holds a back-off that never ends; the model is measured."""
+    tries: list[int] = []
+    monkeypatch.setattr(kernels, "_trials", lambda *a: tries.append(1))
+    choose_kernels(tiny_root)
+    data = json.loads(_cache_file().read_text())
+    key = next(iter(data))
+    data[key]["failed"] = failed
+    _cache_file().write_text(json.dumps(data))
+    monkeypatch.setattr(kernels, "_measured_here", set())
+    assert choose_kernels(tiny_root).mkldnn is None
+    assert len(tries) == 2
 
 
 @pytest.mark.usefixtures("auto")
