@@ -126,6 +126,11 @@ def subprocess_runner(*, detached: bool = False) -> Runner:
     return run
 
 
+#: The environment variables botocore's chain takes credentials from before it reads ``AWS_PROFILE``'s.
+_ENVIRONMENT_CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ROLE_ARN",
+                            "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_SESSION_NAME")
+
+
 @dataclass
 class Plan:
     """The run's names and what it found before making anything."""
@@ -168,10 +173,10 @@ class Plan:
 
     def environment(self) -> dict[str, Optional[str]]:
         """What every `mmsctl` the run starts needs to work where the run does: its region and profile (None: the
-        variable is unset). With a profile, the environment's own keys go: botocore prefers them to
-        ``AWS_PROFILE``, and the run would make things in one account and check and remove them in another."""
-        keys: dict[str, Optional[str]] = {"AWS_PROFILE": self.profile, "AWS_ACCESS_KEY_ID": None,
-                                          "AWS_SECRET_ACCESS_KEY": None, "AWS_SESSION_TOKEN": None}
+        variable is unset). With a profile, the environment's own credentials go (keys, and a web identity's role
+        and token file): botocore prefers them to ``AWS_PROFILE``, and the run would make things in one account
+        and check and remove them in another."""
+        keys: dict[str, Optional[str]] = {"AWS_PROFILE": self.profile, **dict.fromkeys(_ENVIRONMENT_CREDENTIALS)}
         return {"AWS_REGION": self.region, "AWS_DEFAULT_REGION": self.region, **(keys if self.profile else {})}
 
     def machine(self) -> list[str]:

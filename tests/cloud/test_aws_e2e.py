@@ -246,22 +246,26 @@ def test_the_run_works_in_the_region_asked_for_not_the_environments(e2e: list[st
 @pytest.mark.parametrize("profile", [None, "e2e"])
 def test_a_profile_run_starts_every_mmsctl_with_that_profile_alone(profile: Any,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """Credentials in the environment win over AWS_PROFILE in botocore's chain: with --profile, the run's
-    `mmsctl` processes see no environment keys (else they would make things in the keys' account while the
-    run's checks and teardown look in the profile's); without one, the environment is left as it is. Both are
-    put back after."""
+    """Credentials in the environment (keys, a web identity) win over AWS_PROFILE in botocore's chain: with
+    --profile, the run's `mmsctl` processes see none of them (else they would make things in that account while
+    the run's checks and teardown look in the profile's); without one, the environment is left as it is. Both
+    are put back after."""
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAENVIRONMENT")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    monkeypatch.setenv("AWS_ROLE_ARN", "arn:aws:iam::210987654321:role/ci")
+    monkeypatch.setenv("AWS_WEB_IDENTITY_TOKEN_FILE", "/var/run/token")
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     plan = aws_e2e.Plan(RUN, "123456789012", "eu-west-1", None, "squeezenet", Path("kitten.jpg"), "t3.medium",
                         profile=profile)
     with aws_e2e.aws_environment(plan):
         seen = {k: os.environ.get(k) for k in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-                                               "AWS_DEFAULT_REGION")}
+                                               "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_DEFAULT_REGION")}
     if profile:
         assert seen == {"AWS_PROFILE": "e2e", "AWS_ACCESS_KEY_ID": None, "AWS_SECRET_ACCESS_KEY": None,
-                        "AWS_DEFAULT_REGION": "eu-west-1"}
+                        "AWS_ROLE_ARN": None, "AWS_WEB_IDENTITY_TOKEN_FILE": None, "AWS_DEFAULT_REGION": "eu-west-1"}
     else:
         assert seen == {"AWS_PROFILE": None, "AWS_ACCESS_KEY_ID": "AKIAENVIRONMENT", "AWS_SECRET_ACCESS_KEY": "secret",
-                        "AWS_DEFAULT_REGION": "eu-west-1"}
-    assert (os.environ["AWS_ACCESS_KEY_ID"], "AWS_PROFILE" in os.environ) == ("AKIAENVIRONMENT", False)
+                        "AWS_ROLE_ARN": "arn:aws:iam::210987654321:role/ci",
+                        "AWS_WEB_IDENTITY_TOKEN_FILE": "/var/run/token", "AWS_DEFAULT_REGION": "eu-west-1"}
+    assert (os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_ROLE_ARN"], "AWS_PROFILE" in os.environ) == (
+        "AKIAENVIRONMENT", "arn:aws:iam::210987654321:role/ci", False)
