@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 from pathlib import Path
 from typing import Iterator
@@ -175,3 +176,35 @@ def test_an_unwritable_state_folder_fails_the_register_and_the_server_serves_on(
         assert httpx.post(f"{m}/models", params={"url": "echo"}, timeout=60).status_code == 200
         state = json.loads((srv.instance_dir / "state.json").read_text())
         assert state["models"] == ["echo", "noop"] and state["status"] == "ready"
+
+
+def _read_until(sock: socket.socket, marker: bytes) -> bytes:
+    """What *sock* sends until *marker* has come (or it closes)."""
+    data = b""
+    while marker not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def test_a_request_admitted_before_the_drain_whose_body_comes_after_it_is_answered(tmp_path: Path) -> None:
+    """SIGTERM between a request's admission (its ``100 Continue``) and its body: the drain answers it, as it answers
+    one queued (a body still uploading or being decoded off the loop is not refused 503 because the queues were
+    empty when the signal came)."""
+    noop = make_noop_archive(tmp_path / "noop")
+    with running_mmsctl_server(tmp_path / "srv", models={"noop": str(noop)},
+                               extra_config={"drain_timeout": 60}) as srv:
+        host, port = srv.inference_url.split("//")[1].rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=60) as sock:
+            sock.sendall(b"POST /predictions/noop HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n"
+                         b"Expect: 100-continue\r\n\r\n")
+            assert _read_until(sock, b"\r\n\r\n").startswith(b"HTTP/1.1 100 Continue")  # admitted
+            os.kill(srv.pid, signal.SIGTERM)
+            wait_until(lambda: httpx.get(f"{srv.inference_url}/ping", timeout=10).status_code == 503, timeout=30,
+                       what="ping answering 503 (draining)")
+            sock.sendall(b"late")
+            answer = _read_until(sock, b"late")
+        assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and answer.endswith(b"\r\n\r\nlate"), answer
+        assert srv.process.wait(30) == 0
