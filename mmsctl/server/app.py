@@ -262,11 +262,13 @@ class Server:
         deadline = time.monotonic() + timeout
         log.info("shutting down: draining for up to %g s", timeout)
         frontend = getattr(self, "frontend", None)
+        manager = getattr(self, "manager", None)
+        if manager is not None:
+            manager.flush()  # a batch being gathered goes now, not max_batch_delay later
         if frontend is not None:
             frontend.traffic.drain()
             # Until every admitted request is answered, the models serve on: one not queued yet still can be.
             await self._until(frontend.traffic.quiet(), deadline)
-        manager = getattr(self, "manager", None)
         if manager is not None:
             drain = asyncio.ensure_future(manager.shutdown(deadline))
             await self._until(drain, None)  # bounded: manager.shutdown ends within a second or two of the deadline

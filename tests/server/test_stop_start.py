@@ -208,3 +208,25 @@ def test_a_request_admitted_before_the_drain_whose_body_comes_after_it_is_answer
             answer = _read_until(sock, b"late")
         assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and answer.endswith(b"\r\n\r\nlate"), answer
         assert srv.process.wait(30) == 0
+
+
+def test_a_batch_being_gathered_when_the_drain_starts_is_sent_and_answered(tmp_path: Path) -> None:
+    """A model batching 4 requests for up to 600 s holds one when SIGTERM comes: the drain sends that batch as it is
+    and answers it, rather than leaving it to the delay and killing the worker (the client saw no answer)."""
+    noop = make_noop_archive(tmp_path / "noop")
+    with running_mmsctl_server(tmp_path / "srv", models={"noop": str(noop)},
+                               extra_config={"drain_timeout": 5}) as srv:
+        resp = httpx.post(f"{srv.management_url}/models", timeout=60, params={
+            "url": str(noop), "model_name": "batched", "batch_size": "4", "max_batch_delay": "600000",
+            "initial_workers": "1", "synchronous": "true"})
+        assert resp.status_code == 200, resp.text
+        host, port = srv.inference_url.split("//")[1].rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=60) as sock:
+            sock.sendall(b"POST /predictions/batched HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n"
+                         b"Expect: 100-continue\r\n\r\n")
+            assert _read_until(sock, b"\r\n\r\n").startswith(b"HTTP/1.1 100 Continue")  # admitted
+            sock.sendall(b"lone")
+            os.kill(srv.pid, signal.SIGTERM)
+            answer = _read_until(sock, b"lone")
+        assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and answer.endswith(b"\r\n\r\nlone"), answer
+        assert srv.process.wait(30) == 0
