@@ -230,3 +230,31 @@ def test_a_batch_being_gathered_when_the_drain_starts_is_sent_and_answered(tmp_p
             answer = _read_until(sock, b"lone")
         assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and answer.endswith(b"\r\n\r\nlone"), answer
         assert srv.process.wait(30) == 0
+
+
+def test_a_request_sent_ahead_to_a_worker_the_drain_kills_is_answered_with_the_drain_s_reason(tmp_path: Path) -> None:
+    """A busy worker holds the next request ahead of the one it runs; the drain's deadline kills it: both are
+    answered 503 saying the server is shutting down (the one ahead was told its model had been unregistered)."""
+    noop = make_noop_archive(tmp_path / "noop")
+    with running_mmsctl_server(tmp_path / "srv", models={"noop": str(noop)},
+                               extra_config={"drain_timeout": 1}) as srv:
+        url, m = f"{srv.inference_url}/predictions/noop", srv.management_url
+
+        async def scenario() -> list[httpx.Response]:
+            async with httpx.AsyncClient(timeout=120) as client:
+                first = asyncio.ensure_future(client.post(url, content=b"sleep:0.5"))
+
+                async def pending(count: int) -> bool:
+                    return (await client.get(f"{m}/models/noop")).json()["queueStatus"]["pendingRequests"] >= count
+
+                await wait_until_async(lambda: pending(0), timeout=30, what="the server answering")
+                later = [asyncio.ensure_future(client.post(url, content=b"sleep:60")) for _ in range(2)]
+                await wait_until_async(lambda: pending(2), timeout=30, what="two requests waiting")
+                assert (await first).text == "sleep:0.5"  # the worker took one of them, and the other ahead of it
+                os.kill(srv.pid, signal.SIGTERM)
+                return [await r for r in later]
+
+        for resp in asyncio.run(scenario()):
+            assert resp.status_code == 503 and resp.json()["message"].startswith("The server is shutting down"), \
+                resp.text
+        assert srv.process.wait(30) == 0

@@ -318,6 +318,8 @@ class Model:
     queue: JobQueue = field(init=False)
     workers: list[Worker] = field(default_factory=list)
     removed: bool = False
+    #: Why it was removed (unregistered, or the server's drain ended): the 503 of what still waited.
+    removed_reason: str = ""
     #: Worker exits in a row (crash or failed start) since one last became READY: the back-off index.
     failures: int = 0
     last_error: Optional[str] = None
@@ -455,6 +457,7 @@ class Model:
         model drains, and ``max_batch_delay`` may be longer than the drain)."""
         self.draining.set()
 
-    def remove(self) -> None:
-        """The model is gone: nothing queues for it again."""
+    def remove(self, reason: Optional[str] = None) -> None:
+        """The model is gone: nothing queues for it again; what still waits is answered 503 with *reason*."""
         self.removed = True
+        self.removed_reason = reason or f"Model {self.name} was unregistered"
