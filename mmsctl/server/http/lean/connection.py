@@ -101,8 +101,9 @@ class LeanServer:
         self.forget(None)
 
     def forget(self, connection: Optional["LeanConnection"]) -> None:
-        """*connection* is gone (or handed over to aiohttp's protocol)."""
-        self.connections.discard(connection)  # type: ignore[arg-type]
+        """*connection* (if any) is gone, or handed over to aiohttp's protocol."""
+        if connection is not None:
+            self.connections.discard(connection)
         if not self.connections and self._gone is not None and not self._gone.done():
             self._gone.set_result(None)
 
