@@ -56,7 +56,7 @@ class ResponseItem:
 
     @property
     def ok(self) -> bool:
-        return 200 <= self.status < 300
+        return type(self.status) is int and 200 <= self.status < 300
 
     @classmethod
     def error(cls, status: int, type: str, message: str) -> "ResponseItem":

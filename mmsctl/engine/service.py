@@ -38,6 +38,9 @@ __all__ = ["ModelService", "load_service"]
 
 log = logging.getLogger("mmsctl.engine")
 
+#: The message of the 500 that answers a handler's answer no server can send (the servers' own for such an answer).
+_INVALID_ANSWER = "Invalid response from the model."
+
 PREDICTION_METRIC = "PredictionTime"
 
 
@@ -257,10 +260,15 @@ def _encode(value: Any, processor: RequestProcessor) -> ResponseItem:
         body = value.encode("utf-8")
     else:
         body = json.dumps(value, indent=2).encode("utf-8")
+    status = processor.get_response_status_code() or 200
+    if type(status) is not int or not 100 <= status <= 999:
+        # MMS packs the status as a 4-byte int: anything else (a str such as "404") is no status it can send.
+        log.warning("the handler set the response status %.40r, not an int from 100 to 999: answered 500", status)
+        return ResponseItem.error(500, "InternalServerException", _INVALID_ANSWER)
     headers = dict(processor.get_response_headers())
     content_type = headers.pop("content-type", None) or None
     return ResponseItem(
-        status=processor.get_response_status_code() or 200,
+        status=status,
         body=body,
         content_type=content_type,
         headers=headers,

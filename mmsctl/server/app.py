@@ -254,36 +254,51 @@ class Server:
         return seconds if 0 <= seconds <= 86400 else default
 
     async def shutdown(self) -> None:
-        """Drain to one deadline, the drain timeout from now: queued and in-flight requests are answered until
-        then, what still runs is answered 503 and its worker killed, and the process is gone a few seconds after
-        it (``drain.BUSY_FLOOR_S + KILL_GRACE_S + _SEND_GRACE_S`` at most), inside SageMaker's SIGKILL and
-        ``serve stop``'s kill."""
+        """Drain to one deadline, the drain timeout from now: the gate takes no new requests; those it admitted
+        (a body still arriving or being decoded included) are queued and answered until then, what still runs is
+        answered 503 and its worker killed; the process is gone shortly after (docs/server.md says how long),
+        inside SageMaker's SIGKILL and ``serve stop``'s kill."""
         timeout = self._drain_timeout()
         deadline = time.monotonic() + timeout
         log.info("shutting down: draining for up to %g s", timeout)
         frontend = getattr(self, "frontend", None)
-        if frontend is not None:
-            frontend.traffic.drain()
         manager = getattr(self, "manager", None)
         if manager is not None:
+            manager.flush()  # a batch being gathered goes now, not max_batch_delay later
+        if frontend is not None:
+            frontend.traffic.drain()
+            # Until every admitted request is answered, the models serve on: one not queued yet still can be.
+            await self._until(frontend.traffic.quiet(), deadline)
+        if manager is not None:
             drain = asyncio.ensure_future(manager.shutdown(deadline))
-            while not drain.done():  # bounded: manager.shutdown ends within a second or two of the deadline
-                await asyncio.wait({drain}, timeout=0.2)
-                if self.force_exit:
-                    for model in list(manager.models.values()):
-                        for w in model.workers:
-                            w.kill()
-                    break
-        # Let the handlers whose futures were just answered send their responses.
+            await self._until(drain, None)  # bounded: manager.shutdown ends within a second or two of the deadline
+            if self.force_exit:
+                for model in list(manager.models.values()):
+                    for w in model.workers:
+                        w.kill()
         sent_by = time.monotonic() + _SEND_GRACE_S
-        while frontend is not None and frontend.traffic.in_flight > 0 and time.monotonic() < sent_by:
-            await asyncio.sleep(0.02)
+        if frontend is not None:  # the handlers whose futures were just answered make their responses
+            await self._until(frontend.traffic.quiet(), sent_by)
         for server in self._servers:
             server.close()
-        if self._lean is not None:
+        if self._lean is not None:  # and the lean path's connections send what they have written
             self._lean.close()
+            await self._until(self._lean.closed(), sent_by)
         for runner in self._runners:
             await runner.cleanup()
+
+    async def _until(self, awaitable: Any, until: Optional[float]) -> None:
+        """Await *awaitable* until it is done, *until* (``time.monotonic()``; None: no bound) passes, or a second
+        SIGTERM/SIGINT forces the exit; then cancel it if it still runs."""
+        task = asyncio.ensure_future(awaitable)
+        try:
+            while not task.done() and not self.force_exit:
+                left = 0.2 if until is None else min(until - time.monotonic(), 0.2)
+                if left <= 0:
+                    break
+                await asyncio.wait({task}, timeout=left)  # (the tick only looks at force_exit)
+        finally:
+            task.cancel()
 
     async def serve(self) -> int:
         loop = asyncio.get_running_loop()

@@ -9,8 +9,9 @@ import pytest
 
 from tests.support.mmsctl_server import ServerInfo, make_handler_archive, make_noop_archive, running_mmsctl_server
 
-#: A handler that answers as the request's body asks: a 204 or 304 with a body, a 101, or framing and connection
-#: headers of its own (which the server writes itself).
+#: A handler that answers as the request's body asks: a 204 or 304 with a body, a 101, a status that is a str
+#: ("str404": MMS's worker could not send it), or framing and connection headers of its own (which the server
+#: writes itself).
 FRAMING_HANDLER = '''
 def handle(data, context):
     if data is None:
@@ -20,6 +21,9 @@ def handle(data, context):
     if asked in ("101", "204", "304"):
         context.set_response_status(int(asked), "")
         return [None]
+    if asked == "str404":
+        context.set_response_status("404", "Not Found")
+        return ["not found"]
     for key, value in (("Content-Length", "1"), ("Transfer-Encoding", "chunked"), ("Connection", "close"),
                        ("Keep-Alive", "timeout=1"), ("Upgrade", "h2c"), ("Trailer", "X-T"), ("Date", "yesterday"),
                        ("x-request-id", "mine"), ("Content-Type", "text/plain"), ("X-Kept", "yes")):

@@ -120,3 +120,76 @@ def test_traffic_counters_and_model_state_change_only_through_their_methods() ->
                                                                         or owner.endswith(".model")):
                 wrong.append(f"{path.name}:{line} {owner}.{attr}")
     assert not wrong, wrong
+
+
+class _Gone:
+    """The connection of a client that left (what an exchange reads of it once it is lost)."""
+
+    lean = None
+    transport = None
+    body_by = None
+
+    def write(self, data: bytes) -> None:
+        raise AssertionError("nothing is written to a client that left")
+
+    def answer(self, exchange: object, reply: object) -> None:
+        raise AssertionError("nothing is answered to a client that left")
+
+
+def test_a_body_still_decoding_when_its_client_leaves_holds_its_bytes_until_the_decode_ends() -> None:
+    """The lean path's client closes while its body is decoded on a thread (``off_loop``): the request stops being
+    made, but a thread cannot be stopped, so its body's bytes stay counted against ``max_buffered_bytes`` until the
+    decode ends (else clients that send and leave fill memory past the limit); a decode not started never runs."""
+    import asyncio
+    import threading
+
+    from mmsctl.server.http.calls import off_loop
+    from mmsctl.server.http.lean.exchange import Exchange
+    from mmsctl.server.http.lean.routes import V2
+
+    async def scenario() -> tuple[int, int, int, bool, list[str]]:
+        traffic = Traffic(max_buffered=100)
+        running, finish, ran = threading.Event(), threading.Event(), []
+
+        def decode(name: str) -> str:
+            running.set()
+            ran.append(name)
+            assert finish.wait(60)
+            return name
+
+        exchange = Exchange(_Gone(), (V2, "/v2/models/{model}/infer", "m", None), [], True, 60)
+        exchange.ticket = traffic.reserve(60)
+        exchange.preparing = off_loop(decode, "first")
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, running.wait, 60)
+        held_while_running = traffic.buffered
+        exchange.release()  # connection_lost
+        held_after_leaving = traffic.buffered
+        loop.call_soon(finish.set)  # the decode ends
+        await asyncio.wait({exchange.preparing}, timeout=60)
+        never = off_loop(decode, "never")
+        never.cancel()
+        await asyncio.wait({never}, timeout=60)
+        return held_while_running, held_after_leaving, traffic.buffered, exchange.preparing.cancelled(), ran
+
+    assert asyncio.run(scenario()) == (60, 60, 0, True, ["first"])
+
+
+def test_quiet_returns_once_the_last_request_in_flight_is_answered() -> None:
+    """What the drain waits on before the models drain: no admitted request left unanswered."""
+    import asyncio
+
+    async def scenario() -> tuple[bool, bool, bool]:
+        traffic = Traffic()
+        first, second = traffic.reserve(0), traffic.reserve(5)
+        assert first is not None and second is not None
+        quiet = asyncio.ensure_future(traffic.quiet())
+        first.release()
+        await asyncio.sleep(0)
+        one_left = quiet.done()
+        second.release()
+        await asyncio.wait({quiet}, timeout=60)
+        await asyncio.wait_for(traffic.quiet(), 60)  # none in flight: at once
+        return one_left, quiet.done(), traffic.in_flight == 0
+
+    assert asyncio.run(scenario()) == (False, True, True)

@@ -80,6 +80,9 @@ def test_a_handler_s_answer_is_framed_by_the_server(server: ServerInfo, query: s
                     assert (empty.status_code, empty.content) == (status, b"")
                     assert "content-length" not in empty.headers and "content-type" not in empty.headers
                 _mms_error(client.post(url, content=b"101"), 500, "InternalServerException")
+                invalid = client.post(url, content=b"str404")  # a status that is no int
+                _mms_error(invalid, 500, "InternalServerException")
+                assert invalid.json()["message"] == "Invalid response from the model."
                 framed = client.post(url, content=b"headers")
                 assert (framed.status_code, framed.text) == (200, "hello")
                 assert framed.headers.get_list("content-length") == ["5"] and framed.headers["x-kept"] == "yes"
@@ -96,7 +99,8 @@ def test_a_handler_s_answer_is_framed_by_the_server(server: ServerInfo, query: s
 @pytest.mark.parametrize("query", ["", "?aiohttp=1"], ids=["lean", "aiohttp"])
 def test_a_v2_call_whose_handler_answers_a_1xx_or_3xx_is_a_500(server: ServerInfo, query: str, path: str) -> None:
     """A v2 infer call fails with its handler's 4xx or 5xx; a 101 or a 304 is no error a client can act on (a 101
-    would leave it waiting for a final answer): a v2 error of 500 on both paths, and the connection goes on."""
+    would leave it waiting for a final answer), and a status set as a str ("404") is none at all: a v2 error of
+    500 on both paths, and the connection goes on."""
     m = server.management_url
     resp = httpx.post(f"{m}/models", params={"url": "framing", "initial_workers": "1", "synchronous": "true"},
                       timeout=60)
@@ -104,7 +108,7 @@ def test_a_v2_call_whose_handler_answers_a_1xx_or_3xx_is_a_500(server: ServerInf
     headers = {"X-Model-Name": "framing"} if path == "/invocations" else {}
     try:
         with httpx.Client(timeout=10) as client:
-            for asked in ("101", "304", "101"):
+            for asked in ("101", "304", "str404", "101"):
                 body = {"inputs": [{"name": "body", "shape": [1], "datatype": "BYTES", "data": [asked]}]}
                 answer = client.post(f"{server.inference_url}{path}{query}", json=body, headers=headers)
                 assert (answer.status_code, answer.json()) == (500, {"error": "Invalid response from the model."})

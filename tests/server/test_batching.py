@@ -114,3 +114,33 @@ def test_a_clients_batch_is_answered_each_in_order_and_a_failure_answers_them_al
 
     bodies, statuses, first = asyncio.run(scenario())
     assert bodies == [b"0", b"1", b"2"] and first == b"0" and statuses == [503, 503]
+
+
+async def _gathering(queue: "asyncio.Queue[Job]", stop: asyncio.Event, flush: asyncio.Event) -> "asyncio.Task[object]":
+    """next_batch gathering a batch of 4 for up to 600 s, its first job taken."""
+    loop = asyncio.get_running_loop()
+    queue.put_nowait(_job(loop, 0))
+    task = asyncio.ensure_future(next_batch(queue, 4, 600.0, stop, flush))
+    while not queue.empty():  # bounded: the task takes it on its first step
+        await asyncio.sleep(0)
+    return task
+
+
+def test_a_stop_or_a_flush_sends_the_batch_being_gathered_as_it_is() -> None:
+    """A drain's stop (or the model's flush) comes while a batch waits ``max_batch_delay`` for more: the batch goes
+    at once with what it holds, not after the delay (which may be past the drain, when the worker is killed)."""
+    async def scenario(which: str) -> tuple[list[str], list[str]]:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Job] = asyncio.Queue()
+        stop, flush = asyncio.Event(), asyncio.Event()
+        task = await _gathering(queue, stop, flush)
+        (stop if which == "stop" else flush).set()
+        batch = await asyncio.wait_for(task, 60)
+        assert isinstance(batch, list)
+        queue.put_nowait(_job(loop, 1))  # after the batch went: left for the next one
+        after = await asyncio.wait_for(next_batch(queue, 4, 600.0, asyncio.Event(), flush), 60) if which == "flush" \
+            else []
+        return [j.item.request_id for j in batch], [j.item.request_id for j in after or []]
+
+    assert asyncio.run(scenario("stop")) == (["0"], [])
+    assert asyncio.run(scenario("flush")) == (["0"], ["1"])  # flushed: the next batch takes what is queued, no wait

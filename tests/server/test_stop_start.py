@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 from pathlib import Path
 from typing import Iterator
@@ -175,3 +176,85 @@ def test_an_unwritable_state_folder_fails_the_register_and_the_server_serves_on(
         assert httpx.post(f"{m}/models", params={"url": "echo"}, timeout=60).status_code == 200
         state = json.loads((srv.instance_dir / "state.json").read_text())
         assert state["models"] == ["echo", "noop"] and state["status"] == "ready"
+
+
+def _read_until(sock: socket.socket, marker: bytes) -> bytes:
+    """What *sock* sends until *marker* has come (or it closes)."""
+    data = b""
+    while marker not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def test_a_request_admitted_before_the_drain_whose_body_comes_after_it_is_answered(tmp_path: Path) -> None:
+    """SIGTERM between a request's admission (its ``100 Continue``) and its body: the drain answers it, as it answers
+    one queued (a body still uploading or being decoded off the loop is not refused 503 because the queues were
+    empty when the signal came)."""
+    noop = make_noop_archive(tmp_path / "noop")
+    with running_mmsctl_server(tmp_path / "srv", models={"noop": str(noop)},
+                               extra_config={"drain_timeout": 60}) as srv:
+        host, port = srv.inference_url.split("//")[1].rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=60) as sock:
+            sock.sendall(b"POST /predictions/noop HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n"
+                         b"Expect: 100-continue\r\n\r\n")
+            assert _read_until(sock, b"\r\n\r\n").startswith(b"HTTP/1.1 100 Continue")  # admitted
+            os.kill(srv.pid, signal.SIGTERM)
+            wait_until(lambda: httpx.get(f"{srv.inference_url}/ping", timeout=10).status_code == 503, timeout=30,
+                       what="ping answering 503 (draining)")
+            sock.sendall(b"late")
+            answer = _read_until(sock, b"late")
+        assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and answer.endswith(b"\r\n\r\nlate"), answer
+        assert srv.process.wait(30) == 0
+
+
+def test_a_batch_being_gathered_when_the_drain_starts_is_sent_and_answered(tmp_path: Path) -> None:
+    """A model batching 4 requests for up to 600 s holds one when SIGTERM comes: the drain sends that batch as it is
+    and answers it, rather than leaving it to the delay and killing the worker (the client saw no answer)."""
+    noop = make_noop_archive(tmp_path / "noop")
+    with running_mmsctl_server(tmp_path / "srv", models={"noop": str(noop)},
+                               extra_config={"drain_timeout": 5}) as srv:
+        resp = httpx.post(f"{srv.management_url}/models", timeout=60, params={
+            "url": str(noop), "model_name": "batched", "batch_size": "4", "max_batch_delay": "600000",
+            "initial_workers": "1", "synchronous": "true"})
+        assert resp.status_code == 200, resp.text
+        host, port = srv.inference_url.split("//")[1].rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=60) as sock:
+            sock.sendall(b"POST /predictions/batched HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n"
+                         b"Expect: 100-continue\r\n\r\n")
+            assert _read_until(sock, b"\r\n\r\n").startswith(b"HTTP/1.1 100 Continue")  # admitted
+            sock.sendall(b"lone")
+            os.kill(srv.pid, signal.SIGTERM)
+            answer = _read_until(sock, b"lone")
+        assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and answer.endswith(b"\r\n\r\nlone"), answer
+        assert srv.process.wait(30) == 0
+
+
+def test_a_request_sent_ahead_to_a_worker_the_drain_kills_is_answered_with_the_drain_s_reason(tmp_path: Path) -> None:
+    """A busy worker holds the next request ahead of the one it runs; the drain's deadline kills it: both are
+    answered 503 saying the server is shutting down (the one ahead was told its model had been unregistered)."""
+    noop = make_noop_archive(tmp_path / "noop")
+    with running_mmsctl_server(tmp_path / "srv", models={"noop": str(noop)},
+                               extra_config={"drain_timeout": 1}) as srv:
+        url, m = f"{srv.inference_url}/predictions/noop", srv.management_url
+
+        async def scenario() -> list[httpx.Response]:
+            async with httpx.AsyncClient(timeout=120) as client:
+                first = asyncio.ensure_future(client.post(url, content=b"sleep:0.5"))
+
+                async def pending(count: int) -> bool:
+                    return (await client.get(f"{m}/models/noop")).json()["queueStatus"]["pendingRequests"] >= count
+
+                await wait_until_async(lambda: pending(0), timeout=30, what="the server answering")
+                later = [asyncio.ensure_future(client.post(url, content=b"sleep:60")) for _ in range(2)]
+                await wait_until_async(lambda: pending(2), timeout=30, what="two requests waiting")
+                assert (await first).text == "sleep:0.5"  # the worker took one of them, and the other ahead of it
+                os.kill(srv.pid, signal.SIGTERM)
+                return [await r for r in later]
+
+        for resp in asyncio.run(scenario()):
+            assert resp.status_code == 503 and resp.json()["message"].startswith("The server is shutting down"), \
+                resp.text
+        assert srv.process.wait(30) == 0

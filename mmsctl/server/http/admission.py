@@ -22,6 +22,7 @@ counters change only through tickets.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 from types import TracebackType
 from typing import Iterable, Optional
@@ -52,6 +53,8 @@ class Traffic:
         self.max_buffered = max_buffered
         self._in_flight = 0
         self._buffered = 0
+        #: Resolved when the last request in flight is answered (made by :meth:`quiet`).
+        self._quiet: Optional["asyncio.Future[None]"] = None
 
     @property
     def in_flight(self) -> int:
@@ -66,6 +69,14 @@ class Traffic:
     def drain(self) -> None:
         """Stop taking requests (the server is stopping)."""
         self.draining = True
+
+    async def quiet(self) -> None:
+        """Return once no admitted request is unanswered (a request whose body is still coming or being
+        decoded counts until it is answered, as does one queued for a model)."""
+        while self._in_flight:
+            if self._quiet is None or self._quiet.done():
+                self._quiet = asyncio.get_running_loop().create_future()
+            await asyncio.shield(self._quiet)
 
     def _hold(self, size: int) -> bool:
         """Hold *size* more bytes unless they would pass ``max_buffered_bytes`` (while nothing else is held,
@@ -89,6 +100,8 @@ class Traffic:
         self._buffered -= size
         if counted:
             self._in_flight -= 1
+            if not self._in_flight and self._quiet is not None and not self._quiet.done():
+                self._quiet.set_result(None)
 
 
 class Ticket:

@@ -141,11 +141,32 @@ Outcome = Union[Reply, Call, Awaitable[Union[Reply, Call]]]
 OFF_LOOP_BYTES = 1 << 20
 
 
-def off_loop(work: Callable[..., Any], *args: Any) -> "asyncio.Future[Any]":
+def off_loop(work: Callable[..., Any], *args: Any) -> "asyncio.Task[Any]":
     """*work* (CPU-bound, on what the request already holds) on a thread of the loop's default executor: an
     outcome both paths await (the lean path's :meth:`~mmsctl.server.http.lean.exchange.Exchange.on_complete`,
-    aiohttp's :func:`answer`)."""
-    return asyncio.get_running_loop().run_in_executor(None, work, *args)
+    aiohttp's :func:`answer`).
+
+    Cancelled (the client left), a job not started never runs, and one running (a thread cannot be stopped) is
+    waited for: the task ends when the job does, so whoever releases what the request holds (its body's bytes,
+    counted against ``max_buffered_bytes``) once the task is done releases it when nothing uses it any more."""
+    return asyncio.ensure_future(_off_loop(work, args))
+
+
+async def _off_loop(work: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    wanted = True
+
+    def run() -> Any:
+        if not wanted:  # cancelled before a thread took it
+            return None
+        return work(*args)
+
+    job = asyncio.get_running_loop().run_in_executor(None, run)
+    try:
+        return await asyncio.shield(job)
+    except asyncio.CancelledError:
+        wanted = False
+        await asyncio.wait({job})  # (a second cancel ends this wait; the job still ends on its thread)
+        raise
 
 
 async def answer(manager: "ModelManager", outcome: Outcome, max_request_size: int) -> Reply:

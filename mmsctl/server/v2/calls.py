@@ -176,7 +176,7 @@ class V2Call(Call):
     def reply(self, answers: list[ResponseItem]) -> Reply:
         """The answer to the workers' *answers*, the protocol's error where they failed."""
         answer = self.answer
-        if answer is not None and 200 <= answers[0].status < 300 and type(answers[0].body) is bytes:
+        if answer is not None and answers[0].ok and type(answers[0].body) is bytes:
             return answer.reply(answers[0].body)
         try:
             body, header_length, content_type = render(self._plan(), answers)

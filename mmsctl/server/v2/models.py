@@ -231,7 +231,7 @@ def generic_item(inputs: list[Tensor], request_id: str) -> RequestItem:
 def failure(answer: ResponseItem) -> V2Failure:
     """A handler's error answer as the error of the infer call: a 4xx or 5xx keeps its status; any other status
     that is not a success (a 1xx would end no exchange, a 3xx points nowhere) is the server's 500."""
-    if not 400 <= answer.status <= 599:
+    if type(answer.status) is not int or not 400 <= answer.status <= 599:
         return V2Failure(500, "Invalid response from the model.")
     _, message = parse_error_body(answer.body)
     return V2Failure(answer.status, message or f"the model answered {answer.status}")

@@ -92,23 +92,25 @@ class JobQueue(asyncio.Queue[Job]):
         self._wakeup_next(self._getters)  # type: ignore[attr-defined]  # asyncio.Queue's own hook
 
 
-async def until_stopped(awaitable: Awaitable[T], stop: asyncio.Event) -> tuple[bool, Any]:
-    """Await *awaitable* unless *stop* is set first.
+async def until_stopped(awaitable: Awaitable[T], stop: asyncio.Event, *more: asyncio.Event) -> tuple[bool, Any]:
+    """Await *awaitable* unless *stop* (or one of *more*) is set first.
 
-    Returns ``(True, result)``, or ``(False, None)`` once *stop* is set with the
+    Returns ``(True, result)``, or ``(False, None)`` once a stop is set with the
     awaitable cancelled. A result that arrives while it is being cancelled is still
     returned, so nothing taken (a job, a lock) is ever dropped.
     """
-    if stop.is_set():
+    stops = (stop, *more)
+    if any(event.is_set() for event in stops):
         if asyncio.iscoroutine(awaitable):
             awaitable.close()  # never started: no "never awaited" warning
         return False, None
     task = asyncio.ensure_future(awaitable)
-    stopper = asyncio.ensure_future(stop.wait())
+    stoppers = [asyncio.ensure_future(event.wait()) for event in stops]
     try:
-        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({task, *stoppers}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        stopper.cancel()
+        for stopper in stoppers:
+            stopper.cancel()
     if not task.done():
         task.cancel()
         try:
@@ -123,11 +125,15 @@ async def next_batch(
     batch_size: int,
     max_delay: float,
     stop: asyncio.Event,
+    flush: Optional[asyncio.Event] = None,
 ) -> Optional[list[Job]]:
     """The next batch, or None if *stop* is set while no job has been taken.
 
     Once the first job is taken the batch is always returned, so a stop never
-    drops a job: it only ends the wait for the first one.
+    drops a job: it ends the wait for the first one, and the wait for more (the
+    batch goes as it is, not ``max_delay`` later, which may be past the drain).
+    *flush* set (the model drains: no request is coming that the batch could wait
+    for) ends only the wait for more.
     """
     try:
         first = queue.get_nowait()
@@ -138,6 +144,7 @@ async def next_batch(
     jobs = [first]
     if batch_size <= 1:
         return jobs
+    stops = (stop,) if flush is None else (stop, flush)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_delay
     taken = first.size
@@ -146,11 +153,13 @@ async def next_batch(
             job = queue.get_nowait()
         except asyncio.QueueEmpty:
             remaining = deadline - loop.time()
-            if remaining <= 0:
+            if remaining <= 0 or any(event.is_set() for event in stops):
                 break
             try:
-                job = await asyncio.wait_for(queue.get(), remaining)
+                taken_one, job = await until_stopped(asyncio.wait_for(queue.get(), remaining), *stops)
             except asyncio.TimeoutError:
+                break
+            if not taken_one:  # stopped: the batch goes as it is, its jobs answered
                 break
         if taken + job.size > batch_size and isinstance(queue, JobQueue):  # a client's batch that does not fit
             queue.put_back(job)

@@ -36,7 +36,7 @@ async def drain(supervisor: Supervisor, model: Model, deadline: float, message: 
     finally:
         joined.cancel()
     message = message or f"Model {model.name} was unregistered"
-    model.remove()
+    model.remove(message)
     supervisor.reject_queued(model, message)
     workers = list(model.workers)
     for worker in workers:

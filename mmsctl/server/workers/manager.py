@@ -145,6 +145,11 @@ class ModelManager:
         await drain(self.supervisor, model, deadline)
         log.info("Model %s unregistered.", model.name)
 
+    def flush(self) -> None:
+        """No batch of any model waits for more requests from now on (the server stops: see :meth:`Model.flush`)."""
+        for model in self.models.values():
+            model.flush()
+
     async def shutdown(self, deadline: float) -> None:
         """Answer everything queued or in flight until *deadline* (``time.monotonic()``), then stop every worker:
         what is still running then is answered 503 and its worker killed (see :func:`drain`).

@@ -139,7 +139,7 @@ class Worker:
         if not await _acquire_unless(m.gathering, self.stop_event):
             return None
         try:
-            return await next_batch(m.queue, m.batch_size, m.max_batch_delay / 1000.0, self.stop_event)
+            return await next_batch(m.queue, m.batch_size, m.max_batch_delay / 1000.0, self.stop_event, m.draining)
         finally:
             m.gathering.release()
 
@@ -318,6 +318,8 @@ class Model:
     queue: JobQueue = field(init=False)
     workers: list[Worker] = field(default_factory=list)
     removed: bool = False
+    #: Why it was removed (unregistered, or the server's drain ended): the 503 of what still waited.
+    removed_reason: str = ""
     #: Worker exits in a row (crash or failed start) since one last became READY: the back-off index.
     failures: int = 0
     last_error: Optional[str] = None
@@ -329,6 +331,8 @@ class Model:
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     #: Held by the worker gathering a batch (batch_size > 1), so batches fill one at a time.
     gathering: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: Set once the model drains (:meth:`wind_down`): a batch being gathered goes as it is.
+    draining: asyncio.Event = field(default_factory=asyncio.Event)
     idle_since: float = field(default_factory=time.monotonic)
     requests: int = 0
 
@@ -443,9 +447,17 @@ class Model:
         return self.failures
 
     def wind_down(self) -> None:
-        """No worker is replaced any more (the model is being unregistered or the server stops)."""
+        """No worker is replaced any more (the model is being unregistered or the server stops), and no batch
+        waits for more requests (:meth:`flush`)."""
         self.min_workers = 0
+        self.flush()
 
-    def remove(self) -> None:
-        """The model is gone: nothing queues for it again."""
+    def flush(self) -> None:
+        """From now on no batch waits for more requests than are queued: the one being gathered goes as it is (the
+        model drains, and ``max_batch_delay`` may be longer than the drain)."""
+        self.draining.set()
+
+    def remove(self, reason: Optional[str] = None) -> None:
+        """The model is gone: nothing queues for it again; what still waits is answered 503 with *reason*."""
         self.removed = True
+        self.removed_reason = reason or f"Model {self.name} was unregistered"

@@ -100,7 +100,7 @@ class Supervisor:
     def _after_worker_exit(self, model: Model, crashed: bool = True) -> None:
         """Replace lost workers with MMS's back-off; answer the queue 503 if no worker can serve it."""
         if model.removed:  # what a dying worker gave back (jobs sent ahead) has no one left to serve it
-            self.reject_queued(model, f"Model {model.name} was unregistered")
+            self.reject_queued(model, model.removed_reason)
             return
         missing = model.min_workers - len(model.live_workers())
         if crashed and missing > 0:

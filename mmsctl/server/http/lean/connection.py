@@ -66,6 +66,8 @@ class LeanServer:
         self.fallback = fallback
         self.connections: set["LeanConnection"] = set()
         self._sweeper: Optional[asyncio.TimerHandle] = None
+        #: Resolved when the last connection is gone, once :meth:`close` has been called.
+        self._gone: Optional["asyncio.Future[None]"] = None
 
     def __call__(self) -> "LeanConnection":
         return LeanConnection(self)
@@ -88,12 +90,27 @@ class LeanServer:
             self.watch()
 
     def close(self) -> None:
-        """Close the connections still on the lean path (the server stops)."""
+        """Close the connections still on the lean path (the server stops); each sends what it has written first
+        (:meth:`closed` says when they are gone)."""
         if self._sweeper is not None:
             self._sweeper.cancel()
             self._sweeper = None
+        self._gone = asyncio.get_running_loop().create_future()
         for connection in list(self.connections):
             connection.close()
+        self.forget(None)
+
+    def forget(self, connection: Optional["LeanConnection"]) -> None:
+        """*connection* (if any) is gone, or handed over to aiohttp's protocol."""
+        if connection is not None:
+            self.connections.discard(connection)
+        if not self.connections and self._gone is not None and not self._gone.done():
+            self._gone.set_result(None)
+
+    async def closed(self) -> None:
+        """Return once every connection :meth:`close` closed is gone (its answers sent, or the client gone)."""
+        if self._gone is not None:
+            await asyncio.shield(self._gone)
 
 
 class LeanConnection(asyncio.Protocol):
@@ -123,7 +140,7 @@ class LeanConnection(asyncio.Protocol):
         self._idle()
 
     def connection_lost(self, exc: Optional[Exception]) -> None:
-        self.lean.connections.discard(self)
+        self.lean.forget(self)
         if self.exchange is not None:  # the client left: its request leaves the queue, its bytes are free
             self.exchange.release()
             self.exchange = None
@@ -300,7 +317,7 @@ class LeanConnection(asyncio.Protocol):
         transport = self.transport
         if transport is None:
             return
-        self.lean.connections.discard(self)
+        self.lean.forget(self)
         self.transport = None
         protocol = self.lean.fallback()
         transport.set_protocol(protocol)

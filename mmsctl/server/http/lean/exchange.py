@@ -77,7 +77,8 @@ class Exchange:
         self.body = b""
         self.jobs: list[Job] = []
         self.call: Optional[Call] = None
-        #: The task making the call of a multipart form (held: the loop keeps only a weak reference).
+        #: The task making the call of a multipart form or of a body decoded off the loop (held: the loop keeps only
+        #: a weak reference).
         self.preparing: Optional["asyncio.Future[Any]"] = None
         #: The whole request has been read.
         self.read = False
@@ -146,7 +147,7 @@ class Exchange:
             else:
                 outcome = self._outcome()
             if not isinstance(outcome, (Reply, Call)):
-                self.preparing = asyncio.ensure_future(outcome)  # a multipart form: its parser awaits
+                self.preparing = asyncio.ensure_future(outcome)  # a multipart form, or a decode off the loop
                 self.preparing.add_done_callback(self._prepared)
                 return
             self._dispatch(outcome)
@@ -226,7 +227,16 @@ class Exchange:
         self.conn.answer(self, reply)
 
     def release(self) -> None:
-        """Give back the request's place and body bytes; a request not answered yet leaves its queue."""
+        """Give back the request's place and body bytes; a request not answered yet leaves its queue, and one
+        whose call is still being made stops being made (a decode running on a thread ends first: the bytes it
+        reads are given back then, see :func:`~mmsctl.server.http.calls.off_loop`)."""
+        preparing = self.preparing
+        if preparing is not None and not preparing.done():
+            preparing.cancel()
+            ticket = self.ticket
+            if ticket is not None:
+                preparing.add_done_callback(lambda _: ticket.release())
+            return
         if self.ticket is not None:
             self.ticket.release()
         if self.jobs and self.call is not None:
