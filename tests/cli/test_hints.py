@@ -221,3 +221,23 @@ def test_an_error_with_its_own_hint_keeps_it() -> None:
     assert hint_for(ConnectionRefused("x", hint="about the data")) == "about the data"
     assert hint_for(ConnectionRefused("x")) == "is the server running? `mmsctl ping --all` checks every context"
     assert hint_for(MmsError("x")) is None
+
+
+@pytest.mark.parametrize("product", ["lambda_", "sagemaker"])
+def test_a_deploy_that_stopped_part_way_hints_its_cause_and_its_own_destroy(product: str) -> None:
+    """Both products' deploys stop part way with one error: the failed step's hint first, then the destroy
+    command for the name deployed (not a placeholder)."""
+    import importlib
+
+    from mmsctl.cloud.aws.changes import Change
+    from mmsctl.errors import CloudError
+
+    stopped = importlib.import_module(f"mmsctl.cloud.{product}.deploy.run").DeployIncomplete
+    words = importlib.import_module(f"mmsctl.cli.{product}.deploy")._DEPLOY_WORDS
+    exc = stopped("kitten", CloudError("AWS said no", hint="choose another NAME"), [Change("create", "role", "r")])
+    words.reword(exc)
+    command = "lambda" if product == "lambda_" else "sagemaker"
+    assert exc.message == "AWS said no; deploy of kitten stopped there, after it made: role r (destroying kitten " \
+                          "removes them)"
+    assert exc.hint is not None and exc.hint.startswith("choose another NAME; fix it and ")
+    assert exc.hint.endswith(f"mmsctl {command} destroy kitten")

@@ -42,7 +42,7 @@ _DEPLOY_WORDS = CommandWords(
                                              f"{getattr(exc, 'function', 'NAME')}"),
         ("lambda-deploy-incomplete", lambda exc: "; ".join(filter(None, (
             getattr(exc, "cause_hint", None),
-            f"fix it and deploy again, or remove what was made: mmsctl lambda destroy {getattr(exc, 'function', 'NAME')}")))),
+            f"fix it and deploy again, or remove what was made: mmsctl lambda destroy {getattr(exc, 'name', 'NAME')}")))),
     ),
 )
 

@@ -34,7 +34,7 @@ _DEPLOY_WORDS = CommandWords(
            "bake_s": "--bake", "max_latency_ms": "--max-latency", "port": "--port"},
     hints=(("sagemaker-deploy-incomplete", lambda exc: "; ".join(filter(None, (
         getattr(exc, "cause_hint", None),
-        f"fix it and run it again, or remove what was made: mmsctl sagemaker destroy {getattr(exc, 'endpoint', 'NAME')}")))),),
+        f"fix it and run it again, or remove what was made: mmsctl sagemaker destroy {getattr(exc, 'name', 'NAME')}")))),),
 )
 _INVOKE_WORDS = CommandWords(flags={"body": "IMAGE"})
 _UPDATE_WORDS = CommandWords(

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from mmsctl.cloud.aws import tags
+from mmsctl.cloud.aws.changes import StoppedPartWay
 from mmsctl.cloud.aws.session import AwsSession
 from mmsctl.cloud.lambda_ import env, policy
 from mmsctl.cloud.lambda_.deploy.alias import current_alias, ensure_provisioned
@@ -43,19 +44,10 @@ from mmsctl.errors import CloudError, MmsError
 __all__ = ["DeployIncomplete", "DeployResult", "deploy"]
 
 
-class DeployIncomplete(CloudError):
-    """A step failed after earlier steps changed things: what this run made is named, nothing is hidden."""
+class DeployIncomplete(StoppedPartWay):
+    """A function's deploy that stopped part way."""
 
     reference = "lambda-deploy-incomplete"
-
-    def __init__(self, function: str, cause: MmsError, made: list[Change]) -> None:
-        what = ", ".join(f"{c.kind} {c.id}" for c in made)
-        super().__init__(f"{cause.message}; deploy of {function} stopped there, after it made: {what} "
-                         f"(destroying {function} removes them)")
-        self.exit_code = cause.exit_code
-        self.cause_hint = cause.hint
-        self.function = function
-        self.made = made
 
 
 @dataclass

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from mmsctl.cloud.aws.changes import StoppedPartWay
 from mmsctl.cloud.aws.session import AwsSession, dns_suffix
 from mmsctl.cloud.sagemaker import contract, policy
 from mmsctl.cloud.sagemaker.deploy.config import ensure_config, variants
@@ -34,18 +35,10 @@ from mmsctl.errors import CloudError, MmsError
 __all__ = ["DeployIncomplete", "DeployResult", "deploy", "invocations_url", "role_scope"]
 
 
-class DeployIncomplete(CloudError):
-    """A step failed after earlier steps made something: what this run made is named, nothing is hidden."""
+class DeployIncomplete(StoppedPartWay):
+    """A endpoint's deploy that stopped part way."""
 
     reference = "sagemaker-deploy-incomplete"
-
-    def __init__(self, endpoint: str, cause: MmsError, made: list[Change]) -> None:
-        what = ", ".join(f"{c.kind} {c.id}" for c in made)
-        super().__init__(f"{cause.message}; deploy of {endpoint} stopped there, after it made: {what} "
-                         f"(destroying {endpoint} removes them)")
-        self.exit_code = cause.exit_code
-        self.cause_hint = cause.hint
-        self.endpoint = endpoint
 
 
 @dataclass
