@@ -324,15 +324,17 @@ def test_an_upgrade_without_a_body_is_served_as_http_1_1(srv: ServerInfo, target
     head = _upgrade(target, b"")
     last = _predict(b"last", b"Connection: close\r\n").replace(b"/predictions/noop", target.encode(), 1)
     with socket.create_connection(("127.0.0.1", _port(srv.inference_url)), timeout=20) as sock:
-        sock.sendall(head + last if reads == "one" else head)
         raw = b""
-        while not raw.endswith(b"\r\n\r\n"):  # an empty body: the answer ends with its head
-            chunk = sock.recv(65536)  # socket.timeout fails the test
-            assert chunk, raw
-            raw += chunk
-        if reads == "answered":
+        if reads == "one":
+            sock.sendall(head + last)
+        else:
+            sock.sendall(head)
+            while not raw.endswith(b"\r\n\r\n"):  # an empty body: the answer ends with its head
+                chunk = sock.recv(65536)  # socket.timeout fails the test
+                assert chunk, raw
+                raw += chunk
             sock.sendall(last)
-        while chunk := sock.recv(65536):
+        while chunk := sock.recv(65536):  # the last request closes the connection
             raw += chunk
     answers = _answers(raw)
     assert [a.split(b"\r\n", 1)[0] for a in answers] == [b"HTTP/1.1 200 OK"] * 2, answers
